@@ -1,0 +1,32 @@
+#include <fmt/core.h>
+
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "gguf/inspect.h"
+
+namespace ggtrain::cli {
+
+Runner add_inspect_command(CLI::App& app) {
+  struct Opts {
+    std::string file;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("inspect", "List a GGUF file's metadata and tensors");
+  cmd->add_option("file", opts->file, "GGUF file")->required();
+  cmd->add_flag("--json", opts->json, "Print one JSON document (metadata, tensors)");
+  return [cmd, opts]() -> int {
+    if (!cmd->parsed()) return -1;
+    gguf::GgufFile f(opts->file);
+    if (opts->json)
+      fmt::print("{}\n", gguf::inspect_json(f).dump(2, ' ', false,
+                                                     nlohmann::json::error_handler_t::replace));
+    else
+      fmt::print("{}", gguf::inspect_text(f));
+    return 0;
+  };
+}
+
+}  // namespace ggtrain::cli

@@ -1,0 +1,13 @@
+#pragma once
+// Each subcommand registers its options on the CLI11 app and returns the
+// function that runs it. Commands are thin: parsing here, work in the library.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ggtrain::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_inspect_command(CLI::App& app);
+
+}  // namespace ggtrain::cli

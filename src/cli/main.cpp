@@ -1,0 +1,32 @@
+// ggtrain: train Llama models and write GGUF checkpoints llama.cpp loads.
+#include <fmt/core.h>
+
+#include <vector>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ggtrain: train small Llama models from scratch, checkpoints as GGUF"};
+  app.set_version_flag("--version", "ggtrain 0.1.0");
+  app.require_subcommand(1);
+  std::vector<ggtrain::cli::Runner> runners{ggtrain::cli::add_inspect_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& run : runners) {
+      int rc = run();
+      if (rc >= 0) return rc;
+    }
+  } catch (const ggtrain::Error& e) {
+    fmt::print(stderr, "ggtrain: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "ggtrain: error: out of memory\n");
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,310 @@
+#include "gguf/reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "gguf/convert.h"
+#include "util/error.h"
+
+namespace ggtrain::gguf {
+
+namespace {
+
+constexpr int kMaxArrayDepth = 8;
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+// Bounds-checked little-endian cursor. `what` names the field being read so
+// that a truncated or corrupt file gives an error a user can act on.
+class Cursor {
+ public:
+  Cursor(const MappedFile& f) : path_(f.path()), p_(f.data()), size_(f.size()) {}
+
+  size_t pos() const { return pos_; }
+  size_t left() const { return size_ - pos_; }
+
+  void need(size_t n, const std::string& what) const {
+    if (n > left())
+      fail("{}: truncated file: {} needs {} bytes at offset {}, only {} left", path_, what, n,
+           pos_, left());
+  }
+
+  template <typename T>
+  T read(const std::string& what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, p_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+
+  std::string read_string(const std::string& what) {
+    uint64_t len = read<uint64_t>(what + " length");
+    if (len > left())
+      fail("{}: {} has length {} at offset {}, but only {} bytes are left", path_, what, len,
+           pos_ - 8, left());
+    std::string s(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(len));
+    pos_ += static_cast<size_t>(len);
+    return s;
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string& path_;
+  const uint8_t* p_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+// Smallest number of bytes one element of this type occupies on disk; used to
+// reject counts that could not possibly fit before allocating anything.
+size_t min_element_bytes(ValueType t) {
+  if (t == ValueType::STRING) return 8;
+  if (t == ValueType::ARRAY) return 12;
+  return scalar_size(t);
+}
+
+Value read_value(Cursor& c, ValueType type, const std::string& what, int depth);
+
+Value read_array(Cursor& c, const std::string& what, int depth) {
+  if (depth >= kMaxArrayDepth)
+    fail("{}: {}: arrays nested deeper than {}", c.path(), what, kMaxArrayDepth);
+  uint32_t et = c.read<uint32_t>(what + " element type");
+  if (!is_valid_value_type(et)) fail("{}: {}: invalid array element type {}", c.path(), what, et);
+  auto elem = static_cast<ValueType>(et);
+  uint64_t n = c.read<uint64_t>(what + " array length");
+  if (n > c.left() / min_element_bytes(elem))
+    fail("{}: {}: array length {} cannot fit in the {} bytes left", c.path(), what, n, c.left());
+  std::vector<Value> items;
+  items.reserve(static_cast<size_t>(n));
+  for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, elem, what, depth + 1));
+  return Value::array(elem, std::move(items));
+}
+
+Value read_value(Cursor& c, ValueType type, const std::string& what, int depth) {
+  switch (type) {
+    case ValueType::U8: return Value::u8(c.read<uint8_t>(what));
+    case ValueType::I8: return Value::i8(c.read<int8_t>(what));
+    case ValueType::U16: return Value::u16(c.read<uint16_t>(what));
+    case ValueType::I16: return Value::i16(c.read<int16_t>(what));
+    case ValueType::U32: return Value::u32(c.read<uint32_t>(what));
+    case ValueType::I32: return Value::i32(c.read<int32_t>(what));
+    case ValueType::U64: return Value::u64(c.read<uint64_t>(what));
+    case ValueType::I64: return Value::i64(c.read<int64_t>(what));
+    case ValueType::F32: return Value::f32(c.read<float>(what));
+    case ValueType::F64: return Value::f64(c.read<double>(what));
+    case ValueType::BOOL: {
+      uint8_t b = c.read<uint8_t>(what);
+      if (b > 1) fail("{}: {}: bool value {} is neither 0 nor 1", c.path(), what, b);
+      return Value::boolean(b != 0);
+    }
+    case ValueType::STRING: return Value::str(c.read_string(what));
+    case ValueType::ARRAY: return read_array(c, what, depth);
+  }
+  fail("{}: {}: invalid value type {}", c.path(), what, static_cast<uint32_t>(type));
+}
+
+uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& path, const std::string& what) {
+  if (a != 0 && b > std::numeric_limits<int64_t>::max() / a)
+    fail("{}: {}: element count overflows", path, what);
+  return a * b;
+}
+
+}  // namespace
+
+GgufFile::GgufFile(const std::string& path) : map_(path) { parse(); }
+
+void GgufFile::parse() {
+  Cursor c(map_);
+  const std::string& path = map_.path();
+  uint32_t magic = c.read<uint32_t>("magic");
+  if (magic != kMagic) fail("{}: not a GGUF file (magic 0x{:08x})", path, magic);
+  version_ = c.read<uint32_t>("version");
+  if (version_ != 2 && version_ != 3)
+    fail("{}: unsupported GGUF version {} (supported: 2, 3)", path, version_);
+  uint64_t n_tensors = c.read<uint64_t>("tensor count");
+  uint64_t n_kv = c.read<uint64_t>("metadata count");
+  // A key/value takes at least 13 bytes and a tensor info at least 28.
+  if (n_kv > c.left() / 13)
+    fail("{}: metadata count {} cannot fit in the file ({} bytes)", path, n_kv, map_.size());
+  if (n_tensors > c.left() / 28)
+    fail("{}: tensor count {} cannot fit in the file ({} bytes)", path, n_tensors, map_.size());
+
+  std::unordered_set<std::string> keys;
+  kv_.reserve(static_cast<size_t>(n_kv));
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = c.read_string(fmt::format("metadata key #{}", i));
+    if (!valid_utf8(key)) fail("{}: metadata key #{} is not valid UTF-8", path, i);
+    if (!keys.insert(key).second) fail("{}: duplicate metadata key '{}'", path, key);
+    uint32_t t = c.read<uint32_t>("type of '" + key + "'");
+    if (!is_valid_value_type(t)) fail("{}: metadata '{}' has invalid type {}", path, key, t);
+    kv_.emplace_back(key, read_value(c, static_cast<ValueType>(t), "metadata '" + key + "'", 0));
+  }
+
+  if (const Value* a = find("general.alignment")) {
+    if (a->type != ValueType::U32)
+      fail("{}: general.alignment must be u32, is {}", path, value_type_name(a->type));
+    if (a->u == 0 || (a->u & (a->u - 1)) != 0)
+      fail("{}: general.alignment {} is not a power of two", path, a->u);
+    alignment_ = a->u;
+  }
+
+  std::unordered_set<std::string> names;
+  tensors_.reserve(static_cast<size_t>(n_tensors));
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    TensorInfo t;
+    t.name = c.read_string(fmt::format("tensor #{} name", i));
+    const std::string what = fmt::format("tensor '{}'", t.name);
+    if (t.name.size() > kMaxTensorName)
+      fail("{}: tensor #{} name is {} bytes (max {})", path, i, t.name.size(), kMaxTensorName);
+    if (!valid_utf8(t.name)) fail("{}: tensor #{} name is not valid UTF-8", path, i);
+    if (!names.insert(t.name).second) fail("{}: duplicate tensor name '{}'", path, t.name);
+    t.n_dims = c.read<uint32_t>(what + " n_dims");
+    if (t.n_dims == 0 || t.n_dims > kMaxDims)
+      fail("{}: {} has {} dimensions (1..{} allowed)", path, what, t.n_dims, kMaxDims);
+    t.n_elements = 1;
+    for (uint32_t d = 0; d < t.n_dims; ++d) {
+      t.ne[d] = c.read<uint64_t>(fmt::format("{} ne[{}]", what, d));
+      if (t.ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail("{}: {} ne[{}] = {} is negative", path, what, d, t.ne[d]);
+      t.n_elements = checked_mul(t.n_elements, t.ne[d], path, what);
+    }
+    uint32_t type_id = c.read<uint32_t>(what + " type");
+    auto tr = type_traits(type_id);
+    if (!tr) fail("{}: {} has unknown ggml type id {}", path, what, type_id);
+    t.type = static_cast<TensorType>(type_id);
+    if (t.ne[0] % tr->block_size != 0)
+      fail("{}: {} ne[0] = {} is not a multiple of the {} block size {}", path, what, t.ne[0],
+           tr->name, tr->block_size);
+    t.n_bytes = checked_mul(t.n_elements / tr->block_size, tr->type_size, path, what);
+    t.offset = c.read<uint64_t>(what + " offset");
+    if (t.offset % alignment_ != 0)
+      fail("{}: {} offset {} is not aligned to {}", path, what, t.offset, alignment_);
+    tensors_.push_back(std::move(t));
+  }
+
+  uint64_t header_end = c.pos();
+  data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;
+  if (n_tensors > 0 && data_offset_ > map_.size())
+    fail("{}: data section would start at {}, past the end of the file ({} bytes)", path,
+         data_offset_, map_.size());
+  const uint64_t data_size = data_offset_ <= map_.size() ? map_.size() - data_offset_ : 0;
+
+  for (auto& t : tensors_) {
+    if (t.offset > data_size || t.n_bytes > data_size - t.offset)
+      fail("{}: tensor '{}' data [{}, +{}) lies outside the {}-byte data section", path, t.name,
+           t.offset, t.n_bytes, data_size);
+    t.data = map_.data() + data_offset_ + t.offset;
+  }
+  // Tensor data ranges must not overlap (a writer bug or a crafted file).
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& t : tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const auto* prev = by_offset[i - 1];
+    if (prev->n_bytes > 0 && prev->offset + prev->n_bytes > by_offset[i]->offset)
+      fail("{}: tensors '{}' and '{}' overlap", path, prev->name, by_offset[i]->name);
+  }
+}
+
+const Value* GgufFile::find(const std::string& key) const {
+  for (const auto& [k, v] : kv_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+uint64_t GgufFile::get_uint(const std::string& key) const {
+  const Value* v = find(key);
+  if (!v) fail("{}: missing metadata key '{}'", path(), key);
+  if (v->is_integer()) {
+    if (v->type == ValueType::I8 || v->type == ValueType::I16 || v->type == ValueType::I32 ||
+        v->type == ValueType::I64) {
+      if (v->i < 0) fail("{}: metadata '{}' is negative ({})", path(), key, v->i);
+      return static_cast<uint64_t>(v->i);
+    }
+    return v->u;
+  }
+  fail("{}: metadata '{}' must be an integer, is {}", path(), key, value_type_name(v->type));
+}
+
+double GgufFile::get_float(const std::string& key) const {
+  const Value* v = find(key);
+  if (!v) fail("{}: missing metadata key '{}'", path(), key);
+  if (v->is_float() || v->is_integer()) return v->as_double();
+  fail("{}: metadata '{}' must be a number, is {}", path(), key, value_type_name(v->type));
+}
+
+bool GgufFile::get_bool(const std::string& key) const {
+  const Value* v = find(key);
+  if (!v) fail("{}: missing metadata key '{}'", path(), key);
+  if (v->type != ValueType::BOOL)
+    fail("{}: metadata '{}' must be bool, is {}", path(), key, value_type_name(v->type));
+  return v->u != 0;
+}
+
+const std::string& GgufFile::get_string(const std::string& key) const {
+  const Value* v = find(key);
+  if (!v) fail("{}: missing metadata key '{}'", path(), key);
+  if (v->type != ValueType::STRING)
+    fail("{}: metadata '{}' must be a string, is {}", path(), key, value_type_name(v->type));
+  return v->s;
+}
+
+uint64_t GgufFile::get_uint_or(const std::string& key, uint64_t fallback) const {
+  return find(key) ? get_uint(key) : fallback;
+}
+
+double GgufFile::get_float_or(const std::string& key, double fallback) const {
+  return find(key) ? get_float(key) : fallback;
+}
+
+bool GgufFile::get_bool_or(const std::string& key, bool fallback) const {
+  return find(key) ? get_bool(key) : fallback;
+}
+
+const TensorInfo* GgufFile::find_tensor(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorInfo& GgufFile::tensor(const std::string& name) const {
+  const TensorInfo* t = find_tensor(name);
+  if (!t) fail("{}: missing tensor '{}'", path(), name);
+  return *t;
+}
+
+std::vector<float> GgufFile::to_float(const TensorInfo& t) const {
+  if (!is_float_convertible(t.type))
+    fail("{}: tensor '{}' has type {}, which cannot be converted to float (F32, F16, BF16, "
+         "Q8_0 can)",
+         path(), t.name, type_name(t.type));
+  std::vector<float> out(static_cast<size_t>(t.n_elements));
+  decode_floats(t.type, t.data, out.data(), out.size());
+  return out;
+}
+
+std::vector<int32_t> GgufFile::to_i32(const TensorInfo& t) const {
+  if (t.type != TensorType::I32)
+    fail("{}: tensor '{}' has type {}, expected I32", path(), t.name, type_name(t.type));
+  std::vector<int32_t> out(static_cast<size_t>(t.n_elements));
+  std::memcpy(out.data(), t.data, out.size() * 4);
+  return out;
+}
+
+}  // namespace ggtrain::gguf

@@ -1,0 +1,50 @@
+#pragma once
+// GGUF v3 writer. Tensors are registered as pointers to caller-owned data and
+// streamed (converted on the fly for F16/BF16/Q8_0) at write() time, so a
+// checkpoint never needs a second copy of the model in memory. The same input
+// gives the same bytes; the file appears atomically (util/atomic_file.h).
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gguf/types.h"
+#include "gguf/value.h"
+
+namespace ggtrain::gguf {
+
+class GgufWriter {
+ public:
+  // Sets (or replaces, keeping its position) a metadata key.
+  void set(const std::string& key, Value v);
+  // `alignment` is also written as general.alignment when it isn't 32.
+  void set_alignment(uint32_t alignment);
+
+  // ne in ggml order (ne[0] contiguous). `data` holds n floats and must stay
+  // valid until write(); it is stored as `type` (F32, F16, BF16 or Q8_0).
+  void add_tensor_f32(const std::string& name, TensorType type, std::vector<uint64_t> ne,
+                      const float* data);
+  // Raw, already-encoded bytes of `type` (e.g. I32 tokens or copied blocks).
+  void add_tensor_raw(const std::string& name, TensorType type, std::vector<uint64_t> ne,
+                      const void* bytes);
+
+  void write(const std::string& path) const;
+  size_t tensor_count() const { return tensors_.size(); }
+
+ private:
+  struct Pending {
+    std::string name;
+    TensorType type;
+    std::vector<uint64_t> ne;
+    const void* data;
+    bool from_float;
+    uint64_t n_elements;
+    uint64_t n_bytes;
+  };
+  void add(Pending p);
+  std::vector<std::pair<std::string, Value>> kv_;
+  std::vector<Pending> tensors_;
+  uint32_t alignment_ = 32;
+};
+
+}  // namespace ggtrain::gguf

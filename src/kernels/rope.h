@@ -1,0 +1,60 @@
+#pragma once
+// Rotary position embedding in llama.cpp's "normal" layout (ggml rope mode 0,
+// used by LLM_ARCH_LLAMA): ADJACENT pairs (x[2i], x[2i+1]) of each head are
+// rotated by p * base^(-2i/d_head). Not the NeoX half-split layout.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace ggtrain::kernels {
+
+// cos/sin tables [T, d_head/2], computed in double then rounded once.
+template <typename T>
+void rope_tables(T* cos_t, T* sin_t, int64_t n_pos, int64_t d_head, double base) {
+  const int64_t half = d_head / 2;
+  for (int64_t p = 0; p < n_pos; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double theta = double(p) * std::pow(base, -2.0 * double(i) / double(d_head));
+      cos_t[p * half + i] = T(std::cos(theta));
+      sin_t[p * half + i] = T(std::sin(theta));
+    }
+}
+
+// In place on x[B, T, n_heads, d_head]. direction +1 rotates (forward),
+// -1 rotates back, which is exactly the backward pass of a rotation.
+template <typename T>
+void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t n_heads,
+                int64_t d_head, int direction) {
+  const int64_t half = d_head / 2;
+  const T sgn = direction > 0 ? T(1) : T(-1);
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < Tn; ++t) {
+      const T* cs = cos_t + t * half;
+      const T* sn = sin_t + t * half;
+      T* row = x + (b * Tn + t) * n_heads * d_head;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        T* xh = row + h * d_head;
+        for (int64_t i = 0; i < half; ++i) {
+          const T x0 = xh[2 * i], x1 = xh[2 * i + 1];
+          const T c = cs[i], s = sgn * sn[i];
+          xh[2 * i] = x0 * c - x1 * s;
+          xh[2 * i + 1] = x0 * s + x1 * c;
+        }
+      }
+    }
+}
+
+template <typename T>
+void rope_forward(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H,
+                  int64_t hd) {
+  rope_apply(x, cos_t, sin_t, B, Tn, H, hd, +1);
+}
+
+template <typename T>
+void rope_backward(T* dx, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H,
+                   int64_t hd) {
+  rope_apply(dx, cos_t, sin_t, B, Tn, H, hd, -1);
+}
+
+}  // namespace ggtrain::kernels

@@ -1,0 +1,25 @@
+#pragma once
+// Model weights <-> llama.cpp GGUF. Writing produces the standard llama
+// tensor set and llama.* metadata, so llama.cpp loads the file unchanged;
+// reading accepts F32/F16/BF16/Q8_0 weights of any llama GGUF.
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/config.h"
+#include "model/params.h"
+
+namespace ggtrain::model {
+
+// Adds llama.* hyper-parameters and every parameter tensor (stored as
+// `type`; 1-D norm weights always F32, and rows not divisible into Q8_0
+// blocks fall back to F16, as llama.cpp's quantizer does).
+void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
+                     const float* params, gguf::TensorType type = gguf::TensorType::F32);
+
+// Fills `params` (laid out by `layout`) from the file; every tensor must be
+// present with the expected shape, and no unknown tensor may be present.
+void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params);
+
+// ggml ne order (reverse of the row-major shape).
+std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape);
+
+}  // namespace ggtrain::model

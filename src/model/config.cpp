@@ -1,0 +1,66 @@
+#include "model/config.h"
+
+#include "gguf/reader.h"
+#include "util/error.h"
+
+namespace ggtrain::model {
+
+void LlamaConfig::validate(const std::string& where) const {
+  auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) fail("{}: {} must be positive, is {}", where, name, v);
+  };
+  positive(vocab, "vocab");
+  positive(d_model, "d_model");
+  positive(n_layers, "n_layers");
+  positive(n_heads, "n_heads");
+  positive(n_kv_heads, "n_kv_heads");
+  positive(d_ff, "d_ff");
+  positive(ctx, "ctx");
+  if (d_model % n_heads != 0)
+    fail("{}: d_model {} is not divisible by n_heads {}", where, d_model, n_heads);
+  if (d_head() % 2 != 0) fail("{}: head size {} must be even for RoPE", where, d_head());
+  if (n_heads % n_kv_heads != 0)
+    fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
+  if (!(rope_freq_base > 0)) fail("{}: rope_freq_base must be positive", where);
+  if (!(rms_eps > 0)) fail("{}: rms_eps must be positive", where);
+}
+
+int64_t LlamaConfig::matmul_params() const {
+  const int64_t per_layer = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model +
+                            3 * d_model * d_ff;
+  return n_layers * per_layer + vocab * d_model;  // + the output head GEMM
+}
+
+double LlamaConfig::flops_per_token(int64_t seq_len) const {
+  return 6.0 * double(matmul_params()) + 12.0 * double(n_layers * d_model * seq_len);
+}
+
+LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f) {
+  const std::string& arch = f.get_string("general.architecture");
+  if (arch != "llama")
+    fail("{}: general.architecture is '{}'; only 'llama' models are supported", f.path(), arch);
+  LlamaConfig c;
+  c.d_model = int64_t(f.get_uint("llama.embedding_length"));
+  c.n_layers = int64_t(f.get_uint("llama.block_count"));
+  c.n_heads = int64_t(f.get_uint("llama.attention.head_count"));
+  c.n_kv_heads = int64_t(f.get_uint_or("llama.attention.head_count_kv", uint64_t(c.n_heads)));
+  c.d_ff = int64_t(f.get_uint("llama.feed_forward_length"));
+  c.ctx = int64_t(f.get_uint("llama.context_length"));
+  c.rope_freq_base = f.get_float_or("llama.rope.freq_base", 10000.0);
+  c.rms_eps = f.get_float("llama.attention.layer_norm_rms_epsilon");
+  const auto& emb = f.tensor("token_embd.weight");
+  if (emb.n_dims != 2 || emb.ne[0] != uint64_t(c.d_model))
+    fail("{}: token_embd.weight has ne[0]={}, expected embedding_length {}", f.path(), emb.ne[0],
+         c.d_model);
+  c.vocab = int64_t(emb.ne[1]);
+  c.tied = f.find_tensor("output.weight") == nullptr;
+  if (const auto* rd = f.find("llama.rope.dimension_count"))
+    if (rd->is_integer() && int64_t(rd->as_double()) != c.d_head())
+      fail("{}: llama.rope.dimension_count {} differs from the head size {}; partial RoPE is "
+           "not supported",
+           f.path(), int64_t(rd->as_double()), c.d_head());
+  c.validate(f.path());
+  return c;
+}
+
+}  // namespace ggtrain::model

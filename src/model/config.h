@@ -1,0 +1,39 @@
+#pragma once
+// Shape and numerics of a Llama decoder, as stored in llama.* GGUF metadata.
+#include <cstdint>
+#include <string>
+
+namespace ggtrain::gguf {
+class GgufFile;
+}
+
+namespace ggtrain::model {
+
+struct LlamaConfig {
+  int64_t vocab = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t d_ff = 0;
+  int64_t ctx = 0;  // maximum sequence length
+  bool tied = false;
+  double rope_freq_base = 10000.0;
+  double rms_eps = 1e-5;
+
+  int64_t d_head() const { return d_model / n_heads; }
+  int64_t q_dim() const { return n_heads * d_head(); }
+  int64_t kv_dim() const { return n_kv_heads * d_head(); }
+  // Throws Error (prefixed by `where`) naming the first inconsistent field.
+  void validate(const std::string& where) const;
+  // Matmul weights incl. the head (counted again when tied: it is a GEMM).
+  int64_t matmul_params() const;
+  // 6*N + 12*n_layers*d_model*T: forward+backward FLOPs per trained token.
+  double flops_per_token(int64_t seq_len) const;
+};
+
+// From llama.* metadata of a llama-architecture GGUF; `tied` is inferred from
+// the absence of output.weight.
+LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f);
+
+}  // namespace ggtrain::model

@@ -1,0 +1,55 @@
+#include "train/adamw.h"
+
+#include <cmath>
+#include <vector>
+
+namespace ggtrain::train {
+
+void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m,
+                float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale) {
+  // Scalars in double, as PyTorch computes them in Python.
+  const double bc1 = 1.0 - std::pow(double(cfg.beta1), double(t));
+  const double bc2 = 1.0 - std::pow(double(cfg.beta2), double(t));
+  const float step_size = float(lr / bc1);
+  const float bc2_sqrt = float(std::sqrt(bc2));
+  const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.eps;
+  for (const auto& pt : layout.tensors()) {
+    const float decay = pt.decay ? float(1.0 - lr * double(cfg.weight_decay)) : 1.0f;
+    float* p = params + pt.offset;
+    const float* g = grads + pt.offset;
+    float* mt = m + pt.offset;
+    float* vt = v + pt.offset;
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < pt.size; ++i) {
+      const float gi = g[i] * grad_scale;
+      const float pi = p[i] * decay;
+      mt[i] = b1 * mt[i] + (1.0f - b1) * gi;
+      vt[i] = b2 * vt[i] + (1.0f - b2) * gi * gi;
+      const float denom = std::sqrt(vt[i]) / bc2_sqrt + eps;
+      p[i] = pi - step_size * (mt[i] / denom);
+    }
+  }
+}
+
+double grad_global_norm(const float* grads, int64_t n) {
+  constexpr int64_t kBlock = 1 << 14;
+  const int64_t n_blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(size_t(n_blocks), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t end = std::min(n, (b + 1) * kBlock);
+    double s = 0;
+    for (int64_t i = b * kBlock; i < end; ++i) s += double(grads[i]) * double(grads[i]);
+    partial[size_t(b)] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return std::sqrt(total);
+}
+
+float clip_scale(double norm, double max_norm) {
+  if (max_norm <= 0 || !(norm > max_norm)) return 1.0f;
+  return float(max_norm / (norm + 1e-6));
+}
+
+}  // namespace ggtrain::train

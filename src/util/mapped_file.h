@@ -1,0 +1,27 @@
+#pragma once
+// Read-only memory map of a whole file. Readers parse straight from the map,
+// so tensors are zero-copy views into it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ggtrain {
+
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace ggtrain
