@@ -1,0 +1,81 @@
+#include "support/reference_state.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "gguf/reader.h"
+#include "model/params.h"
+
+namespace ggtrain::testing {
+
+ReferenceState load_reference_state(const std::string& path) {
+  gguf::GgufFile f(path);
+  ReferenceState r;
+  r.path = path;
+  auto& c = r.config;
+  c.d_model = int64_t(f.get_uint("ref.d_model"));
+  c.n_layers = int64_t(f.get_uint("ref.n_layers"));
+  c.n_heads = int64_t(f.get_uint("ref.n_heads"));
+  c.n_kv_heads = int64_t(f.get_uint("ref.n_kv_heads"));
+  c.d_ff = int64_t(f.get_uint("ref.d_ff"));
+  c.vocab = int64_t(f.get_uint("ref.vocab"));
+  c.tied = f.get_bool("ref.tied");
+  // The reference used exactly these float32 values.
+  c.rope_freq_base = float(f.get_float("ref.rope_freq_base"));
+  c.rms_eps = float(f.get_float("ref.rms_eps"));
+  r.seq_len = int64_t(f.get_uint("ref.seq_len"));
+  r.batch = int64_t(f.get_uint("ref.batch"));
+  c.ctx = r.seq_len;
+  r.loss = f.get_float("ref.loss");
+  r.lr = float(f.get_float("ref.adamw.lr"));
+  r.adamw.beta1 = float(f.get_float("ref.adamw.beta1"));
+  r.adamw.beta2 = float(f.get_float("ref.adamw.beta2"));
+  r.adamw.eps = float(f.get_float("ref.adamw.eps"));
+  r.adamw.weight_decay = float(f.get_float("ref.adamw.weight_decay"));
+  r.adamw_step = int64_t(f.get_uint("ref.adamw.step"));
+
+  auto tokens = f.to_i32(f.tensor("tokens"));
+  const int64_t B = r.batch, T = r.seq_len;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      r.inputs.push_back(tokens[size_t(b * (T + 1) + t)]);
+      r.targets.push_back(tokens[size_t(b * (T + 1) + t + 1)]);
+    }
+  r.logits = f.to_float(f.tensor("logits"));
+  model::ParamLayout layout(c);
+  for (const auto& t : layout.tensors()) {
+    r.weights[t.name] = f.to_float(f.tensor(t.name));
+    r.grads[t.name] = f.to_float(f.tensor("grad." + t.name));
+    r.after_step[t.name] = f.to_float(f.tensor("adamw." + t.name));
+  }
+  return r;
+}
+
+std::vector<std::string> find_reference_states(const std::string& shared_dir) {
+  std::vector<std::string> dirs{shared_dir};
+  if (const char* extra = std::getenv("GGTRAIN_EXTRA_FIXTURES")) {
+    std::stringstream ss(extra);
+    std::string d;
+    while (std::getline(ss, d, ':'))
+      if (!d.empty()) dirs.push_back(d);
+  }
+  std::vector<std::string> found;
+  for (const auto& d : dirs) {
+    if (!std::filesystem::is_directory(d)) continue;
+    std::vector<std::string> here;
+    for (const auto& e : std::filesystem::directory_iterator(d))
+      if (e.path().extension() == ".gguf") here.push_back(e.path().string());
+    std::sort(here.begin(), here.end());
+    for (const auto& p : here) {
+      gguf::GgufFile f(p);
+      const auto* arch = f.find("general.architecture");
+      if (arch && arch->type == gguf::ValueType::STRING && arch->s == "ggtrain-ref")
+        found.push_back(p);
+    }
+  }
+  return found;
+}
+
+}  // namespace ggtrain::testing

@@ -1,0 +1,33 @@
+#pragma once
+// Reader for the `ggtrain-ref` reference states (../shared/fixtures/README.md):
+// a model, a batch, and an independent float64 implementation's logits,
+// loss, gradients and weights after one AdamW step.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "train/adamw.h"
+
+namespace ggtrain::testing {
+
+struct ReferenceState {
+  std::string path;
+  model::LlamaConfig config;
+  int64_t batch = 0, seq_len = 0;
+  std::vector<int32_t> inputs, targets;  // [B, T] each
+  std::vector<float> logits;             // [B, T, V]
+  double loss = 0;
+  train::AdamWConfig adamw;
+  double lr = 0;
+  int64_t adamw_step = 0;
+  std::map<std::string, std::vector<float>> weights, grads, after_step;
+};
+
+ReferenceState load_reference_state(const std::string& path);
+
+// Every *.gguf whose general.architecture is "ggtrain-ref", from the shared
+// fixtures folder and from each folder in $GGTRAIN_EXTRA_FIXTURES (':'-separated).
+std::vector<std::string> find_reference_states(const std::string& shared_dir);
+
+}  // namespace ggtrain::testing
