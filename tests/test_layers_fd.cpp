@@ -97,7 +97,7 @@ void check_attention(int64_t n_heads, int64_t n_kv_heads) {
     return dot(out, probe);
   };
   loss();
-  Vec dq(q.size()), dk(k.size()), dv(v.size()), scratch(size_t(omp_get_max_threads()) * T);
+  Vec dq(q.size()), dk(k.size()), dv(v.size()), scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(T)));
   attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), q.data(),
                      k.data(), v.data(), att.data(), s);
   expect_grad_matches_fd(q, dq, loss, "attention dq");

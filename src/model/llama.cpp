@@ -74,7 +74,7 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   d_gate_ = p.take(BT * F);
   d_up_ = p.take(BT * F);
   d_act_ = p.take(BT * F);
-  d_scores_ = p.take(int64_t(n_threads_) * T_);
+  d_scores_ = p.take(int64_t(n_threads_) * attention_scratch_per_thread(T_));
 }
 
 template <typename T>

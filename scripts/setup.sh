@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what ggtrain needs from Debian's packages (only what is missing)
+# and builds it into build/. Safe and fast to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(build-essential cmake pkg-config libdnnl-dev libfmt-dev nlohmann-json3-dev
+          libcli11-dev libgtest-dev)
+if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node and npm may come from outside Debian (e.g. preinstalled); accept those.
+if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]] && command -v node >/dev/null && command -v npm >/dev/null; then
+  filtered=()
+  for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+if (( ${#missing[@]} )); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${GGTRAIN_BUILD_DIR:-build}
+if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"
