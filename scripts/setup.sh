@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libdnnl-dev libfmt-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev)
+          libcli11-dev libgtest-dev libsentencepiece-dev libtomlplusplus-dev bible-kjv)
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
 
 missing=()

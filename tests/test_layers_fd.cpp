@@ -11,9 +11,9 @@
 #include "support/fd_check.h"
 
 using namespace ggtrain::kernels;
-using ggtrain::testing::dot;
-using ggtrain::testing::expect_grad_matches_fd;
-using ggtrain::testing::random_vector;
+using ggtrain::test_support::dot;
+using ggtrain::test_support::expect_grad_matches_fd;
+using ggtrain::test_support::random_vector;
 using Vec = std::vector<double>;
 
 TEST(LayerFd, Linear) {

@@ -27,7 +27,7 @@ LlamaConfig tiny_config(int64_t n_heads, int64_t n_kv_heads, bool tied) {
 void check_model(const LlamaConfig& c) {
   const int64_t B = 2, T = 5;
   LlamaModel<double> m(c, B, T);
-  auto p = ggtrain::testing::random_vector(size_t(m.n_params()), 42, 0.5);
+  auto p = ggtrain::test_support::random_vector(size_t(m.n_params()), 42, 0.5);
   for (const auto& t : m.layout().tensors())
     if (t.shape.size() == 1)
       for (int64_t i = 0; i < t.size; ++i) p[size_t(t.offset + i)] += 1.0;  // norm weights ~1
@@ -54,7 +54,7 @@ void check_model(const LlamaConfig& c) {
       std::copy(pt.begin(), pt.end(), p.begin() + t.offset);
       return loss();
     };
-    ggtrain::testing::expect_grad_matches_fd(pt, gt, f, t.name, 1e-7, 1e-5);
+    ggtrain::test_support::expect_grad_matches_fd(pt, gt, f, t.name, 1e-7, 1e-5);
     std::copy(pt.begin(), pt.end(), p.begin() + t.offset);
   }
 }

@@ -14,8 +14,8 @@
 #include "train/adamw.h"
 
 using namespace ggtrain;
-using ggtrain::testing::ReferenceState;
-namespace ref = ggtrain::testing;
+using ggtrain::test_support::ReferenceState;
+namespace ref = ggtrain::test_support;
 
 namespace {
 

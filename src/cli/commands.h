@@ -9,5 +9,10 @@ namespace ggtrain::cli {
 using Runner = std::function<int()>;
 
 Runner add_inspect_command(CLI::App& app);
+Runner add_tokenizer_command(CLI::App& app);
+Runner add_tokenize_command(CLI::App& app);
+Runner add_train_command(CLI::App& app);
+Runner add_eval_command(CLI::App& app);
+Runner add_generate_command(CLI::App& app);
 
 }  // namespace ggtrain::cli

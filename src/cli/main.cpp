@@ -10,7 +10,11 @@ int main(int argc, char** argv) {
   CLI::App app{"ggtrain: train small Llama models from scratch, checkpoints as GGUF"};
   app.set_version_flag("--version", "ggtrain 0.1.0");
   app.require_subcommand(1);
-  std::vector<ggtrain::cli::Runner> runners{ggtrain::cli::add_inspect_command(app)};
+  std::vector<ggtrain::cli::Runner> runners{
+      ggtrain::cli::add_inspect_command(app), ggtrain::cli::add_train_command(app),
+      ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app)};
+  runners.push_back(ggtrain::cli::add_tokenizer_command(app));
+  runners.push_back(ggtrain::cli::add_tokenize_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ggtrain::testing {
+namespace ggtrain::test_support {
 
 // Compares analytic[i] with (f(x+h e_i) - f(x-h e_i)) / 2h for every i.
 // Relative to the largest |analytic| so that tiny entries do not dominate.
@@ -56,4 +56,4 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return s;
 }
 
-}  // namespace ggtrain::testing
+}  // namespace ggtrain::test_support

@@ -8,7 +8,7 @@
 #include "gguf/reader.h"
 #include "model/params.h"
 
-namespace ggtrain::testing {
+namespace ggtrain::test_support {
 
 ReferenceState load_reference_state(const std::string& path) {
   gguf::GgufFile f(path);
@@ -78,4 +78,4 @@ std::vector<std::string> find_reference_states(const std::string& shared_dir) {
   return found;
 }
 
-}  // namespace ggtrain::testing
+}  // namespace ggtrain::test_support

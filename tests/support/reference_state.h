@@ -9,7 +9,7 @@
 #include "model/config.h"
 #include "train/adamw.h"
 
-namespace ggtrain::testing {
+namespace ggtrain::test_support {
 
 struct ReferenceState {
   std::string path;
@@ -30,4 +30,4 @@ ReferenceState load_reference_state(const std::string& path);
 // fixtures folder and from each folder in $GGTRAIN_EXTRA_FIXTURES (':'-separated).
 std::vector<std::string> find_reference_states(const std::string& shared_dir);
 
-}  // namespace ggtrain::testing
+}  // namespace ggtrain::test_support

@@ -1,0 +1,52 @@
+#include "data/batch_loader.h"
+
+#include "util/error.h"
+#include "util/rng.h"
+
+namespace ggtrain::data {
+
+BatchLoader::BatchLoader(const TokenFile& tokens, int64_t seq_len, uint64_t seed)
+    : tokens_(tokens), T_(seq_len), n_windows_((tokens.size() - 1) / seq_len), seed_(seed) {
+  if (tokens.size() < 2 || n_windows_ < 1)
+    fail("{}: {} tokens are too few for one sequence of {}", tokens.path(), tokens.size(), seq_len);
+  shuffle_for_epoch();
+}
+
+void BatchLoader::shuffle_for_epoch() {
+  order_.resize(size_t(n_windows_));
+  for (int64_t i = 0; i < n_windows_; ++i) order_[size_t(i)] = uint32_t(i);
+  Rng rng(seed_ ^ (0x9e3779b97f4a7c15ULL * (state_.epoch + 1)));
+  for (int64_t i = n_windows_ - 1; i > 0; --i) {  // Fisher-Yates
+    int64_t j = int64_t(rng.next_u64() % uint64_t(i + 1));
+    std::swap(order_[size_t(i)], order_[size_t(j)]);
+  }
+}
+
+void BatchLoader::window(int64_t w, int32_t* inputs, int32_t* targets) const {
+  const int64_t start = w * T_;
+  for (int64_t t = 0; t < T_; ++t) {
+    inputs[t] = tokens_[start + t];
+    targets[t] = tokens_[start + t + 1];
+  }
+}
+
+void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets) {
+  for (int64_t b = 0; b < B; ++b) {
+    if (state_.cursor >= uint64_t(n_windows_)) {
+      state_.epoch++;
+      state_.cursor = 0;
+      shuffle_for_epoch();
+    }
+    window(order_[state_.cursor++], inputs + b * T_, targets + b * T_);
+  }
+}
+
+void BatchLoader::set_state(const LoaderState& s) {
+  if (s.cursor > uint64_t(n_windows_))
+    fail("{}: saved data position {} is past the {} windows of the corpus", tokens_.path(),
+         s.cursor, n_windows_);
+  state_ = s;
+  shuffle_for_epoch();
+}
+
+}  // namespace ggtrain::data

@@ -1,0 +1,79 @@
+#pragma once
+// llama.cpp's "llama" (SPM) tokenizer: sentencepiece-style BPE driven by the
+// piece scores, byte fallback through <0xXX> pieces, spaces as U+2581.
+// encode/decode reproduce llama.cpp's llm_tokenizer_spm and llama_detokenize
+// (src/llama-vocab.cpp) step for step, so ids we train on are the ids
+// llama.cpp feeds the model at inference.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace ggtrain::gguf {
+class GgufFile;
+class GgufWriter;
+}  // namespace ggtrain::gguf
+
+namespace ggtrain::data {
+
+// GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
+enum TokenType : int32_t {
+  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3,
+  kUserDefined = 4, kUnused = 5, kByte = 6,
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.* of a model GGUF; Error naming file and key when
+  // the vocabulary is not "llama" or any key is missing, mistyped or bad.
+  static Tokenizer from_gguf(const gguf::GgufFile& f);
+  // Converts a sentencepiece .model like llama.cpp's convert script does.
+  static Tokenizer from_sentencepiece(const std::string& model_path);
+
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // llama_detokenize(remove_special = true, unparse_special = false).
+  std::string decode(const std::vector<int32_t>& ids) const;
+  // One token's text for streaming: control/unknown/unused -> "", byte
+  // tokens -> the raw byte, normal pieces with U+2581 turned into spaces.
+  std::string token_to_piece(int32_t id) const;
+
+  int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
+  int32_t bos_id() const { return bos_; }
+  int32_t eos_id() const { return eos_; }
+  int32_t unk_id() const { return unk_; }
+  bool add_space_prefix() const { return add_space_prefix_; }
+  const std::string& piece(int32_t id) const { return pieces_.at(id); }
+  int32_t token_type(int32_t id) const { return types_.at(id); }
+
+  // Writes the complete tokenizer.ggml.* set llama.cpp needs.
+  void add_to_gguf(gguf::GgufWriter& w) const;
+
+ private:
+  struct Hash {
+    using is_transparent = void;  // lets find() take a string_view
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  Tokenizer() = default;
+  // Validates ids/pieces and builds the lookup tables; `src` names the
+  // source (file) in error messages.
+  void finish(const std::string& src);
+  int32_t find(std::string_view text) const;
+  void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
+
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  std::vector<int32_t> types_;
+  int32_t bos_ = 1, eos_ = 2, unk_ = 0;  // llama.cpp's SPM defaults
+  bool add_bos_ = true;
+  bool add_space_prefix_ = true;
+  std::string source_;  // file the vocabulary came from, for error messages
+
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> piece_to_id_;
+  std::array<int32_t, 256> byte_to_id_{};  // -1: no token for that byte
+  std::vector<int32_t> user_defined_;      // split out before BPE, longest first
+};
+
+}  // namespace ggtrain::data

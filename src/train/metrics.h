@@ -1,0 +1,33 @@
+#pragma once
+// RUN/metrics.jsonl (one JSON object per step and per evaluation) and
+// RUN/loss.svg (train and validation loss against step), kept current.
+#include <cstdint>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ggtrain::train {
+
+class MetricsLog {
+ public:
+  // On resume, keeps only the records of steps <= resume_step (a crashed run
+  // may have logged steps past its last checkpoint); -1 starts a new file.
+  MetricsLog(std::string run_dir, int64_t resume_step);
+  void log_step(const nlohmann::json& record);  // needs "step" and "loss"
+  void log_eval(const nlohmann::json& record);  // needs "step" and "val_loss"
+  void write_plot() const;                      // atomic write of loss.svg
+
+ private:
+  void append(const nlohmann::json& record);
+  std::string run_dir_;
+  std::ofstream out_;
+  std::vector<std::pair<double, double>> train_, val_;
+};
+
+// An SVG line chart of one or two series (x = step, y = loss).
+std::string loss_svg(const std::vector<std::pair<double, double>>& train,
+                     const std::vector<std::pair<double, double>>& val);
+
+}  // namespace ggtrain::train

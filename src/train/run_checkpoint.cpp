@@ -1,0 +1,173 @@
+#include "train/run_checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/checkpoint.h"
+#include "util/error.h"
+
+namespace ggtrain::train {
+
+namespace fs = std::filesystem;
+using gguf::Value;
+
+std::string weights_path(const std::string& run_dir, int64_t step) {
+  return fmt::format("{}/weights/step_{}.gguf", run_dir, step);
+}
+
+std::string state_path(const std::string& run_dir, int64_t step) {
+  return fmt::format("{}/state/step_{}.gguf", run_dir, step);
+}
+
+namespace {
+
+void write_weights(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d) {
+  gguf::GgufWriter w;
+  w.set("general.architecture", Value::str("llama"));
+  w.set("general.name", Value::str("ggtrain-" + meta.run_id));
+  w.set("general.run_id", Value::str(meta.run_id));
+  w.set("general.step", Value::u64(uint64_t(meta.step)));
+  w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
+  w.set("ggtrain.n_params_written", Value::u64(uint64_t(d.layout->total())));
+  model::add_llama_model(w, *d.config, *d.layout, d.params);
+  d.tokenizer->add_to_gguf(w);
+  w.write(path);
+}
+
+void write_state(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d) {
+  gguf::GgufWriter w;
+  w.set("general.architecture", Value::str("ggtrain-state"));
+  w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
+  w.set("ggtrain.run_id", Value::str(meta.run_id));
+  w.set("ggtrain.step", Value::u64(uint64_t(meta.step)));
+  w.set("ggtrain.data.epoch", Value::u64(meta.loader.epoch));
+  w.set("ggtrain.data.cursor", Value::u64(meta.loader.cursor));
+  w.set("ggtrain.config", Value::str(meta.config_toml));
+  for (const auto& t : d.layout->tensors()) {
+    w.add_tensor_f32("adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
+    w.add_tensor_f32("adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
+  }
+  w.write(path);
+}
+
+// Atomically points weights/latest at step_N.gguf (relative link).
+void move_latest(const std::string& run_dir, int64_t step) {
+  const std::string dir = run_dir + "/weights";
+  const std::string tmp = dir + "/.latest.tmp";
+  ::unlink(tmp.c_str());
+  const std::string target = fmt::format("step_{}.gguf", step);
+  if (::symlink(target.c_str(), tmp.c_str()) != 0)
+    fail("{}: cannot create symlink: {}", tmp, errno_text(errno));
+  if (::rename(tmp.c_str(), (dir + "/latest").c_str()) != 0)
+    fail("{}/latest: cannot replace symlink: {}", dir, errno_text(errno));
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::vector<int64_t> steps_in(const std::string& dir) {
+  std::vector<int64_t> steps;
+  static const std::regex re("step_([0-9]+)\\.gguf");
+  if (!fs::is_directory(dir)) return steps;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re)) steps.push_back(std::stoll(m[1]));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+void prune(const std::string& run_dir, int64_t keep_last, int64_t latest) {
+  if (keep_last <= 0) return;
+  auto steps = steps_in(run_dir + "/weights");
+  if (int64_t(steps.size()) <= keep_last) return;
+  for (size_t i = 0; i + size_t(keep_last) < steps.size(); ++i) {
+    if (steps[i] == latest) continue;
+    fs::remove(weights_path(run_dir, steps[i]));
+    fs::remove(state_path(run_dir, steps[i]));
+  }
+}
+
+CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
+  if (s.get_string("general.architecture") != "ggtrain-state")
+    fail("{}: not a ggtrain state file", s.path());
+  if (s.get_uint("ggtrain.checkpoint_format") != kCheckpointFormat)
+    fail("{}: ggtrain.checkpoint_format {} is not supported", s.path(),
+         s.get_uint("ggtrain.checkpoint_format"));
+  CheckpointMeta m;
+  m.step = int64_t(s.get_uint("ggtrain.step"));
+  if (m.step != expect_step)
+    fail("{}: ggtrain.step is {}, expected {}", s.path(), m.step, expect_step);
+  m.run_id = s.get_string("ggtrain.run_id");
+  m.config_toml = s.get_string("ggtrain.config");
+  m.loader.epoch = s.get_uint("ggtrain.data.epoch");
+  m.loader.cursor = s.get_uint("ggtrain.data.cursor");
+  return m;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
+                     const CheckpointData& d, int64_t keep_last) {
+  fs::create_directories(run_dir + "/weights");
+  fs::create_directories(run_dir + "/state");
+  write_weights(weights_path(run_dir, meta.step), meta, d);
+  write_state(state_path(run_dir, meta.step), meta, d);
+  move_latest(run_dir, meta.step);
+  prune(run_dir, keep_last, meta.step);
+}
+
+int64_t latest_step(const std::string& run_dir) {
+  const std::string link = run_dir + "/weights/latest";
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(link, ec))) return -1;
+  const std::string target = fs::read_symlink(link).string();
+  static const std::regex re("step_([0-9]+)\\.gguf");
+  std::smatch m;
+  if (!std::regex_match(target, m, re))
+    fail("{}: points to '{}', not a step_N.gguf checkpoint", link, target);
+  return std::stoll(m[1]);
+}
+
+CheckpointMeta read_latest_meta(const std::string& run_dir) {
+  const int64_t step = latest_step(run_dir);
+  if (step < 0) fail("{}: no checkpoint to resume from (weights/latest is missing)", run_dir);
+  gguf::GgufFile s(state_path(run_dir, step));
+  return read_state_meta(s, step);
+}
+
+CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) {
+  const int64_t step = latest_step(run_dir);
+  if (step < 0) fail("{}: no checkpoint to resume from", run_dir);
+  gguf::GgufFile w(weights_path(run_dir, step));
+  gguf::GgufFile s(state_path(run_dir, step));
+  CheckpointMeta meta = read_state_meta(s, step);
+  if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
+    fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
+  for (const auto& t : d.layout->tensors())
+    if (w.tensor(t.name).type != gguf::TensorType::F32)
+      fail("{}: tensor '{}' is not F32; cannot resume exactly from it", w.path(), t.name);
+  model::load_llama_params(w, *d.layout, d.params);
+  for (const auto& t : d.layout->tensors()) {
+    for (auto [prefix, dst] : {std::pair{"adam.m.", d.m}, std::pair{"adam.v.", d.v}}) {
+      const auto& ti = s.tensor(prefix + t.name);
+      if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
+        fail("{}: tensor '{}{}' has the wrong type or shape", s.path(), prefix, t.name);
+      std::memcpy(dst + t.offset, ti.data, size_t(t.size) * 4);
+    }
+  }
+  return meta;
+}
+
+}  // namespace ggtrain::train

@@ -1,0 +1,51 @@
+#pragma once
+// A run's checkpoints: RUN/weights/step_N.gguf (a standard llama.cpp model),
+// RUN/state/step_N.gguf (AdamW moments, step, data position, config), and
+// RUN/weights/latest, a relative symlink moved only after both files are
+// complete. A crash at any moment leaves `latest` on a complete pair.
+#include <cstdint>
+#include <string>
+
+#include "data/batch_loader.h"
+#include "data/tokenizer.h"
+#include "model/config.h"
+#include "model/params.h"
+
+namespace ggtrain::train {
+
+constexpr uint32_t kCheckpointFormat = 1;
+
+struct CheckpointMeta {
+  int64_t step = 0;
+  std::string run_id;
+  std::string config_toml;  // the resolved run config
+  data::LoaderState loader;
+};
+
+struct CheckpointData {
+  const model::LlamaConfig* config;
+  const model::ParamLayout* layout;
+  const data::Tokenizer* tokenizer;
+  float* params;
+  float* m;
+  float* v;
+};
+
+std::string weights_path(const std::string& run_dir, int64_t step);
+std::string state_path(const std::string& run_dir, int64_t step);
+
+// Writes weights, then state, then moves `latest`; prunes all but the newest
+// keep_last pairs (0 keeps all).
+void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
+                     const CheckpointData& d, int64_t keep_last);
+
+// Step that `latest` points to, or -1 when the run has no checkpoint.
+int64_t latest_step(const std::string& run_dir);
+
+// Reads the config stored with the latest checkpoint.
+CheckpointMeta read_latest_meta(const std::string& run_dir);
+
+// Loads params and moments of the latest checkpoint into `d`.
+CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d);
+
+}  // namespace ggtrain::train

@@ -1,0 +1,268 @@
+#include "train/run_config.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "train/schedule.h"
+#include "util/error.h"
+
+namespace ggtrain::train {
+
+namespace {
+
+// One entry per config key: how to read it from text and write it as TOML.
+struct Key {
+  std::string name;  // "section.key"
+  std::function<void(RunConfig&, const std::string&)> set;
+  std::function<std::string(const RunConfig&)> get;  // TOML literal
+};
+
+int64_t parse_int(const std::string& key, const std::string& v) {
+  int64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size()) fail("config: {} must be an integer, got '{}'", key, v);
+  return x;
+}
+
+double parse_float(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  fail("config: {} must be a number, got '{}'", key, v);
+}
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  fail("config: {} must be true or false, got '{}'", key, v);
+}
+
+std::string quote(const std::string& s) {
+  std::ostringstream os;
+  os << toml::value<std::string>(s);
+  return os.str();
+}
+
+template <typename T>
+Key int_key(const std::string& name, T RunConfig::*sec, int64_t T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_int(name, v); },
+          [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }};
+}
+
+template <typename T>
+Key float_key(const std::string& name, T RunConfig::*sec, double T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_float(name, v); },
+          [=](const RunConfig& c) { return fmt::format("{}", (c.*sec).*field); }};
+}
+
+template <typename T>
+Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_bool(name, v); },
+          [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); }};
+}
+
+template <typename T>
+Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = v; },
+          [=](const RunConfig& c) { return quote((c.*sec).*field); }};
+}
+
+const std::vector<Key>& keys() {
+  using M = ModelSection;
+  using D = DataSection;
+  using T = TrainSection;
+  using K = CheckpointSection;
+  static const std::vector<Key> k = {
+      int_key("model.d_model", &RunConfig::model, &M::d_model),
+      int_key("model.n_layers", &RunConfig::model, &M::n_layers),
+      int_key("model.n_heads", &RunConfig::model, &M::n_heads),
+      int_key("model.n_kv_heads", &RunConfig::model, &M::n_kv_heads),
+      int_key("model.d_ff", &RunConfig::model, &M::d_ff),
+      int_key("model.ctx", &RunConfig::model, &M::ctx),
+      bool_key("model.tied", &RunConfig::model, &M::tied),
+      float_key("model.rope_freq_base", &RunConfig::model, &M::rope_freq_base),
+      float_key("model.rms_eps", &RunConfig::model, &M::rms_eps),
+      string_key("data.corpus", &RunConfig::data, &D::corpus),
+      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer),
+      int_key("data.vocab_size", &RunConfig::data, &D::vocab_size),
+      float_key("data.val_fraction", &RunConfig::data, &D::val_fraction),
+      int_key("train.steps", &RunConfig::train, &T::steps),
+      int_key("train.batch", &RunConfig::train, &T::batch),
+      int_key("train.seq_len", &RunConfig::train, &T::seq_len),
+      int_key("train.grad_accum", &RunConfig::train, &T::grad_accum),
+      float_key("train.lr_max", &RunConfig::train, &T::lr_max),
+      float_key("train.lr_min", &RunConfig::train, &T::lr_min),
+      int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps),
+      string_key("train.schedule", &RunConfig::train, &T::schedule),
+      float_key("train.weight_decay", &RunConfig::train, &T::weight_decay),
+      float_key("train.beta1", &RunConfig::train, &T::beta1),
+      float_key("train.beta2", &RunConfig::train, &T::beta2),
+      float_key("train.eps", &RunConfig::train, &T::eps),
+      float_key("train.grad_clip", &RunConfig::train, &T::grad_clip),
+      {"train.seed",
+       [](RunConfig& c, const std::string& v) {
+         int64_t s = parse_int("train.seed", v);
+         if (s < 0) fail("config: train.seed must be >= 0, got {}", s);
+         c.train.seed = uint64_t(s);
+       },
+       [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); }},
+      int_key("train.threads", &RunConfig::train, &T::threads),
+      int_key("train.eval_every", &RunConfig::train, &T::eval_every),
+      int_key("train.eval_batches", &RunConfig::train, &T::eval_batches),
+      int_key("train.sample_every", &RunConfig::train, &T::sample_every),
+      int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens),
+      int_key("checkpoint.every", &RunConfig::checkpoint, &K::every),
+      int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
+  };
+  return k;
+}
+
+const Key& find_key(const std::string& name, const std::string& source) {
+  for (const auto& k : keys())
+    if (k.name == name) return k;
+  fail("{}: unknown config key '{}'", source, name);
+}
+
+std::string node_text(const toml::node& n, const std::string& key, const std::string& source) {
+  if (auto v = n.as_string()) return v->get();
+  if (auto v = n.as_integer()) return std::to_string(v->get());
+  if (auto v = n.as_floating_point()) return fmt::format("{}", v->get());
+  if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
+  fail("{}: config key '{}' must be a string, number or boolean", source, key);
+}
+
+}  // namespace
+
+model::LlamaConfig RunConfig::llama(int64_t vocab) const {
+  model::LlamaConfig c;
+  c.vocab = vocab;
+  c.d_model = model.d_model;
+  c.n_layers = model.n_layers;
+  c.n_heads = model.n_heads;
+  c.n_kv_heads = model.n_kv_heads;
+  c.d_ff = model.d_ff;
+  c.ctx = model.ctx;
+  c.tied = model.tied;
+  c.rope_freq_base = model.rope_freq_base;
+  c.rms_eps = model.rms_eps;
+  return c;
+}
+
+void RunConfig::validate() const {
+  llama(std::max<int64_t>(1, data.vocab_size)).validate("config: model");
+  auto positive = [](int64_t v, const char* key) {
+    if (v <= 0) fail("config: {} must be positive, got {}", key, v);
+  };
+  positive(train.steps, "train.steps");
+  positive(train.batch, "train.batch");
+  positive(train.seq_len, "train.seq_len");
+  positive(train.grad_accum, "train.grad_accum");
+  positive(train.eval_batches, "train.eval_batches");
+  if (train.seq_len > model.ctx)
+    fail("config: train.seq_len {} exceeds model.ctx {}", train.seq_len, model.ctx);
+  if (data.vocab_size < 260) fail("config: data.vocab_size must be at least 260, got {}", data.vocab_size);
+  if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
+    fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);
+  if (!(train.lr_max > 0) || train.lr_min < 0) fail("config: train.lr_max must be > 0 and train.lr_min >= 0");
+  if (train.warmup_steps < 0) fail("config: train.warmup_steps must be >= 0");
+  schedule_kind_from_name(train.schedule);
+  if (!(train.beta1 >= 0 && train.beta1 < 1)) fail("config: train.beta1 must be in [0, 1)");
+  if (!(train.beta2 >= 0 && train.beta2 < 1)) fail("config: train.beta2 must be in [0, 1)");
+  if (!(train.eps > 0)) fail("config: train.eps must be positive");
+  if (train.weight_decay < 0) fail("config: train.weight_decay must be >= 0");
+  if (train.threads < 0) fail("config: train.threads must be >= 0");
+  if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
+    fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
+}
+
+std::vector<std::string> preset_names() { return {"tiny", "s15", "smol135"}; }
+
+RunConfig preset(const std::string& name) {
+  RunConfig c;  // the defaults are s15
+  if (name == "s15") return c;
+  if (name == "tiny") {
+    c.model = {64, 2, 4, 2, 160, 64, false, 10000.0, 1e-5};
+    c.data.vocab_size = 320;
+    c.data.val_fraction = 0.05;
+    c.train.steps = 40;
+    c.train.batch = 4;
+    c.train.seq_len = 64;
+    c.train.lr_max = 3e-3;
+    c.train.lr_min = 3e-4;
+    c.train.warmup_steps = 4;
+    c.train.eval_every = 20;
+    c.train.eval_batches = 2;
+    c.train.sample_every = 0;
+    c.train.sample_tokens = 16;
+    c.checkpoint.every = 10;
+    c.checkpoint.keep_last = 0;
+    return c;
+  }
+  if (name == "smol135") {
+    c.model = {576, 30, 9, 3, 1536, 2048, true, 100000.0, 1e-5};
+    c.data.vocab_size = 49152;
+    c.train.seq_len = 512;
+    c.train.batch = 4;
+    c.train.lr_max = 3e-4;
+    c.train.lr_min = 3e-5;
+    return c;
+  }
+  fail("unknown preset '{}' (tiny, s15, smol135)", name);
+}
+
+void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& source) {
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    fail("{}:{}:{}: invalid TOML: {}", source, b.line, b.column, e.description());
+  }
+  for (const auto& [section, node] : doc) {
+    const auto* table = node.as_table();
+    if (!table) fail("{}: '{}' must be a [section] table", source, std::string(section.str()));
+    for (const auto& [key, value] : *table) {
+      const std::string name = fmt::format("{}.{}", section.str(), key.str());
+      find_key(name, source).set(c, node_text(value, name, source));
+    }
+  }
+}
+
+void apply_toml_file(RunConfig& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot read config file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  apply_toml(c, ss.str(), path);
+}
+
+void apply_override(RunConfig& c, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos)
+    fail("--set {}: expected section.key=value", assignment);
+  const std::string name = assignment.substr(0, eq);
+  find_key(name, "--set").set(c, assignment.substr(eq + 1));
+}
+
+std::string to_toml(const RunConfig& c) {
+  std::string out, section;
+  for (const auto& k : keys()) {
+    const std::string sec = k.name.substr(0, k.name.find('.'));
+    if (sec != section) {
+      out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", sec);
+      section = sec;
+    }
+    out += fmt::format("{} = {}\n", k.name.substr(k.name.find('.') + 1), k.get(c));
+  }
+  return out;
+}
+
+}  // namespace ggtrain::train

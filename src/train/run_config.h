@@ -1,0 +1,66 @@
+#pragma once
+// Everything that defines a training run. It comes from a preset, then a TOML
+// file, then `--set section.key=value` overrides, in that order; the resolved
+// config is saved in the run folder and in every state file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace ggtrain::train {
+
+struct ModelSection {
+  int64_t d_model = 288, n_layers = 6, n_heads = 6, n_kv_heads = 6, d_ff = 768, ctx = 256;
+  bool tied = true;
+  double rope_freq_base = 10000.0, rms_eps = 1e-5;
+};
+
+struct DataSection {
+  std::string corpus;     // UTF-8 text, one document per line
+  std::string tokenizer;  // sentencepiece .model or a GGUF's vocabulary; empty: train one
+  int64_t vocab_size = 4096;
+  double val_fraction = 0.01;
+};
+
+struct TrainSection {
+  int64_t steps = 1200, batch = 8, seq_len = 256, grad_accum = 1;
+  double lr_max = 1e-3, lr_min = 1e-4;
+  int64_t warmup_steps = 50;
+  std::string schedule = "cosine";
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;
+  uint64_t seed = 1337;
+  int64_t threads = 0;  // 0: all cores
+  int64_t eval_every = 100, eval_batches = 8;
+  int64_t sample_every = 200, sample_tokens = 48;
+};
+
+struct CheckpointSection {
+  int64_t every = 200;
+  int64_t keep_last = 3;  // 0 keeps all
+};
+
+struct RunConfig {
+  ModelSection model;
+  DataSection data;
+  TrainSection train;
+  CheckpointSection checkpoint;
+
+  // Model config once the tokenizer fixed the vocabulary size.
+  model::LlamaConfig llama(int64_t vocab) const;
+  // Throws Error naming the key of the first bad value.
+  void validate() const;
+};
+
+std::vector<std::string> preset_names();
+RunConfig preset(const std::string& name);  // "tiny", "s15", "smol135"
+// Applies every key of a TOML document; unknown keys and bad values are
+// errors naming the key (and `source`).
+void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& source);
+void apply_toml_file(RunConfig& c, const std::string& path);
+// "section.key=value"
+void apply_override(RunConfig& c, const std::string& assignment);
+// The resolved config as a TOML document that apply_toml reads back.
+std::string to_toml(const RunConfig& c);
+
+}  // namespace ggtrain::train

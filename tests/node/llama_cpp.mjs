@@ -1,0 +1,173 @@
+// A small CLI over node-llama-cpp (a prebuilt llama.cpp), so that tests can ask
+// llama.cpp itself for logits and token ids of a GGUF model ggtrain wrote.
+//
+//   node llama_cpp.mjs logits MODEL.gguf 1,2,3 OUT.f32
+//       One llama_decode of exactly these token ids (no BOS is added) at
+//       positions 0..n-1 of one sequence, logits requested at every position;
+//       writes float32 row-major [n_tokens, n_vocab]. CPU only, 1 thread,
+//       flash attention off, F32 K/V cache.
+//   node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
+//       For each non-empty line (split on "\n" only, like ggtrain), prints the
+//       token ids llama.cpp gives without BOS and without parsing special
+//       tokens, comma-separated, one output line per non-empty input line.
+//   node llama_cpp.mjs compare A.f32 B.f32 TOL
+//       Prints the max abs difference of two float32 files; exit 1 if > TOL
+//       (or if the sizes differ or either holds a NaN).
+//
+// Install (downloads nothing at run time):
+//   NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --omit=optional --ignore-scripts
+import { readFileSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
+
+const usage = `usage:
+  node llama_cpp.mjs logits MODEL.gguf ID,ID,... OUT.f32
+  node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
+  node llama_cpp.mjs compare A.f32 B.f32 TOL`;
+
+function die(msg, code = 2) {
+  console.error(`llama_cpp.mjs: ${msg}`);
+  process.exit(code);
+}
+
+async function loadLlama() {
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  // build: "never" + skipDownload: use the prebuilt @node-llama-cpp/linux-x64
+  // binary, never fetch or compile llama.cpp. gpu: false: CPU backend only.
+  const llama = await getLlama({
+    build: "never",
+    skipDownload: true,
+    gpu: false,
+    maxThreads: 1,
+    logLevel: LlamaLogLevel.error,
+    progressLogs: false,
+  });
+  return llama;
+}
+
+function parseIds(text) {
+  const ids = text.split(",").map((s) => s.trim());
+  if (ids.length === 0 || ids.some((s) => !/^\d+$/.test(s))) die(`bad token id list: "${text}"`);
+  return ids.map(Number);
+}
+
+async function cmdLogits(modelPath, idsText, outPath) {
+  const ids = parseIds(idsText);
+  const llama = await loadLlama();
+  const model = await llama.loadModel({
+    modelPath: resolve(modelPath),
+    gpuLayers: 0,
+    defaultContextFlashAttention: false,
+  });
+  const n = ids.length;
+  const context = await model.createContext({
+    sequences: 1,
+    // node-llama-cpp keeps one cell free: with contextSize n it would decode
+    // n-1 tokens, shift the context and decode the last one on its own.
+    contextSize: n + 1,
+    batchSize: n, // one batch => one llama_decode over all n tokens
+    flashAttention: false,
+    threads: 1,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+  });
+  if (context.contextSize < n) die(`context size ${context.contextSize} < ${n} tokens`, 1);
+  const sequence = context.getSequence();
+  const results = await sequence.controlledEvaluate(
+    ids.map((t) => [t, { generateNext: { logits: true } }]),
+  );
+  if (results.length !== n) die(`got ${results.length} results for ${n} tokens`, 1);
+  // No context shift may have erased or moved anything: the sequence must hold
+  // exactly the given ids at positions 0..n-1.
+  const held = sequence.contextTokens;
+  if (sequence.nextTokenIndex !== n || held.length !== n || held.some((t, i) => t !== ids[i])) {
+    die(`sequence state is not the ${n} given tokens (context shift?)`, 1);
+  }
+
+  let nVocab = -1;
+  let out = null;
+  for (let i = 0; i < n; i++) {
+    const logits = results[i]?.next?.logits;
+    if (!(logits instanceof Map)) die(`no logits at position ${i}`, 1);
+    if (nVocab < 0) {
+      nVocab = logits.size;
+      out = new Float32Array(n * nVocab);
+    } else if (logits.size !== nVocab) {
+      die(`position ${i}: ${logits.size} logits, expected ${nVocab}`, 1);
+    }
+    const row = out.subarray(i * nVocab, (i + 1) * nVocab);
+    row.fill(NaN);
+    for (const [tok, v] of logits) {
+      if (!Number.isInteger(tok) || tok < 0 || tok >= nVocab) die(`position ${i}: token id ${tok} out of range`, 1);
+      row[tok] = v;
+    }
+    if (row.some(Number.isNaN)) die(`position ${i}: logits do not cover the vocabulary`, 1);
+  }
+  writeFileSync(outPath, Buffer.from(out.buffer, out.byteOffset, out.byteLength));
+  console.error(`llama.cpp logits: ${n} tokens x ${nVocab} vocab -> ${outPath}`);
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+}
+
+async function cmdTokenize(modelPath, linesPath) {
+  const text = readFileSync(linesPath, "utf8");
+  const llama = await loadLlama();
+  const model = await llama.loadModel({ modelPath: resolve(modelPath), gpuLayers: 0, vocabOnly: true });
+  const out = [];
+  for (const line of text.split("\n")) {
+    if (line.length === 0) continue;
+    // specialTokens = false: "<s>" etc. stay plain text. The binding does not
+    // add BOS; check anyway so a changed default cannot slip through.
+    const ids = Array.from(model.tokenize(line, false));
+    // With special tokens not parsed, the BOS id cannot come from the text.
+    if (model.tokens.bos != null && ids.includes(model.tokens.bos)) {
+      die(`tokenize added BOS to line "${line}"`, 1);
+    }
+    out.push(ids.join(","));
+  }
+  process.stdout.write(out.map((l) => l + "\n").join(""));
+  await model.dispose();
+  await llama.dispose();
+}
+
+function readF32(path) {
+  const buf = readFileSync(path);
+  if (buf.length % 4 !== 0) die(`${path}: size ${buf.length} is not a multiple of 4`, 1);
+  return new Float32Array(buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length));
+}
+
+function cmdCompare(aPath, bPath, tolText) {
+  const tol = Number(tolText);
+  if (!Number.isFinite(tol) || tol < 0) die(`bad tolerance: ${tolText}`);
+  const a = readF32(aPath);
+  const b = readF32(bPath);
+  if (a.length !== b.length) {
+    console.log(`size mismatch: ${aPath} has ${a.length} floats, ${bPath} has ${b.length}`);
+    process.exit(1);
+  }
+  let max = 0;
+  let at = -1;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(a[i] - b[i]);
+    if (Number.isNaN(d)) {
+      console.log(`NaN at index ${i}: ${a[i]} vs ${b[i]}`);
+      process.exit(1);
+    }
+    if (d > max) {
+      max = d;
+      at = i;
+    }
+  }
+  const where = at >= 0 ? ` (index ${at}: ${a[at]} vs ${b[at]})` : "";
+  console.log(`max abs diff ${max.toExponential(3)} over ${a.length} floats${where}`);
+  if (max > tol) {
+    console.log(`FAIL: ${max.toExponential(3)} > tolerance ${tol}`);
+    process.exit(1);
+  }
+}
+
+const [cmd, ...args] = process.argv.slice(2);
+if (cmd === "logits" && args.length === 3) await cmdLogits(...args);
+else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
+else if (cmd === "compare" && args.length === 3) cmdCompare(...args);
+else die(usage);

@@ -1,0 +1,133 @@
+// Whole training runs: checkpoints, the `latest` link, exact resume, and the
+// run config (presets, TOML, --set), on a synthetic corpus.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gguf/reader.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+using namespace ggtrain;
+using test_support::TempDir;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume,
+                        int64_t stop_at = 0) {
+  train::TrainOptions o;
+  o.run_dir = dir;
+  o.config = resume ? train::saved_run_config(dir) : c;
+  o.resume = resume;
+  o.quiet = true;
+  o.stop_at = stop_at;
+  return train::run_training(o);
+}
+
+}  // namespace
+
+TEST(Run, ResumeIsBitIdenticalToAnUninterruptedRun) {
+  TempDir tmp("ggtrain_resume");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1500);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
+  run(tmp / "a", c, false);
+  run(tmp / "b", c, false, 10);
+  EXPECT_EQ(train::latest_step(tmp / "b"), 10);
+  run(tmp / "b", c, true, 20);
+  EXPECT_EQ(train::latest_step(tmp / "b"), 20);
+  auto s = run(tmp / "b", c, true);
+  EXPECT_EQ(s.last_step, 30);
+  std::string why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 30),
+                                        train::weights_path(tmp / "b", 30), &why)) << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 30),
+                                        train::state_path(tmp / "b", 30), &why)) << why;
+  // The metrics of the resumed run continue the same curve, step for step.
+  const std::string ma = read_text(tmp / "a/metrics.jsonl"), mb = read_text(tmp / "b/metrics.jsonl");
+  EXPECT_EQ(std::count(mb.begin(), mb.end(), '\n'), std::count(ma.begin(), ma.end(), '\n'));
+}
+
+TEST(Run, CheckpointsAreLlamaModelsWithARelativeLatestLink) {
+  TempDir tmp("ggtrain_ckpt");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 800);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
+  c.checkpoint.keep_last = 2;
+  run(tmp / "r", c, false);
+  EXPECT_EQ(std::filesystem::read_symlink(tmp / "r/weights/latest").string(), "step_30.gguf");
+  EXPECT_FALSE(std::filesystem::exists(tmp / "r/weights/step_10.gguf"));  // pruned
+  EXPECT_FALSE(std::filesystem::exists(tmp / "r/state/step_10.gguf"));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "r/weights/step_20.gguf"));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "r/loss.svg"));
+  gguf::GgufFile f(tmp / "r/weights/latest");
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+  EXPECT_EQ(f.get_uint("general.step"), 30u);
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(f.tensors().size(), 2u + 9u * 2u + 1u);  // embd, 2 blocks, out_norm, output
+  for (const auto& t : f.tensors()) {
+    EXPECT_EQ(t.name.find("adam"), std::string::npos);  // llama.cpp rejects extra tensors
+    EXPECT_EQ(t.type, gguf::TensorType::F32);
+  }
+  // llama.cpp prints byte pieces literally unless their type is 6 (byte).
+  const auto& tokens = f.find("tokenizer.ggml.tokens")->items;
+  const auto& types = f.find("tokenizer.ggml.token_type")->items;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i].s.rfind("<0x", 0) == 0) EXPECT_EQ(types[i].i, 6) << tokens[i].s;
+}
+
+TEST(Run, FreshRunRefusesAFolderWithCheckpoints) {
+  TempDir tmp("ggtrain_refuse");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  run(tmp / "r", c, false);
+  EXPECT_THROW(run(tmp / "r", c, false), Error);
+}
+
+TEST(RunConfig, PresetsRoundTripThroughToml) {
+  for (const auto& name : train::preset_names()) {
+    auto c = train::preset(name);
+    train::RunConfig back = train::preset("s15");
+    train::apply_toml(back, train::to_toml(c), "test");
+    EXPECT_EQ(train::to_toml(back), train::to_toml(c)) << name;
+  }
+}
+
+TEST(RunConfig, OverridesAndErrorsNameTheKey) {
+  auto c = train::preset("tiny");
+  train::apply_override(c, "train.lr_max=0.01");
+  train::apply_override(c, "model.tied=true");
+  EXPECT_DOUBLE_EQ(c.train.lr_max, 0.01);
+  EXPECT_TRUE(c.model.tied);
+  auto expect_error = [](auto fn, const std::string& needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error, expected one mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { train::apply_override(c, "train.lr_maxx=1"); }, "train.lr_maxx");
+  expect_error([&] { train::apply_override(c, "train.steps=ten"); }, "train.steps");
+  expect_error([&] { train::apply_override(c, "model.tied=yes"); }, "model.tied");
+  expect_error([&] { train::apply_toml(c, "[train]\nbatch = 4\nwarmup = 3\n", "x.toml"); }, "train.warmup");
+  expect_error([&] { train::apply_toml(c, "[train\n", "bad.toml"); }, "bad.toml");
+  expect_error([&] {
+    auto d = train::preset("tiny");
+    d.model.n_kv_heads = 3;
+    d.validate();
+  }, "n_kv_heads");
+  expect_error([&] {
+    auto d = train::preset("tiny");
+    d.train.seq_len = 1000;
+    d.validate();
+  }, "train.seq_len");
+}
