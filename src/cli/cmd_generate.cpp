@@ -44,6 +44,7 @@ Runner add_generate_command(CLI::App& app) {
     });
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("\n");
+    std::fflush(stdout);
     fmt::print(stderr, "{} tokens in {:.2f} s ({:.1f} tokens/s)\n", ids.size(), dt, double(ids.size()) / dt);
     return 0;
   };

@@ -167,6 +167,7 @@ TrainSummary Run::loop() {
   TrainSummary sum;
   sum.first_step = start_step_;
   const double t_start = now_s();
+  double train_seconds = 0;  // step time only: evaluation, samples and checkpoints excluded
   for (int64_t step = start_step_; step < t.steps; ++step) {
     const double t0 = now_s();
     const double lr = sched.lr_at(step);
@@ -183,12 +184,13 @@ TrainSummary Run::loop() {
     adamw_step(model_->layout(), model_->params(), model_->grads(), m_.data(), v_.data(), step + 1,
                lr, adamw, clip_scale(norm, t.grad_clip));
     const double dt = now_s() - t0, tps = double(tokens_per_step) / dt;
+    train_seconds += dt;
     const int64_t done = step + 1;
     metrics_->log_step({{"step", done}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
                         {"tokens_per_s", tps}, {"elapsed_s", now_s() - t_start}});
     if (step == start_step_) sum.first_loss = loss;
     sum.last_loss = loss;
-    sum.tokens_per_s = tps;
+    sum.tokens_per_s = double(tokens_per_step * (done - start_step_)) / train_seconds;
     if (!opts_.quiet && (tty || done % 10 == 0 || done == t.steps)) {
       const double eta = (now_s() - t_start) / double(done - start_step_) * double(t.steps - done);
       fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",

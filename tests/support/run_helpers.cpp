@@ -10,14 +10,6 @@
 
 namespace ggtrain::test_support {
 
-TempDir::TempDir(const std::string& name) {
-  path_ = (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() { std::filesystem::remove_all(path_); }
-
 void write_synthetic_corpus(const std::string& path, int lines) {
   static const char* words[] = {"the", "king", "said", "unto", "them", "and", "went", "into",
                                 "land", "of", "water", "light", "day", "night", "was", "good",

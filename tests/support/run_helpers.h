@@ -3,21 +3,11 @@
 // folders, and byte-level comparison of GGUF tensor data.
 #include <string>
 
+#include "support/temp_dir.h"
 #include "train/run_config.h"
 
 namespace ggtrain::test_support {
 
-// A fresh empty folder under the system temp dir, removed by the destructor.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name);
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
-
- private:
-  std::string path_;
-};
 
 // Deterministic English-like text, one sentence per line.
 void write_synthetic_corpus(const std::string& path, int lines);
