@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == --install ]]; then
   shift
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch
+  # python3-torch uses whatever libblas.so.3 is installed: OpenBLAS, not the reference BLAS.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch \
+    libopenblas0-pthread libopenblas-dev
 fi
 THREADS=${1:-2}
 PY=/usr/bin/python3   # Debian's interpreter, the one python3-torch is built for
@@ -15,7 +17,8 @@ if ! $PY -c 'import torch' 2>/dev/null; then
   echo "python3-torch is not installed; run: bench/compare_pytorch.sh --install" >&2
   exit 1
 fi
-[[ -x build/bench/bench_train ]] || bash scripts/setup.sh
+bash scripts/setup.sh   # builds bench_train (and bench_gemm with OpenBLAS when present)
+cmake -S . -B build >/dev/null && cmake --build build -j "$(nproc)" --target bench_train bench_gemm >/dev/null
 # PyTorch's best fp32 here: OpenBLAS without the environment's core override,
 # OpenMP threads that do not spin against each other. In this command only.
 env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE \

@@ -77,13 +77,16 @@ class Llama(nn.Module):
         cos, sin = rope_tables(T, HD)
         self.register_buffer("cos", cos)
         self.register_buffer("sin", sin)
+        for p in self.parameters():  # the same init as ggtrain: N(0, 0.02) matrices
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02)
 
     def forward(self, idx, targets):
         x = self.emb(idx)
         for blk in self.blocks:
             x = blk(x, self.cos, self.sin)
         logits = self.norm(x) @ self.emb.weight.t()
-        return F.cross_entropy(logits.view(-1, V), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
 
 
 def main():
@@ -93,7 +96,7 @@ def main():
     torch.manual_seed(0)
     model = Llama()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    warmup, steps = 2, 8
+    warmup, steps = 2, int(sys.argv[3]) if len(sys.argv) > 3 else 8
     for s in range(warmup + steps):
         if s == warmup:
             t0 = time.perf_counter()
