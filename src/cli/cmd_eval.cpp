@@ -1,52 +1,87 @@
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/model_loading.h"
-#include "infer/generator.h"
+#include "cli/token_list.h"
+#include "data/tokenizer.h"
+#include "gguf/reader.h"
+#include "infer/decoder.h"
+#include "infer/perplexity.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
 
-Runner add_eval_command(CLI::App& app) {
-  struct Opts {
-    std::string model, tokens, dump_logits;
-  };
-  auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("eval", "Run the forward pass of a GGUF model on given tokens");
-  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
-  cmd->add_option("--tokens", o->tokens, "Comma-separated token ids")->required();
-  cmd->add_option("--dump-logits", o->dump_logits, "Write float32 logits [n_tokens, vocab] here");
-  return [cmd, o]() -> int {
-    if (!cmd->parsed()) return -1;
-    auto m = load_model(o->model);
-    auto ids = parse_token_list(o->tokens);
-    for (auto id : ids)
-      if (id < 0 || id >= m.config.vocab) fail("--tokens: id {} is outside the vocabulary of {}", id, m.config.vocab);
-    infer::Generator gen(m.config, m.params.data());
-    auto logits = gen.logits(ids);
-    const int64_t V = m.config.vocab;
+namespace {
+
+int eval_tokens(infer::Decoder& dec, const std::string& csv, const std::string& dump) {
+  auto ids = parse_token_list(csv);
+  dec.eval(ids.data(), int64_t(ids.size()), true);
+  const int64_t V = dec.config().vocab;
+  if (ids.size() > 1) {
     double nll = 0;  // mean next-token loss over the given tokens
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      const float* row = logits.data() + int64_t(i) * V;
-      double mx = row[0], s = 0;
-      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
-      for (int64_t v = 0; v < V; ++v) s += std::exp(double(row[v]) - mx);
-      nll += mx + std::log(s) - row[ids[i + 1]];
+      const float* z = dec.logits() + int64_t(i) * V;
+      double mx = *std::max_element(z, z + V), s = 0;
+      for (int64_t v = 0; v < V; ++v) s += std::exp(double(z[v]) - mx);
+      nll += mx + std::log(s) - z[ids[i + 1]];
     }
-    if (ids.size() > 1) {
-      nll /= double(ids.size() - 1);
-      fmt::print("{} tokens: mean next-token loss {:.6f}, perplexity {:.4f}\n", ids.size(), nll, std::exp(nll));
-    }
-    if (!o->dump_logits.empty()) {
-      write_file_atomic(o->dump_logits, logits.data(), logits.size() * sizeof(float));
-      fmt::print("wrote logits [{}, {}] to {}\n", ids.size(), V, o->dump_logits);
-    }
-    return 0;
+    nll /= double(ids.size() - 1);
+    fmt::print("{} tokens: mean next-token loss {:.6f}, perplexity {:.4f}\n", ids.size(), nll, std::exp(nll));
+  }
+  if (!dump.empty()) {
+    write_file_atomic(dump, dec.logits(), ids.size() * size_t(V) * sizeof(float));
+    fmt::print("wrote logits [{}, {}] to {}\n", ids.size(), V, dump);
+  }
+  return 0;
+}
+
+int eval_text(const gguf::GgufFile& f, infer::Decoder& dec, const std::string& path, int64_t ctx) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto tok = data::Tokenizer::from_gguf(f);
+  auto tokens = tok.encode(ss.str(), true);
+  const bool tty = ::isatty(2);
+  auto r = infer::perplexity(dec, tokens, ctx, tok.bos_id(), [&](int64_t c, double ppl) {
+    if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
+  });
+  if (tty) fmt::print(stderr, "\n");
+  fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text)\n", r.ppl,
+             r.chunks, ctx, r.scored, tokens.size());
+  return 0;
+}
+
+}  // namespace
+
+Runner add_eval_command(CLI::App& app) {
+  struct Opts {
+    std::string model, tokens, text, dump_logits;
+    int64_t ctx = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("eval", "Logits of given tokens, or perplexity of a text, with a GGUF model");
+  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated token ids (evaluated as given)");
+  auto* text = cmd->add_option("--text", o->text, "Text file: perplexity as llama.cpp's perplexity tool");
+  tokens->excludes(text);
+  cmd->add_option("-c,--ctx", o->ctx, "Context for --text (default: the model's)");
+  cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
+  return [cmd, o]() -> int {
+    if (!cmd->parsed()) return -1;
+    if (o->tokens.empty() == o->text.empty()) fail("eval: give exactly one of --tokens and --text");
+    gguf::GgufFile f(o->model);
+    infer::Decoder dec(f, o->ctx);
+    if (!o->tokens.empty()) return eval_tokens(dec, o->tokens, o->dump_logits);
+    return eval_text(f, dec, o->text, dec.n_ctx());
   };
 }
 

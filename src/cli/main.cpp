@@ -12,9 +12,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<ggtrain::cli::Runner> runners{
       ggtrain::cli::add_inspect_command(app), ggtrain::cli::add_train_command(app),
-      ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app)};
-  runners.push_back(ggtrain::cli::add_tokenizer_command(app));
-  runners.push_back(ggtrain::cli::add_tokenize_command(app));
+      ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app),
+      ggtrain::cli::add_export_command(app), ggtrain::cli::add_tokenizer_command(app),
+      ggtrain::cli::add_tokenize_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

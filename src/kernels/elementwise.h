@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/parallel.h"
+
 namespace ggtrain::kernels {
 
 // act = silu(gate) * up, all [n].
 template <typename T>
 void swiglu_forward(T* act, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) {
     const T g = gate[i];
     act[i] = g / (T(1) + std::exp(-g)) * up[i];
@@ -32,7 +34,7 @@ void swiglu_backward(T* dgate, T* dup, const T* dact, const T* gate, const T* up
 // out = a + b
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, int64_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 

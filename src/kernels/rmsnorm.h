@@ -3,12 +3,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/parallel.h"
+
 namespace ggtrain::kernels {
 
 // out[N,C], rstd[N] (saved for backward) from inp[N,C], w[C].
 template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* w, int64_t N, int64_t C, T eps) {
-#pragma omp parallel for
+#pragma omp parallel for if (N * C >= kMinParallelWork)
   for (int64_t n = 0; n < N; ++n) {
     const T* x = inp + n * C;
     T* y = out + n * C;

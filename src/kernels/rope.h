@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/parallel.h"
+
 namespace ggtrain::kernels {
 
 // cos/sin tables [T, d_head/2], computed in double then rounded once.
@@ -27,7 +29,7 @@ void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int
                 int64_t d_head, int direction) {
   const int64_t half = d_head / 2;
   const T sgn = direction > 0 ? T(1) : T(-1);
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (B * Tn * n_heads * d_head >= kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < Tn; ++t) {
       const T* cs = cos_t + t * half;

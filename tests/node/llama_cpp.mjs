@@ -22,7 +22,9 @@ import { resolve } from "node:path";
 const usage = `usage:
   node llama_cpp.mjs logits MODEL.gguf ID,ID,... OUT.f32
   node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
-  node llama_cpp.mjs compare A.f32 B.f32 TOL`;
+  node llama_cpp.mjs compare A.f32 B.f32 TOL
+  node llama_cpp.mjs greedy MODEL.gguf ID,ID,... N
+  node llama_cpp.mjs perplexity MODEL.gguf IDS.txt N_CTX BOS_ID`;
 
 function die(msg, code = 2) {
   console.error(`llama_cpp.mjs: ${msg}`);
@@ -109,6 +111,94 @@ async function cmdLogits(modelPath, idsText, outPath) {
   await llama.dispose();
 }
 
+
+// Logits (as Float32Array rows) of `ids` evaluated in order in a fresh
+// context; one llama_decode for the batch, F32 K/V cache, no flash attention.
+async function evalLogits(model, ids, extra = 0) {
+  const n = ids.length;
+  const context = await model.createContext({
+    sequences: 1,
+    contextSize: n + extra + 1, // one cell is kept free by node-llama-cpp
+    batchSize: n,
+    flashAttention: false,
+    threads: 1,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+  });
+  const sequence = context.getSequence();
+  const step = async (toks) => {
+    const res = await sequence.controlledEvaluate(toks.map((t) => [t, { generateNext: { logits: true } }]));
+    return res.map((r, i) => {
+      const m = r?.next?.logits;
+      if (!(m instanceof Map)) die(`no logits at position ${i}`, 1);
+      const row = new Float32Array(m.size);
+      for (const [tok, v] of m) row[tok] = v;
+      return row;
+    });
+  };
+  return { context, sequence, rows: await step(ids), step };
+}
+
+function argmax(row) {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+  return best;
+}
+
+async function loadModel(llama, modelPath) {
+  return llama.loadModel({ modelPath: resolve(modelPath), gpuLayers: 0, defaultContextFlashAttention: false });
+}
+
+// Greedy continuation: the argmax token, fed back one at a time (KV cache).
+async function cmdGreedy(modelPath, idsText, nText) {
+  const ids = parseIds(idsText);
+  const n = Number(nText);
+  const llama = await loadLlama();
+  const model = await loadModel(llama, modelPath);
+  const { context, rows, step } = await evalLogits(model, ids, n);
+  const out = [];
+  let last = rows[rows.length - 1];
+  for (let i = 0; i < n; i++) {
+    const t = argmax(last);
+    out.push(t);
+    if (i + 1 < n) last = (await step([t]))[0];
+  }
+  console.log(out.join(","));
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+}
+
+// llama.cpp's perplexity rule from llama.cpp's own logits: non-overlapping
+// chunks of nCtx tokens, first token of each replaced by BOS, positions
+// nCtx/2 .. nCtx-2 scored; prints "perplexity X".
+async function cmdPerplexity(modelPath, idsPath, nCtxText, bosText) {
+  const tokens = parseIds(readFileSync(idsPath, "utf8").trim());
+  const nCtx = Number(nCtxText), bos = Number(bosText), first = Math.floor(nCtx / 2);
+  const llama = await loadLlama();
+  const model = await loadModel(llama, modelPath);
+  let nll = 0, count = 0;
+  const chunks = Math.floor(tokens.length / nCtx);
+  for (let c = 0; c < chunks; c++) {
+    const win = tokens.slice(c * nCtx, (c + 1) * nCtx);
+    win[0] = bos;
+    const { context, rows } = await evalLogits(model, win);
+    for (let k = first; k < nCtx - 1; k++) {
+      const z = rows[k];
+      let mx = -Infinity;
+      for (const v of z) if (v > mx) mx = v;
+      let sum = 0;
+      for (const v of z) sum += Math.exp(v - mx);
+      nll -= z[tokens[c * nCtx + k + 1]] - mx - Math.log(sum);
+      count++;
+    }
+    await context.dispose();
+  }
+  console.log(`perplexity ${Math.exp(nll / count).toFixed(6)} over ${chunks} chunks (${count} scored)`);
+  await model.dispose();
+  await llama.dispose();
+}
+
 async function cmdTokenize(modelPath, linesPath) {
   const text = readFileSync(linesPath, "utf8");
   const llama = await loadLlama();
@@ -170,4 +260,6 @@ const [cmd, ...args] = process.argv.slice(2);
 if (cmd === "logits" && args.length === 3) await cmdLogits(...args);
 else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
 else if (cmd === "compare" && args.length === 3) cmdCompare(...args);
+else if (cmd === "greedy" && args.length === 3) await cmdGreedy(...args);
+else if (cmd === "perplexity" && args.length === 4) await cmdPerplexity(...args);
 else die(usage);

@@ -1,0 +1,49 @@
+#pragma once
+// Inference over a llama GGUF with a KV cache: tokens are fed in order (a
+// prompt as one batch, then one token at a time), each layer's keys and
+// values are kept, so the prefix is never recomputed.
+#include <cstdint>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "infer/weight_matrix.h"
+#include "model/config.h"
+
+namespace ggtrain::infer {
+
+class Decoder {
+ public:
+  // `f` must outlive the decoder (weights are views into its map).
+  // n_ctx: cache length, 0 for the model's context length.
+  explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0);
+
+  const model::LlamaConfig& config() const { return cfg_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  int64_t position() const { return pos_; }
+  void reset() { pos_ = 0; }
+
+  // Runs tokens at positions position()..+n and appends them to the cache.
+  // Logits of every token (all_logits) or of the last one: logits().
+  void eval(const int32_t* tokens, int64_t n, bool all_logits);
+  const float* logits() const { return logits_.data(); }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;
+    WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
+  void attention(int64_t l, int64_t n);
+
+  model::LlamaConfig cfg_;
+  int64_t n_ctx_;
+  int64_t pos_ = 0;
+  WeightMatrix token_embd_, output_;  // output_ unused when the head is tied
+  std::vector<float> output_norm_;
+  std::vector<Layer> layers_;
+  std::vector<float> k_cache_, v_cache_;  // [n_layers, n_ctx, kv_dim]
+  std::vector<float> rope_cos_, rope_sin_;
+  // activations for up to n_ctx tokens
+  std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, scores_, logits_;
+};
+
+}  // namespace ggtrain::infer

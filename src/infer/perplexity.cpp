@@ -1,0 +1,41 @@
+#include "infer/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace ggtrain::infer {
+
+PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx,
+                            int32_t bos, const std::function<void(int64_t, double)>& on_chunk) {
+  if (n_ctx < 2 || n_ctx > dec.n_ctx()) fail("perplexity: context {} must be in [2, {}]", n_ctx, dec.n_ctx());
+  if (int64_t(tokens.size()) < 2 * n_ctx)
+    fail("perplexity: the text has {} tokens; at least {} (2 x context {}) are needed",
+         tokens.size(), 2 * n_ctx, n_ctx);
+  const int64_t V = dec.config().vocab, first = n_ctx / 2;
+  PerplexityResult r;
+  r.chunks = int64_t(tokens.size()) / n_ctx;
+  double nll = 0;
+  std::vector<int32_t> window(static_cast<size_t>(n_ctx));
+  for (int64_t c = 0; c < r.chunks; ++c) {
+    std::copy(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx, window.begin());
+    if (bos >= 0) window[0] = bos;
+    dec.reset();
+    dec.eval(window.data(), n_ctx, true);
+    for (int64_t k = first; k < n_ctx - 1; ++k) {
+      const float* z = dec.logits() + k * V;
+      const float maxl = *std::max_element(z, z + V);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v] - maxl));
+      nll -= double(z[tokens[size_t(c * n_ctx + k + 1)]] - maxl) - std::log(sum);
+    }
+    r.scored += n_ctx - 1 - first;
+    if (on_chunk) on_chunk(c, std::exp(nll / double(r.scored)));
+  }
+  r.nll = nll / double(r.scored);
+  r.ppl = std::exp(r.nll);
+  return r;
+}
+
+}  // namespace ggtrain::infer

@@ -1,0 +1,26 @@
+#pragma once
+// Perplexity exactly as llama.cpp's perplexity tool computes it:
+//   tokens = tokenize(whole text, with BOS); n_chunks = tokens / n_ctx
+//   (at least 2 * n_ctx tokens are needed); each chunk is the next n_ctx
+//   tokens, non-overlapping, evaluated from an empty cache with its first
+//   token replaced by BOS; only the second half is scored: positions
+//   first = n_ctx/2 .. n_ctx-2 predict the next token, n_ctx-1-first per chunk;
+//   PPL = exp(total negative log-likelihood / total scored tokens).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "infer/decoder.h"
+
+namespace ggtrain::infer {
+
+struct PerplexityResult {
+  double ppl = 0, nll = 0;
+  int64_t chunks = 0, scored = 0;
+};
+
+// on_chunk (optional) gets (chunk index, running perplexity).
+PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx,
+                            int32_t bos, const std::function<void(int64_t, double)>& on_chunk = {});
+
+}  // namespace ggtrain::infer

@@ -1,0 +1,105 @@
+#include "infer/weight_matrix.h"
+
+#include <cstring>
+
+#include "gguf/convert.h"
+#include "kernels/gemm.h"
+#include "kernels/parallel.h"
+#include "util/error.h"
+
+namespace ggtrain::infer {
+
+using gguf::TensorType;
+
+WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
+    : type_(t.type), data_(t.data), rows_(t.n_dims >= 2 ? int64_t(t.ne[1]) : 1),
+      cols_(int64_t(t.ne[0])) {
+  if (t.n_dims > 2) fail("{}: tensor '{}' has {} dimensions, expected a matrix", f.path(), t.name, t.n_dims);
+  act_type_ = type_;
+  if (type_ == TensorType::F16 || type_ == TensorType::BF16) {
+    owned_ = f.to_float(t);
+    data_ = reinterpret_cast<const uint8_t*>(owned_.data());
+    type_ = TensorType::F32;
+  } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {
+    fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16 and Q8_0", f.path(), t.name,
+         gguf::type_name(t.type));
+  }
+}
+
+namespace {
+
+float dot_f32(const float* w, const float* x, int64_t n) {
+  float acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += w[i] * x[i];
+  return acc;
+}
+
+float fp16_scale(const uint8_t* blk) {
+  uint16_t dh;
+  std::memcpy(&dh, blk, 2);
+  return gguf::fp16_to_fp32(dh);
+}
+
+// Q8_0 row against Q8_0-quantized activations: per block an integer dot
+// product times both fp16 scales, as ggml_vec_dot_q8_0_q8_0 computes it.
+float dot_q8_0(const uint8_t* w, const uint8_t* x, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* wb = w + b * gguf::kQ8BlockBytes;
+    const uint8_t* xb = x + b * gguf::kQ8BlockBytes;
+    const int8_t* qw = reinterpret_cast<const int8_t*>(wb + 2);
+    const int8_t* qx = reinterpret_cast<const int8_t*>(xb + 2);
+    int32_t s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < 32; ++j) s += int32_t(qw[j]) * int32_t(qx[j]);
+    acc += fp16_scale(wb) * fp16_scale(xb) * float(s);
+  }
+  return acc;
+}
+
+// x rounded through the activation type: what ggml feeds its dot products.
+const float* round_activations(TensorType t, const float* x, int64_t count) {
+  if (t == TensorType::F32) return x;
+  thread_local std::vector<float> buf;
+  buf.resize(size_t(count));
+  for (int64_t i = 0; i < count; ++i)
+    buf[size_t(i)] = t == TensorType::F16 ? gguf::fp16_to_fp32(gguf::fp32_to_fp16(x[i]))
+                                          : gguf::bf16_to_fp32(gguf::fp32_to_bf16(x[i]));
+  return buf.data();
+}
+
+}  // namespace
+
+void WeightMatrix::matmul(const float* x_in, float* y, int64_t n) const {
+  if (type_ == TensorType::F32) {
+    const float* x = round_activations(act_type_, x_in, n * cols_);
+    const float* w = reinterpret_cast<const float*>(data_);
+    if (n > 1) {
+      kernels::gemm(false, true, n, rows_, cols_, 1.0f, x, cols_, w, cols_, 0.0f, y, rows_);
+      return;
+    }
+#pragma omp parallel for schedule(static) if (rows_ * cols_ >= kernels::kMinParallelWork)
+    for (int64_t r = 0; r < rows_; ++r) y[r] = dot_f32(w + r * cols_, x, cols_);
+    return;
+  }
+  const int64_t row_bytes = cols_ / 32 * int64_t(gguf::kQ8BlockBytes);
+  thread_local std::vector<uint8_t> xq;
+  xq.resize(size_t(n * row_bytes));
+  gguf::quantize_q8_0(x_in, xq.data(), size_t(n * cols_));
+  const uint8_t* xqp = xq.data();
+#pragma omp parallel for schedule(static) if (n * rows_ * cols_ >= kernels::kMinParallelWork)
+  for (int64_t r = 0; r < rows_; ++r)
+    for (int64_t i = 0; i < n; ++i) y[i * rows_ + r] = dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
+}
+
+void WeightMatrix::row(int64_t r, float* out) const {
+  if (type_ == TensorType::F32) {
+    std::memcpy(out, reinterpret_cast<const float*>(data_) + r * cols_, size_t(cols_) * 4);
+    return;
+  }
+  const int64_t row_bytes = cols_ / 32 * int64_t(gguf::kQ8BlockBytes);
+  gguf::dequantize_q8_0(data_ + r * row_bytes, out, size_t(cols_));
+}
+
+}  // namespace ggtrain::infer

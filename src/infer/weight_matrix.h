@@ -1,0 +1,40 @@
+#pragma once
+// A model weight as inference reads it: F32 and Q8_0 straight from the GGUF
+// memory map (zero-copy), F16 and BF16 dequantized once at load. Like ggml,
+// the activations are first rounded to the weight's "dot type" (F16, BF16, or
+// Q8_0 blocks with an fp16 scale), so results match llama.cpp's arithmetic.
+#include <cstdint>
+#include <vector>
+
+#include "gguf/reader.h"
+
+namespace ggtrain::infer {
+
+class WeightMatrix {
+ public:
+  WeightMatrix() = default;
+  // rows x cols row-major, i.e. ggml ne = [cols, rows].
+  WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t);
+  // Movable, not copyable: data_ may point into owned_.
+  WeightMatrix(WeightMatrix&&) = default;
+  WeightMatrix& operator=(WeightMatrix&&) = default;
+  WeightMatrix(const WeightMatrix&) = delete;
+  WeightMatrix& operator=(const WeightMatrix&) = delete;
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  gguf::TensorType type() const { return type_; }
+  // y[n, rows] = x[n, cols] * W^T
+  void matmul(const float* x, float* y, int64_t n) const;
+  // Row r as floats (embedding lookup).
+  void row(int64_t r, float* out) const;
+
+ private:
+  gguf::TensorType type_ = gguf::TensorType::F32;   // storage used by matmul: F32 or Q8_0
+  gguf::TensorType act_type_ = gguf::TensorType::F32;  // activations are rounded to this
+  const uint8_t* data_ = nullptr;
+  std::vector<float> owned_;  // dequantized copy for F16/BF16
+  int64_t rows_ = 0, cols_ = 0;
+};
+
+}  // namespace ggtrain::infer

@@ -1,0 +1,57 @@
+#include "model/export.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "gguf/convert.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/checkpoint.h"
+#include "model/params.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace ggtrain::model {
+
+void export_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type) {
+  if (!gguf::is_float_convertible(type))
+    fail("export: type {} is not one of F32, F16, BF16, Q8_0", gguf::type_name(type));
+  gguf::GgufFile f(in_path);
+  const LlamaConfig c = config_from_llama_gguf(f);
+  const ParamLayout layout(c);
+  std::vector<float> params(size_t(layout.total()));
+  load_llama_params(f, layout, params.data());
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k != "general.alignment") w.set(k, v);
+  add_llama_model(w, c, layout, params.data(), type);
+  w.write(out_path);
+}
+
+std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece) {
+  return fmt::format(
+      "FROM ./{}\n"
+      "TEMPLATE \"\"\"{{{{ .Prompt }}}}\"\"\"\n"
+      "PARAMETER stop \"{}\"\n"
+      "PARAMETER temperature 0.8\n",
+      gguf_name, eos_piece);
+}
+
+std::string write_ollama_modelfile(const std::string& gguf_path) {
+  gguf::GgufFile f(gguf_path);
+  std::string eos = "</s>";
+  const auto* tokens = f.find("tokenizer.ggml.tokens");
+  if (tokens && f.find("tokenizer.ggml.eos_token_id")) {
+    const uint64_t id = f.get_uint("tokenizer.ggml.eos_token_id");
+    if (id < tokens->items.size()) eos = tokens->items[id].s;
+  }
+  const std::filesystem::path p(gguf_path);
+  const auto dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  const std::string out = (dir / "Modelfile").string();
+  const std::string text = ollama_modelfile(p.filename().string(), eos);
+  write_file_atomic(out, text.data(), text.size());
+  return out;
+}
+
+}  // namespace ggtrain::model

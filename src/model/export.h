@@ -1,0 +1,21 @@
+#pragma once
+// Converting a llama GGUF to other weight types (`ggtrain export`): every
+// metadata key is kept (tokenizer, names, run info), the weights are
+// rewritten as F32/F16/BF16/Q8_0 with norm weights left F32, as llama.cpp's
+// own converter does.
+#include <string>
+
+#include "gguf/types.h"
+
+namespace ggtrain::model {
+
+void export_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type);
+
+// An ollama Modelfile for a raw completion model stored at `gguf_name`
+// (relative to the Modelfile), stopping at `eos_piece`.
+std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece);
+
+// Writes `Modelfile` beside `gguf_path` for the model in it; returns its path.
+std::string write_ollama_modelfile(const std::string& gguf_path);
+
+}  // namespace ggtrain::model

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Inference and export against llama.cpp itself (node-llama-cpp, see
+# tests/node/llama_cpp.mjs), on a tiny model trained here:
+#   1. `ggtrain export` to F16, BF16 and Q8_0: llama.cpp loads each, and its
+#      logits equal `ggtrain eval`'s on the same file to 1e-3 (F16, BF16) and
+#      1e-2 (Q8_0) max abs (llama.cpp also rounds activations for those types);
+#   2. greedy continuations of 32 tokens are identical (F32 and Q8_0);
+#   3. `ggtrain eval --text` perplexity equals the perplexity computed with
+#      llama.cpp's perplexity rule from llama.cpp's logits, to 1e-4 relative.
+#
+#   tests/llama_cpp_export_check.sh PATH/TO/ggtrain
+set -euo pipefail
+[[ $# -eq 1 ]] || { echo "usage: $0 PATH/TO/ggtrain" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+CLI="$HERE/node/llama_cpp.mjs"
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+fail() { echo "llama_cpp_export_check: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+[[ -d "$HERE/node/node_modules/node-llama-cpp" ]] || fail "run npm ci in tests/node (see scripts/test.sh)"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
+"$GGTRAIN" train --preset tiny --run-dir run --set data.corpus=corpus.txt \
+  --set train.steps=200 --set train.threads=1 --set model.ctx=128 --quiet
+M=run/weights/latest
+
+echo "In the beginning God created the heaven and the earth." >prompt.txt
+ids="1,$("$GGTRAIN" tokenize -m "$M" --lines prompt.txt)"
+
+# 1. exported types: logits against llama.cpp on the same file
+for spec in f32:1e-4 f16:1e-3 bf16:1e-3 q8_0:1e-2; do
+  type=${spec%%:*} tol=${spec#*:}
+  out="model-$type.gguf"
+  "$GGTRAIN" export "$M" "$out" --type "$type" >/dev/null
+  "$GGTRAIN" eval -m "$out" --tokens "$ids" --dump-logits "ours-$type.f32" >/dev/null
+  node "$CLI" logits "$out" "$ids" "theirs-$type.f32" 2>/dev/null
+  echo -n "$type: "
+  node "$CLI" compare "ours-$type.f32" "theirs-$type.f32" "$tol" || fail "$type logits differ from llama.cpp's"
+done
+
+# 2. greedy continuations
+for type in f32 q8_0; do
+  ours=$("$GGTRAIN" generate -m "model-$type.gguf" --tokens "$ids" -n 32 --temp 0 --print-ids 2>/dev/null | tail -1)
+  theirs=$(node "$CLI" greedy "model-$type.gguf" "$ids" 32)
+  echo "greedy $type: ggtrain   $ours"
+  echo "greedy $type: llama.cpp $theirs"
+  [[ "$ours" == "$theirs" ]] || fail "greedy continuation ($type) differs from llama.cpp's"
+done
+
+# 3. perplexity: one line of text (no newline), tokenized with BOS as llama.cpp does
+bible -f Gen1:1-Gen9:29 </dev/null | sed 's/^[^ ]* //' | tr '\n' ' ' | sed 's/ $//' >text.txt
+printf '%s' "$(cat text.txt)" >text.txt.tmp && mv text.txt.tmp text.txt
+echo "1,$("$GGTRAIN" tokenize -m "$M" --lines text.txt)" >text.ids
+ours=$("$GGTRAIN" eval -m "$M" --text text.txt 2>/dev/null | sed -n 's/^perplexity \([0-9.]*\) .*/\1/p')
+theirs=$(node "$CLI" perplexity "$M" text.ids 128 1 | sed -n 's/^perplexity \([0-9.]*\) .*/\1/p')
+echo "perplexity: ggtrain $ours, llama.cpp (its logits, same rule) $theirs"
+awk -v a="$ours" -v b="$theirs" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4) }' ||
+  fail "perplexity $ours vs $theirs"
+echo "llama_cpp_export_check: PASS"

@@ -1,0 +1,208 @@
+// Inference: the KV-cache decoder against the training forward pass, export
+// to F16/BF16/Q8_0, the perplexity rule, and the samplers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "gguf/convert.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "infer/decoder.h"
+#include "infer/perplexity.h"
+#include "infer/sampler.h"
+#include "model/checkpoint.h"
+#include "model/export.h"
+#include "model/init.h"
+#include "model/llama.h"
+#include "support/temp_dir.h"
+#include "util/error.h"
+
+using namespace ggtrain;
+using test_support::TempDir;
+
+namespace {
+
+model::LlamaConfig config(bool tied, int64_t n_kv_heads) {
+  model::LlamaConfig c;
+  c.vocab = 96;
+  c.d_model = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = n_kv_heads;
+  c.d_ff = 96;
+  c.ctx = 48;
+  c.tied = tied;
+  return c;
+}
+
+// Random model written as a llama GGUF; returns its parameters.
+std::vector<float> write_model(const model::LlamaConfig& c, const std::string& path) {
+  model::ParamLayout layout(c);
+  std::vector<float> p(static_cast<size_t>(layout.total()));
+  model::init_params(c, layout, p.data(), 5, 0.2);  // large weights: logits that matter
+  gguf::GgufWriter w;
+  model::add_llama_model(w, c, layout, p.data());
+  w.write(path);
+  return p;
+}
+
+std::vector<int32_t> tokens(int64_t n, int64_t vocab) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((i * 37 + 11) % vocab));
+  return t;
+}
+
+double max_rel(const float* a, const float* b, int64_t n) {
+  double d = 0, m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    d = std::max(d, double(std::fabs(a[i] - b[i])));
+    m = std::max(m, double(std::fabs(b[i])));
+  }
+  return d / m;
+}
+
+void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads) {
+  TempDir tmp;
+  const auto c = config(tied, n_kv_heads);
+  auto p = write_model(c, tmp / "m.gguf");
+  const int64_t T = 40, V = c.vocab;
+  model::LlamaModel<float> m(c, 1, T);
+  std::copy(p.begin(), p.end(), m.params());
+  auto toks = tokens(T, V);
+  m.forward(toks.data(), nullptr);
+
+  gguf::GgufFile f(tmp / "m.gguf");
+  infer::Decoder batch(f);
+  batch.eval(toks.data(), T, true);
+  EXPECT_LE(max_rel(batch.logits(), m.logits(), T * V), 1e-5);
+
+  // A prompt, then one token at a time through the KV cache.
+  infer::Decoder step(f);
+  step.eval(toks.data(), 7, false);
+  EXPECT_LE(max_rel(step.logits(), m.logits() + 6 * V, V), 1e-5);
+  for (int64_t i = 7; i < T; ++i) {
+    step.eval(&toks[size_t(i)], 1, false);
+    ASSERT_LE(max_rel(step.logits(), m.logits() + i * V, V), 1e-5) << "position " << i;
+  }
+  EXPECT_EQ(step.position(), T);
+}
+
+}  // namespace
+
+TEST(Decoder, MatchesTrainingForwardGqaUntied) { check_decoder_matches_training_forward(false, 2); }
+TEST(Decoder, MatchesTrainingForwardMqaTied) { check_decoder_matches_training_forward(true, 1); }
+
+TEST(Decoder, RefusesTokensPastTheContext) {
+  TempDir tmp;
+  write_model(config(false, 2), tmp / "m.gguf");
+  gguf::GgufFile f(tmp / "m.gguf");
+  infer::Decoder d(f, 8);
+  auto t = tokens(9, 96);
+  EXPECT_THROW(d.eval(t.data(), 9, false), Error);
+  t[0] = 96;
+  EXPECT_THROW(d.eval(t.data(), 1, false), Error);  // outside the vocabulary
+}
+
+TEST(Export, Q8_0BlocksAreTheReferenceQuantizerAndNormsStayF32) {
+  TempDir tmp;
+  const auto c = config(false, 2);
+  auto p = write_model(c, tmp / "m.gguf");
+  model::export_model(tmp / "m.gguf", tmp / "q.gguf", gguf::TensorType::Q8_0);
+  gguf::GgufFile q(tmp / "q.gguf");
+  model::ParamLayout layout(c);
+  EXPECT_EQ(q.get_uint("general.file_type"), 7u);
+  for (const auto& t : layout.tensors()) {
+    const auto& ti = q.tensor(t.name);
+    if (t.shape.size() == 1) {
+      EXPECT_EQ(ti.type, gguf::TensorType::F32) << t.name;
+      continue;
+    }
+    ASSERT_EQ(ti.type, gguf::TensorType::Q8_0) << t.name;
+    std::vector<uint8_t> expect(gguf::storage_bytes(gguf::TensorType::Q8_0, size_t(t.size)));
+    gguf::quantize_q8_0(p.data() + t.offset, expect.data(), size_t(t.size));
+    EXPECT_EQ(0, std::memcmp(ti.data, expect.data(), expect.size())) << t.name;
+  }
+  // F16 and BF16 round each weight once, to nearest even.
+  model::export_model(tmp / "m.gguf", tmp / "h.gguf", gguf::TensorType::F16);
+  gguf::GgufFile h(tmp / "h.gguf");
+  const auto& emb = layout.get("token_embd.weight");
+  auto back = h.to_float(h.tensor("token_embd.weight"));
+  for (int64_t i = 0; i < emb.size; ++i)
+    ASSERT_EQ(back[size_t(i)], gguf::fp16_to_fp32(gguf::fp32_to_fp16(p[size_t(emb.offset + i)])));
+}
+
+TEST(Export, ModelfileNamesTheGgufAndStopPiece) {
+  const std::string mf = model::ollama_modelfile("m.gguf", "</s>");
+  EXPECT_NE(mf.find("FROM ./m.gguf\n"), std::string::npos);
+  EXPECT_NE(mf.find("PARAMETER stop \"</s>\""), std::string::npos);
+  EXPECT_NE(mf.find("{{ .Prompt }}"), std::string::npos);
+}
+
+TEST(Perplexity, FollowsLlamaCppRule) {
+  TempDir tmp;
+  const auto c = config(false, 2);
+  auto p = write_model(c, tmp / "m.gguf");
+  const int64_t n_ctx = 16, bos = 1;
+  auto toks = tokens(16 * 3 + 5, c.vocab);  // 3 full chunks; the tail is dropped
+  gguf::GgufFile f(tmp / "m.gguf");
+  infer::Decoder d(f);
+  auto r = infer::perplexity(d, toks, n_ctx, bos);
+  EXPECT_EQ(r.chunks, 3);
+  EXPECT_EQ(r.scored, 3 * (n_ctx - 1 - n_ctx / 2));
+  // Independently, with the training forward pass: chunk c, first token BOS,
+  // positions n_ctx/2 .. n_ctx-2 predict the next original token.
+  model::LlamaModel<float> m(c, 1, n_ctx);
+  std::copy(p.begin(), p.end(), m.params());
+  double nll = 0;
+  for (int64_t ch = 0; ch < 3; ++ch) {
+    std::vector<int32_t> w(toks.begin() + ch * n_ctx, toks.begin() + (ch + 1) * n_ctx);
+    w[0] = bos;
+    m.forward(w.data(), nullptr);
+    for (int64_t k = n_ctx / 2; k < n_ctx - 1; ++k) {
+      const float* z = m.logits() + k * c.vocab;
+      double mx = *std::max_element(z, z + c.vocab), s = 0;
+      for (int64_t v = 0; v < c.vocab; ++v) s += std::exp(z[v] - mx);
+      nll += mx + std::log(s) - z[toks[size_t(ch * n_ctx + k + 1)]];
+    }
+  }
+  EXPECT_NEAR(r.ppl, std::exp(nll / double(r.scored)), 1e-5 * r.ppl);
+  EXPECT_THROW(infer::perplexity(d, tokens(31, c.vocab), n_ctx, bos), Error);  // < 2 chunks
+}
+
+TEST(Sampler, GreedyTopKAndPenalty) {
+  std::vector<float> z{0.5f, 2.0f, -1.0f, 1.9f};
+  Rng rng(1);
+  infer::SamplerConfig greedy;
+  greedy.temperature = 0;
+  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng), 1);
+  infer::SamplerConfig top1;
+  top1.top_k = 1;
+  top1.temperature = 5;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(infer::sample_token(z.data(), 4, top1, rng), 1);
+  // Repeat penalty 2: logit 2.0 of a recent token becomes 1.0 < 1.9.
+  greedy.repeat_penalty = 2.0;
+  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {1}), 3);
+  // All penalised: 2.0 -> 1.0, 1.9 -> 0.95, and -1 -> -2 (multiplied when negative).
+  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {2, 1, 3}), 1);
+  z = {0.5f, -0.6f, -1.0f, -0.7f};
+  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {0}), 0);   // 0.25 still highest
+  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {1}), 0);
+  z = {-0.5f, -0.6f};
+  EXPECT_EQ(infer::sample_token(z.data(), 2, greedy, rng, {0}), 1);   // -0.5 -> -1.0
+}
+
+TEST(Sampler, TemperatureOneDrawsFromTheSoftmax) {
+  std::vector<float> z{0.0f, float(std::log(3.0))};
+  infer::SamplerConfig s;
+  s.temperature = 1;
+  s.top_k = 0;
+  s.top_p = 1;
+  s.min_p = 0;
+  Rng rng(7);
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) ones += infer::sample_token(z.data(), 2, s, rng);
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+  Rng a(9), b(9);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(infer::sample_token(z.data(), 2, s, a), infer::sample_token(z.data(), 2, s, b));
+}
