@@ -24,7 +24,8 @@ const usage = `usage:
   node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
   node llama_cpp.mjs compare A.f32 B.f32 TOL
   node llama_cpp.mjs greedy MODEL.gguf ID,ID,... N
-  node llama_cpp.mjs perplexity MODEL.gguf IDS.txt N_CTX BOS_ID`;
+  node llama_cpp.mjs perplexity MODEL.gguf IDS.txt N_CTX BOS_ID
+  node llama_cpp.mjs bench MODEL.gguf ID,ID,... N_GEN THREADS`;
 
 function die(msg, code = 2) {
   console.error(`llama_cpp.mjs: ${msg}`);
@@ -199,6 +200,34 @@ async function cmdPerplexity(modelPath, idsPath, nCtxText, bosText) {
   await llama.dispose();
 }
 
+
+// Speed: prompt processing (one batch) and greedy decode, in tokens/s.
+async function cmdBench(modelPath, idsText, nGenText, threadsText) {
+  const ids = parseIds(idsText);
+  const nGen = Number(nGenText), threads = Number(threadsText);
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  const llama = await getLlama({ build: "never", skipDownload: true, gpu: false, maxThreads: threads,
+                                 logLevel: LlamaLogLevel.error, progressLogs: false });
+  const model = await loadModel(llama, modelPath);
+  const context = await model.createContext({ sequences: 1, contextSize: ids.length + nGen + 1,
+    batchSize: ids.length, flashAttention: false, threads });
+  const sequence = context.getSequence();
+  const t0 = performance.now();
+  let res = await sequence.controlledEvaluate(ids.map((t, i) => i === ids.length - 1 ? [t, { generateNext: { token: true } }] : t));
+  const t1 = performance.now();
+  let next = res[res.length - 1].next.token;
+  for (let i = 1; i < nGen; i++) {
+    res = await sequence.controlledEvaluate([[next, { generateNext: { token: true } }]]);
+    next = res[0].next.token;
+  }
+  const t2 = performance.now();
+  console.log(`llama.cpp: prompt ${ids.length} tokens ${(ids.length / ((t1 - t0) / 1000)).toFixed(1)} tokens/s; ` +
+              `decode ${nGen} tokens ${((nGen - 1) / ((t2 - t1) / 1000)).toFixed(1)} tokens/s`);
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+}
+
 async function cmdTokenize(modelPath, linesPath) {
   const text = readFileSync(linesPath, "utf8");
   const llama = await loadLlama();
@@ -261,5 +290,6 @@ if (cmd === "logits" && args.length === 3) await cmdLogits(...args);
 else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
 else if (cmd === "compare" && args.length === 3) cmdCompare(...args);
 else if (cmd === "greedy" && args.length === 3) await cmdGreedy(...args);
+else if (cmd === "bench" && args.length === 4) await cmdBench(...args);
 else if (cmd === "perplexity" && args.length === 4) await cmdPerplexity(...args);
 else die(usage);
