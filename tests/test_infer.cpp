@@ -206,3 +206,34 @@ TEST(Sampler, TemperatureOneDrawsFromTheSoftmax) {
   Rng a(9), b(9);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(infer::sample_token(z.data(), 2, s, a), infer::sample_token(z.data(), 2, s, b));
 }
+
+TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
+  TempDir tmp;
+  const auto c = config(false, 2);
+  model::ParamLayout layout(c);
+  std::vector<float> p(static_cast<size_t>(layout.total()), 0.01f);
+  gguf::GgufWriter w;
+  model::add_llama_model(w, c, layout, p.data());
+  w.write(tmp / "ok.gguf");
+  // The same model with attn_q stored as Q4_0 (18 bytes per 32 values).
+  gguf::GgufFile ok(tmp / "ok.gguf");
+  gguf::GgufWriter bad;
+  for (const auto& [k, v] : ok.metadata()) bad.set(k, v);
+  std::vector<uint8_t> q4(size_t(64 * 64 / 32 * 18), 0);
+  for (const auto& t : ok.tensors()) {
+    if (t.name == "blk.0.attn_q.weight")
+      bad.add_tensor_raw(t.name, gguf::TensorType::Q4_0, t.shape(), q4.data());
+    else
+      bad.add_tensor_raw(t.name, t.type, t.shape(), t.data);
+  }
+  bad.write(tmp / "bad.gguf");
+  gguf::GgufFile f(tmp / "bad.gguf");
+  try {
+    infer::Decoder d(f);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("blk.0.attn_q.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Q4_0"), std::string::npos) << msg;
+  }
+}
