@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config libdnnl-dev libfmt-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libsentencepiece-dev libtomlplusplus-dev bible-kjv)
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
+# The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
+# libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
+# reports). Not needed to build or train.
+if [[ "${GGTRAIN_WITH_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev llvm-14); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,6 +1,8 @@
 #include <fmt/core.h>
 
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,13 +12,44 @@
 
 namespace ggtrain::cli {
 
+namespace {
+
+struct Opts {
+  std::string config, preset, run_dir = "runs/default";
+  std::vector<std::string> sets;
+  bool resume = false, quiet = false;
+  int64_t stop_at = 0;
+};
+
+int run(const Opts& o) {
+  train::TrainOptions opts;
+  opts.run_dir = o.run_dir;
+  opts.resume = o.resume;
+  opts.quiet = o.quiet;
+  opts.stop_at = o.stop_at;
+  if (o.resume) {
+    if (!o.config.empty() || !o.preset.empty())
+      throw ggtrain::Error("--resume uses the run's saved config; only --set overrides are allowed");
+    opts.config = train::saved_run_config(o.run_dir);
+  } else {
+    opts.config = train::preset(o.preset.empty() ? "s15" : o.preset);
+    if (!o.config.empty()) train::apply_toml_file(opts.config, o.config);
+  }
+  for (const auto& s : o.sets) train::apply_override(opts.config, s);
+  auto sum = train::run_training(opts);
+  fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {:.4f}, {:.0f} tokens/s\n"
+             "final weights: {}\n",
+             sum.first_step, sum.last_step, sum.first_loss, sum.last_loss, sum.last_val_loss,
+             sum.tokens_per_s, sum.final_weights);
+  if (sum.nonfinite_steps > 0)
+    fmt::print("skipped {} steps whose loss or gradient norm was not finite (train.on_nonfinite = \"skip\")\n",
+               sum.nonfinite_steps);
+  return 0;
+}
+
+}  // namespace
+
 Runner add_train_command(CLI::App& app) {
-  struct Opts {
-    std::string config, preset, run_dir = "runs/default";
-    std::vector<std::string> sets;
-    bool resume = false, quiet = false;
-    int64_t stop_at = 0;
-  };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("train", "Train a model; checkpoints go to RUN_DIR/weights");
   cmd->add_option("--config", o->config, "TOML config file (applied over the preset)");
@@ -29,26 +62,17 @@ Runner add_train_command(CLI::App& app) {
                   "Exit after this step with a checkpoint (resume later with --resume)");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    train::TrainOptions opts;
-    opts.run_dir = o->run_dir;
-    opts.resume = o->resume;
-    opts.quiet = o->quiet;
-    opts.stop_at = o->stop_at;
-    if (o->resume) {
-      if (!o->config.empty() || !o->preset.empty())
-        throw ggtrain::Error("--resume uses the run's saved config; only --set overrides are allowed");
-      opts.config = train::saved_run_config(o->run_dir);
-    } else {
-      opts.config = train::preset(o->preset.empty() ? "s15" : o->preset);
-      if (!o->config.empty()) train::apply_toml_file(opts.config, o->config);
+    try {
+      return run(*o);
+    } catch (const ggtrain::Error&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      // A library's own exception (std::filesystem, JSON, ...) must still end
+      // in a message and a non-zero exit, never in std::terminate.
+      throw ggtrain::Error(fmt::format("train: {}", e.what()));
     }
-    for (const auto& s : o->sets) train::apply_override(opts.config, s);
-    auto sum = train::run_training(opts);
-    fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {:.4f}, {:.0f} tokens/s\n"
-               "final weights: {}\n",
-               sum.first_step, sum.last_step, sum.first_loss, sum.last_loss, sum.last_val_loss,
-               sum.tokens_per_s, sum.final_weights);
-    return 0;
   };
 }
 

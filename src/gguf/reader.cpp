@@ -302,7 +302,9 @@ std::vector<float> GgufFile::to_float(const TensorInfo& t) const {
          "Q8_0 can)",
          path(), t.name, type_name(t.type));
   std::vector<float> out(static_cast<size_t>(t.n_elements));
-  decode_floats(t.type, t.data, out.data(), out.size());
+  // A tensor with a zero dimension has no data: nothing to convert (and
+  // out.data() may be null, which memcpy must not be given).
+  if (!out.empty()) decode_floats(t.type, t.data, out.data(), out.size());
   return out;
 }
 
@@ -310,7 +312,7 @@ std::vector<int32_t> GgufFile::to_i32(const TensorInfo& t) const {
   if (t.type != TensorType::I32)
     fail("{}: tensor '{}' has type {}, expected I32", path(), t.name, type_name(t.type));
   std::vector<int32_t> out(static_cast<size_t>(t.n_elements));
-  std::memcpy(out.data(), t.data, out.size() * 4);
+  if (!out.empty()) std::memcpy(out.data(), t.data, out.size() * 4);
   return out;
 }
 

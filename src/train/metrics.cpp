@@ -16,12 +16,19 @@ MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step) : run_dir_(std:
   std::string kept;
   if (resume_step >= 0) {
     std::ifstream in(path);
+    // Lines that are not a record with an integer step (a torn or edited
+    // line) are dropped; NaN/Inf losses were written as null and are kept
+    // in the file but not plotted.
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.contains("step") || j["step"].get<int64_t>() > resume_step) continue;
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
+          j["step"].get<int64_t>() > resume_step)
+        continue;
       kept += line + "\n";
-      if (j.contains("loss")) train_.emplace_back(j["step"].get<double>(), j["loss"].get<double>());
-      if (j.contains("val_loss")) val_.emplace_back(j["step"].get<double>(), j["val_loss"].get<double>());
+      const double step = j["step"].get<double>();
+      if (j.contains("loss") && j["loss"].is_number()) train_.emplace_back(step, j["loss"].get<double>());
+      if (j.contains("val_loss") && j["val_loss"].is_number())
+        val_.emplace_back(step, j["val_loss"].get<double>());
     }
     write_file_atomic(path, kept.data(), kept.size());
   }
@@ -30,18 +37,20 @@ MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step) : run_dir_(std:
 }
 
 void MetricsLog::append(const nlohmann::json& record) {
-  out_ << record.dump() << '\n';
+  out_ << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out_.flush();
+  if (!out_) fail("{}/metrics.jsonl: cannot append a record (disk full?)", run_dir_);
 }
 
 void MetricsLog::log_step(const nlohmann::json& r) {
   append(r);
-  train_.emplace_back(r["step"].get<double>(), r["loss"].get<double>());
+  const double loss = r.at("loss").is_number() ? r.at("loss").get<double>() : NAN;
+  train_.emplace_back(r.at("step").get<double>(), loss);
 }
 
 void MetricsLog::log_eval(const nlohmann::json& r) {
   append(r);
-  val_.emplace_back(r["step"].get<double>(), r["val_loss"].get<double>());
+  val_.emplace_back(r.at("step").get<double>(), r.at("val_loss").get<double>());
 }
 
 void MetricsLog::write_plot() const {

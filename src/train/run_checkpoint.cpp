@@ -88,14 +88,34 @@ std::vector<int64_t> steps_in(const std::string& dir) {
   return steps;
 }
 
+// Old pairs that cannot be removed are left in place (with a warning): the
+// new checkpoint is complete, so that is no reason to stop a run.
 void prune(const std::string& run_dir, int64_t keep_last, int64_t latest) {
   if (keep_last <= 0) return;
   auto steps = steps_in(run_dir + "/weights");
   if (int64_t(steps.size()) <= keep_last) return;
   for (size_t i = 0; i + size_t(keep_last) < steps.size(); ++i) {
     if (steps[i] == latest) continue;
-    fs::remove(weights_path(run_dir, steps[i]));
-    fs::remove(state_path(run_dir, steps[i]));
+    for (const auto& p : {weights_path(run_dir, steps[i]), state_path(run_dir, steps[i])}) {
+      std::error_code ec;
+      fs::remove(p, ec);
+      if (ec) fmt::print(stderr, "ggtrain: warning: {}: cannot remove old checkpoint: {}\n", p, ec.message());
+    }
+  }
+}
+
+void make_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create the checkpoint folder: {}", dir, ec.message());
+}
+
+// Removes files of a checkpoint that was not completed (best effort: the
+// folder may be the very thing that failed). `latest` never points to them.
+void discard(const std::vector<std::string>& paths) {
+  for (const auto& p : paths) {
+    std::error_code ec;
+    fs::remove(p, ec);
   }
 }
 
@@ -120,11 +140,19 @@ CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
 
 void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
                      const CheckpointData& d, int64_t keep_last) {
-  fs::create_directories(run_dir + "/weights");
-  fs::create_directories(run_dir + "/state");
-  write_weights(weights_path(run_dir, meta.step), meta, d);
-  write_state(state_path(run_dir, meta.step), meta, d);
-  move_latest(run_dir, meta.step);
+  make_dir(run_dir + "/weights");
+  make_dir(run_dir + "/state");
+  const std::string wp = weights_path(run_dir, meta.step), sp = state_path(run_dir, meta.step);
+  // A step `latest` already names is never deleted, even if rewriting it fails.
+  const bool rewrite = latest_step(run_dir) == meta.step;
+  try {
+    write_weights(wp, meta, d);  // each write is atomic: no partial file on failure
+    write_state(sp, meta, d);
+    move_latest(run_dir, meta.step);
+  } catch (const Error&) {
+    if (!rewrite) discard({wp, sp});  // a complete weights file without its state is no checkpoint
+    throw;
+  }
   prune(run_dir, keep_last, meta.step);
 }
 
@@ -143,7 +171,16 @@ int64_t latest_step(const std::string& run_dir) {
 CheckpointMeta read_latest_meta(const std::string& run_dir) {
   const int64_t step = latest_step(run_dir);
   if (step < 0) fail("{}: no checkpoint to resume from (weights/latest is missing)", run_dir);
-  gguf::GgufFile s(state_path(run_dir, step));
+  const std::string sp = state_path(run_dir, step), wp = weights_path(run_dir, step);
+  std::error_code ec;
+  if (!fs::exists(wp, ec))
+    fail("{}: missing: weights/latest points to it, so the run has no checkpoint to resume from "
+         "(its state file {} alone is not a model)", wp, sp);
+  if (!fs::exists(sp, ec))
+    fail("{}: missing: weights/latest points to step {} but its optimizer state file is gone, so "
+         "the run cannot resume exactly ({} is still a complete model)",
+         sp, step, weights_path(run_dir, step));
+  gguf::GgufFile s(sp);
   return read_state_meta(s, step);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -15,11 +16,15 @@ namespace ggtrain::train {
 
 namespace {
 
+// The TOML value type a key takes (a float key also takes an integer).
+enum class Kind { Int, Float, Bool, String };
+
 // One entry per config key: how to read it from text and write it as TOML.
 struct Key {
   std::string name;  // "section.key"
   std::function<void(RunConfig&, const std::string&)> set;
   std::function<std::string(const RunConfig&)> get;  // TOML literal
+  Kind kind;
 };
 
 int64_t parse_int(const std::string& key, const std::string& v) {
@@ -54,25 +59,55 @@ std::string quote(const std::string& s) {
 template <typename T>
 Key int_key(const std::string& name, T RunConfig::*sec, int64_t T::*field) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_int(name, v); },
-          [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }};
+          [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }, Kind::Int};
 }
 
 template <typename T>
 Key float_key(const std::string& name, T RunConfig::*sec, double T::*field) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_float(name, v); },
-          [=](const RunConfig& c) { return fmt::format("{}", (c.*sec).*field); }};
+          [=](const RunConfig& c) { return fmt::format("{}", (c.*sec).*field); }, Kind::Float};
 }
 
 template <typename T>
 Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_bool(name, v); },
-          [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); }};
+          [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); },
+          Kind::Bool};
 }
 
+// RFC 3629 UTF-8: no stray continuation bytes, overlong forms, surrogates.
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
+    i += n;
+  }
+  return true;
+}
+
+// String values must be UTF-8: the resolved config is saved as TOML (with
+// the run and in every checkpoint), and TOML cannot hold other bytes, so a
+// path in another encoding would come back changed on --resume (fuzz
+// finding, input in fuzz/regressions/config/).
 template <typename T>
 Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field) {
-  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = v; },
-          [=](const RunConfig& c) { return quote((c.*sec).*field); }};
+  return {name,
+          [=](RunConfig& c, const std::string& v) {
+            if (!valid_utf8(v))
+              fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not",
+                   name);
+            (c.*sec).*field = v;
+          },
+          [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String};
 }
 
 const std::vector<Key>& keys() {
@@ -113,12 +148,15 @@ const std::vector<Key>& keys() {
          if (s < 0) fail("config: train.seed must be >= 0, got {}", s);
          c.train.seed = uint64_t(s);
        },
-       [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); }},
+       [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); },
+       Kind::Int},
       int_key("train.threads", &RunConfig::train, &T::threads),
       int_key("train.eval_every", &RunConfig::train, &T::eval_every),
       int_key("train.eval_batches", &RunConfig::train, &T::eval_batches),
       int_key("train.sample_every", &RunConfig::train, &T::sample_every),
       int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens),
+      string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite),
+      int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite),
       int_key("checkpoint.every", &RunConfig::checkpoint, &K::every),
       int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
   };
@@ -131,12 +169,92 @@ const Key& find_key(const std::string& name, const std::string& source) {
   fail("{}: unknown config key '{}'", source, name);
 }
 
-std::string node_text(const toml::node& n, const std::string& key, const std::string& source) {
-  if (auto v = n.as_string()) return v->get();
-  if (auto v = n.as_integer()) return std::to_string(v->get());
-  if (auto v = n.as_floating_point()) return fmt::format("{}", v->get());
-  if (auto v = n.as_boolean()) return v->get() ? "true" : "false";
-  fail("{}: config key '{}' must be a string, number or boolean", source, key);
+const char* kind_text(Kind k) {
+  switch (k) {
+    case Kind::Int: return "an integer";
+    case Kind::Float: return "a number";
+    case Kind::Bool: return "true or false";
+    case Kind::String: return "a string";
+  }
+  return "?";
+}
+
+// A TOML value as the text the key's parser takes; a value of the wrong
+// TOML type (`steps = "10"`, `tied = 1`, `corpus = 5`) is an error naming
+// the key, the type it needs and the value it got.
+std::string node_text(const toml::node& n, const Key& key, const std::string& source) {
+  std::string got;
+  if (auto v = n.as_string()) {
+    if (key.kind == Kind::String) return v->get();
+    got = "the string " + quote(v->get());
+  } else if (auto v = n.as_integer()) {
+    if (key.kind == Kind::Int || key.kind == Kind::Float) return std::to_string(v->get());
+    got = fmt::format("the integer {}", v->get());
+  } else if (auto v = n.as_floating_point()) {
+    if (key.kind == Kind::Float) return fmt::format("{}", v->get());
+    got = fmt::format("the number {}", v->get());
+  } else if (auto v = n.as_boolean()) {
+    if (key.kind == Kind::Bool) return v->get() ? "true" : "false";
+    got = v->get() ? "true" : "false";
+  } else {
+    std::ostringstream os;
+    os << n.type();
+    got = "a TOML " + os.str();
+  }
+  fail("{}: {} must be {}, got {}", source, key.name, kind_text(key.kind), got);
+}
+
+// toml++ 3.3.0 (Debian 12) reaches __builtin_unreachable() when it asks
+// whether certain non-ASCII code points are whitespace, which it does for a
+// non-ASCII character in a key, after a value or after a line-ending
+// backslash in a multi-line string (marzer/tomlplusplus#190; found here by
+// fuzz/config.cpp, inputs in fuzz/regressions/config/). Config keys and
+// non-string values are ASCII, so non-ASCII text is let through only where
+// it can be meant: one-line strings (paths) and comments.
+void check_non_ascii(const std::string& text, const std::string& source) {
+  enum class In { Normal, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Normal;
+  size_t line = 1, col = 1;
+  auto at = [&](size_t i, const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x80 && in != In::Comment && in != In::Basic && in != In::Literal)
+      fail("{}:{}:{}: invalid TOML: non-ASCII character {}", source, line, col,
+           in == In::Normal ? "outside a string or comment" : "in a multi-line string");
+    size_t skip = 0;  // further bytes consumed together with this one
+    switch (in) {
+      case In::Normal:
+        if (ch == '#') in = In::Comment;
+        else if (at(i, "\"\"\"")) in = In::MultiBasic, skip = 2;
+        else if (at(i, "'''")) in = In::MultiLiteral, skip = 2;
+        else if (ch == '"') in = In::Basic;
+        else if (ch == '\'') in = In::Literal;
+        break;
+      case In::Comment:
+        if (ch == '\n') in = In::Normal;
+        break;
+      case In::Basic:
+        if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
+        else if (ch == '"' || ch == '\n') in = In::Normal;
+        break;
+      case In::Literal:
+        if (ch == '\'' || ch == '\n') in = In::Normal;
+        break;
+      case In::MultiBasic:
+        if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
+        else if (at(i, "\"\"\"")) in = In::Normal, skip = 2;
+        break;
+      case In::MultiLiteral:
+        if (at(i, "'''")) in = In::Normal, skip = 2;
+        break;
+    }
+    for (size_t k = 0; k <= skip && i + k < text.size(); ++k) {
+      const char c = text[i + k];
+      if (c == '\n') line += 1, col = 1;
+      else if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++col;
+    }
+    i += skip;
+  }
 }
 
 }  // namespace
@@ -173,12 +291,20 @@ void RunConfig::validate() const {
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);
   if (!(train.lr_max > 0) || train.lr_min < 0) fail("config: train.lr_max must be > 0 and train.lr_min >= 0");
   if (train.warmup_steps < 0) fail("config: train.warmup_steps must be >= 0");
-  schedule_kind_from_name(train.schedule);
+  try {
+    schedule_kind_from_name(train.schedule);
+  } catch (const Error&) {
+    fail("config: train.schedule must be cosine, constant or wsd, got '{}'", train.schedule);
+  }
   if (!(train.beta1 >= 0 && train.beta1 < 1)) fail("config: train.beta1 must be in [0, 1)");
   if (!(train.beta2 >= 0 && train.beta2 < 1)) fail("config: train.beta2 must be in [0, 1)");
   if (!(train.eps > 0)) fail("config: train.eps must be positive");
   if (train.weight_decay < 0) fail("config: train.weight_decay must be >= 0");
   if (train.threads < 0) fail("config: train.threads must be >= 0");
+  if (train.on_nonfinite != "stop" && train.on_nonfinite != "skip")
+    fail("config: train.on_nonfinite must be \"stop\" or \"skip\", got \"{}\"", train.on_nonfinite);
+  if (train.max_nonfinite < 1)
+    fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
 }
@@ -219,6 +345,7 @@ RunConfig preset(const std::string& name) {
 }
 
 void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& source) {
+  check_non_ascii(toml_text, source);
   toml::table doc;
   try {
     doc = toml::parse(toml_text, source);
@@ -231,7 +358,8 @@ void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& s
     if (!table) fail("{}: '{}' must be a [section] table", source, std::string(section.str()));
     for (const auto& [key, value] : *table) {
       const std::string name = fmt::format("{}.{}", section.str(), key.str());
-      find_key(name, source).set(c, node_text(value, name, source));
+      const Key& k = find_key(name, source);
+      k.set(c, node_text(value, k, source));
     }
   }
 }

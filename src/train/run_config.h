@@ -33,6 +33,12 @@ struct TrainSection {
   int64_t threads = 0;  // 0: all cores
   int64_t eval_every = 100, eval_batches = 8;
   int64_t sample_every = 200, sample_tokens = 48;
+  // A step whose loss or gradient norm is NaN/Inf: "stop" ends the run with
+  // an error (the last checkpoint is kept); "skip" leaves the weights and
+  // moments untouched for that step, counts it in metrics.jsonl, and stops
+  // only after max_nonfinite such steps in a row.
+  std::string on_nonfinite = "stop";
+  int64_t max_nonfinite = 10;
 };
 
 struct CheckpointSection {

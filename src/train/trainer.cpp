@@ -1,12 +1,20 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <regex>
+#include <set>
 
 #include "data/batch_loader.h"
 #include "data/corpus.h"
@@ -23,11 +31,183 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 
+// The signal that asked the run to stop (SIGINT/SIGTERM), 0 while none did.
+// Only this flag is touched in the handler: async-signal-safe.
+static volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void ggtrain_record_stop_signal(int sig) { g_stop_signal = sig; }
+
 namespace ggtrain::train {
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// SIGINT/SIGTERM handlers for the duration of a run. SA_RESETHAND: the first
+// signal only sets the flag (the loop finishes its step and checkpoints), a
+// second one of the same kind takes the default action and ends the process.
+// A signal the process was started with ignored (nohup, `cmd &`) stays ignored.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = ggtrain_record_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    for (int i = 0; i < 2; ++i) {
+      ::sigaction(kSignals[i], nullptr, &old_[i]);
+      if (old_[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
+    }
+  }
+  ~StopSignals() {
+    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  int caught() const { return g_stop_signal; }
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction old_[2] {};
+};
+
+// GGTRAIN_INJECT_NAN_AT_STEP: "5", "3,4,7-9" (steps counted from 1).
+std::set<int64_t> injected_steps() {
+  const char* env = std::getenv("GGTRAIN_INJECT_NAN_AT_STEP");
+  std::set<int64_t> steps;
+  if (!env || !*env) return steps;
+  const std::string s(env);
+  auto bad = [&]() {
+    fail("GGTRAIN_INJECT_NAN_AT_STEP='{}': expected step numbers such as 5 or 3,4,7-9", s);
+  };
+  auto number = [&](std::string_view t) {
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || p != t.data() + t.size() || v < 1) bad();
+    return v;
+  };
+  for (size_t pos = 0; pos <= s.size();) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string_view item(s.data() + pos, end - pos);
+    const size_t dash = item.find('-');
+    const int64_t a = number(item.substr(0, dash));
+    const int64_t b = dash == std::string_view::npos ? a : number(item.substr(dash + 1));
+    if (b < a || b - a > 1000000) bad();
+    for (int64_t x = a; x <= b; ++x) steps.insert(x);
+    pos = end + 1;
+  }
+  return steps;
+}
+
+bool inject_into_grad() {
+  const char* env = std::getenv("GGTRAIN_INJECT_NAN_INTO");
+  if (!env || !*env || std::string(env) == "loss") return false;
+  if (std::string(env) == "grad") return true;
+  fail("GGTRAIN_INJECT_NAN_INTO='{}': expected loss or grad", env);
+}
+
+std::string signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : fmt::format("signal {}", sig);
+}
+
+// The run folder as a shell word, for the "resume with" line.
+std::string shell_word(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_-./+:@%,=") == std::string::npos)
+    return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Removes the temporary files of writes that never completed (a SIGKILL or
+// power loss during an atomic write leaves NAME.tmp.XXXXXX or .latest.tmp):
+// they are never read, but would pile up.
+void remove_stale_temp_files(const std::string& run_dir, bool quiet) {
+  static const std::regex tmp_name(R"((.*\.tmp\.[A-Za-z0-9]{6})|(\.latest\.tmp))");
+  int removed = 0;
+  for (const char* sub : {"", "/weights", "/state", "/data"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run_dir + sub, ec)) {
+      if (!std::regex_match(e.path().filename().string(), tmp_name)) continue;
+      std::error_code rm;
+      if (fs::remove(e.path(), rm)) ++removed;
+    }
+  }
+  if (removed > 0 && !quiet)
+    fmt::print(stderr, "removed {} temporary file(s) left by an interrupted write in {}\n", removed, run_dir);
+}
+
+// Says what is wrong with a corpus before a tokenizer is trained on it.
+void check_corpus(const std::string& path) {
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!fs::exists(st)) fail("{}: the corpus (data.corpus) does not exist", path);
+  if (!fs::is_regular_file(st)) fail("{}: the corpus (data.corpus) is not a regular file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the corpus (data.corpus)", path);
+  if (fs::file_size(path, ec) == 0)
+    fail("{}: the corpus (data.corpus) is empty; it needs UTF-8 text, one document per line", path);
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i)
+      if (!std::isspace(static_cast<unsigned char>(buf[i]))) return;
+  }
+  fail("{}: the corpus (data.corpus) has no text, only blank lines", path);
+}
+
+// The latest checkpoint of a run, for messages: "RUN/weights/step_N.gguf" or
+// a sentence saying there is none yet.
+std::string last_checkpoint_text(const std::string& run_dir) {
+  int64_t step = -1;
+  try {
+    step = latest_step(run_dir);
+  } catch (const Error&) {
+  }
+  return step < 0 ? std::string("there is no checkpoint yet")
+                  : fmt::format("the last checkpoint {} is intact", weights_path(run_dir, step));
+}
+
+// On resume every model.* value must equal the checkpoint's: --set may change
+// how training continues, never the model it continues.
+void check_same_model(const RunConfig& now, const RunConfig& saved, const std::string& run_dir,
+                      int64_t step) {
+  std::vector<std::string> diffs;
+  auto cmp = [&](const char* key, auto a, auto b) {
+    if (a != b) diffs.push_back(fmt::format("{} is {} but the checkpoint has {}", key, a, b));
+  };
+  cmp("model.d_model", now.model.d_model, saved.model.d_model);
+  cmp("model.n_layers", now.model.n_layers, saved.model.n_layers);
+  cmp("model.n_heads", now.model.n_heads, saved.model.n_heads);
+  cmp("model.n_kv_heads", now.model.n_kv_heads, saved.model.n_kv_heads);
+  cmp("model.d_ff", now.model.d_ff, saved.model.d_ff);
+  cmp("model.ctx", now.model.ctx, saved.model.ctx);
+  cmp("model.tied", now.model.tied, saved.model.tied);
+  cmp("model.rope_freq_base", now.model.rope_freq_base, saved.model.rope_freq_base);
+  cmp("model.rms_eps", now.model.rms_eps, saved.model.rms_eps);
+  if (!diffs.empty())
+    fail("{}: cannot resume step {} with a different model: {} (on --resume, --set may change "
+         "train.* and checkpoint.* keys, not model.*; start a new run in another --run-dir)",
+         run_dir, step, fmt::join(diffs, "; "));
+}
+
+// The vocabulary a run resumes with must be the one its checkpoint was
+// trained with, token for token.
+void check_same_vocabulary(const data::Tokenizer& tok, const std::string& tok_source,
+                           const std::string& weights) {
+  gguf::GgufFile w(weights);
+  const data::Tokenizer ck = data::Tokenizer::from_gguf(w);
+  const std::string fix = "resume with the tokenizer the run was trained with";
+  if (ck.vocab_size() != tok.vocab_size())
+    fail("{}: vocabulary mismatch: the checkpoint has {} tokens but the tokenizer {} has {}; {}",
+         weights, ck.vocab_size(), tok_source, tok.vocab_size(), fix);
+  for (int32_t i = 0; i < int32_t(tok.vocab_size()); ++i)
+    if (ck.piece(i) != tok.piece(i) || ck.token_type(i) != tok.token_type(i))
+      fail("{}: vocabulary mismatch: token {} is '{}' in the checkpoint but '{}' in the tokenizer "
+           "{}; {}",
+           weights, i, ck.piece(i), tok.piece(i), tok_source, fix);
+}
 
 double now_s() {
   using namespace std::chrono;
@@ -39,14 +219,33 @@ std::string new_run_id() {
   return fmt::format("{:016x}", rng.next_u64());
 }
 
-data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet) {
+data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet,
+                                       int64_t resume_step) {
   const std::string& t = c.data.tokenizer;
-  if (t.size() > 5 && t.substr(t.size() - 5) == ".gguf") return data::Tokenizer::from_gguf(gguf::GgufFile(t));
-  if (!t.empty()) return data::Tokenizer::from_sentencepiece(t);
+  if (!t.empty()) {
+    try {
+      if (t.size() > 5 && t.substr(t.size() - 5) == ".gguf") return data::Tokenizer::from_gguf(gguf::GgufFile(t));
+      return data::Tokenizer::from_sentencepiece(t);
+    } catch (const Error& e) {
+      fail("{} (data.tokenizer must be a sentencepiece .model or a .gguf with a llama vocabulary)",
+           e.what());
+    }
+  }
   const std::string own = run_dir + "/tokenizer.model";
+  if (resume_step >= 0 && !fs::exists(own)) {
+    // Every checkpoint carries its vocabulary: resume with that one rather
+    // than train a new tokenizer that might split the text differently.
+    const std::string w = weights_path(run_dir, resume_step);
+    if (!quiet) fmt::print(stderr, "{} is missing; using the vocabulary stored in {}\n", own, w);
+    return data::Tokenizer::from_gguf(gguf::GgufFile(w));
+  }
   if (!fs::exists(own)) {
     if (!quiet) fmt::print(stderr, "training a {}-token BPE tokenizer on {}\n", c.data.vocab_size, c.data.corpus);
-    data::train_sentencepiece_bpe(c.data.corpus, int(c.data.vocab_size), own);
+    try {
+      data::train_sentencepiece_bpe(c.data.corpus, int(c.data.vocab_size), own);
+    } catch (const Error& e) {
+      fail("{} (data.vocab_size = {})", e.what(), c.data.vocab_size);
+    }
   }
   return data::Tokenizer::from_sentencepiece(own);
 }
@@ -79,6 +278,8 @@ class Run {
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::set<int64_t> inject_steps_;  // GGTRAIN_INJECT_NAN_AT_STEP
+  bool inject_grad_ = false;        // GGTRAIN_INJECT_NAN_INTO=grad
 };
 
 Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
@@ -87,10 +288,28 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   if (!opts_.resume && latest_step(dir) >= 0)
     fail("{}: this run folder already has checkpoints; use --resume to continue it", dir);
   if (c_.data.corpus.empty()) fail("config: data.corpus is not set (a UTF-8 text file)");
-  fs::create_directories(dir + "/data");
+  inject_steps_ = injected_steps();
+  inject_grad_ = inject_into_grad();
+  if (fs::exists(dir) && !fs::is_directory(dir)) fail("{}: the run folder is not a directory", dir);
+  std::error_code ec;
+  fs::create_directories(dir + "/data", ec);
+  if (ec) fail("{}/data: cannot create the run folder: {}", dir, ec.message());
   if (c_.train.threads > 0) omp_set_num_threads(int(c_.train.threads));
 
-  tok_ = std::make_unique<data::Tokenizer>(load_or_train_tokenizer(dir, c_, opts_.quiet));
+  remove_stale_temp_files(dir, opts_.quiet);
+  if (!opts_.resume) check_corpus(c_.data.corpus);
+  int64_t resume_step = -1;
+  if (opts_.resume) {
+    resume_step = latest_step(dir);
+    if (resume_step < 0) fail("{}: no checkpoint to resume from (weights/latest is missing)", dir);
+    RunConfig saved;
+    apply_toml(saved, read_latest_meta(dir).config_toml, state_path(dir, resume_step) + " (saved config)");
+    check_same_model(c_, saved, dir, resume_step);
+  }
+  tok_ = std::make_unique<data::Tokenizer>(load_or_train_tokenizer(dir, c_, opts_.quiet, resume_step));
+  if (opts_.resume)
+    check_same_vocabulary(*tok_, c_.data.tokenizer.empty() ? dir + "/tokenizer.model" : c_.data.tokenizer,
+                          weights_path(dir, resume_step));
   const std::string train_path = dir + "/data/train.tok", val_path = dir + "/data/val.tok";
   if (!opts_.resume || !fs::exists(train_path) || !fs::exists(val_path)) {
     auto st = data::prepare_corpus(c_.data.corpus, *tok_, c_.data.val_fraction, c_.train.seed,
@@ -120,6 +339,8 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
     start_step_ = meta.step;
     run_id_ = meta.run_id;
     loader_->set_state(meta.loader);
+    if (opts_.stop_at > 0 && opts_.stop_at <= start_step_)
+      fail("--stop-at {} is not after step {}, where this run resumes", opts_.stop_at, start_step_);
     if (!opts_.quiet) fmt::print(stderr, "resuming run {} at step {}\n", run_id_, start_step_);
   } else {
     run_id_ = new_run_id();
@@ -154,7 +375,15 @@ void Run::sample(int64_t step) {
 void Run::checkpoint(int64_t step) {
   CheckpointMeta meta{step, run_id_, to_toml(c_), loader_->state()};
   CheckpointData d{&mc_, &model_->layout(), tok_.get(), model_->params(), m_.data(), v_.data()};
-  save_checkpoint(opts_.run_dir, meta, d, c_.checkpoint.keep_last);
+  try {
+    save_checkpoint(opts_.run_dir, meta, d, c_.checkpoint.keep_last);
+  } catch (const Error& e) {
+    // save_checkpoint leaves no partial or orphan file and moves `latest`
+    // only after both files are complete: say what survived.
+    fail("step {}: cannot write the checkpoint: {}; {}{}", step, e.what(),
+         last_checkpoint_text(opts_.run_dir),
+         latest_step(opts_.run_dir) >= 0 ? " and weights/latest still points to it" : "");
+  }
   metrics_->write_plot();
 }
 
@@ -164,6 +393,9 @@ TrainSummary Run::loop() {
   AdamWConfig adamw{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)};
   const int64_t tokens_per_step = t.batch * t.seq_len * t.grad_accum;
   const bool tty = ::isatty(2);
+  const bool skip_nonfinite = t.on_nonfinite == "skip";
+  int64_t nonfinite_in_a_row = 0;
+  StopSignals signals;
   TrainSummary sum;
   sum.first_step = start_step_;
   const double t_start = now_s();
@@ -178,18 +410,44 @@ TrainSummary Run::loop() {
       loss += model_->forward(inputs_.data(), targets_.data()) / double(t.grad_accum);
       model_->backward(1.0f / float(t.grad_accum));
     }
+    const int64_t done = step + 1;
+    const bool inject = inject_steps_.count(done) > 0;
+    if (inject && inject_grad_) model_->grads()[0] = INFINITY;
     const double norm = grad_global_norm(model_->grads(), model_->n_params());
-    if (!std::isfinite(loss) || !std::isfinite(norm))
-      fail("step {}: loss {} / gradient norm {} is not finite; stopping (last checkpoint kept)", step + 1, loss, norm);
-    adamw_step(model_->layout(), model_->params(), model_->grads(), m_.data(), v_.data(), step + 1,
-               lr, adamw, clip_scale(norm, t.grad_clip));
+    if (inject && !inject_grad_) loss = NAN;
+    const bool finite = std::isfinite(loss) && std::isfinite(norm);
+    if (finite) {
+      nonfinite_in_a_row = 0;
+      adamw_step(model_->layout(), model_->params(), model_->grads(), m_.data(), v_.data(), step + 1,
+                 lr, adamw, clip_scale(norm, t.grad_clip));
+    } else {
+      const std::string what = fmt::format("step {}: loss {:.6g} / gradient norm {:.6g} is not finite", done, loss, norm);
+      if (!skip_nonfinite)
+        fail("{}; stopping (train.on_nonfinite = \"stop\"); {}. To skip such steps instead, set "
+             "train.on_nonfinite = \"skip\"", what, last_checkpoint_text(opts_.run_dir));
+      ++nonfinite_in_a_row;
+      ++sum.nonfinite_steps;
+      if (nonfinite_in_a_row >= t.max_nonfinite)
+        fail("{}; {} non-finite steps in a row (train.max_nonfinite = {}); stopping; {}", what,
+             nonfinite_in_a_row, t.max_nonfinite, last_checkpoint_text(opts_.run_dir));
+      if (!opts_.quiet)
+        fmt::print(stderr, "{}{}; update skipped ({} in a row, at most {})\n", tty ? "\n" : "", what,
+                   nonfinite_in_a_row, t.max_nonfinite);
+    }
     const double dt = now_s() - t0, tps = double(tokens_per_step) / dt;
     train_seconds += dt;
-    const int64_t done = step + 1;
-    metrics_->log_step({{"step", done}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
-                        {"tokens_per_s", tps}, {"elapsed_s", now_s() - t_start}});
-    if (step == start_step_) sum.first_loss = loss;
-    sum.last_loss = loss;
+    nlohmann::json record{{"step", done}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
+                          {"tokens_per_s", tps}, {"elapsed_s", now_s() - t_start}};
+    if (!finite) {  // NaN/Inf are written as null; the counters say why
+      record["skipped"] = true;
+      record["nonfinite_in_a_row"] = nonfinite_in_a_row;
+      record["nonfinite_steps"] = sum.nonfinite_steps;
+    }
+    metrics_->log_step(record);
+    if (finite) {  // a skipped step's NaN would hide the run's progress in the summary
+      if (sum.first_loss == 0) sum.first_loss = loss;
+      sum.last_loss = loss;
+    }
     sum.tokens_per_s = double(tokens_per_step * (done - start_step_)) / train_seconds;
     if (!opts_.quiet && (tty || done % 10 == 0 || done == t.steps)) {
       const double eta = (now_s() - t_start) / double(done - start_step_) * double(t.steps - done);
@@ -205,9 +463,17 @@ TrainSummary Run::loop() {
       }
     }
     if (t.sample_every > 0 && done % t.sample_every == 0) sample(done);
-    const bool stop_here = opts_.stop_at > 0 && done == opts_.stop_at;
+    const int sig = signals.caught();
+    const bool stop_here = (opts_.stop_at > 0 && done == opts_.stop_at) || sig != 0;
     if ((c_.checkpoint.every > 0 && done % c_.checkpoint.every == 0) || done == t.steps || stop_here)
       checkpoint(done);
+    if (sig != 0 && done < t.steps) {
+      sum.interrupted_by = sig;
+      fmt::print(stderr, "{}ggtrain: {} received: stopped after step {}/{} with checkpoint {}\n"
+                 "resume with: ggtrain train --resume --run-dir {}\n",
+                 tty && !opts_.quiet ? "\n" : "", signal_name(sig), done, t.steps,
+                 weights_path(opts_.run_dir, done), shell_word(opts_.run_dir));
+    }
     if (stop_here) break;
   }
   if (tty && !opts_.quiet) fmt::print(stderr, "\n");
@@ -226,7 +492,7 @@ TrainSummary run_training(const TrainOptions& opts) {
 RunConfig saved_run_config(const std::string& run_dir) {
   CheckpointMeta meta = read_latest_meta(run_dir);
   RunConfig c;
-  apply_toml(c, meta.config_toml, run_dir + " (saved config)");
+  apply_toml(c, meta.config_toml, state_path(run_dir, meta.step) + " (saved config)");
   return c;
 }
 

@@ -21,8 +21,20 @@ struct TrainSummary {
   int64_t first_step = 0, last_step = 0;
   double first_loss = 0, last_loss = 0, last_val_loss = 0, tokens_per_s = 0;
   std::string final_weights;
+  int64_t nonfinite_steps = 0;  // updates skipped under train.on_nonfinite = "skip"
+  int interrupted_by = 0;       // SIGINT/SIGTERM that ended the run early, else 0
 };
 
+// While it trains, SIGINT and SIGTERM do not kill the process: the current
+// step finishes, a checkpoint is written, a line saying how to resume is
+// printed and run_training returns normally (interrupted_by set). A second
+// signal ends the process at once (the last complete checkpoint stays intact).
+// The previous handlers are restored when run_training returns.
+//
+// Fault injection for tests: GGTRAIN_INJECT_NAN_AT_STEP=LIST (steps counted
+// from 1, e.g. "5" or "3,4,7-9") makes those steps non-finite: the loss
+// becomes NaN, or with GGTRAIN_INJECT_NAN_INTO=grad one gradient becomes
+// +Inf (so the gradient norm is not finite).
 TrainSummary run_training(const TrainOptions& opts);
 
 // Config of a run to resume: the one saved with its latest checkpoint.

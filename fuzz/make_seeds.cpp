@@ -1,0 +1,172 @@
+// Writes the seed corpus of the fuzz targets (checked in under
+// fuzz/corpus/<target>/; re-run `fuzz/run.sh seeds` to regenerate it):
+//   make_seeds OUT_DIR [FIXTURES_DIR]
+// Every seed is small (a few KiB) so that mutations stay fast: GGUF files
+// with every metadata and tensor type, llama vocabularies, copies of the
+// shared fixtures with their metadata kept and each tensor cut to a few
+// elements, token files of both widths, and run configs.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "data/token_file.h"
+#include "gguf/convert.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "train/run_config.h"
+#include "util/error.h"
+
+using namespace ggtrain;
+using gguf::TensorType;
+using gguf::Value;
+using gguf::ValueType;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+void sample_gguf(const std::string& path, uint32_t alignment) {
+  gguf::GgufWriter w;
+  w.set("general.architecture", Value::str("llama"));
+  w.set("general.name", Value::str("seed \xe2\x96\x81 \xf0\x9f\xa6\x99"));
+  w.set("s.u8", Value::u8(255));
+  w.set("s.i8", Value::i8(-128));
+  w.set("s.u16", Value::u16(65535));
+  w.set("s.i16", Value::i16(-32768));
+  w.set("s.u32", Value::u32(4294967295u));
+  w.set("s.i32", Value::i32(std::numeric_limits<int32_t>::min()));
+  w.set("s.u64", Value::u64(std::numeric_limits<uint64_t>::max()));
+  w.set("s.i64", Value::i64(std::numeric_limits<int64_t>::min()));
+  w.set("s.f32", Value::f32(0.1f));
+  w.set("s.f64", Value::f64(1.0 / 3.0));
+  w.set("s.bool", Value::boolean(true));
+  w.set("s.empty", Value::str(""));
+  w.set("s.f32_array", Value::f32_array({0.5f, -1.25f}));
+  w.set("s.nested", Value::array(ValueType::ARRAY, {Value::i32_array({1, 2}), Value::string_array({"x"})}));
+  if (alignment != 32) w.set_alignment(alignment);
+  static std::vector<float> f(64 * 2);
+  static std::vector<int32_t> i32(6);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 0.25f * float(i) - 7.0f;
+  for (size_t i = 0; i < i32.size(); ++i) i32[i] = int32_t(i) * 1000 - 2000;
+  w.add_tensor_f32("f32", TensorType::F32, {3}, f.data());
+  w.add_tensor_f32("f16", TensorType::F16, {2, 2}, f.data());
+  w.add_tensor_f32("bf16", TensorType::BF16, {2, 1, 2}, f.data());
+  w.add_tensor_f32("q8_0", TensorType::Q8_0, {32, 2, 1, 1}, f.data());
+  w.add_tensor_raw("i32", TensorType::I32, {3, 2}, i32.data());
+  w.add_tensor_f32("empty", TensorType::F32, {0, 4}, f.data());
+  w.write(path);
+}
+
+// A llama vocabulary: specials, the 256 byte pieces, a few merges and one
+// user-defined piece.
+void vocab_gguf(const std::string& path, bool with_scores_and_types, bool space_prefix) {
+  std::vector<std::string> pieces{"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types{2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    pieces.push_back(buf);
+    types.push_back(6);
+  }
+  for (const char* p : {"\xe2\x96\x81", "\xe2\x96\x81t", "he", "\xe2\x96\x81the", "in", "\xe2\x96\x81" "a",
+                        "an", "nd", "\xe2\x96\x81" "and", "e", "t", "h", "a", "n", "d", "o", "r", "s"}) {
+    pieces.push_back(p);
+    types.push_back(1);
+  }
+  pieces.push_back("<|user|>");
+  types.push_back(4);
+  std::vector<float> scores(pieces.size());
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
+  gguf::GgufWriter w;
+  w.set("general.architecture", Value::str("llama"));
+  w.set("tokenizer.ggml.model", Value::str("llama"));
+  w.set("tokenizer.ggml.tokens", Value::string_array(pieces));
+  if (with_scores_and_types) {
+    w.set("tokenizer.ggml.scores", Value::f32_array(scores));
+    w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  }
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(2));
+  w.set("tokenizer.ggml.unknown_token_id", Value::u32(0));
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(true));
+  w.set("tokenizer.ggml.add_space_prefix", Value::boolean(space_prefix));
+  w.write(path);
+}
+
+// A fixture with every metadata key kept and each tensor cut to its first
+// `keep` elements (ne = [keep]); tensors=false drops the tensors entirely.
+void shrink_fixture(const std::string& in, const std::string& out, bool tensors, uint64_t keep = 8) {
+  gguf::GgufFile f(in);
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k != "general.alignment") w.set(k, v);
+  std::vector<std::vector<float>> keepalive;
+  if (tensors) {
+    for (const auto& t : f.tensors()) {
+      if (!gguf::is_float_convertible(t.type)) continue;
+      auto v = f.to_float(t);
+      const uint64_t n = t.type == TensorType::Q8_0 ? 32 : keep;
+      if (v.size() < n) continue;
+      v.resize(size_t(n));
+      keepalive.push_back(std::move(v));
+      w.add_tensor_f32(t.name, t.type, {n}, keepalive.back().data());
+    }
+  }
+  w.write(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR [FIXTURES_DIR]\n", argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  const std::string fixtures = argc > 2 ? argv[2] : "";
+  try {
+    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file"})
+      fs::create_directories(out + "/" + t);
+    const std::string g = out + "/gguf_reader/", tk = out + "/tokenizer/", c = out + "/config/",
+                      tf = out + "/token_file/";
+    sample_gguf(g + "sample.gguf", 32);
+    sample_gguf(g + "sample_align64.gguf", 64);
+    vocab_gguf(tk + "vocab.gguf", true, true);
+    vocab_gguf(tk + "vocab_plain.gguf", false, false);
+    if (!fixtures.empty()) {
+      for (const char* name : {"tiny-spm", "tiny-gpt2", "ref-gqa-untied-model", "ref-mha-tied"}) {
+        const std::string in = fixtures + "/" + name + ".gguf";
+        if (!fs::exists(in)) continue;
+        shrink_fixture(in, g + name + "-small.gguf", true);
+      }
+      for (const char* name : {"tiny-spm", "ref-gqa-untied-model"}) {
+        const std::string in = fixtures + "/" + name + ".gguf";
+        if (fs::exists(in)) shrink_fixture(in, tk + name + "-vocab.gguf", false);
+      }
+    }
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 40; ++i) ids.push_back((i * 37) % 320);
+    data::write_token_file(tf + "w2.tok", 320, ids);
+    data::write_token_file(tf + "w4.tok", 70000, {1, 69999, 65536, 0, 12345});
+    data::write_token_file(tf + "empty.tok", 5, {});
+    for (const auto& name : train::preset_names())
+      write_text(c + name + ".toml", train::to_toml(train::preset(name)));
+    write_text(c + "hand.toml",
+               "# a hand-written run config\n[model]\nd_model = 64\ntied = false\nrope_freq_base = 1e4\n\n"
+               "[data]\ncorpus = \"data/kjv.txt\"\ntokenizer = 'x.gguf'\nval_fraction = 0.05\n\n"
+               "[train]\nsteps = 1_000\nlr_max = 3e-3\nschedule = \"wsd\"\non_nonfinite = \"skip\"\n"
+               "max_nonfinite = 3\nseed = 0x10\n\n[checkpoint]\nevery = 10\nkeep_last = 0\n"
+               "train.steps=5\n");
+    write_text(c + "overrides.txt", "train.lr_max=0.01\nmodel.tied=true\ncheckpoint.every=7\n");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "make_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,375 @@
+// The bad-input table of docs/bad-inputs.md: each row is one case here. The
+// CLI must exit 1 (never crash) with a message that contains the row's key
+// words, and the message must be exactly the one the table shows (temporary
+// paths written as $T, the shared fixtures as $FIXTURES).
+//
+// To print the table rows for the current messages:
+//   GGTRAIN_BAD_INPUTS_DOC=1 build/tests/ggtrain_reliability_tests --gtest_filter='BadInputs/*' | grep '^| `'
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include "data/token_file.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "support/cli_runner.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+
+using namespace ggtrain;
+using namespace ggtrain::test_support;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+}
+
+// What a case works with: its own temporary folder, a corpus, and (made on
+// first use) a tiny run stopped at its step-2 checkpoint.
+class Env {
+ public:
+  explicit Env(TempDir& tmp) : tmp_(tmp) { write_synthetic_corpus(corpus(), 600); }
+  std::string t(const std::string& rel) const { return tmp_ / rel; }
+  std::string corpus() const { return t("corpus.txt"); }
+  std::string bin() const { return GGTRAIN_BIN; }
+  // `ggtrain train --preset tiny` on the corpus, 4 steps, + sets.
+  std::vector<std::string> fresh(std::vector<std::string> sets = {}, const std::string& run = "run") const {
+    sets.insert(sets.begin(), "train.steps=4");
+    return tiny_train_args(bin(), t(run), corpus(), sets);
+  }
+  std::vector<std::string> resume(const std::vector<std::string>& sets = {}, const std::string& run = "run") const {
+    return resume_args(bin(), t(run), sets);
+  }
+  // A run with its latest checkpoint at step 2 (of 4).
+  std::string base_run(const std::string& run = "run") const {
+    auto a = fresh({"checkpoint.every=2"}, run);
+    a.insert(a.end(), {"--stop-at", "2"});
+    const auto r = run_cli(a, t(run + ".out"));
+    if (r.status != 0 || train::latest_step(t(run)) != 2)
+      throw std::runtime_error("base run failed: " + r.output);
+    return t(run);
+  }
+  std::string toml(const std::string& text) const {
+    spit(t("bad.toml"), text);
+    return t("bad.toml");
+  }
+  std::vector<std::string> with_config(const std::string& text) const {
+    auto a = fresh();
+    a.insert(a.end(), {"--config", toml(text)});
+    return a;
+  }
+  CliOptions opts;  // environment for the CLI of this case
+
+ private:
+  TempDir& tmp_;
+};
+
+struct Case {
+  std::string id;     // test name; first column of the table
+  std::string input;  // the bad input, in words
+  std::function<std::vector<std::string>(Env&)> setup;  // makes files, returns the command
+  std::vector<std::string> keywords;                    // the message must contain each
+  int status = 1;     // expected exit status
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
+
+// A GGUF copy of `in` with metadata key `key` set to `value` or (value
+// empty) without tensor `drop`.
+void rewrite_gguf(const std::string& in, const std::string& out, const std::string& key,
+                  const std::string& value, const std::string& drop) {
+  gguf::GgufFile f(in);
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    w.set(k, k == key ? gguf::Value::str(value) : v);
+  std::vector<std::vector<float>> keep;
+  for (const auto& ti : f.tensors()) {
+    if (ti.name == drop) continue;
+    keep.push_back(f.to_float(ti));
+    w.add_tensor_f32(ti.name, ti.type, ti.shape(), keep.back().data());
+  }
+  w.write(out + ".new");
+  fs::rename(out + ".new", out);
+}
+
+std::vector<Case> cases() {
+  using A = std::vector<std::string>;
+  std::vector<Case> c;
+  // --- the corpus
+  c.push_back({"missing_corpus", "`data.corpus` names no file",
+               [](Env& e) { auto a = e.fresh(); a[8] = "data.corpus=" + e.t("missing.txt"); return a; },
+               {"missing.txt", "data.corpus", "does not exist"}});
+  c.push_back({"empty_corpus", "`data.corpus` is an empty file",
+               [](Env& e) { spit(e.t("empty.txt"), ""); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("empty.txt"); return a; },
+               {"empty.txt", "data.corpus", "is empty"}});
+  c.push_back({"blank_corpus", "`data.corpus` has only blank lines",
+               [](Env& e) { spit(e.t("blank.txt"), "\n  \n\t\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("blank.txt"); return a; },
+               {"blank.txt", "data.corpus", "no text"}});
+  c.push_back({"corpus_is_a_folder", "`data.corpus` is a folder",
+               [](Env& e) { fs::create_directories(e.t("dir")); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("dir"); return a; },
+               {"dir", "data.corpus", "not a regular file"}});
+  c.push_back({"corpus_not_set", "no `data.corpus` at all",
+               [](Env& e) { return A{e.bin(), "train", "--preset", "tiny", "--run-dir", e.t("run")}; },
+               {"data.corpus", "not set"}});
+  c.push_back({"vocab_too_large_for_corpus", "`data.vocab_size` larger than the corpus allows",
+               [](Env& e) { return e.fresh({"data.vocab_size=5000"}); },
+               {"corpus.txt", "Vocabulary size too high", "data.vocab_size = 5000"}});
+  c.push_back({"vocab_too_small", "`data.vocab_size` below the 256 bytes + 3 specials",
+               [](Env& e) { return e.fresh({"data.vocab_size=100"}); },
+               {"data.vocab_size", "at least 260"}});
+  // --- config keys and values
+  c.push_back({"unknown_key_set", "unknown key through `--set`",
+               [](Env& e) { return e.fresh({"train.lr_maxx=1"}); }, {"--set", "unknown config key", "train.lr_maxx"}});
+  c.push_back({"unknown_key_toml", "unknown key in a `--config` file",
+               [](Env& e) { return e.with_config("[train]\nwarmup = 3\n"); }, {"bad.toml", "unknown config key", "train.warmup"}});
+  c.push_back({"unknown_section_toml", "unknown section in a `--config` file",
+               [](Env& e) { return e.with_config("[optim]\nlr = 1\n"); }, {"bad.toml", "unknown config key", "optim.lr"}});
+  c.push_back({"key_outside_section", "a key outside any `[section]`",
+               [](Env& e) { return e.with_config("steps = 5\n"); }, {"bad.toml", "steps", "[section]"}});
+  c.push_back({"set_without_value", "`--set` without `=value`",
+               [](Env& e) { return e.fresh({"train.steps"}); }, {"--set", "train.steps", "section.key=value"}});
+  c.push_back({"set_int_not_a_number", "`--set train.steps=ten`",
+               [](Env& e) { return e.fresh({"train.steps=ten"}); }, {"train.steps", "must be an integer", "ten"}});
+  c.push_back({"set_bool_not_a_bool", "`--set model.tied=yes`",
+               [](Env& e) { return e.fresh({"model.tied=yes"}); }, {"model.tied", "true or false", "yes"}});
+  c.push_back({"set_float_not_a_number", "`--set train.lr_max=fast`",
+               [](Env& e) { return e.fresh({"train.lr_max=fast"}); }, {"train.lr_max", "must be a number", "fast"}});
+  c.push_back({"toml_string_for_integer", "`steps = \"10\"` (a string) in a config file",
+               [](Env& e) { return e.with_config("[train]\nsteps = \"10\"\n"); }, {"bad.toml", "train.steps", "must be an integer", "string"}});
+  c.push_back({"toml_float_for_integer", "`batch = 2.5` in a config file",
+               [](Env& e) { return e.with_config("[train]\nbatch = 2.5\n"); }, {"bad.toml", "train.batch", "must be an integer", "2.5"}});
+  c.push_back({"toml_integer_for_bool", "`tied = 1` in a config file",
+               [](Env& e) { return e.with_config("[model]\ntied = 1\n"); }, {"bad.toml", "model.tied", "true or false", "integer 1"}});
+  c.push_back({"toml_integer_for_string", "`corpus = 5` in a config file",
+               [](Env& e) { return e.with_config("[data]\ncorpus = 5\n"); }, {"bad.toml", "data.corpus", "must be a string", "integer 5"}});
+  c.push_back({"toml_array_for_integer", "`steps = [1, 2]` in a config file",
+               [](Env& e) { return e.with_config("[train]\nsteps = [1, 2]\n"); }, {"bad.toml", "train.steps", "array"}});
+  c.push_back({"toml_syntax_error", "a config file that is not TOML",
+               [](Env& e) { return e.with_config("[train\nsteps = 3\n"); }, {"bad.toml:1:", "invalid TOML"}});
+  c.push_back({"toml_bad_table_header", "`[=model]` (fuzz finding: assertion in toml++)",
+               [](Env& e) { return e.with_config("[=model]\nd_model = 8\n"); }, {"bad.toml:1:2", "invalid TOML", "'='"}});
+  c.push_back({"toml_non_ascii_key", "a non-ASCII key (fuzz finding: UB in toml++)",
+               [](Env& e) { return e.with_config("[train]\nst\xc3\xa9ps = 5\n"); }, {"bad.toml:2:3", "non-ASCII"}});
+  c.push_back({"config_file_missing", "`--config` names no file",
+               [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
+               {"nope.toml", "cannot read config file"}});
+  c.push_back({"unknown_preset", "`--preset huge`",
+               [](Env& e) { return A{e.bin(), "train", "--preset", "huge", "--run-dir", e.t("run")}; }, {"unknown preset", "huge"}});
+  c.push_back({"steps_zero", "`train.steps=0`",
+               [](Env& e) { return e.fresh({"train.steps=0"}); }, {"train.steps", "positive"}});
+  c.push_back({"seq_len_over_ctx", "`train.seq_len` above `model.ctx`",
+               [](Env& e) { return e.fresh({"train.seq_len=128"}); }, {"train.seq_len", "model.ctx"}});
+  c.push_back({"heads_not_divisible", "`model.n_kv_heads` not dividing `model.n_heads`",
+               [](Env& e) { return e.fresh({"model.n_kv_heads=3"}); }, {"n_kv_heads", "n_heads"}});
+  c.push_back({"unknown_schedule", "`train.schedule=linear`",
+               [](Env& e) { return e.fresh({"train.schedule=linear"}); }, {"train.schedule", "linear", "cosine"}});
+  c.push_back({"bad_on_nonfinite", "`train.on_nonfinite=ignore`",
+               [](Env& e) { return e.fresh({"train.on_nonfinite=ignore"}); }, {"train.on_nonfinite", "stop", "skip"}});
+  c.push_back({"bad_val_fraction", "`data.val_fraction=0.7`",
+               [](Env& e) { return e.fresh({"data.val_fraction=0.7"}); }, {"data.val_fraction", "0.7"}});
+  c.push_back({"bad_injection_variable", "`GGTRAIN_INJECT_NAN_AT_STEP=abc`",
+               [](Env& e) { e.opts.env = {{"GGTRAIN_INJECT_NAN_AT_STEP", "abc"}}; return e.fresh(); },
+               {"GGTRAIN_INJECT_NAN_AT_STEP", "abc"}});
+  // --- the tokenizer
+  c.push_back({"tokenizer_missing", "`data.tokenizer` names no file",
+               [](Env& e) { return e.fresh({"data.tokenizer=" + e.t("nope.model")}); }, {"nope.model", "data.tokenizer"}});
+  c.push_back({"tokenizer_not_sentencepiece", "`data.tokenizer` is a text file",
+               [](Env& e) { return e.fresh({"data.tokenizer=" + e.corpus()}); }, {"corpus.txt", "sentencepiece", "data.tokenizer"}});
+  c.push_back({"tokenizer_gguf_not_llama", "`data.tokenizer` is a GGUF with a GPT-2 vocabulary",
+               [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"}); },
+               {"tiny-gpt2.gguf", "gpt2", "data.tokenizer"}});
+  c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
+               [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
+               {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});
+  // --- run folders and resuming
+  c.push_back({"run_dir_is_a_file", "`--run-dir` is a file",
+               [](Env& e) { spit(e.t("run"), "x"); return e.fresh(); }, {"run", "not a directory"}});
+  c.push_back({"resume_without_checkpoint", "`--resume` of a folder without checkpoints",
+               [](Env& e) { fs::create_directories(e.t("run")); return e.resume(); }, {"run", "no checkpoint to resume from"}});
+  c.push_back({"fresh_run_over_checkpoints", "a new run in a folder that has checkpoints",
+               [](Env& e) { e.base_run(); return e.fresh(); }, {"run", "already has checkpoints", "--resume"}});
+  c.push_back({"resume_with_preset", "`--resume` with `--preset`",
+               [](Env& e) { e.base_run(); auto a = e.resume(); a.insert(a.end(), {"--preset", "tiny"}); return a; },
+               {"--resume", "saved config", "--set"}});
+  c.push_back({"resume_changed_model_shape", "`--resume --set model.d_model=128` (model shape changed)",
+               [](Env& e) { e.base_run(); return e.resume({"model.d_model=128"}); },
+               {"cannot resume step 2 with a different model", "model.d_model is 128", "checkpoint has 64"}});
+  c.push_back({"resume_changed_model_rope", "`--resume --set model.rope_freq_base=500000`",
+               [](Env& e) { e.base_run(); return e.resume({"model.rope_freq_base=500000"}); },
+               {"different model", "model.rope_freq_base"}});
+  c.push_back({"resume_tokenizer_other_size", "`--resume` with a tokenizer of another vocabulary size",
+               [](Env& e) {
+                 e.base_run();
+                 run_cli({e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "300", "--out", e.t("other.model")},
+                         e.t("tok.out"));
+                 return e.resume({"data.tokenizer=" + e.t("other.model")});
+               },
+               {"vocabulary mismatch", "320", "300", "other.model"}});
+  c.push_back({"resume_tokenizer_same_size_other_pieces", "`--resume` after `tokenizer.model` was replaced by another one of the same size",
+               [](Env& e) {
+                 e.base_run();
+                 std::string text = slurp(e.corpus());
+                 replace_all(text, "the", "xq");
+                 replace_all(text, "and", "zv");
+                 spit(e.t("other.txt"), text);
+                 run_cli({e.bin(), "tokenizer", "train", "--input", e.t("other.txt"), "--vocab", "320", "--out",
+                          e.t("run/tokenizer.model")}, e.t("tok.out"));
+                 return e.resume();
+               },
+               {"vocabulary mismatch", "in the checkpoint", "tokenizer.model"}});
+  c.push_back({"truncated_weights", "the latest weights file cut in half",
+               [](Env& e) {
+                 const std::string w = train::weights_path(e.base_run(), 2);
+                 fs::resize_file(w, fs::file_size(w) / 2);
+                 return e.resume();
+               },
+               {"weights/step_2.gguf"}});
+  c.push_back({"truncated_state", "the latest state file cut in half",
+               [](Env& e) {
+                 const std::string s = train::state_path(e.base_run(), 2);
+                 fs::resize_file(s, fs::file_size(s) / 2);
+                 return e.resume();
+               },
+               {"state/step_2.gguf"}});
+  c.push_back({"missing_state", "the latest state file deleted",
+               [](Env& e) { fs::remove(train::state_path(e.base_run(), 2)); return e.resume(); },
+               {"state/step_2.gguf", "missing", "cannot resume exactly"}});
+  c.push_back({"missing_weights", "the latest weights file deleted (`latest` dangles)",
+               [](Env& e) { fs::remove(train::weights_path(e.base_run(), 2)); return e.resume(); },
+               {"weights/step_2.gguf", "missing"}});
+  c.push_back({"latest_not_a_checkpoint", "`weights/latest` pointing at another file",
+               [](Env& e) {
+                 const std::string l = e.base_run() + "/weights/latest";
+                 fs::remove(l);
+                 fs::create_symlink("notes.txt", l);
+                 return e.resume();
+               },
+               {"weights/latest", "notes.txt", "step_N.gguf"}});
+  c.push_back({"state_of_another_run", "the state file of another run under the same step",
+               [](Env& e) {
+                 e.base_run();
+                 e.base_run("run2");
+                 fs::copy_file(train::state_path(e.t("run2"), 2), train::state_path(e.t("run"), 2),
+                               fs::copy_options::overwrite_existing);
+                 return e.resume();
+               },
+               {"step_2.gguf", "run_id", "do not match"}});
+  c.push_back({"corrupt_saved_config", "a state file whose saved config is not TOML",
+               [](Env& e) {
+                 const std::string s = train::state_path(e.base_run(), 2);
+                 rewrite_gguf(s, s, "ggtrain.config", "[train\nsteps = ", "");
+                 return e.resume();
+               },
+               {"saved config", "invalid TOML"}});
+  c.push_back({"token_file_bad_magic", "`data/train.tok` with a wrong header",
+               [](Env& e) {
+                 const std::string p = e.base_run() + "/data/train.tok";
+                 std::string b = slurp(p);
+                 b.replace(0, 8, "NOTTOKEN");
+                 spit(p, b);
+                 return e.resume();
+               },
+               {"train.tok", "bad magic"}});
+  c.push_back({"token_file_truncated", "`data/train.tok` one byte short",
+               [](Env& e) {
+                 const std::string p = e.base_run() + "/data/train.tok";
+                 fs::resize_file(p, fs::file_size(p) - 1);
+                 return e.resume();
+               },
+               {"train.tok", "does not match the file size"}});
+  c.push_back({"token_file_id_out_of_range", "`data/train.tok` with an id past the vocabulary",
+               [](Env& e) {
+                 const std::string p = e.base_run() + "/data/train.tok";
+                 std::string b = slurp(p);
+                 b[32] = '\xff';
+                 b[33] = '\xff';
+                 spit(p, b);
+                 return e.resume();
+               },
+               {"train.tok", "65535", "outside the vocabulary of 320"}});
+  c.push_back({"token_file_other_vocabulary", "`data/train.tok` written for another vocabulary",
+               [](Env& e) {
+                 data::write_token_file(e.base_run() + "/data/train.tok", 300, {1, 2, 3, 4, 5});
+                 return e.resume();
+               },
+               {"train.tok", "vocabulary 300", "320"}});
+  c.push_back({"stop_at_before_resume_step", "`--resume --stop-at 1` when the run is at step 2",
+               [](Env& e) {
+                 e.base_run();
+                 auto a = e.resume();
+                 a.insert(a.end(), {"--stop-at", "1"});
+                 return a;
+               },
+               {"--stop-at 1", "step 2"}});
+  c.push_back({"corrupt_metrics_lines", "torn or edited lines in `metrics.jsonl` (resumes; those lines are dropped)",
+               [](Env& e) {
+                 std::ofstream(e.base_run() + "/metrics.jsonl", std::ios::app) << "{\"step\": \"x\"}\nnot json\n{\"step\": 1, \"loss\": null}\n";
+                 return e.resume();
+               },
+               {}, 0});
+  c.push_back({"model_without_token_embd", "a model GGUF without `token_embd.weight` (`ggtrain eval -m`)",
+               [](Env& e) {
+                 rewrite_gguf(train::weights_path(e.base_run(), 2), e.t("no_embd.gguf"), "", "", "token_embd.weight");
+                 return A{e.bin(), "eval", "-m", e.t("no_embd.gguf"), "--tokens", "1,2,3"};
+               },
+               {"no_embd.gguf", "token_embd.weight"}});
+  return c;
+}
+
+std::string normalized(std::string s, const std::string& tmp) {
+  replace_all(s, tmp, "$T");
+  replace_all(s, fs::weakly_canonical(GGTRAIN_FIXTURES_DIR).string(), "$FIXTURES");
+  replace_all(s, GGTRAIN_FIXTURES_DIR, "$FIXTURES");
+  return s;
+}
+
+std::string table_cell(std::string s) {
+  replace_all(s, "|", "\\|");
+  replace_all(s, "\n", "\\n");
+  return "`` " + s + " ``";
+}
+
+class BadInputs : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BadInputs, ClearMessageAndNoCrash) {
+  const Case& c = GetParam();
+  TempDir tmp("ggtrain_bad_" + c.id);
+  Env env(tmp);
+  const auto args = c.setup(env);
+  const CliResult r = run_cli(args, tmp / "out.txt", env.opts);
+  ASSERT_EQ(r.status, c.status) << r.output;
+  const std::string msg = normalized(error_line(r.output), tmp.path().string());
+  if (c.status != 0) {
+    ASSERT_FALSE(msg.empty()) << "no 'ggtrain: error:' line in:\n" << r.output;
+    for (const auto& k : c.keywords) EXPECT_NE(msg.find(k), std::string::npos) << "missing '" << k << "' in: " << msg;
+  }
+  // The row of docs/bad-inputs.md must show exactly this message.
+  const std::string cell = c.status != 0 ? table_cell(msg) : "(exit 0)";
+  const std::string row = "| `" + c.id + "` | " + c.input + " | " + cell + " |";
+  if (std::getenv("GGTRAIN_BAD_INPUTS_DOC")) std::printf("%s\n", row.c_str());
+  const std::string doc = slurp(GGTRAIN_SOURCE_DIR "/docs/bad-inputs.md");
+  size_t at = doc.find("| `" + c.id + "` |");
+  ASSERT_NE(at, std::string::npos) << "docs/bad-inputs.md has no row for " << c.id << "; add:\n" << row;
+  const std::string line = doc.substr(at, doc.find('\n', at) - at);
+  EXPECT_NE(line.find(cell), std::string::npos) << "docs/bad-inputs.md row differs; now:\n" << row << "\nwas:\n" << line;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadInputs, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.id; });
+
+}  // namespace
