@@ -5,11 +5,12 @@
 #
 #   bash scripts/test_sanitizers.sh [extra ctest args]
 #
-# Label npm is excluded: those two tests drive node, @huggingface/gguf and the
-# prebuilt llama.cpp inside node-llama-cpp, none of which is instrumented, and
-# llama_cpp_check trains a model for minutes, which under ASan alone would
-# exceed the CI budget; every ggtrain code path they reach (inspect --json,
-# train, eval, tokenize) is also reached by the GoogleTest suites run here.
+# Excluded: label npm and one speed test (see below). The npm tests drive
+# node, @huggingface/gguf and the prebuilt llama.cpp inside node-llama-cpp,
+# none of which is instrumented, and llama_cpp_check trains a model for
+# minutes, which under ASan alone would exceed the CI budget; every ggtrain
+# code path they reach (inspect --json, train, eval, tokenize) is also
+# reached by the GoogleTest suites run here.
 #
 # ThreadSanitizer is not run: Debian's libgomp (used by our kernels and by
 # oneDNN) is not TSan-instrumented, so every OpenMP barrier shows up as a
@@ -43,5 +44,8 @@ export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:strict_stri
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 start=$(date +%s)
 cd "$BUILD_DIR"
-ctest --output-on-failure -j "$JOBS" --timeout 900 -LE npm "$@"
+# Tokenizer.WholeKjvIsFast is a speed limit (the whole KJV in < 5 s), not a
+# correctness check; instrumented code is 2-5x slower by design. The same
+# encode path is checked for correctness by the other Tokenizer tests.
+ctest --output-on-failure -j "$JOBS" --timeout 900 -LE npm -E '^Tokenizer\.WholeKjvIsFast$' "$@"
 echo "sanitizers: tests took $(( $(date +%s) - start )) s"
