@@ -9,7 +9,9 @@
 #   fuzz/run.sh seeds                  regenerate fuzz/corpus/ (make_seeds)
 #
 # Environment: FUZZ_JOBS (targets run at the same time, default: number of
-# cores), FUZZ_BUILD_DIR (default build-fuzz), FUZZ_MAX_LEN (default 65536).
+# cores), FUZZ_BUILD_JOBS (default: number of cores), FUZZ_BUILD_DIR (default
+# build-fuzz), FUZZ_MAX_LEN (default 65536,
+# 8192 for config).
 # New interesting inputs go to $FUZZ_BUILD_DIR/corpus/<target>/ (not to the
 # repository); a crashing input is saved as $FUZZ_BUILD_DIR/artifacts/<target>/crash-*:
 # fix the code, then copy it to fuzz/regressions/<target>/.
@@ -31,7 +33,7 @@ build() {
   if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
     cmake -S fuzz -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=None >/dev/null
   fi
-  cmake --build "$BUILD" -j "$(nproc)" >/dev/null
+  cmake --build "$BUILD" -j "${FUZZ_BUILD_JOBS:-$(nproc)}" >/dev/null
 }
 
 # Leaks are findings too (the readers keep nothing between inputs), and so
@@ -85,7 +87,9 @@ run_target() {
   local rc=0
   # -timeout: one input taking > 10 s is a finding (a hang); -rss_limit_mb:
   # so is a reader that tries to allocate GBs for a 64 KiB input.
-  "$bin" -max_total_time="$SECONDS_EACH" -max_len="$MAX_LEN" -timeout=10 -rss_limit_mb=2048 \
+  local max_len=$MAX_LEN
+  [[ $t == config ]] && max_len=${FUZZ_MAX_LEN:-8192}  # configs are small; long texts only slow it down
+  "$bin" -max_total_time="$SECONDS_EACH" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
     -malloc_limit_mb=1024 -print_final_stats=1 -artifact_prefix="$BUILD/artifacts/$t/" \
     "$BUILD/corpus/$t" $(seed_dirs "$t") >>"$log" 2>&1 || rc=$?
   local execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)

@@ -2,6 +2,7 @@
 // checkpoint, prints how to resume and exits 0; resuming to the end gives
 // the same tensors, bit for bit, as a run that was never interrupted.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -89,13 +90,15 @@ TEST(Signals, SigtermAndSigintCheckpointExitZeroAndResumeBitIdentical) {
   EXPECT_TRUE(same_tensor_data(train::state_path(clean, kSteps), train::state_path(dir, kSteps), &why)) << why;
 }
 
-TEST(Signals, HandlersAreRestoredAndIgnoredSignalsStayIgnored) {
+TEST(Signals, MaskAndDispositionsAreRestoredAndIgnoredSignalsStayIgnored) {
   TempDir tmp("ggtrain_signal_handlers");
   write_synthetic_corpus(tmp / "corpus.txt", 400);
-  struct sigaction ign {}, before_int {}, before_term {}, after_int {}, after_term {};
+  struct sigaction ign {}, before_int {}, after_int {}, after_term {};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGTERM, &ign, nullptr);  // like `nohup` or `cmd &`
   ::sigaction(SIGINT, nullptr, &before_int);
+  sigset_t before_mask, after_mask;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &before_mask);
   train::TrainOptions o;
   o.run_dir = tmp / "r";
   o.config = tiny_run_config(tmp / "corpus.txt", 3);
@@ -104,8 +107,25 @@ TEST(Signals, HandlersAreRestoredAndIgnoredSignalsStayIgnored) {
   EXPECT_EQ(sum.interrupted_by, 0);
   ::sigaction(SIGINT, nullptr, &after_int);
   ::sigaction(SIGTERM, nullptr, &after_term);
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &after_mask);
   EXPECT_EQ(after_int.sa_handler, before_int.sa_handler);
   EXPECT_EQ(after_term.sa_handler, SIG_IGN);
+  for (int sig : {SIGINT, SIGTERM})
+    EXPECT_EQ(sigismember(&after_mask, sig), sigismember(&before_mask, sig)) << sig;
   ::signal(SIGTERM, SIG_DFL);
-  (void)before_term;
+}
+
+TEST(Signals, SignalDuringSetupEndsTheProcessAsUsual) {
+  // Before the step loop there is nothing to save: the default action.
+  TempDir tmp("ggtrain_signal_setup");
+  write_synthetic_corpus(tmp / "corpus.txt", 20000);  // tokenizer training takes a while
+  const pid_t pid = spawn_cli(tiny_train_args(GGTRAIN_BIN, tmp / "r", tmp / "corpus.txt",
+                                              {"data.vocab_size=2000"}), tmp / "out.txt");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const bool loop_started = logged_steps(tmp / "r") > 0;
+  ::kill(pid, SIGTERM);
+  const CliResult r = wait_cli(pid, tmp / "out.txt");
+  if (loop_started) GTEST_SKIP() << "training started within 100 ms";
+  EXPECT_EQ(r.status, -SIGTERM) << r.output;
+  EXPECT_EQ(train::latest_step(tmp / "r"), -1);
 }

@@ -1,10 +1,13 @@
 #include "train/trainer.h"
 
 #include <omp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -15,6 +18,7 @@
 #include <memory>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "data/batch_loader.h"
 #include "data/corpus.h"
@@ -31,44 +35,80 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 
-// The signal that asked the run to stop (SIGINT/SIGTERM), 0 while none did.
-// Only this flag is touched in the handler: async-signal-safe.
-static volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void ggtrain_record_stop_signal(int sig) { g_stop_signal = sig; }
-
 namespace ggtrain::train {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// SIGINT/SIGTERM handlers for the duration of a run. SA_RESETHAND: the first
-// signal only sets the flag (the loop finishes its step and checkpoints), a
-// second one of the same kind takes the default action and ends the process.
-// A signal the process was started with ignored (nohup, `cmd &`) stays ignored.
+// SIGINT/SIGTERM during a run, without a signal handler. oneDNN 2.6's JIT
+// sgemm kernels (Debian 12) point rsp at heap memory while they run, so a
+// signal handler invoked during a GEMM pushes its frame onto the heap and
+// corrupts it (oneDNN issue #4845, fixed upstream in PR #4855; reproduced
+// here: "corrupted size vs. prev_size" about once in 20 interrupted runs).
+// So the two signals are blocked in every thread for the whole run (the
+// calling thread, OpenMP's pool, and every thread started later, which
+// inherit the mask) and taken by a thread of our own with sigtimedwait():
+// no handler frame is ever pushed anywhere.
+//  - Before arm() (tokenizer training, corpus preparation) and after the
+//    first signal once armed, a signal acts as it would have without us
+//    (the previous disposition: by default the process ends).
+//  - Once armed, the first signal only sets the flag that the step loop
+//    reads after each step: finish the step, checkpoint, exit 0.
+// A signal the process was started with ignored (nohup, `cmd &`) stays
+// ignored. The calling thread's mask is restored at the end.
 class StopSignals {
  public:
   StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = ggtrain_record_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
-    for (int i = 0; i < 2; ++i) {
-      ::sigaction(kSignals[i], nullptr, &old_[i]);
-      if (old_[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
+    sigemptyset(&set_);
+    for (int sig : {SIGINT, SIGTERM}) {
+      struct sigaction old {};
+      ::sigaction(sig, nullptr, &old);
+      if (old.sa_handler != SIG_IGN) sigaddset(&set_, sig);
     }
+    ::pthread_sigmask(SIG_BLOCK, &set_, &old_mask_);
+    // OpenMP threads that already exist were started with the old mask.
+    const sigset_t* set = &set_;
+#pragma omp parallel num_threads(std::max(omp_get_max_threads(), omp_get_num_procs()))
+    ::pthread_sigmask(SIG_BLOCK, set, nullptr);
+    waiter_ = std::thread([this] { wait_loop(); });
   }
   ~StopSignals() {
-    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    stop_ = true;
+    waiter_.join();
+    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);  // a pending signal acts now
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
-  int caught() const { return g_stop_signal; }
+  void arm() { armed_ = true; }
+  int caught() const { return caught_; }
 
  private:
-  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
-  struct sigaction old_[2] {};
+  void wait_loop() {
+    const struct timespec tick {0, 50 * 1000 * 1000};
+    while (!stop_) {
+      siginfo_t info;
+      const int sig = ::sigtimedwait(&set_, &info, &tick);
+      if (sig <= 0) continue;
+      if (armed_ && caught_ == 0) {
+        caught_ = sig;
+        continue;
+      }
+      // As if we had never blocked it: the disposition decides (by default
+      // the process ends, killed by that signal).
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      ::raise(sig);
+      ::pthread_sigmask(SIG_BLOCK, &one, nullptr);  // a handler ran and returned
+    }
+  }
+
+  sigset_t set_{}, old_mask_{};
+  std::thread waiter_;
+  std::atomic<bool> stop_{false}, armed_{false};
+  std::atomic<int> caught_{0};
 };
 
 // GGTRAIN_INJECT_NAN_AT_STEP: "5", "3,4,7-9" (steps counted from 1).
@@ -259,7 +299,7 @@ std::string duration_text(double s) {
 class Run {
  public:
   explicit Run(const TrainOptions& o);
-  TrainSummary loop();
+  TrainSummary loop(StopSignals& signals);
 
  private:
   double evaluate();
@@ -387,7 +427,7 @@ void Run::checkpoint(int64_t step) {
   metrics_->write_plot();
 }
 
-TrainSummary Run::loop() {
+TrainSummary Run::loop(StopSignals& signals) {
   const auto& t = c_.train;
   LrSchedule sched{schedule_kind_from_name(t.schedule), t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
   AdamWConfig adamw{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)};
@@ -395,7 +435,7 @@ TrainSummary Run::loop() {
   const bool tty = ::isatty(2);
   const bool skip_nonfinite = t.on_nonfinite == "skip";
   int64_t nonfinite_in_a_row = 0;
-  StopSignals signals;
+  signals.arm();
   TrainSummary sum;
   sum.first_step = start_step_;
   const double t_start = now_s();
@@ -485,8 +525,9 @@ TrainSummary Run::loop() {
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& opts) {
+  StopSignals signals;  // before any thread of the run exists
   Run run(opts);
-  return run.loop();
+  return run.loop(signals);
 }
 
 RunConfig saved_run_config(const std::string& run_dir) {

@@ -29,7 +29,10 @@ struct TrainSummary {
 // step finishes, a checkpoint is written, a line saying how to resume is
 // printed and run_training returns normally (interrupted_by set). A second
 // signal ends the process at once (the last complete checkpoint stays intact).
-// The previous handlers are restored when run_training returns.
+// No signal handler is involved: the two signals are blocked in every thread
+// during run_training and taken by a thread of its own (see StopSignals in
+// trainer.cpp for why); the calling thread's signal mask is restored when it
+// returns. Before the step loop starts the signals act as usual.
 //
 // Fault injection for tests: GGTRAIN_INJECT_NAN_AT_STEP=LIST (steps counted
 // from 1, e.g. "5" or "3,4,7-9") makes those steps non-finite: the loss
