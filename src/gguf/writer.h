@@ -17,7 +17,7 @@ class GgufWriter {
  public:
   // Sets (or replaces, keeping its position) a metadata key.
   void set(const std::string& key, Value v);
-  // `alignment` is also written as general.alignment when it isn't 32.
+  // Also written as general.alignment (always, even for the default 32).
   void set_alignment(uint32_t alignment);
 
   // ne in ggml order (ne[0] contiguous). `data` holds n floats and must stay
