@@ -62,10 +62,19 @@ Key int_key(const std::string& name, T RunConfig::*sec, int64_t T::*field) {
           [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }, Kind::Int};
 }
 
+// A TOML float literal that reads back as the same double: "{}" prints the
+// shortest round-trip digits, but 10000 or -0 would read back as integers
+// (and -0 as +0), so a fraction is added when the digits have none.
+std::string float_literal(double v) {
+  std::string t = fmt::format("{}", v);
+  if (t.find_first_of(".eEni") == std::string::npos) t += ".0";
+  return t;
+}
+
 template <typename T>
 Key float_key(const std::string& name, T RunConfig::*sec, double T::*field) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_float(name, v); },
-          [=](const RunConfig& c) { return fmt::format("{}", (c.*sec).*field); }, Kind::Float};
+          [=](const RunConfig& c) { return float_literal((c.*sec).*field); }, Kind::Float};
 }
 
 template <typename T>
