@@ -6,7 +6,10 @@
 #      1e-2 (Q8_0) max abs (llama.cpp also rounds activations for those types);
 #   2. greedy continuations of 32 tokens are identical (F32 and Q8_0);
 #   3. `ggtrain eval --text` perplexity equals the perplexity computed with
-#      llama.cpp's perplexity rule from llama.cpp's logits, to 1e-4 relative.
+#      llama.cpp's perplexity rule from llama.cpp's logits, to 1e-4 relative;
+#   4. a warm start with the Q8_0 export as donor (init.donor, lens folded
+#      into token_embd): llama.cpp's logits on its checkpoint equal ggtrain's
+#      to 1e-4.
 #
 #   tests/llama_cpp_export_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -59,4 +62,14 @@ theirs=$(node "$CLI" perplexity "$M" text.ids 128 1 | sed -n 's/^perplexity \([0
 echo "perplexity: ggtrain $ours, llama.cpp (its logits, same rule) $theirs"
 awk -v a="$ours" -v b="$theirs" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4) }' ||
   fail "perplexity $ours vs $theirs"
+# 4. donor warm start: the Q8_0 export above is the donor of a narrower model
+#    (lens 64 -> 48); its checkpoints fold the lens into token_embd and must
+#    load in llama.cpp with the same logits as ggtrain's.
+"$GGTRAIN" train --preset tiny --run-dir warm --set data.corpus=corpus.txt --set init.donor=model-q8_0.gguf \
+  --set model.d_model=48 --set model.d_ff=128 --set train.steps=30 --set train.threads=1 --quiet
+W=warm/weights/latest
+"$GGTRAIN" eval -m "$W" --tokens "$ids" --dump-logits ours-warm.f32 >/dev/null
+node "$CLI" logits "$W" "$ids" theirs-warm.f32 2>/dev/null
+echo -n "donor warm start (folded lens): "
+node "$CLI" compare ours-warm.f32 theirs-warm.f32 1e-4 || fail "warm-started checkpoint logits differ from llama.cpp's"
 echo "llama_cpp_export_check: PASS"

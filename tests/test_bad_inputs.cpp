@@ -196,6 +196,23 @@ std::vector<Case> cases() {
   c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
                [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});
+  // --- warm start from a donor (init.donor)
+  c.push_back({"donor_missing", "`init.donor` names no file",
+               [](Env& e) { return e.fresh({"init.donor=" + e.t("nope.gguf")}); }, {"nope.gguf", "init.donor"}});
+  c.push_back({"donor_without_token_embd", "`init.donor` is a llama GGUF without `token_embd.weight`",
+               [](Env& e) {
+                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", e.t("no_embd.gguf"), "", "", "token_embd.weight");
+                 return e.fresh({"init.donor=" + e.t("no_embd.gguf")});
+               },
+               {"no_embd.gguf", "token_embd.weight", "init.donor"}});
+  c.push_back({"donor_not_llama", "`init.donor` is a GGUF that is not a llama model",
+               [](Env& e) { return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
+               {"ref-mha-tied.gguf", "init.donor"}});
+  c.push_back({"donor_and_tokenizer", "`init.donor` together with `data.tokenizer`",
+               [](Env& e) {
+                 return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "data.tokenizer=" + e.t("x.model")});
+               },
+               {"init.donor", "data.tokenizer"}});
   // --- run folders and resuming
   c.push_back({"run_dir_is_a_file", "`--run-dir` is a file",
                [](Env& e) { spit(e.t("run"), "x"); return e.fresh(); }, {"run", "not a directory"}});

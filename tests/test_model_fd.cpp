@@ -27,6 +27,10 @@ LlamaConfig tiny_config(int64_t n_heads, int64_t n_kv_heads, bool tied) {
 void check_model(const LlamaConfig& c) {
   const int64_t B = 2, T = 5;
   LlamaModel<double> m(c, B, T);
+  if (c.donor_dim > 0) {  // the frozen donor table of a lens warm start
+    auto e = ggtrain::test_support::random_vector(size_t(c.vocab * c.donor_dim), 7, 1.0);
+    std::copy(e.begin(), e.end(), m.donor_table());
+  }
   auto p = ggtrain::test_support::random_vector(size_t(m.n_params()), 42, 0.5);
   for (const auto& t : m.layout().tensors())
     if (t.shape.size() == 1)
@@ -64,3 +68,8 @@ void check_model(const LlamaConfig& c) {
 TEST(ModelFd, GroupedQueryUntied) { check_model(tiny_config(4, 2, false)); }
 TEST(ModelFd, MultiHeadTied) { check_model(tiny_config(2, 2, true)); }
 TEST(ModelFd, MultiQueryTied) { check_model(tiny_config(4, 1, true)); }
+TEST(ModelFd, DonorLens) {  // token_embd replaced by a frozen table and lens.proj
+  auto c = tiny_config(4, 2, false);
+  c.donor_dim = 5;
+  check_model(c);
+}

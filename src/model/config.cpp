@@ -23,12 +23,16 @@ void LlamaConfig::validate(const std::string& where) const {
     fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
   if (!(rope_freq_base > 0)) fail("{}: rope_freq_base must be positive", where);
   if (!(rms_eps > 0)) fail("{}: rms_eps must be positive", where);
+  if (donor_dim < 0) fail("{}: donor_dim must be >= 0, is {}", where, donor_dim);
+  if (donor_dim > 0 && tied)
+    fail("{}: a donor embedding (donor_dim {}) needs an untied output head", where, donor_dim);
 }
 
 int64_t LlamaConfig::matmul_params() const {
   const int64_t per_layer = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model +
                             3 * d_model * d_ff;
-  return n_layers * per_layer + vocab * d_model;  // + the output head GEMM
+  // + the output head GEMM (+ the lens GEMM of a donor warm start)
+  return n_layers * per_layer + vocab * d_model + donor_dim * d_model;
 }
 
 double LlamaConfig::flops_per_token(int64_t seq_len) const {

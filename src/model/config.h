@@ -20,6 +20,11 @@ struct LlamaConfig {
   bool tied = false;
   double rope_freq_base = 10000.0;
   double rms_eps = 1e-5;
+  // Warm start (init.donor): > 0 means token_embd is not a parameter but a
+  // frozen donor table E [vocab, donor_dim] seen through the trainable lens
+  // `lens.proj.weight` W [d_model, donor_dim]: x = W E[token]. Training-time
+  // only; checkpoints fold W into a standard token_embd (model/donor.h).
+  int64_t donor_dim = 0;
 
   int64_t d_head() const { return d_model / n_heads; }
   int64_t q_dim() const { return n_heads * d_head(); }

@@ -26,6 +26,7 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   grads_ = AlignedBuffer<T>(size_t(layout_.total()));
   w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data());
   g_ = ModelWeights<T>::bind(layout_, cfg_, grads_.data());
+  if (cfg_.donor_dim > 0) donor_ = AlignedBuffer<T>(size_t(cfg_.vocab * cfg_.donor_dim));
   BumpPlan<T> sizing;
   plan(sizing);
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
@@ -42,6 +43,7 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
   for (auto& r : residual_) r = p.take(BT * C);
+  if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
   layer_acts_.assign(size_t(cfg_.n_layers), {});
   for (auto& a : layer_acts_) {
     a.rstd_attn = p.take(BT);
@@ -118,7 +120,12 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
   if (targets) check_tokens(targets, "target");
   inputs_ = inputs;
   targets_ = targets;
-  embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
+  if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
+    embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
+    linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
+  } else {
+    embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
+  }
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     layer_forward(l, residual_[size_t(l)], residual_[size_t(l + 1)]);
   rmsnorm_forward(h_final_, rstd_final_, residual_.back(), w_.output_norm, BT, C,
@@ -174,7 +181,10 @@ void LlamaModel<T>::backward(T loss_scale) {
                    BT, C);
   for (int64_t l = cfg_.n_layers - 1; l >= 0; --l)
     layer_backward(l, residual_[size_t(l)], d_res_);
-  embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
+  if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
+    linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
+  else
+    embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
   targets_ = nullptr;  // the logits now hold their gradient
 }
 

@@ -45,6 +45,9 @@ class LlamaModel {
   T* grads() { return grads_.data(); }
   const T* grads() const { return grads_.data(); }
   int64_t n_params() const { return layout_.total(); }
+  // The frozen donor table E [vocab, donor_dim] of a warm start (fill it
+  // before forward); null when config().donor_dim == 0.
+  T* donor_table() { return donor_.size() ? donor_.data() : nullptr; }
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
 
   // inputs, targets: [B, T] token ids (targets may be null: logits only).
@@ -67,12 +70,13 @@ class LlamaModel {
   ParamLayout layout_;
   int64_t B_, T_;
   int n_threads_;
-  AlignedBuffer<T> params_, grads_, acts_;
+  AlignedBuffer<T> params_, grads_, acts_, donor_;
   ModelWeights<T> w_, g_;
   kernels::AttnShape attn_shape_;
 
   // activations
   std::vector<T*> residual_;  // n_layers + 1 of [BT, C]; [0] is the embedding
+  T* x_donor_ = nullptr;       // [BT, donor_dim] donor rows of the inputs (warm start)
   std::vector<LayerActs<T>> layer_acts_;
   T *rstd_final_, *h_final_, *logits_, *lse_, *losses_;
   T *rope_cos_, *rope_sin_;

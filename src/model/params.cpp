@@ -8,7 +8,10 @@ namespace ggtrain::model {
 
 ParamLayout::ParamLayout(const LlamaConfig& c) {
   const int64_t C = c.d_model;
-  add("token_embd.weight", {c.vocab, C});
+  if (c.donor_dim > 0)
+    add("lens.proj.weight", {C, c.donor_dim});
+  else
+    add("token_embd.weight", {c.vocab, C});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
     add(n("attn_norm"), {C});
@@ -54,7 +57,8 @@ template <typename T>
 ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConfig& c, T* base) {
   auto at = [&](const std::string& name) { return base + layout.get(name).offset; };
   ModelWeights w;
-  w.token_embd = at("token_embd.weight");
+  w.token_embd = c.donor_dim > 0 ? nullptr : at("token_embd.weight");
+  w.lens = c.donor_dim > 0 ? at("lens.proj.weight") : nullptr;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(fmt::format("blk.{}.{}.weight", l, what)); };
     w.layers.push_back({n("attn_norm"), n("attn_q"), n("attn_k"), n("attn_v"), n("attn_output"),

@@ -40,7 +40,8 @@ struct LayerWeights {
 
 template <typename T>
 struct ModelWeights {
-  T* token_embd;
+  T* token_embd;  // null with a donor table (LlamaConfig::donor_dim > 0)
+  T* lens;        // lens.proj.weight [d_model, donor_dim], or null
   std::vector<LayerWeights<T>> layers;
   T* output_norm;
   T* output;  // == token_embd when tied

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
 #include "gguf/reader.h"
@@ -37,7 +38,14 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   w.set("general.step", Value::u64(uint64_t(meta.step)));
   w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
   w.set("ggtrain.n_params_written", Value::u64(uint64_t(d.layout->total())));
-  model::add_llama_model(w, *d.config, *d.layout, d.params);
+  // The writer keeps pointers to tensor data until write(): `folded` lives to the end.
+  std::optional<model::FoldedModel> folded;
+  if (d.donor) {
+    folded = model::fold_donor_model(*d.config, *d.layout, d.params, d.donor->table.data());
+    model::add_llama_model(w, folded->config, model::ParamLayout(folded->config), folded->params.data());
+  } else {
+    model::add_llama_model(w, *d.config, *d.layout, d.params);
+  }
   d.tokenizer->add_to_gguf(w);
   w.write(path);
 }
@@ -51,6 +59,12 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   w.set("ggtrain.data.epoch", Value::u64(meta.loader.epoch));
   w.set("ggtrain.data.cursor", Value::u64(meta.loader.cursor));
   w.set("ggtrain.config", Value::str(meta.config_toml));
+  if (d.donor) {
+    w.set("ggtrain.donor.path", Value::str(d.donor->path));
+    w.set("ggtrain.donor.checksum", Value::u64(d.donor->checksum));
+    const auto& lens = d.layout->get("lens.proj.weight");
+    w.add_tensor_f32(lens.name, gguf::TensorType::F32, model::ggml_ne(lens.shape), d.params + lens.offset);
+  }
   for (const auto& t : d.layout->tensors()) {
     w.add_tensor_f32("adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
     w.add_tensor_f32("adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
@@ -136,6 +150,38 @@ CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
   return m;
 }
 
+void load_exact_params(const gguf::GgufFile& w, const model::ParamLayout& layout, float* params) {
+  for (const auto& t : layout.tensors())
+    if (w.tensor(t.name).type != gguf::TensorType::F32)
+      fail("{}: tensor '{}' is not F32; cannot resume exactly from it", w.path(), t.name);
+  model::load_llama_params(w, layout, params);
+}
+
+// A lens run's weights file holds the folded model: every tensor but
+// token_embd comes from it, the lens from the state file, and the donor table
+// must still be the one the run started with.
+void load_lens_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const CheckpointData& d) {
+  if (s.get_uint("ggtrain.donor.checksum") != d.donor->checksum)
+    fail("{}: the donor table of {} differs from the one this run was trained with ({}); resume "
+         "with the same donor file", s.path(), d.donor->path, s.get_string("ggtrain.donor.path"));
+  model::LlamaConfig std_cfg = *d.config;
+  std_cfg.donor_dim = 0;
+  const model::ParamLayout std_layout(std_cfg);
+  std::vector<float> folded(size_t(std_layout.total()));
+  load_exact_params(w, std_layout, folded.data());
+  for (const auto& t : d.layout->tensors()) {
+    if (t.name == "lens.proj.weight") {
+      const auto& ti = s.tensor(t.name);
+      if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
+        fail("{}: tensor '{}' has the wrong type or shape", s.path(), t.name);
+      std::memcpy(d.params + t.offset, ti.data, size_t(t.size) * 4);
+    } else {
+      const auto& src = std_layout.get(t.name);
+      std::memcpy(d.params + t.offset, folded.data() + src.offset, size_t(t.size) * 4);
+    }
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
@@ -192,10 +238,10 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
   CheckpointMeta meta = read_state_meta(s, step);
   if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
     fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
-  for (const auto& t : d.layout->tensors())
-    if (w.tensor(t.name).type != gguf::TensorType::F32)
-      fail("{}: tensor '{}' is not F32; cannot resume exactly from it", w.path(), t.name);
-  model::load_llama_params(w, *d.layout, d.params);
+  if (d.donor)
+    load_lens_params(w, s, d);
+  else
+    load_exact_params(w, *d.layout, d.params);
   for (const auto& t : d.layout->tensors()) {
     for (auto [prefix, dst] : {std::pair{"adam.m.", d.m}, std::pair{"adam.v.", d.v}}) {
       const auto& ti = s.tensor(prefix + t.name);

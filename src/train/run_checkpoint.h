@@ -9,6 +9,7 @@
 #include "data/batch_loader.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
+#include "model/donor.h"
 #include "model/params.h"
 
 namespace ggtrain::train {
@@ -29,6 +30,9 @@ struct CheckpointData {
   float* params;
   float* m;
   float* v;
+  // Lens warm start: the weights file gets the folded token_embd; the state
+  // file keeps lens.proj.weight and the donor's path and checksum.
+  const model::DonorTable* donor = nullptr;
 };
 
 std::string weights_path(const std::string& run_dir, int64_t step);

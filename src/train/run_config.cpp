@@ -124,6 +124,7 @@ const std::vector<Key>& keys() {
   using D = DataSection;
   using T = TrainSection;
   using K = CheckpointSection;
+  using I = InitSection;
   static const std::vector<Key> k = {
       int_key("model.d_model", &RunConfig::model, &M::d_model),
       int_key("model.n_layers", &RunConfig::model, &M::n_layers),
@@ -168,6 +169,7 @@ const std::vector<Key>& keys() {
       int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite),
       int_key("checkpoint.every", &RunConfig::checkpoint, &K::every),
       int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
+      string_key("init.donor", &RunConfig::init, &I::donor),
   };
   return k;
 }
@@ -295,6 +297,9 @@ void RunConfig::validate() const {
   positive(train.eval_batches, "train.eval_batches");
   if (train.seq_len > model.ctx)
     fail("config: train.seq_len {} exceeds model.ctx {}", train.seq_len, model.ctx);
+  if (!init.donor.empty() && !data.tokenizer.empty())
+    fail("config: init.donor brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
+         data.tokenizer);
   if (data.vocab_size < 260) fail("config: data.vocab_size must be at least 260, got {}", data.vocab_size);
   if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);

@@ -41,6 +41,12 @@ struct TrainSection {
   int64_t max_nonfinite = 10;
 };
 
+struct InitSection {
+  // A llama GGUF whose token_embd becomes the frozen input table of a lens
+  // warm start (model/donor.h); the run takes its vocabulary and tokenizer.
+  std::string donor;
+};
+
 struct CheckpointSection {
   int64_t every = 200;
   int64_t keep_last = 3;  // 0 keeps all
@@ -51,6 +57,7 @@ struct RunConfig {
   DataSection data;
   TrainSection train;
   CheckpointSection checkpoint;
+  InitSection init;
 
   // Model config once the tokenizer fixed the vocabulary size.
   model::LlamaConfig llama(int64_t vocab) const;

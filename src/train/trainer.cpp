@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/generator.h"
+#include "model/donor.h"
 #include "model/init.h"
 #include "model/llama.h"
 #include "train/adamw.h"
@@ -261,6 +263,13 @@ std::string new_run_id() {
 
 data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet,
                                        int64_t resume_step) {
+  if (!c.init.donor.empty()) {
+    try {
+      return data::Tokenizer::from_gguf(gguf::GgufFile(c.init.donor));
+    } catch (const Error& e) {
+      fail("{} (init.donor must be a llama GGUF with a vocabulary)", e.what());
+    }
+  }
   const std::string& t = c.data.tokenizer;
   if (!t.empty()) {
     try {
@@ -305,6 +314,9 @@ class Run {
   double evaluate();
   void sample(int64_t step);
   void checkpoint(int64_t step);
+  void load_donor();
+  void attach_donor();
+  CheckpointData checkpoint_data();
 
   TrainOptions opts_;
   const RunConfig& c_;
@@ -314,6 +326,7 @@ class Run {
   std::unique_ptr<data::TokenFile> train_tokens_, val_tokens_;
   std::unique_ptr<data::BatchLoader> loader_, val_loader_;
   model::LlamaConfig mc_;
+  std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
   std::unique_ptr<model::LlamaModel<float>> model_;
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_;
@@ -346,9 +359,13 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
     apply_toml(saved, read_latest_meta(dir).config_toml, state_path(dir, resume_step) + " (saved config)");
     check_same_model(c_, saved, dir, resume_step);
   }
+  if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
   tok_ = std::make_unique<data::Tokenizer>(load_or_train_tokenizer(dir, c_, opts_.quiet, resume_step));
   if (opts_.resume)
-    check_same_vocabulary(*tok_, c_.data.tokenizer.empty() ? dir + "/tokenizer.model" : c_.data.tokenizer,
+    check_same_vocabulary(*tok_,
+                          !c_.init.donor.empty()        ? c_.init.donor
+                          : c_.data.tokenizer.empty() ? dir + "/tokenizer.model"
+                                                      : c_.data.tokenizer,
                           weights_path(dir, resume_step));
   const std::string train_path = dir + "/data/train.tok", val_path = dir + "/data/val.tok";
   if (!opts_.resume || !fs::exists(train_path) || !fs::exists(val_path)) {
@@ -368,14 +385,15 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   if (val_tokens_->size() > T) val_loader_ = std::make_unique<data::BatchLoader>(*val_tokens_, T, c_.train.seed);
 
   mc_ = c_.llama(tok_->vocab_size());
+  if (donor_) attach_donor();
   model_ = std::make_unique<model::LlamaModel<float>>(mc_, c_.train.batch, T);
+  if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());
   m_.assign(size_t(model_->n_params()), 0.f);
   v_.assign(size_t(model_->n_params()), 0.f);
   inputs_.resize(size_t(c_.train.batch * T));
   targets_.resize(size_t(c_.train.batch * T));
   if (opts_.resume) {
-    CheckpointData d{&mc_, &model_->layout(), tok_.get(), model_->params(), m_.data(), v_.data()};
-    CheckpointMeta meta = load_latest(dir, d);
+    CheckpointMeta meta = load_latest(dir, checkpoint_data());
     start_step_ = meta.step;
     run_id_ = meta.run_id;
     loader_->set_state(meta.loader);
@@ -385,10 +403,36 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   } else {
     run_id_ = new_run_id();
     model::init_params(mc_, model_->layout(), model_->params(), c_.train.seed);
+    if (donor_) model::init_lens(*donor_, model_->layout(), model_->params(), c_.train.seed);
     const std::string cfg = to_toml(c_);
     write_file_atomic(dir + "/config.toml", cfg.data(), cfg.size());
   }
   metrics_ = std::make_unique<MetricsLog>(dir, opts_.resume ? start_step_ : -1);
+}
+
+void Run::load_donor() {
+  try {
+    donor_ = std::make_unique<model::DonorTable>(model::load_donor_table(c_.init.donor));
+  } catch (const Error& e) {
+    fail("{} (init.donor)", e.what());
+  }
+}
+
+// The donor's table becomes the frozen input of the lens; the donor's
+// vocabulary is the run's (the tokenizer came from the same file).
+void Run::attach_donor() {
+  if (donor_->vocab != tok_->vocab_size())
+    fail("{}: token_embd.weight has {} rows but the donor's vocabulary has {} tokens", c_.init.donor,
+         donor_->vocab, tok_->vocab_size());
+  mc_.tied = false;  // the donor's table is input only; the new head is trained
+  mc_.donor_dim = donor_->dim;
+  if (!opts_.quiet)
+    fmt::print(stderr, "warm start from {}: frozen embedding [{}, {}], trainable lens.proj [{}, {}], untied head\n",
+               c_.init.donor, donor_->vocab, donor_->dim, mc_.d_model, donor_->dim);
+}
+
+CheckpointData Run::checkpoint_data() {
+  return {&mc_, &model_->layout(), tok_.get(), model_->params(), m_.data(), v_.data(), donor_.get()};
 }
 
 double Run::evaluate() {
@@ -406,7 +450,9 @@ double Run::evaluate() {
 }
 
 void Run::sample(int64_t step) {
-  infer::Generator gen(mc_, model_->params());
+  std::optional<model::FoldedModel> folded;  // the generator runs a standard model
+  if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
+  infer::Generator gen(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params());
   std::vector<int32_t> prompt{tok_->bos_id()};
   auto ids = gen.generate(prompt, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step), tok_->eos_id());
   if (!opts_.quiet) fmt::print(stderr, "\nsample at step {}: {}\n", step, tok_->decode(ids));
@@ -414,9 +460,8 @@ void Run::sample(int64_t step) {
 
 void Run::checkpoint(int64_t step) {
   CheckpointMeta meta{step, run_id_, to_toml(c_), loader_->state()};
-  CheckpointData d{&mc_, &model_->layout(), tok_.get(), model_->params(), m_.data(), v_.data()};
   try {
-    save_checkpoint(opts_.run_dir, meta, d, c_.checkpoint.keep_last);
+    save_checkpoint(opts_.run_dir, meta, checkpoint_data(), c_.checkpoint.keep_last);
   } catch (const Error& e) {
     // save_checkpoint leaves no partial or orphan file and moves `latest`
     // only after both files are complete: say what survived.
