@@ -8,10 +8,12 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -89,6 +91,17 @@ struct ToyFile {
 std::string head_name(int64_t l, const char* p, int64_t h) {
   return fmt::format("blk.{}.attn_{}.head_{}.weight", l, p, h);
 }
+// blk.L.attn_{q,k,v}.weight -> (L, "q"|"k"|"v")
+std::optional<std::pair<int64_t, std::string>> parse_qkv(const std::string& name) {
+  int l = 0;
+  char p = 0;
+  int used = 0;
+  if (std::sscanf(name.c_str(), "blk.%d.attn_%c.weight%n", &l, &p, &used) == 2 &&
+      used == int(name.size()) && (p == 'q' || p == 'k' || p == 'v'))
+    return std::pair<int64_t, std::string>{l, std::string(1, p)};
+  return std::nullopt;
+}
+
 std::string blk(int64_t l, const char* what) { return fmt::format("blk.{}.{}.weight", l, what); }
 
 // A random per-head model in the toy format. Large-ish weights so that
@@ -627,4 +640,47 @@ TEST(ImportCli, FusesAndReportsErrorsNamingTheFile) {
   EXPECT_NE(line.find(tmp / "bad.gguf"), std::string::npos) << bad.output;
   EXPECT_NE(line.find("blk.0.attn_k.head_0.weight"), std::string::npos) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(tmp / "x.gguf"));
+}
+
+// A real llama model (the shared fixture llama.cpp has logits for) split into
+// heads here and imported again gives back its tensors byte for byte and its
+// metadata, so llama.cpp's logits for it hold for the imported file too.
+TEST(Import, SplitThenImportGivesBackARealModel) {
+  TempDir tmp;
+  const std::string src = std::string(GGTRAIN_FIXTURES_DIR) + "/ref-gqa-untied-model.gguf";
+  gguf::GgufFile orig(src);
+  const auto c = model::config_from_llama_gguf(orig);
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : orig.metadata()) w.set(k, v);
+  w.set("toy.checkpoint_format", Value::str("toy-from-scratch/v1"));
+  w.set("toy.ggml_native", Value::boolean(true));
+  const uint64_t head_bytes = uint64_t(c.d_head() * c.d_model) * 4;
+  for (const auto& t : orig.tensors()) {
+    const auto n = parse_qkv(t.name);
+    if (!n) {
+      w.add_tensor_raw(t.name, t.type, t.shape(), t.data);
+      continue;
+    }
+    ASSERT_EQ(t.type, TensorType::F32);
+    ASSERT_EQ(t.n_bytes % head_bytes, 0u);
+    for (uint64_t h = 0; h < t.n_bytes / head_bytes; ++h)  // rows h*d_head .. +d_head
+      w.add_tensor_raw(head_name(n->first, n->second.c_str(), int64_t(h)), TensorType::F32,
+                       {uint64_t(c.d_model), uint64_t(c.d_head())}, t.data + h * head_bytes);
+  }
+  w.write(tmp / "heads.gguf");
+  const auto rep = model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  EXPECT_EQ(rep.heads_read, c.n_layers * (c.n_heads + 2 * c.n_kv_heads));
+  gguf::GgufFile out(tmp / "fused.gguf");
+  ASSERT_EQ(out.tensors().size(), orig.tensors().size());
+  for (const auto& t : orig.tensors()) {
+    const auto& o = out.tensor(t.name);
+    EXPECT_EQ(o.type, t.type) << t.name;
+    EXPECT_EQ(o.shape(), t.shape()) << t.name;
+    EXPECT_TRUE(raw(o) == raw(t)) << t.name;
+  }
+  for (const auto& [k, v] : orig.metadata()) {
+    ASSERT_NE(out.find(k), nullptr) << k;
+    EXPECT_TRUE(*out.find(k) == v) << k;
+  }
+  EXPECT_EQ(out.find("toy.checkpoint_format"), nullptr);
 }
