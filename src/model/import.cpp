@@ -123,8 +123,10 @@ HeadMap collect_heads(const GgufFile& f, const LlamaConfig& c) {
     for (size_t i = 0; i < slots.size(); ++i)
       if (!slots[i]) {
         const std::string stem = fused.substr(0, fused.size() - std::string(".weight").size());
-        fail("{}: missing tensor '{}.head_{}.weight': {} has {} heads but only {} of them are in "
-             "the file", f.path(), stem, i, stem, slots.size(),
+        const bool q = stem.ends_with("attn_q");
+        fail("{}: missing tensor '{}.head_{}.weight': {} needs {} heads ({} is {}) but only {} "
+             "of them are in the file", f.path(), stem, i, stem, slots.size(),
+             q ? "llama.attention.head_count" : "llama.attention.head_count_kv", slots.size(),
              std::count_if(slots.begin(), slots.end(), [](const TensorInfo* p) { return p; }));
       }
   }
