@@ -2,7 +2,7 @@
 // fuzz/corpus/<target>/; re-run `fuzz/run.sh seeds` to regenerate it):
 //   make_seeds OUT_DIR [FIXTURES_DIR]
 // Every seed is small (a few KiB) so that mutations stay fast: GGUF files
-// with every metadata and tensor type, llama vocabularies, copies of the
+// with every metadata and tensor type, llama and gpt2 vocabularies, copies of the
 // shared fixtures with their metadata kept and each tensor cut to a few
 // elements, token files of both widths, and run configs.
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/token_file.h"
+#include "data/unicode.h"
 #include "gguf/convert.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -99,6 +100,38 @@ void vocab_gguf(const std::string& path, bool with_scores_and_types, bool space_
   w.write(path);
 }
 
+// A gpt2 (byte-level BPE) vocabulary: the 256 byte tokens, a few merges,
+// control and user-defined tokens; `name` picks llama.cpp's strip rules.
+void bpe_vocab_gguf(const std::string& path, const std::string& pre, const std::string& name) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(data::unicode::byte_to_unicode(uint8_t(b)));
+  const std::string sp = data::unicode::byte_to_unicode(' ');
+  const std::vector<std::string> merges{"t h", sp + " th", sp + "th e", "i n", sp + " a", "a n", "an d", "1 2"};
+  for (const auto& m : merges) {
+    const auto space = m.find(' ', 1);
+    tokens.push_back(m.substr(0, space) + m.substr(space + 1));
+  }
+  std::vector<int32_t> types(tokens.size(), 1);
+  for (auto [text, type] : {std::pair{"<|endoftext|>", 3}, std::pair{"<|user|>", 4}, std::pair{"[[USER]]", 4},
+                            std::pair{"<|channel|>", 3}, std::pair{"<|im_end|>", 4}, std::pair{"<s>", 3},
+                            std::pair{"</s>", 3}, std::pair{"<unk>", 2}}) {
+    tokens.push_back(text);
+    types.push_back(type);
+  }
+  gguf::GgufWriter w;
+  w.set("general.architecture", Value::str("llama"));
+  w.set("general.name", Value::str(name));
+  w.set("tokenizer.ggml.model", Value::str("gpt2"));
+  w.set("tokenizer.ggml.pre", Value::str(pre));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.merges", Value::string_array(merges));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(uint32_t(256 + merges.size())));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(uint32_t(256 + merges.size())));
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(pre == "llama-bpe"));
+  w.write(path);
+}
+
 // A fixture with every metadata key kept and each tensor cut to its first
 // `keep` elements (ne = [keep]); tensors=false drops the tensors entirely.
 void shrink_fixture(const std::string& in, const std::string& out, bool tensors, uint64_t keep = 8) {
@@ -139,13 +172,17 @@ int main(int argc, char** argv) {
     sample_gguf(g + "sample_align64.gguf", 64);
     vocab_gguf(tk + "vocab.gguf", true, true);
     vocab_gguf(tk + "vocab_plain.gguf", false, false);
+    bpe_vocab_gguf(tk + "bpe_llama3.gguf", "llama-bpe", "seed-llama3");
+    bpe_vocab_gguf(tk + "bpe_smollm.gguf", "smollm", "seed-smollm");
+    bpe_vocab_gguf(tk + "bpe_default.gguf", "default", "seed-modern-bert");
+    bpe_vocab_gguf(tk + "bpe_gpt2_phi3.gguf", "gpt-2", "seed-phi3");
     if (!fixtures.empty()) {
       for (const char* name : {"tiny-spm", "tiny-gpt2", "ref-gqa-untied-model", "ref-mha-tied"}) {
         const std::string in = fixtures + "/" + name + ".gguf";
         if (!fs::exists(in)) continue;
         shrink_fixture(in, g + name + "-small.gguf", true);
       }
-      for (const char* name : {"tiny-spm", "ref-gqa-untied-model"}) {
+      for (const char* name : {"tiny-spm", "tiny-gpt2", "ref-gqa-untied-model"}) {
         const std::string in = fixtures + "/" + name + ".gguf";
         if (fs::exists(in)) shrink_fixture(in, tk + name + "-vocab.gguf", false);
       }

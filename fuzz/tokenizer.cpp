@@ -1,7 +1,8 @@
-// Fuzz target: the llama (SPM) tokenizer built from a GGUF's vocabulary
-// (tokenizer.ggml.*), then encode/decode of fixed texts and of the input's
-// last bytes as text, and decode of ids taken from the input. Rejections
-// must be ggtrain::Error; anything else is a finding.
+// Fuzz target: the tokenizer built from a GGUF's vocabulary (tokenizer.ggml.*,
+// "llama" SPM or "gpt2" byte-level BPE with merges and a pre-tokenizer), then
+// encode/decode of fixed texts and of the input's last bytes as text, and
+// decode of ids taken from the input. Rejections must be ggtrain::Error;
+// anything else is a finding.
 #include <algorithm>
 #include <string_view>
 
@@ -25,7 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view texts[] = {
         "", " ", "Hello world", "  two  spaces ", "In the beginning God created the heaven.",
         "caf\xc3\xa9 \xe2\x96\x81 \xf0\x9f\xa6\x99 \xe6\x97\xa5\xe6\x9c\xac",  // é, U+2581, emoji, CJK
-        "\xff\xfe\x80 broken \xc3", "<s></s><unk>", "12345 67.89\n\ttab", from_input};
+        "\xff\xfe\x80 broken \xc3", "<s></s><unk>", "12345 67.89\n\ttab",
+        // byte-level BPE corners: contractions, digit runs, whitespace kinds,
+        // special-token look-alikes, overlong/surrogate/out-of-range UTF-8
+        "it's IT'S we're 1234567890123 x=1;y+=2 `a` $5", " \xc2\xa0\xe3\x80\x80\t\v\f\r\n  \n\n ",
+        "<|endoftext|><|user|>[[USER]] @@ <|channel|>", "\xc0\x80\xc1\x81\xed\xa0\x80\xf5\x80\x80\x80\xf0\xae\xaf\xb0",
+        from_input};
     for (std::string_view text : texts) {
       for (bool bos : {false, true}) {
         const auto ids = tok.encode(text, bos);

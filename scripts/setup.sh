@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libdnnl-dev libfmt-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libsentencepiece-dev libtomlplusplus-dev bible-kjv)
+          libcli11-dev libgtest-dev libsentencepiece-dev libtomlplusplus-dev libicu-dev bible-kjv)
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable

@@ -250,10 +250,15 @@ void expect_error(const std::function<void()>& f, const std::vector<std::string>
   }
 }
 
-TEST(Tokenizer, Gpt2VocabularyIsNotSupportedYet) {
-  std::string path = fixture("tiny-gpt2.gguf");
+// "llama" and "gpt2" (test_bpe_tokenizer.cpp) are read; other types are not.
+TEST(Tokenizer, OtherVocabularyTypesAreNotSupported) {
+  GgufWriter w;
+  w.set("tokenizer.ggml.model", Value::str("bert"));
+  w.set("tokenizer.ggml.tokens", Value::string_array({"[PAD]", "a"}));
+  std::string path = (temp_dir() / "bert.gguf").string();
+  w.write(path);
   expect_error([&] { Tokenizer::from_gguf(GgufFile(path)); },
-               {path, "tokenizer.ggml.model", "gpt2", "not supported"});
+               {path, "tokenizer.ggml.model", "bert", "not supported"});
 }
 
 // A valid small vocabulary, then one key broken at a time.

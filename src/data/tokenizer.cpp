@@ -85,9 +85,10 @@ struct BigramOrder {
 
 Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   const std::string& model = f.get_string("tokenizer.ggml.model");
+  if (model == "gpt2") return from_gguf_bpe(f);
   if (model != "llama")
     fail("{}: tokenizer.ggml.model is '{}': that vocabulary type is not supported yet "
-         "(only 'llama', sentencepiece BPE)", f.path(), model);
+         "(only 'llama', sentencepiece BPE, and 'gpt2', byte-level BPE)", f.path(), model);
 
   Tokenizer t;
   const Value* tokens = get_array(f, "tokenizer.ggml.tokens", true);
@@ -200,7 +201,7 @@ void Tokenizer::finish(const std::string& src) {
     if (types_[i] == kUserDefined) user_defined_.push_back(i);
   }
   for (auto [key, id] : {std::pair{"bos", bos_}, std::pair{"eos", eos_}, std::pair{"unk", unk_}})
-    if (id < 0 || id >= n) fail("{}: {} id {} is outside the {} tokens", src, key, id, n);
+    if (id < (bpe_ ? -1 : 0) || id >= n) fail("{}: {} id {} is outside the {} tokens", src, key, id, n);
 
   // llama.cpp's byte_to_token: "<0xXX>" (upper-case hex), else the byte itself.
   for (int b = 0; b < 256; ++b) {
@@ -273,6 +274,7 @@ void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) c
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  if (bpe_) return encode_bpe(text, add_bos);
   // llama_vocab::impl::tokenize for SPM with parse_special = false: only
   // user-defined pieces are cut out of the text; every text fragment that
   // follows the start (or such a piece) gets the space prefix.
@@ -322,6 +324,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
 std::string Tokenizer::token_to_piece(int32_t id) const {
   if (id < 0 || id >= vocab_size())
     fail("{}: token id {} is outside the {} tokens", source_, id, vocab_size());
+  if (bpe_) return token_to_piece_bpe(id);
   switch (types_[id]) {
     case kNormal: return replace_all(pieces_[id], kSpace, " ");
     case kUserDefined: return pieces_[id];
@@ -331,6 +334,7 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  if (bpe_) return decode_bpe(ids);
   // The space prefix added by encode is dropped from the first piece, unless
   // the ids start with BOS (llama_detokenize keeps it then).
   bool remove_space = add_space_prefix_;
@@ -349,6 +353,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 }
 
 void Tokenizer::add_to_gguf(gguf::GgufWriter& w) const {
+  if (bpe_) return add_to_gguf_bpe(w);
   w.set("tokenizer.ggml.model", Value::str("llama"));
   w.set("tokenizer.ggml.tokens", Value::string_array(pieces_));
   w.set("tokenizer.ggml.scores", Value::f32_array(scores_));

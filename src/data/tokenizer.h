@@ -4,9 +4,12 @@
 // encode/decode reproduce llama.cpp's llm_tokenizer_spm and llama_detokenize
 // (src/llama-vocab.cpp) step for step, so ids we train on are the ids
 // llama.cpp feeds the model at inference.
+// From a GGUF it also reads llama.cpp's "gpt2" type (byte-level BPE with
+// merges and a pre-tokenizer; data/bpe_tokenizer.h), with the same API.
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +22,8 @@ class GgufWriter;
 
 namespace ggtrain::data {
 
+struct BpeVocab;
+
 // GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum TokenType : int32_t {
   kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3,
@@ -28,7 +33,8 @@ enum TokenType : int32_t {
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.* of a model GGUF; Error naming file and key when
-  // the vocabulary is not "llama" or any key is missing, mistyped or bad.
+  // the vocabulary is not "llama" or "gpt2" or any key is missing, mistyped
+  // or bad.
   static Tokenizer from_gguf(const gguf::GgufFile& f);
   // Converts a sentencepiece .model like llama.cpp's convert script does.
   static Tokenizer from_sentencepiece(const std::string& model_path);
@@ -41,14 +47,20 @@ class Tokenizer {
   std::string token_to_piece(int32_t id) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
+  // The token a document starts with: BOS; for a gpt2 vocabulary without
+  // one (llama.cpp defaults its id to 11, so only under 12 tokens), EOS.
   int32_t bos_id() const { return bos_; }
+  // -1 when a gpt2 vocabulary has none.
   int32_t eos_id() const { return eos_; }
-  int32_t unk_id() const { return unk_; }
+  int32_t unk_id() const { return unk_; }  // -1 when a gpt2 vocabulary has none
+  // tokenizer.ggml.model: "llama" or "gpt2".
+  std::string_view model() const { return bpe_ ? "gpt2" : "llama"; }
   bool add_space_prefix() const { return add_space_prefix_; }
   const std::string& piece(int32_t id) const { return pieces_.at(id); }
   int32_t token_type(int32_t id) const { return types_.at(id); }
 
-  // Writes the complete tokenizer.ggml.* set llama.cpp needs.
+  // Writes the complete tokenizer.ggml.* set llama.cpp needs (for a gpt2
+  // vocabulary: every tokenizer.* key of its source, as it was).
   void add_to_gguf(gguf::GgufWriter& w) const;
 
  private:
@@ -63,6 +75,14 @@ class Tokenizer {
   int32_t find(std::string_view text) const;
   void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
 
+  // The gpt2 vocabulary type, in bpe_tokenizer.cpp.
+  static Tokenizer from_gguf_bpe(const gguf::GgufFile& f);
+  std::vector<int32_t> encode_bpe(std::string_view text, bool add_bos) const;
+  void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
+  std::string decode_bpe(const std::vector<int32_t>& ids) const;
+  std::string token_to_piece_bpe(int32_t id) const;
+  void add_to_gguf_bpe(gguf::GgufWriter& w) const;
+
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::vector<int32_t> types_;
@@ -74,6 +94,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> piece_to_id_;
   std::array<int32_t, 256> byte_to_id_{};  // -1: no token for that byte
   std::vector<int32_t> user_defined_;      // split out before BPE, longest first
+  std::shared_ptr<const BpeVocab> bpe_;    // set for a gpt2 vocabulary
 };
 
 }  // namespace ggtrain::data

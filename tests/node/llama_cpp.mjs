@@ -5,11 +5,16 @@
 //       One llama_decode of exactly these token ids (no BOS is added) at
 //       positions 0..n-1 of one sequence, logits requested at every position;
 //       writes float32 row-major [n_tokens, n_vocab]. CPU only, 1 thread,
-//       flash attention off, F32 K/V cache.
+//       flash attention off, F32 K/V cache. With LORA.gguf, that adapter is
+//       applied to the model at scale 1.
 //   node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
 //       For each non-empty line (split on "\n" only, like ggtrain), prints the
 //       token ids llama.cpp gives without BOS and without parsing special
 //       tokens, comma-separated, one output line per non-empty input line.
+//   node llama_cpp.mjs detokenize MODEL.gguf IDS.txt
+//       For each line of comma-separated ids (an empty line: no ids), the
+//       text llama.cpp's llama_detokenize gives (remove_special = false,
+//       unparse_special = false), as lower-case hex of its UTF-8 bytes.
 //   node llama_cpp.mjs compare A.f32 B.f32 TOL
 //       Prints the max abs difference of two float32 files; exit 1 if > TOL
 //       (or if the sizes differ or either holds a NaN).
@@ -20,8 +25,9 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 
 const usage = `usage:
-  node llama_cpp.mjs logits MODEL.gguf ID,ID,... OUT.f32
+  node llama_cpp.mjs logits MODEL.gguf ID,ID,... OUT.f32 [LORA.gguf]
   node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
+  node llama_cpp.mjs detokenize MODEL.gguf IDS.txt
   node llama_cpp.mjs compare A.f32 B.f32 TOL
   node llama_cpp.mjs greedy MODEL.gguf ID,ID,... N
   node llama_cpp.mjs perplexity MODEL.gguf IDS.txt N_CTX BOS_ID
@@ -53,7 +59,7 @@ function parseIds(text) {
   return ids.map(Number);
 }
 
-async function cmdLogits(modelPath, idsText, outPath) {
+async function cmdLogits(modelPath, idsText, outPath, loraPath) {
   const ids = parseIds(idsText);
   const llama = await loadLlama();
   const model = await llama.loadModel({
@@ -72,6 +78,8 @@ async function cmdLogits(modelPath, idsText, outPath) {
     threads: 1,
     experimentalKvCacheKeyType: "F32",
     experimentalKvCacheValueType: "F32",
+    // A LoRA adapter GGUF applied at scale 1 (llama_set_adapter_lora).
+    lora: loraPath ? { adapters: [{ filePath: resolve(loraPath) }] } : undefined,
   });
   if (context.contextSize < n) die(`context size ${context.contextSize} < ${n} tokens`, 1);
   const sequence = context.getSequence();
@@ -249,6 +257,20 @@ async function cmdTokenize(modelPath, linesPath) {
   await llama.dispose();
 }
 
+async function cmdDetokenize(modelPath, idsPath) {
+  const lines = readFileSync(idsPath, "utf8").split("\n");
+  if (lines.length > 0 && lines[lines.length - 1] === "") lines.pop();
+  const llama = await loadLlama();
+  const model = await llama.loadModel({ modelPath: resolve(modelPath), gpuLayers: 0, vocabOnly: true });
+  const out = lines.map((line) => {
+    const ids = line === "" ? [] : parseIds(line);
+    return Buffer.from(model.detokenize(ids, false), "utf8").toString("hex");
+  });
+  process.stdout.write(out.map((l) => l + "\n").join(""));
+  await model.dispose();
+  await llama.dispose();
+}
+
 function readF32(path) {
   const buf = readFileSync(path);
   if (buf.length % 4 !== 0) die(`${path}: size ${buf.length} is not a multiple of 4`, 1);
@@ -286,8 +308,9 @@ function cmdCompare(aPath, bPath, tolText) {
 }
 
 const [cmd, ...args] = process.argv.slice(2);
-if (cmd === "logits" && args.length === 3) await cmdLogits(...args);
+if (cmd === "logits" && (args.length === 3 || args.length === 4)) await cmdLogits(...args);
 else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
+else if (cmd === "detokenize" && args.length === 2) await cmdDetokenize(...args);
 else if (cmd === "compare" && args.length === 3) cmdCompare(...args);
 else if (cmd === "greedy" && args.length === 3) await cmdGreedy(...args);
 else if (cmd === "bench" && args.length === 4) await cmdBench(...args);

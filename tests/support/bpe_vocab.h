@@ -1,0 +1,38 @@
+#pragma once
+// Test-built "gpt2" (byte-level BPE) vocabularies: merges learned from text
+// with the textbook algorithm (most frequent adjacent pair first, within the
+// words of the pre-tokenizer), written as a llama GGUF with tiny random
+// weights so that llama.cpp loads it as a model.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ggtrain::test_support {
+
+// Kinds, each named by its tokenizer.ggml.pre and each exercising a
+// different corner of llama.cpp's loader and tokenizer:
+//   "default":   the byte token for 0xF0 is missing (4-byte characters lose
+//                that byte, as llama.cpp drops it); model name "modern-bert"
+//                gives the user-defined [MASK] llama.cpp's LSTRIP.
+//   "gpt-2":     model name "phi3" gives user-defined tokens RSTRIP.
+//   "llama-bpe": user-defined tokens of equal length that overlap, amid 40
+//                reserved control tokens (llama.cpp's unstable sort of the
+//                special tokens decides which is cut out first), "<|im_end|>"
+//                typed user-defined (llama.cpp makes it control), whole-word
+//                tokens no merge reaches (taken whole: ignore_merges).
+//   "smollm":    a user-defined token with spaces, "<|channel|>" typed control
+//                (llama.cpp makes it user-defined).
+// `n_merges` merges at most; lines are the training text.
+struct BpeVocabFile {
+  std::vector<std::string> tokens, merges;
+  std::vector<int32_t> types;
+  int32_t bos = -1, eos = -1;
+};
+BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::string>& lines,
+                             int n_merges);
+
+// Writes it (tokenizer.ggml.* + a 1-layer llama with random weights).
+void write_bpe_vocab_gguf(const std::string& path, const std::string& kind,
+                          const BpeVocabFile& v);
+
+}  // namespace ggtrain::test_support
