@@ -190,9 +190,18 @@ std::vector<Case> cases() {
                [](Env& e) { return e.fresh({"data.tokenizer=" + e.t("nope.model")}); }, {"nope.model", "data.tokenizer"}});
   c.push_back({"tokenizer_not_sentencepiece", "`data.tokenizer` is a text file",
                [](Env& e) { return e.fresh({"data.tokenizer=" + e.corpus()}); }, {"corpus.txt", "sentencepiece", "data.tokenizer"}});
-  c.push_back({"tokenizer_gguf_not_llama", "`data.tokenizer` is a GGUF with a GPT-2 vocabulary",
-               [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"}); },
-               {"tiny-gpt2.gguf", "gpt2", "data.tokenizer"}});
+  c.push_back({"tokenizer_gguf_other_type", "`data.tokenizer` is a GGUF whose vocabulary type is neither llama nor gpt2",
+               [](Env& e) {
+                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("bert.gguf"), "tokenizer.ggml.model", "bert", "");
+                 return e.fresh({"data.tokenizer=" + e.t("bert.gguf")});
+               },
+               {"bert.gguf", "tokenizer.ggml.model", "bert", "data.tokenizer"}});
+  c.push_back({"tokenizer_gguf_unknown_pre", "`data.tokenizer` is a gpt2 GGUF with a pre-tokenizer ggtrain does not implement",
+               [](Env& e) {
+                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("qwen.gguf"), "tokenizer.ggml.pre", "qwen2", "");
+                 return e.fresh({"data.tokenizer=" + e.t("qwen.gguf")});
+               },
+               {"qwen.gguf", "tokenizer.ggml.pre", "qwen2", "data.tokenizer"}});
   c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
                [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});

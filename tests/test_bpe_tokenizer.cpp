@@ -261,7 +261,11 @@ TEST(BpeTokenizer, SpecialIdsAndBosLikeLlamaCpp) {
   EXPECT_EQ(t.bos_id(), 256);
   EXPECT_EQ(t.eos_id(), 256);
   EXPECT_EQ(t.unk_id(), -1);
+  EXPECT_FALSE(t.add_bos());  // gpt-2's default
   EXPECT_EQ(t.encode("hi", true), (std::vector<int32_t>{256, 'h', 'i'}));
+  EXPECT_TRUE(load(dir, byte_vocab({}, {}, "llama-bpe")).add_bos());  // llama-bpe's default
+  set_key(k, "tokenizer.ggml.add_bos_token", Value::boolean(true));
+  EXPECT_TRUE(load(dir, k).add_bos());
   // Without the keys llama.cpp's gpt2 default is id 11 for both.
   erase_key(k, "tokenizer.ggml.bos_token_id");
   erase_key(k, "tokenizer.ggml.eos_token_id");

@@ -46,7 +46,8 @@ Runner add_tokenize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "tokenize", "Print the token ids (no BOS) of each non-empty line, comma-separated");
   auto* source = cmd->add_option_group("tokenizer", "Where the tokenizer comes from");
-  source->add_option("-m,--model", opts->model, "GGUF model carrying a llama tokenizer");
+  source->add_option("-m,--model", opts->model,
+                     "GGUF model carrying a llama (SPM) or gpt2 (byte-level BPE) tokenizer");
   source->add_option("--sp", opts->sp, "sentencepiece .model, converted as llama.cpp would");
   source->require_option(1);
   cmd->add_option("--lines", opts->lines, "Text file")->required();

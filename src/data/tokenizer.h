@@ -56,6 +56,10 @@ class Tokenizer {
   // tokenizer.ggml.model: "llama" or "gpt2".
   std::string_view model() const { return bpe_ ? "gpt2" : "llama"; }
   bool add_space_prefix() const { return add_space_prefix_; }
+  // tokenizer.ggml.add_bos_token as llama.cpp resolves it: whether its
+  // tokenize(add_special = true) starts with BOS (for gpt2 vocabularies the
+  // default depends on the pre-tokenizer, and it is often false).
+  bool add_bos() const { return add_bos_; }
   const std::string& piece(int32_t id) const { return pieces_.at(id); }
   int32_t token_type(int32_t id) const { return types_.at(id); }
 

@@ -276,7 +276,7 @@ data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunCon
       if (t.size() > 5 && t.substr(t.size() - 5) == ".gguf") return data::Tokenizer::from_gguf(gguf::GgufFile(t));
       return data::Tokenizer::from_sentencepiece(t);
     } catch (const Error& e) {
-      fail("{} (data.tokenizer must be a sentencepiece .model or a .gguf with a llama vocabulary)",
+      fail("{} (data.tokenizer must be a sentencepiece .model or a .gguf with a llama or gpt2 vocabulary)",
            e.what());
     }
   }
