@@ -9,7 +9,11 @@
 #      llama.cpp's perplexity rule from llama.cpp's logits, to 1e-4 relative;
 #   4. a warm start with the Q8_0 export as donor (init.donor, lens folded
 #      into token_embd): llama.cpp's logits on its checkpoint equal ggtrain's
-#      to 1e-4.
+#      to 1e-4;
+#   5. init.from: continuing the F32 model and its Q8_0 export, the continued
+#      checkpoints load in llama.cpp with ggtrain's logits (1e-4);
+#   6. LoRA: the adapter of a LoRA run, loaded by llama.cpp on its base, gives
+#      ggtrain's `eval --lora` logits (1e-4), and the merged export the same.
 #
 #   tests/llama_cpp_export_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -72,4 +76,35 @@ W=warm/weights/latest
 node "$CLI" logits "$W" "$ids" theirs-warm.f32 2>/dev/null
 echo -n "donor warm start (folded lens): "
 node "$CLI" compare ours-warm.f32 theirs-warm.f32 1e-4 || fail "warm-started checkpoint logits differ from llama.cpp's"
+# 5. finetuning (init.from): continue the F32 model and its Q8_0 export; every
+#    continued checkpoint loads in llama.cpp with ggtrain's logits (1e-4).
+for base in "$M" model-q8_0.gguf; do
+  rm -rf cont
+  "$GGTRAIN" train --run-dir cont --set data.corpus=corpus.txt --set init.from="$base" --set train.steps=10 \
+    --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
+  "$GGTRAIN" eval -m cont/weights/latest --tokens "$ids" --dump-logits ours-cont.f32 >/dev/null
+  node "$CLI" logits cont/weights/latest "$ids" theirs-cont.f32 2>/dev/null
+  echo -n "continued from $(basename "$base"): "
+  node "$CLI" compare ours-cont.f32 theirs-cont.f32 1e-4 || fail "continued checkpoint (from $base) differs from llama.cpp"
+done
+
+# 6. LoRA: a run on the F32 base writes llama.cpp LoRA adapters. llama.cpp
+#    with the adapter on the base == ggtrain eval --lora (1e-4); the merged
+#    export == base + adapter (1e-4); the adapter really changes the logits.
+"$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.lora.rank=8 \
+  --set train.lora.targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down --set train.lr_max=1e-2 \
+  --set train.steps=20 --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
+A=lora/weights/latest
+"$GGTRAIN" eval -m "$M" --lora "$A" --tokens "$ids" --dump-logits ours-lora.f32 >/dev/null
+node "$CLI" logits "$M" "$ids" theirs-lora.f32 "$A" 2>/dev/null
+echo -n "LoRA adapter on its base: "
+node "$CLI" compare ours-lora.f32 theirs-lora.f32 1e-4 || fail "base + adapter logits differ from llama.cpp's"
+"$GGTRAIN" export --merge-lora "$M" "$A" merged.gguf >/dev/null
+"$GGTRAIN" eval -m merged.gguf --tokens "$ids" --dump-logits ours-merged.f32 >/dev/null
+echo -n "merged export vs base + adapter: "
+node "$CLI" compare ours-merged.f32 theirs-lora.f32 1e-4 || fail "merged model differs from base + adapter"
+"$GGTRAIN" eval -m "$M" --tokens "$ids" --dump-logits ours-base.f32 >/dev/null
+if node "$CLI" compare ours-base.f32 theirs-lora.f32 1e-3 >/dev/null; then
+  fail "the adapter leaves the logits unchanged (within 1e-3): the LoRA comparison proves nothing"
+fi
 echo "llama_cpp_export_check: PASS"

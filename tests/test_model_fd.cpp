@@ -68,6 +68,11 @@ void check_model(const LlamaConfig& c) {
 TEST(ModelFd, GroupedQueryUntied) { check_model(tiny_config(4, 2, false)); }
 TEST(ModelFd, MultiHeadTied) { check_model(tiny_config(2, 2, true)); }
 TEST(ModelFd, MultiQueryTied) { check_model(tiny_config(4, 1, true)); }
+TEST(ModelFd, LoraOnEveryTarget) {  // A and B of each target, with the base trainable too
+  auto c = tiny_config(4, 2, false);
+  c.lora = {3, 5.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
+  check_model(c);
+}
 TEST(ModelFd, DonorLens) {  // token_embd replaced by a frozen table and lens.proj
   auto c = tiny_config(4, 2, false);
   c.donor_dim = 5;

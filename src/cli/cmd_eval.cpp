@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/lora_options.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
@@ -66,6 +67,7 @@ Runner add_eval_command(CLI::App& app) {
   struct Opts {
     std::string model, tokens, text, dump_logits;
     int64_t ctx = 0;
+    LoraOptions lora;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("eval", "Logits of given tokens, or perplexity of a text, with a GGUF model");
@@ -75,11 +77,13 @@ Runner add_eval_command(CLI::App& app) {
   tokens->excludes(text);
   cmd->add_option("-c,--ctx", o->ctx, "Context for --text (default: the model's)");
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
+  add_lora_options(cmd, o->lora);
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     if (o->tokens.empty() == o->text.empty()) fail("eval: give exactly one of --tokens and --text");
     gguf::GgufFile f(o->model);
     infer::Decoder dec(f, o->ctx);
+    apply_lora_options(o->lora, dec);
     if (!o->tokens.empty()) return eval_tokens(dec, o->tokens, o->dump_logits);
     return eval_text(f, dec, o->text, dec.n_ctx());
   };

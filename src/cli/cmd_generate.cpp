@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/lora_options.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
@@ -27,6 +28,7 @@ Runner add_generate_command(CLI::App& app) {
     infer::SamplerConfig sampler;
     uint64_t seed = 42;
     bool print_ids = false;
+    LoraOptions lora;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a llama GGUF (KV cache, streamed)");
@@ -42,11 +44,13 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repeat penalty, 1 off (default 1)");
   cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "History the penalty sees (default 64)");
   cmd->add_option("--seed", o->seed, "Sampling seed (default 42)");
+  add_lora_options(cmd, o->lora);
   cmd->add_flag("--print-ids", o->print_ids, "End with one line of the generated ids, comma-separated");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     gguf::GgufFile f(o->model);
     infer::Decoder dec(f, o->ctx);
+    apply_lora_options(o->lora, dec);
     auto tok = data::Tokenizer::from_gguf(f);
     std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, true) : parse_token_list(o->tokens);
     if (prompt.empty()) fail("generate: the prompt is empty");

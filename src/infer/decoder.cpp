@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/elementwise.h"
@@ -39,6 +40,22 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx)
   rstd_.resize(size_t(N));
   scores_.resize(size_t(omp_get_max_threads()) * size_t(N));
   logits_.resize(size_t(N * cfg_.vocab));
+}
+
+void Decoder::add_lora(const model::LoraAdapter& adapter, double user_scale) {
+  for (const auto& p : adapter.pairs) {
+    int64_t l = -1;
+    char what[32] = {};
+    if (std::sscanf(p.weight.c_str(), "blk.%ld.%31[a-z_].weight", &l, what) != 2 || l < 0 || l >= cfg_.n_layers)
+      fail("LoRA: '{}' is not a block matrix of this model", p.weight);
+    Layer& L = layers_[size_t(l)];
+    const std::string w = what;
+    WeightMatrix* m = w == "attn_q" ? &L.wq : w == "attn_k" ? &L.wk : w == "attn_v" ? &L.wv
+                    : w == "attn_output" ? &L.wo : w == "ffn_gate" ? &L.w_gate : w == "ffn_up" ? &L.w_up
+                    : w == "ffn_down" ? &L.w_down : nullptr;
+    if (!m) fail("LoRA: '{}' is not a block matrix of this model", p.weight);
+    m->add_lora(p.a, p.b, p.rank, float(adapter.scale_of(p, user_scale)));
+  }
 }
 
 // Causal attention of the n new queries against the cache, per head.

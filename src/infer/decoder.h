@@ -8,6 +8,7 @@
 #include "gguf/reader.h"
 #include "infer/weight_matrix.h"
 #include "model/config.h"
+#include "model/lora.h"
 
 namespace ggtrain::infer {
 
@@ -21,6 +22,9 @@ class Decoder {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t position() const { return pos_; }
   void reset() { pos_ = 0; }
+  // Applies a LoRA adapter (read against this model's config) at
+  // `user_scale` (llama.cpp's --lora-scale), unmerged, as llama.cpp does.
+  void add_lora(const model::LoraAdapter& adapter, double user_scale);
 
   // Runs tokens at positions position()..+n and appends them to the cache.
   // Logits of every token (all_logits) or of the last one: logits().

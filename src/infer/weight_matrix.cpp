@@ -71,7 +71,27 @@ const float* round_activations(TensorType t, const float* x, int64_t count) {
 
 }  // namespace
 
+void WeightMatrix::add_lora(std::vector<float> a, std::vector<float> b, int64_t rank, float scale) {
+  if (rank <= 0 || int64_t(a.size()) != rank * cols_ || int64_t(b.size()) != rows_ * rank)
+    fail("LoRA pair of rank {} does not fit a [{}, {}] matrix", rank, rows_, cols_);
+  loras_.push_back({std::move(a), std::move(b), rank, scale});
+}
+
+void WeightMatrix::apply_loras(const float* x, float* y, int64_t n) const {
+  thread_local std::vector<float> u;
+  for (const auto& l : loras_) {
+    u.resize(size_t(n * l.rank));
+    kernels::gemm(false, true, n, l.rank, cols_, 1.0f, x, cols_, l.a.data(), cols_, 0.0f, u.data(), l.rank);
+    kernels::gemm(false, true, n, rows_, l.rank, l.scale, u.data(), l.rank, l.b.data(), l.rank, 1.0f, y, rows_);
+  }
+}
+
 void WeightMatrix::matmul(const float* x_in, float* y, int64_t n) const {
+  base_matmul(x_in, y, n);
+  if (!loras_.empty()) apply_loras(x_in, y, n);
+}
+
+void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
   if (type_ == TensorType::F32) {
     const float* x = round_activations(act_type_, x_in, n * cols_);
     const float* w = reinterpret_cast<const float*>(data_);

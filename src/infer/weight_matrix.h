@@ -24,8 +24,11 @@ class WeightMatrix {
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   gguf::TensorType type() const { return type_; }
-  // y[n, rows] = x[n, cols] * W^T
+  // y[n, rows] = x[n, cols] * W^T (+ the LoRA branch, when one is added)
   void matmul(const float* x, float* y, int64_t n) const;
+  // A LoRA adapter on this matrix, applied as llama.cpp does: after the base
+  // product, y += scale * (x A^T) B^T in F32. a [rank, cols], b [rows, rank].
+  void add_lora(std::vector<float> a, std::vector<float> b, int64_t rank, float scale);
   // Row r as floats (embedding lookup).
   void row(int64_t r, float* out) const;
 
@@ -35,6 +38,14 @@ class WeightMatrix {
   const uint8_t* data_ = nullptr;
   std::vector<float> owned_;  // dequantized copy for F16/BF16
   int64_t rows_ = 0, cols_ = 0;
+  struct Lora {
+    std::vector<float> a, b;
+    int64_t rank;
+    float scale;
+  };
+  std::vector<Lora> loras_;
+  void base_matmul(const float* x, float* y, int64_t n) const;
+  void apply_loras(const float* x, float* y, int64_t n) const;
 };
 
 }  // namespace ggtrain::infer

@@ -24,7 +24,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* w, int64_t N, int64
   }
 }
 
-// dinp[N,C] += d/dx, dw[C] += d/dw. dw is reduced per channel over all rows
+// dinp[N,C] += d/dx, dw[C] += d/dw (dw may be null). dw is reduced per channel over all rows
 // in row order, so the result does not depend on the thread count.
 template <typename T>
 void rmsnorm_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, const T* rstd,
@@ -42,6 +42,7 @@ void rmsnorm_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, c
 #pragma omp simd
     for (int64_t c = 0; c < C; ++c) dx[c] += dy[c] * w[c] * r - x[c] * k;
   }
+  if (!dw) return;  // a frozen norm weight
   constexpr int64_t kChunk = 16;
 #pragma omp parallel for
   for (int64_t c0 = 0; c0 < C; c0 += kChunk) {

@@ -2,6 +2,7 @@
 // Shape and numerics of a Llama decoder, as stored in llama.* GGUF metadata.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ggtrain::gguf {
 class GgufFile;
@@ -25,6 +26,16 @@ struct LlamaConfig {
   // `lens.proj.weight` W [d_model, donor_dim]: x = W E[token]. Training-time
   // only; checkpoints fold W into a standard token_embd (model/donor.h).
   int64_t donor_dim = 0;
+  // LoRA (train.lora, rank > 0): each target matrix W of every block gets
+  // W + (alpha / rank) B A, with A [rank, in] and B [out, rank] the tensors
+  // "<W's name>.lora_a" / ".lora_b" (llama.cpp's adapter names), laid out
+  // after all base tensors. Training-time only, like donor_dim.
+  struct Lora {
+    int64_t rank = 0;
+    double alpha = 0;
+    std::vector<std::string> targets;  // attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down
+    double scale() const { return rank > 0 ? alpha / double(rank) : 0.0; }
+  } lora;
 
   int64_t d_head() const { return d_model / n_heads; }
   int64_t q_dim() const { return n_heads * d_head(); }

@@ -7,20 +7,10 @@
 #include "gguf/reader.h"
 #include "model/lens.h"
 #include "util/error.h"
+#include "util/hash.h"
 #include "util/rng.h"
 
 namespace ggtrain::model {
-
-namespace {
-
-uint64_t fnv1a(const float* x, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const auto* b = reinterpret_cast<const uint8_t*>(x);
-  for (size_t i = 0; i < n * sizeof(float); ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-}  // namespace
 
 DonorTable load_donor_table(const std::string& path) {
   const gguf::GgufFile f(path);
@@ -43,7 +33,7 @@ DonorTable load_donor_table(const std::string& path) {
   d.table = f.to_float(*t);
   for (float x : d.table)
     if (!std::isfinite(x)) fail("{}: donor tensor 'token_embd.weight' holds NaN or Inf", path);
-  d.checksum = fnv1a(d.table.data(), d.table.size());
+  d.checksum = fnv1a(d.table.data(), d.table.size() * sizeof(float));
   return d;
 }
 

@@ -3,18 +3,25 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <functional>
 
 #include "gguf/convert.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
+#include "model/lora.h"
 #include "model/params.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
 
-void export_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type) {
+namespace {
+
+// The model of `in_path` with every weight as F32, `change` applied, written
+// as `type` with all metadata kept.
+void rewrite_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type,
+                   const std::function<void(const LlamaConfig&, const ParamLayout&, float*)>& change) {
   if (!gguf::is_float_convertible(type))
     fail("export: type {} is not one of F32, F16, BF16, Q8_0", gguf::type_name(type));
   gguf::GgufFile f(in_path);
@@ -22,11 +29,26 @@ void export_model(const std::string& in_path, const std::string& out_path, gguf:
   const ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
   load_llama_params(f, layout, params.data());
+  if (change) change(c, layout, params.data());
   gguf::GgufWriter w;
   for (const auto& [k, v] : f.metadata())
     if (k != "general.alignment") w.set(k, v);
   add_llama_model(w, c, layout, params.data(), type);
   w.write(out_path);
+}
+
+}  // namespace
+
+void export_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type) {
+  rewrite_model(in_path, out_path, type, {});
+}
+
+void merge_lora_model(const std::string& base_path, const std::string& adapter_path, double user_scale,
+                      const std::string& out_path, gguf::TensorType type) {
+  const gguf::GgufFile a(adapter_path);
+  rewrite_model(base_path, out_path, type, [&](const LlamaConfig& c, const ParamLayout& layout, float* p) {
+    merge_lora(read_lora_adapter(a, c), user_scale, layout, p);
+  });
 }
 
 std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece) {

@@ -11,6 +11,12 @@ namespace ggtrain::model {
 
 void export_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type);
 
+// BASE + LoRA adapter (at user_scale, as llama.cpp's --lora-scale) merged
+// into a standard model: W + scale * B A summed in double; all metadata of
+// the base kept; weights written as `type`.
+void merge_lora_model(const std::string& base_path, const std::string& adapter_path, double user_scale,
+                      const std::string& out_path, gguf::TensorType type);
+
 // An ollama Modelfile for a raw completion model stored at `gguf_name`
 // (relative to the Modelfile), stopping at `eos_piece`.
 std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece);

@@ -5,6 +5,9 @@
 //
 // T is float for training; double exists for finite-difference checks.
 #include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -29,15 +32,22 @@ struct LayerActs {
   T* gate;       // [BT, F]
   T* up;         // [BT, F]
   T* act;        // [BT, F]   silu(gate) * up
+  std::array<T*, kNumLoraTargets> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
 };
 
 template <typename T>
 class LlamaModel {
  public:
-  LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len);
+  // `frozen`: parameter names that keep their values; they get no gradient
+  // buffer (grad_layout() lacks them) and backward() skips their gradients.
+  LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
+             const std::set<std::string>& frozen = {});
 
   const LlamaConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
+  // Layout of grads() (and of the optimizer moments): the trainable tensors.
+  const ParamLayout& grad_layout() const { return grad_layout_; }
+  int64_t n_trainable() const { return grad_layout_.total(); }
   int64_t batch() const { return B_; }
   int64_t seq_len() const { return T_; }
   T* params() { return params_.data(); }
@@ -59,15 +69,24 @@ class LlamaModel {
   // Adds d(loss_scale * mean loss)/d(params) to grads(); turns the logits
   // into their gradient in place. Needs a forward() with targets.
   void backward(T loss_scale = T(1));
+  // Called by backward() as soon as block l's gradients are final (blocks
+  // finish from the last to the first), so that data-parallel training can
+  // start reducing them while the blocks below still compute.
+  std::function<void(int64_t l)> on_layer_grads;
 
  private:
   void plan(BumpPlan<T>& p);
   void layer_forward(int64_t l, const T* x_in, T* x_out);
   void layer_backward(int64_t l, const T* x_in, T* d_res);
   void check_tokens(const int32_t* tokens, const char* what) const;
+  // The LoRA branch of target t in layer l (nothing when it is not a target):
+  // out += s (inp A^T) B^T, and its backward (dinp accumulated).
+  void lora_fwd(int64_t l, LoraTarget t, T* out, const T* inp, int64_t n_in, int64_t n_out);
+  void lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, const T* inp, int64_t n_in,
+                int64_t n_out);
 
   LlamaConfig cfg_;
-  ParamLayout layout_;
+  ParamLayout layout_, grad_layout_;
   int64_t B_, T_;
   int n_threads_;
   AlignedBuffer<T> params_, grads_, acts_, donor_;
@@ -82,6 +101,7 @@ class LlamaModel {
   T *rope_cos_, *rope_sin_;
   // backward scratch, shared by all layers
   T *d_res_, *d_h_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_gate_, *d_up_, *d_act_, *d_scores_;
+  T* d_lora_u_ = nullptr;  // [BT, rank]
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
 };

@@ -2,7 +2,9 @@
 // Where each parameter lives inside one contiguous buffer. The same layout
 // serves parameters, gradients and both AdamW moments, and it is exactly the
 // llama.cpp tensor set, so a checkpoint writes these ranges out unchanged.
+#include <array>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,10 @@ struct ParamTensor {
   std::string name;            // llama.cpp name, e.g. "blk.0.attn_q.weight"
   std::vector<int64_t> shape;  // row-major [out, in] (ggml ne is the reverse)
   int64_t offset = 0;          // in elements from the buffer start
+  // Where the parameter itself lives in the full layout's buffer: == offset,
+  // except in a trainable() subset, whose offsets index the compact
+  // gradient and optimizer-moment buffers.
+  int64_t source_offset = 0;
   int64_t size = 0;
   bool decay = false;          // AdamW weight decay: 2-D matrices only
 };
@@ -25,17 +31,27 @@ class ParamLayout {
   int64_t total() const { return total_; }
   const ParamTensor& get(const std::string& name) const;  // throws if absent
   const ParamTensor* find(const std::string& name) const;
+  // The tensors not in `frozen`, packed anew (source_offset kept): the layout
+  // of gradients and AdamW moments when part of the model is frozen.
+  ParamLayout trainable(const std::set<std::string>& frozen) const;
 
  private:
+  ParamLayout() = default;
   void add(const std::string& name, std::vector<int64_t> shape);
   std::vector<ParamTensor> tensors_;
   int64_t total_ = 0;
 };
 
 // Typed pointers into a buffer laid out by ParamLayout (parameters or grads).
+// The block matrices a LoRA adapter can target, in llama.cpp's names.
+enum LoraTarget { kAttnQ, kAttnK, kAttnV, kAttnOutput, kFfnGate, kFfnUp, kFfnDown, kNumLoraTargets };
+const char* lora_target_name(LoraTarget t);  // "attn_q", ...
+
 template <typename T>
 struct LayerWeights {
   T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+  // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
+  std::array<T*, kNumLoraTargets> lora_a{}, lora_b{};
 };
 
 template <typename T>
@@ -46,7 +62,10 @@ struct ModelWeights {
   T* output_norm;
   T* output;  // == token_embd when tied
 
-  static ModelWeights bind(const ParamLayout& layout, const LlamaConfig& c, T* base);
+  // Pointers for every tensor; with allow_missing, tensors absent from
+  // `layout` (frozen: no gradient) are null.
+  static ModelWeights bind(const ParamLayout& layout, const LlamaConfig& c, T* base,
+                           bool allow_missing = false);
 };
 
 }  // namespace ggtrain::model

@@ -1,12 +1,14 @@
 #include "train/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 namespace ggtrain::train {
 
-void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m,
-                float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale) {
+void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params,
+                      const float* grads, float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg,
+                      float grad_scale) {
   // Scalars in double, as PyTorch computes them in Python.
   const double bc1 = 1.0 - std::pow(double(cfg.beta1), double(t));
   const double bc2 = 1.0 - std::pow(double(cfg.beta2), double(t));
@@ -14,13 +16,15 @@ void adamw_step(const model::ParamLayout& layout, float* params, const float* gr
   const float bc2_sqrt = float(std::sqrt(bc2));
   const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.eps;
   for (const auto& pt : layout.tensors()) {
+    const int64_t a = std::max(lo, pt.offset), e = std::min(hi, pt.offset + pt.size);  // part in [lo, hi)
+    if (a >= e) continue;
     const float decay = pt.decay ? float(1.0 - lr * double(cfg.weight_decay)) : 1.0f;
-    float* p = params + pt.offset;
-    const float* g = grads + pt.offset;
-    float* mt = m + pt.offset;
-    float* vt = v + pt.offset;
+    float* p = params + pt.source_offset + (a - pt.offset);
+    const float* g = grads + (a - lo);
+    float* mt = m + (a - lo);
+    float* vt = v + (a - lo);
 #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < pt.size; ++i) {
+    for (int64_t i = 0; i < e - a; ++i) {
       const float gi = g[i] * grad_scale;
       const float pi = p[i] * decay;
       mt[i] = b1 * mt[i] + (1.0f - b1) * gi;
@@ -29,6 +33,11 @@ void adamw_step(const model::ParamLayout& layout, float* params, const float* gr
       p[i] = pi - step_size * (mt[i] / denom);
     }
   }
+}
+
+void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m,
+                float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale) {
+  adamw_step_range(layout, 0, layout.total(), params, grads, m, v, t, lr, cfg, grad_scale);
 }
 
 double grad_global_norm(const float* grads, int64_t n) {

@@ -13,6 +13,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
+#include "model/lora.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -40,6 +41,11 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   w.set("ggtrain.n_params_written", Value::u64(uint64_t(d.layout->total())));
   // The writer keeps pointers to tensor data until write(): `folded` lives to the end.
   std::optional<model::FoldedModel> folded;
+  if (d.lora_base) {
+    model::add_lora_adapter(w, *d.config, *d.layout, d.params);
+    w.write(path);  // an adapter: llama.cpp takes the vocabulary from the base
+    return;
+  }
   if (d.donor) {
     folded = model::fold_donor_model(*d.config, *d.layout, d.params, d.donor->table.data());
     model::add_llama_model(w, folded->config, model::ParamLayout(folded->config), folded->params.data());
@@ -59,13 +65,17 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   w.set("ggtrain.data.epoch", Value::u64(meta.loader.epoch));
   w.set("ggtrain.data.cursor", Value::u64(meta.loader.cursor));
   w.set("ggtrain.config", Value::str(meta.config_toml));
+  if (d.lora_base) {
+    w.set("ggtrain.lora.base.path", Value::str(d.lora_base->path()));
+    w.set("ggtrain.lora.base.checksum", Value::u64(d.lora_base_checksum));
+  }
   if (d.donor) {
     w.set("ggtrain.donor.path", Value::str(d.donor->path));
     w.set("ggtrain.donor.checksum", Value::u64(d.donor->checksum));
     const auto& lens = d.layout->get("lens.proj.weight");
     w.add_tensor_f32(lens.name, gguf::TensorType::F32, model::ggml_ne(lens.shape), d.params + lens.offset);
   }
-  for (const auto& t : d.layout->tensors()) {
+  for (const auto& t : d.grad_layout->tensors()) {  // frozen tensors have no moments
     w.add_tensor_f32("adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
     w.add_tensor_f32("adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
   }
@@ -182,6 +192,25 @@ void load_lens_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const Ch
   }
 }
 
+// A LoRA run's weights file is its adapter: the base comes from init.from
+// (checked against the recorded checksum), the adapter tensors from the file.
+void load_lora_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const CheckpointData& d) {
+  if (s.get_uint("ggtrain.lora.base.checksum") != d.lora_base_checksum)
+    fail("{}: the base model {} differs from the one this LoRA run was trained on ({}); resume with the "
+         "same init.from file", s.path(), d.lora_base->path(), s.get_string("ggtrain.lora.base.path"));
+  model::LlamaConfig plain = *d.config;
+  plain.lora = {};
+  const model::ParamLayout base_layout(plain);
+  model::load_llama_params(*d.lora_base, base_layout, d.params);  // LoRA tensors come after: same offsets
+  for (const auto& t : d.layout->tensors()) {
+    if (base_layout.find(t.name)) continue;
+    const auto& ti = w.tensor(t.name);
+    if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
+      fail("{}: tensor '{}' has the wrong type or shape", w.path(), t.name);
+    std::memcpy(d.params + t.offset, ti.data, size_t(t.size) * 4);
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
@@ -238,11 +267,18 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
   CheckpointMeta meta = read_state_meta(s, step);
   if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
     fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
-  if (d.donor)
+  if (d.lora_base)
+    load_lora_params(w, s, d);
+  else if (d.donor)
     load_lens_params(w, s, d);
   else
     load_exact_params(w, *d.layout, d.params);
-  for (const auto& t : d.layout->tensors()) {
+  size_t n_moments = 0;
+  for (const auto& ti : s.tensors()) n_moments += ti.name.rfind("adam.m.", 0) == 0;
+  if (n_moments != d.grad_layout->tensors().size())
+    fail("{}: holds AdamW moments for {} tensors but this run trains {}; train.freeze / train.lora "
+         "cannot change on --resume", s.path(), n_moments, d.grad_layout->tensors().size());
+  for (const auto& t : d.grad_layout->tensors()) {
     for (auto [prefix, dst] : {std::pair{"adam.m.", d.m}, std::pair{"adam.v.", d.v}}) {
       const auto& ti = s.tensor(prefix + t.name);
       if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))

@@ -8,6 +8,7 @@
 
 #include "data/batch_loader.h"
 #include "data/tokenizer.h"
+#include "gguf/reader.h"
 #include "model/config.h"
 #include "model/donor.h"
 #include "model/params.h"
@@ -25,7 +26,8 @@ struct CheckpointMeta {
 
 struct CheckpointData {
   const model::LlamaConfig* config;
-  const model::ParamLayout* layout;
+  const model::ParamLayout* layout;       // the parameters
+  const model::ParamLayout* grad_layout;  // the trainable ones: layout of m and v
   const data::Tokenizer* tokenizer;
   float* params;
   float* m;
@@ -33,6 +35,11 @@ struct CheckpointData {
   // Lens warm start: the weights file gets the folded token_embd; the state
   // file keeps lens.proj.weight and the donor's path and checksum.
   const model::DonorTable* donor = nullptr;
+  // LoRA run: the weights file is the adapter (llama.cpp's LoRA GGUF, no
+  // base weights); on resume the base's weights come from this file, whose
+  // F32 values must still have the checksum the state file recorded.
+  const gguf::GgufFile* lora_base = nullptr;
+  uint64_t lora_base_checksum = 0;
 };
 
 std::string weights_path(const std::string& run_dir, int64_t step);

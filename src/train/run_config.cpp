@@ -17,7 +17,7 @@ namespace ggtrain::train {
 namespace {
 
 // The TOML value type a key takes (a float key also takes an integer).
-enum class Kind { Int, Float, Bool, String };
+enum class Kind { Int, Float, Bool, String, List };
 
 // One entry per config key: how to read it from text and write it as TOML.
 struct Key {
@@ -119,6 +119,34 @@ Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field
           [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String};
 }
 
+// A list of names: a TOML array of strings, or through --set the names
+// separated by commas ("token_embd,blk.0-3").
+std::vector<std::string> parse_list(const std::string& key, const std::string& v) {
+  if (!valid_utf8(v)) fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not", key);
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= v.size();) {
+    size_t end = v.find(',', pos);
+    if (end == std::string::npos) end = v.size();
+    std::string item = v.substr(pos, end - pos);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string list_literal(const std::vector<std::string>& names) {
+  std::vector<std::string> q;
+  for (const auto& x : names) q.push_back(quote(x));
+  return fmt::format("[{}]", fmt::join(q, ", "));
+}
+
+template <typename T>
+Key list_key(const std::string& name, T RunConfig::*sec, std::vector<std::string> T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_list(name, v); },
+          [=](const RunConfig& c) { return list_literal((c.*sec).*field); }, Kind::List};
+}
+
 const std::vector<Key>& keys() {
   using M = ModelSection;
   using D = DataSection;
@@ -167,9 +195,18 @@ const std::vector<Key>& keys() {
       int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens),
       string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite),
       int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite),
+      int_key("train.zero", &RunConfig::train, &T::zero),
+      list_key("train.freeze", &RunConfig::train, &T::freeze),
+      {"train.lora.rank", [](RunConfig& c, const std::string& v) { c.train.lora.rank = parse_int("train.lora.rank", v); },
+       [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int},
+      {"train.lora.alpha", [](RunConfig& c, const std::string& v) { c.train.lora.alpha = parse_float("train.lora.alpha", v); },
+       [](const RunConfig& c) { return float_literal(c.train.lora.alpha); }, Kind::Float},
+      {"train.lora.targets", [](RunConfig& c, const std::string& v) { c.train.lora.targets = parse_list("train.lora.targets", v); },
+       [](const RunConfig& c) { return list_literal(c.train.lora.targets); }, Kind::List},
       int_key("checkpoint.every", &RunConfig::checkpoint, &K::every),
       int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
       string_key("init.donor", &RunConfig::init, &I::donor),
+      string_key("init.from", &RunConfig::init, &I::from),
   };
   return k;
 }
@@ -186,6 +223,7 @@ const char* kind_text(Kind k) {
     case Kind::Float: return "a number";
     case Kind::Bool: return "true or false";
     case Kind::String: return "a string";
+    case Kind::List: return "an array of strings";
   }
   return "?";
 }
@@ -207,6 +245,20 @@ std::string node_text(const toml::node& n, const Key& key, const std::string& so
   } else if (auto v = n.as_boolean()) {
     if (key.kind == Kind::Bool) return v->get() ? "true" : "false";
     got = v->get() ? "true" : "false";
+  } else if (auto a = n.as_array(); a && key.kind == Kind::List) {
+    std::vector<std::string> items;
+    for (const auto& e : *a) {
+      const auto* str = e.as_string();
+      if (!str) {
+        std::ostringstream os;
+        os << e.type();
+        fail("{}: {} must be an array of strings, got an array holding a TOML {}", source, key.name, os.str());
+      }
+      if (str->get().find(',') != std::string::npos)
+        fail("{}: {}: '{}' is not a name (names hold no commas)", source, key.name, str->get());
+      items.push_back(str->get());
+    }
+    return fmt::format("{}", fmt::join(items, ","));
   } else {
     std::ostringstream os;
     os << n.type();
@@ -297,6 +349,25 @@ void RunConfig::validate() const {
   positive(train.eval_batches, "train.eval_batches");
   if (train.seq_len > model.ctx)
     fail("config: train.seq_len {} exceeds model.ctx {}", train.seq_len, model.ctx);
+  if (!init.from.empty() && !init.donor.empty())
+    fail("config: init.from and init.donor exclude each other (continue a model, or warm-start a new one)");
+  if (!init.from.empty() && !data.tokenizer.empty())
+    fail("config: init.from brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
+         data.tokenizer);
+  if (train.lora.rank < 0) fail("config: train.lora.rank must be >= 0, got {}", train.lora.rank);
+  if (train.lora.rank > 0) {
+    if (init.from.empty()) fail("config: train.lora needs a base model: set init.from");
+    if (!(train.lora.alpha > 0)) fail("config: train.lora.alpha must be positive, got {}", train.lora.alpha);
+    if (train.lora.targets.empty()) fail("config: train.lora.targets is empty");
+    static const std::set<std::string> kTargets = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                   "ffn_gate", "ffn_up", "ffn_down"};
+    for (const auto& t : train.lora.targets)
+      if (!kTargets.count(t))
+        fail("config: train.lora.targets: '{}' is not one of attn_q, attn_k, attn_v, attn_output, "
+             "ffn_gate, ffn_up, ffn_down", t);
+    if (!train.freeze.empty())
+      fail("config: train.freeze does not apply to a LoRA run (the whole base model is frozen)");
+  }
   if (!init.donor.empty() && !data.tokenizer.empty())
     fail("config: init.donor brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
          data.tokenizer);
@@ -319,6 +390,8 @@ void RunConfig::validate() const {
     fail("config: train.on_nonfinite must be \"stop\" or \"skip\", got \"{}\"", train.on_nonfinite);
   if (train.max_nonfinite < 1)
     fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
+  if (train.zero != 0 && train.zero != 1)
+    fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
 }
@@ -358,6 +431,24 @@ RunConfig preset(const std::string& name) {
   fail("unknown preset '{}' (tiny, s15, smol135)", name);
 }
 
+namespace {
+// Keys of a section; a sub-table ([train.lora], `lora = {...}` or the dotted
+// `lora.rank = 8`) names keys one level down ("train.lora.rank").
+void apply_table(RunConfig& c, const std::string& prefix, const toml::table& table,
+                 const std::string& source) {
+  for (const auto& [key, value] : table) {
+    const std::string name = fmt::format("{}.{}", prefix, key.str());
+    if (const auto* sub = value.as_table()) {
+      apply_table(c, name, *sub, source);
+      continue;
+    }
+    const Key& k = find_key(name, source);
+    k.set(c, node_text(value, k, source));
+    c.set_keys.insert(name);
+  }
+}
+}  // namespace
+
 void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& source) {
   check_non_ascii(toml_text, source);
   toml::table doc;
@@ -370,11 +461,7 @@ void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& s
   for (const auto& [section, node] : doc) {
     const auto* table = node.as_table();
     if (!table) fail("{}: '{}' must be a [section] table", source, std::string(section.str()));
-    for (const auto& [key, value] : *table) {
-      const std::string name = fmt::format("{}.{}", section.str(), key.str());
-      const Key& k = find_key(name, source);
-      k.set(c, node_text(value, k, source));
-    }
+    apply_table(c, std::string(section.str()), *table, source);
   }
 }
 
@@ -392,6 +479,7 @@ void apply_override(RunConfig& c, const std::string& assignment) {
     fail("--set {}: expected section.key=value", assignment);
   const std::string name = assignment.substr(0, eq);
   find_key(name, "--set").set(c, assignment.substr(eq + 1));
+  c.set_keys.insert(name);
 }
 
 std::string to_toml(const RunConfig& c) {

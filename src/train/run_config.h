@@ -3,6 +3,7 @@
 // file, then `--set section.key=value` overrides, in that order; the resolved
 // config is saved in the run folder and in every state file.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,12 +40,28 @@ struct TrainSection {
   // only after max_nonfinite such steps in a row.
   std::string on_nonfinite = "stop";
   int64_t max_nonfinite = 10;
+  // Under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1), 0
+  // keeps them whole on every rank (train/data_parallel.h).
+  int64_t zero = 0;
+  // Tensors that keep their values (no gradient, no optimizer state), e.g.
+  // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
+  std::vector<std::string> freeze;
+  // LoRA adapters (rank > 0): the base model is frozen and each target
+  // matrix W gets W + (alpha / rank) B A with trainable A [rank, in], B [out, rank].
+  struct Lora {
+    int64_t rank = 0;
+    double alpha = 16.0;
+    std::vector<std::string> targets{"attn_q", "attn_v"};
+  } lora;
 };
 
 struct InitSection {
   // A llama GGUF whose token_embd becomes the frozen input table of a lens
   // warm start (model/donor.h); the run takes its vocabulary and tokenizer.
   std::string donor;
+  // A llama GGUF (F32/F16/BF16/Q8_0) to continue training: shape, RoPE base,
+  // eps, vocabulary and weights come from it.
+  std::string from;
 };
 
 struct CheckpointSection {
@@ -58,6 +75,9 @@ struct RunConfig {
   TrainSection train;
   CheckpointSection checkpoint;
   InitSection init;
+  // Keys given by a config file or --set rather than by the preset: with
+  // init.from, a model.* key the user set must agree with the file.
+  std::set<std::string> set_keys;
 
   // Model config once the tokenizer fixed the vocabulary size.
   model::LlamaConfig llama(int64_t vocab) const;

@@ -1,0 +1,21 @@
+#pragma once
+// --lora ADAPTER.gguf [--lora-scale S] for the commands that run a model
+// (llama.cpp's flags): the adapter is applied unmerged, as llama.cpp does.
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "infer/decoder.h"
+
+namespace ggtrain::cli {
+
+struct LoraOptions {
+  std::string path;
+  double scale = 1.0;
+};
+
+void add_lora_options(CLI::App* cmd, LoraOptions& o);
+// Reads the adapter (checked against the decoder's model) and applies it.
+void apply_lora_options(const LoraOptions& o, infer::Decoder& dec);
+
+}  // namespace ggtrain::cli

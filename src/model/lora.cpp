@@ -1,0 +1,105 @@
+#include "model/lora.h"
+
+#include <cmath>
+#include <regex>
+
+#include "model/checkpoint.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+namespace ggtrain::model {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+void init_lora(const ParamLayout& layout, float* params, uint64_t seed) {
+  Rng rng(seed ^ 0x6c6f7261ULL);  // "lora": a stream of its own
+  for (const auto& t : layout.tensors()) {
+    float* p = params + t.offset;
+    if (ends_with(t.name, ".lora_b")) {
+      std::fill(p, p + t.size, 0.0f);
+    } else if (ends_with(t.name, ".lora_a")) {
+      const double bound = 1.0 / std::sqrt(double(t.shape[1]));
+      for (int64_t i = 0; i < t.size; ++i) p[i] = float((rng.uniform() * 2.0 - 1.0) * bound);
+    }
+  }
+}
+
+void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
+                      const float* params) {
+  using gguf::Value;
+  w.set("general.architecture", Value::str("llama"));
+  w.set("general.type", Value::str("adapter"));
+  w.set("adapter.type", Value::str("lora"));
+  w.set("adapter.lora.alpha", Value::f32(float(c.lora.alpha)));
+  for (const auto& t : layout.tensors())
+    if (ends_with(t.name, ".lora_a") || ends_with(t.name, ".lora_b"))
+      w.add_tensor_f32(t.name, gguf::TensorType::F32, ggml_ne(t.shape), params + t.offset);
+}
+
+LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) {
+  auto str = [&](const char* key) {
+    const auto* v = f.find(key);
+    if (!v || v->type != gguf::ValueType::STRING) fail("{}: not a LoRA adapter: '{}' is missing", f.path(), key);
+    return v->s;
+  };
+  if (str("general.type") != "adapter") fail("{}: general.type is not \"adapter\"", f.path());
+  if (str("adapter.type") != "lora") fail("{}: adapter.type is not \"lora\"", f.path());
+  if (str("general.architecture") != "llama")
+    fail("{}: the adapter is for '{}', not a llama model", f.path(), str("general.architecture"));
+  LoraAdapter out;
+  out.alpha = f.get_float_or("adapter.lora.alpha", 0.0);
+  if (!std::isfinite(out.alpha)) fail("{}: adapter.lora.alpha is not finite", f.path());
+  const ParamLayout layout(base);
+  static const std::regex pair_name(R"((.+\.weight)\.lora_(a|b))");
+  for (const auto& ta : f.tensors()) {
+    std::smatch m;
+    if (!std::regex_match(ta.name, m, pair_name))
+      fail("{}: unexpected tensor '{}' in a LoRA adapter", f.path(), ta.name);
+    if (m[2] != "a") continue;
+    LoraPair p;
+    p.weight = m[1];
+    const auto* wt = layout.find(p.weight);
+    if (!wt || wt->shape.size() != 2 || p.weight == "token_embd.weight")
+      fail("{}: tensor '{}' adapts '{}', which is no matrix of this model", f.path(), ta.name, p.weight);
+    p.out = wt->shape[0];
+    p.in = wt->shape[1];
+    const auto* tb = f.find_tensor(p.weight + ".lora_b");
+    if (!tb) fail("{}: '{}' has no '{}.lora_b'", f.path(), ta.name, p.weight);
+    if (ta.n_dims != 2 || tb->n_dims != 2 || ta.ne[0] != uint64_t(p.in) || tb->ne[1] != uint64_t(p.out) ||
+        ta.ne[1] != tb->ne[0] || ta.ne[1] == 0)
+      fail("{}: '{}' / '.lora_b' have ne [{}] / [{}]; expected [{}, r] / [r, {}]", f.path(), ta.name,
+           fmt::join(ta.shape(), ", "), fmt::join(tb->shape(), ", "), p.in, p.out);
+    p.rank = int64_t(ta.ne[1]);
+    p.a = f.to_float(ta);
+    p.b = f.to_float(*tb);
+    out.pairs.push_back(std::move(p));
+  }
+  for (const auto& tb : f.tensors())
+    if (ends_with(tb.name, ".lora_b") && !f.find_tensor(tb.name.substr(0, tb.name.size() - 1) + "a"))
+      fail("{}: '{}' has no matching .lora_a", f.path(), tb.name);
+  if (out.pairs.empty()) fail("{}: the adapter has no tensors", f.path());
+  return out;
+}
+
+void merge_lora(const LoraAdapter& adapter, double user_scale, const ParamLayout& layout, float* params) {
+  for (const auto& p : adapter.pairs) {
+    const double s = adapter.scale_of(p, user_scale);
+    float* w = params + layout.get(p.weight).offset;
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < p.out; ++o)
+      for (int64_t i = 0; i < p.in; ++i) {
+        double acc = 0;
+        for (int64_t k = 0; k < p.rank; ++k)
+          acc += double(p.b[size_t(o * p.rank + k)]) * double(p.a[size_t(k * p.in + i)]);
+        w[o * p.in + i] = float(double(w[o * p.in + i]) + s * acc);
+      }
+  }
+}
+
+}  // namespace ggtrain::model

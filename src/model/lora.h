@@ -1,0 +1,52 @@
+#pragma once
+// LoRA adapters in llama.cpp's GGUF format (what its convert_lora_to_gguf.py
+// writes and llama_adapter_lora_init reads): general.type = "adapter",
+// adapter.type = "lora", adapter.lora.alpha, and per target matrix W the
+// tensors "<W>.lora_a" (ggml ne [in, rank]) and "<W>.lora_b" (ne [rank, out]);
+// llama.cpp computes W x + (alpha / rank) * scale * B (A x).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/config.h"
+#include "model/params.h"
+
+namespace ggtrain::model {
+
+// A random (PEFT's kaiming-uniform bound 1/sqrt(in)), B zero: at step 0 the
+// adapted model computes exactly what the base does.
+void init_lora(const ParamLayout& layout, float* params, uint64_t seed);
+
+// Adapter metadata and every *.lora_a / *.lora_b tensor of `layout` (F32).
+// `params` must stay valid until w.write().
+void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
+                      const float* params);
+
+struct LoraPair {
+  std::string weight;     // base tensor name, e.g. "blk.0.attn_q.weight"
+  int64_t rank = 0, in = 0, out = 0;
+  std::vector<float> a;   // [rank, in]
+  std::vector<float> b;   // [out, rank]
+};
+
+struct LoraAdapter {
+  double alpha = 0;
+  std::vector<LoraPair> pairs;
+  // (alpha / rank) * user scale, as llama.cpp applies it (alpha 0: the user scale).
+  double scale_of(const LoraPair& p, double user_scale) const {
+    return alpha != 0 ? user_scale * alpha / double(p.rank) : user_scale;
+  }
+};
+
+// Reads and checks an adapter against the base model's config: every pair
+// complete, names of block matrices, shapes matching; errors name the file
+// and the tensor.
+LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base);
+
+// W + scale * B A (accumulated in double) for every pair, into `params` laid
+// out by ParamLayout(base) (a plain model).
+void merge_lora(const LoraAdapter& adapter, double user_scale, const ParamLayout& layout, float* params);
+
+}  // namespace ggtrain::model

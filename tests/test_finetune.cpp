@@ -1,0 +1,144 @@
+// Continued training of an existing llama GGUF (init.from) and frozen
+// tensors (train.freeze), on models the tests train and export themselves.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gguf/reader.h"
+#include "model/config.h"
+#include "model/export.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+using namespace ggtrain;
+using test_support::TempDir;
+
+namespace {
+
+train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume,
+                        int64_t stop_at = 0) {
+  train::TrainOptions o;
+  o.run_dir = dir;
+  o.config = resume ? train::saved_run_config(dir) : c;
+  o.resume = resume;
+  o.quiet = true;
+  o.stop_at = stop_at;
+  return train::run_training(o);
+}
+
+bool same_bytes(const gguf::GgufFile& a, const gguf::GgufFile& b, const std::string& name) {
+  const auto& ta = a.tensor(name);
+  const auto& tb = b.tensor(name);
+  return ta.type == tb.type && ta.n_bytes == tb.n_bytes && std::memcmp(ta.data, tb.data, ta.n_bytes) == 0;
+}
+
+// A base model: the tiny preset trained for 10 steps (step_10.gguf, F32).
+std::string make_base(TempDir& tmp) {
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  run(tmp / "base", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
+  return train::weights_path(tmp / "base", 10);
+}
+
+train::RunConfig continue_config(TempDir& tmp, const std::string& from, int64_t steps) {
+  train::RunConfig c = train::preset("s15");  // the model section must come from the file
+  c.data.corpus = tmp / "corpus.txt";
+  c.init.from = from;
+  c.train.steps = steps;
+  c.train.batch = 4;
+  c.train.seq_len = 32;
+  c.train.threads = 1;
+  c.train.eval_every = 10;
+  c.train.sample_every = 0;
+  c.checkpoint.every = 5;
+  return c;
+}
+
+}  // namespace
+
+TEST(Finetune, ContinuesAModelAndResumesExactly) {
+  TempDir tmp("ggtrain_from");
+  const std::string base = make_base(tmp);
+  const auto c = continue_config(tmp, base, 10);
+  run(tmp / "a", c, false);
+  run(tmp / "b", c, false, 5);
+  run(tmp / "b", c, true);
+  std::string why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
+                                             train::weights_path(tmp / "b", 10), &why)) << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 10),
+                                             train::state_path(tmp / "b", 10), &why)) << why;
+  // The shape, numerics and vocabulary are the base's, not the s15 preset's.
+  const gguf::GgufFile b(base), w(train::weights_path(tmp / "a", 10));
+  const auto mb = model::config_from_llama_gguf(b), mw = model::config_from_llama_gguf(w);
+  EXPECT_EQ(mw.d_model, mb.d_model);
+  EXPECT_EQ(mw.n_layers, mb.n_layers);
+  EXPECT_EQ(mw.n_kv_heads, mb.n_kv_heads);
+  EXPECT_EQ(mw.ctx, mb.ctx);
+  EXPECT_EQ(mw.tied, mb.tied);
+  EXPECT_EQ(w.find("tokenizer.ggml.tokens")->items, b.find("tokenizer.ggml.tokens")->items);
+  // It trained from the base's weights: the first step's loss is the base's
+  // level (about 3.5-4 after 10 steps), far below a fresh model's ln(320) = 5.8.
+  const auto s = run(tmp / "c", c, false);
+  EXPECT_LT(s.first_loss, 5.0);
+  EXPECT_FALSE(same_bytes(b, w, "blk.0.attn_q.weight"));  // and the weights moved
+}
+
+TEST(Finetune, ContinuesAQ8_0Export) {
+  TempDir tmp("ggtrain_from_q8");
+  const std::string base = make_base(tmp);
+  model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
+  const auto c = continue_config(tmp, tmp / "base-q8_0.gguf", 5);
+  run(tmp / "r", c, false);
+  const gguf::GgufFile w(train::weights_path(tmp / "r", 5));
+  for (const auto& t : w.tensors()) EXPECT_EQ(t.type, gguf::TensorType::F32) << t.name;  // F32 master weights
+}
+
+TEST(Finetune, ContradictingModelKeyIsAnErrorNamingIt) {
+  TempDir tmp("ggtrain_from_bad");
+  const std::string base = make_base(tmp);
+  auto c = continue_config(tmp, base, 5);
+  c.model.d_model = 32;
+  c.set_keys.insert("model.d_model");
+  try {
+    run(tmp / "r", c, false);
+    ADD_FAILURE() << "a contradicting model.d_model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.d_model = 32 but the model has 64"), std::string::npos) << e.what();
+  }
+  // The same value as the file's is fine.
+  c.model.d_model = 64;
+  EXPECT_NO_THROW(run(tmp / "ok", c, false));
+}
+
+TEST(Finetune, FrozenTensorsKeepTheirBytesAndHaveNoMoments) {
+  TempDir tmp("ggtrain_freeze");
+  const std::string base = make_base(tmp);
+  auto c = continue_config(tmp, base, 10);
+  c.train.freeze = {"token_embd", "blk.0", "output_norm"};
+  run(tmp / "a", c, false);
+  run(tmp / "b", c, false, 5);
+  run(tmp / "b", c, true);
+  std::string why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
+                                             train::weights_path(tmp / "b", 10), &why)) << why;
+  const gguf::GgufFile b(base), w(train::weights_path(tmp / "a", 10)), s(train::state_path(tmp / "a", 10));
+  for (const auto& t : b.tensors()) {
+    const bool frozen = t.name == "token_embd.weight" || t.name == "output_norm.weight" ||
+                        t.name.rfind("blk.0.", 0) == 0;
+    EXPECT_EQ(same_bytes(b, w, t.name), frozen) << t.name;
+    EXPECT_EQ(s.find_tensor("adam.m." + t.name) == nullptr, frozen) << t.name;
+  }
+  // The frozen set cannot change on resume: the moments would not match.
+  auto more = train::saved_run_config(tmp / "b");
+  more.train.steps = 15;
+  more.train.freeze = {"token_embd"};
+  train::TrainOptions o;
+  o.run_dir = tmp / "b";
+  o.config = more;
+  o.resume = true;
+  o.quiet = true;
+  EXPECT_THROW(train::run_training(o), Error);
+}

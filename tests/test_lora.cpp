@@ -1,0 +1,206 @@
+// LoRA: the adapted model (training forward), the adapter file llama.cpp
+// reads, the decoder applying it, merging, and whole LoRA runs on F32 and
+// Q8_0 bases that the tests train and export.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "infer/decoder.h"
+#include "model/checkpoint.h"
+#include "model/export.h"
+#include "model/llama.h"
+#include "model/lora.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/rng.h"
+
+using namespace ggtrain;
+using test_support::TempDir;
+
+namespace {
+
+train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume, int64_t stop_at = 0) {
+  train::TrainOptions o;
+  o.run_dir = dir;
+  o.config = resume ? train::saved_run_config(dir) : c;
+  o.resume = resume;
+  o.quiet = true;
+  o.stop_at = stop_at;
+  return train::run_training(o);
+}
+
+std::string make_base(TempDir& tmp) {
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  run(tmp / "base", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
+  return train::weights_path(tmp / "base", 10);
+}
+
+train::RunConfig lora_config(TempDir& tmp, const std::string& base, int64_t steps) {
+  train::RunConfig c = train::preset("s15");
+  c.data.corpus = tmp / "corpus.txt";
+  c.init.from = base;
+  c.train.lora = {4, 8.0, {"attn_q", "attn_v", "attn_output", "ffn_down"}};
+  c.train.lr_max = 1e-2;
+  c.train.steps = steps;
+  c.train.batch = 4;
+  c.train.seq_len = 32;
+  c.train.threads = 1;
+  c.train.sample_every = 0;
+  c.checkpoint.every = 5;
+  return c;
+}
+
+double max_abs_diff(const float* a, const float* b, int64_t n) {
+  double d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
+  return d;
+}
+
+std::vector<int32_t> some_tokens(int64_t n, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 37 + 11) % vocab);
+  return t;
+}
+
+}  // namespace
+
+// A freshly initialised adapter (B = 0) leaves the base model's logits
+// exactly as they are; after B moves, they change.
+TEST(Lora, InitialAdapterIsTheBaseModel) {
+  model::LlamaConfig c;
+  c.vocab = 40, c.d_model = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 48, c.ctx = 16;
+  model::LlamaConfig lc = c;
+  lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
+  model::LlamaModel<float> base(c, 1, 16), adapted(lc, 1, 16);
+  Rng rng(3);
+  for (int64_t i = 0; i < base.n_params(); ++i) base.params()[i] = float(rng.normal() * 0.3);
+  std::copy(base.params(), base.params() + base.n_params(), adapted.params());  // same offsets
+  model::init_lora(adapted.layout(), adapted.params(), 9);
+  const auto tokens = some_tokens(16, c.vocab);
+  base.forward(tokens.data(), nullptr);
+  adapted.forward(tokens.data(), nullptr);
+  EXPECT_EQ(max_abs_diff(base.logits(), adapted.logits(), 16 * c.vocab), 0.0);
+  const auto& b = adapted.layout().get("blk.1.ffn_down.weight.lora_b");
+  for (int64_t i = 0; i < b.size; ++i) adapted.params()[b.offset + i] = 0.05f;
+  adapted.forward(tokens.data(), nullptr);
+  EXPECT_GT(max_abs_diff(base.logits(), adapted.logits(), 16 * c.vocab), 1e-3);
+}
+
+// A LoRA run: checkpoints are adapters (no base tensors), the base is never
+// written, resume is bit-exact; the decoder with the adapter computes what
+// the training-time model computes; the merged export equals base + adapter.
+TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
+  TempDir tmp("ggtrain_lora");
+  const std::string base = make_base(tmp);
+  const auto c = lora_config(tmp, base, 10);
+  run(tmp / "a", c, false);
+  run(tmp / "b", c, false, 5);
+  run(tmp / "b", c, true);
+  std::string why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
+                                             train::weights_path(tmp / "b", 10), &why)) << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 10),
+                                             train::state_path(tmp / "b", 10), &why)) << why;
+
+  const std::string adapter = train::weights_path(tmp / "a", 10);
+  const gguf::GgufFile af(adapter), bf(base), sf(train::state_path(tmp / "a", 10));
+  EXPECT_EQ(af.get_string("general.type"), "adapter");
+  EXPECT_EQ(af.get_string("adapter.type"), "lora");
+  EXPECT_FLOAT_EQ(float(af.get_float("adapter.lora.alpha")), 8.0f);
+  EXPECT_EQ(af.tensors().size(), 2u * 4u * 2u);  // 2 layers x 4 targets x (A, B)
+  for (const auto& t : af.tensors()) EXPECT_NE(sf.find_tensor("adam.m." + t.name), nullptr) << t.name;
+  EXPECT_EQ(sf.find_tensor("adam.m.blk.0.attn_q.weight"), nullptr);  // the base has no moments
+
+  // The training-time model (base + LoRA tensors) vs the decoder with the adapter.
+  const auto bc = model::config_from_llama_gguf(bf);
+  model::LlamaConfig lc = bc;
+  lc.lora = {4, 8.0, c.train.lora.targets};
+  const int64_t T = 24;
+  model::LlamaModel<float> m(lc, 1, T);
+  model::load_llama_params(bf, model::ParamLayout(bc), m.params());
+  for (const auto& t : m.layout().tensors()) {
+    if (!model::ParamLayout(bc).find(t.name)) {
+      const auto v = af.to_float(af.tensor(t.name));
+      std::copy(v.begin(), v.end(), m.params() + t.offset);
+    }
+  }
+  const auto tokens = some_tokens(T, bc.vocab);
+  m.forward(tokens.data(), nullptr);
+  infer::Decoder plain(bf), with(bf);
+  with.add_lora(model::read_lora_adapter(af, bc), 1.0);
+  plain.eval(tokens.data(), T, true);
+  with.eval(tokens.data(), T, true);
+  EXPECT_LE(max_abs_diff(m.logits(), with.logits(), T * bc.vocab), 1e-5);
+  EXPECT_GT(max_abs_diff(plain.logits(), with.logits(), T * bc.vocab), 1e-3);  // the adapter trained
+
+  model::merge_lora_model(base, adapter, 1.0, tmp / "merged.gguf", gguf::TensorType::F32);
+  const gguf::GgufFile mf(tmp / "merged.gguf");
+  infer::Decoder merged(mf);
+  merged.eval(tokens.data(), T, true);
+  EXPECT_LE(max_abs_diff(merged.logits(), with.logits(), T * bc.vocab), 1e-5);
+  EXPECT_EQ(mf.find("tokenizer.ggml.tokens")->items, bf.find("tokenizer.ggml.tokens")->items);
+}
+
+// A Q8_0 base trains too (dequantized into the frozen F32 weights); resuming
+// with a different base is refused.
+TEST(Lora, Q8_0BaseAndAChangedBase) {
+  TempDir tmp("ggtrain_lora_q8");
+  const std::string base = make_base(tmp);
+  model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
+  auto c = lora_config(tmp, tmp / "base-q8_0.gguf", 10);
+  run(tmp / "r", c, false, 5);
+  EXPECT_EQ(gguf::GgufFile(train::weights_path(tmp / "r", 5)).get_string("general.type"), "adapter");
+  model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::F16);  // the base changes
+  try {
+    run(tmp / "r", c, true);
+    ADD_FAILURE() << "resume on a changed base was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("base model"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Lora, BadAdaptersAreClearErrors) {
+  TempDir tmp("ggtrain_lora_bad");
+  model::LlamaConfig c;
+  c.vocab = 40, c.d_model = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 48, c.ctx = 16;
+  std::vector<float> a(4 * 32, 0.1f), b(32 * 4, 0.1f), bad(5 * 32, 0.1f);
+  auto write = [&](const std::string& name, auto&& add) {
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::str("llama"));
+    w.set("general.type", gguf::Value::str("adapter"));
+    w.set("adapter.type", gguf::Value::str("lora"));
+    w.set("adapter.lora.alpha", gguf::Value::f32(8));
+    add(w);
+    w.write(tmp / name);
+    return std::string(tmp / name);
+  };
+  auto expect_error = [&](const std::string& path, const std::string& needle) {
+    try {
+      model::read_lora_adapter(gguf::GgufFile(path), c);
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  };
+  expect_error(write("no_b.gguf", [&](auto& w) {
+    w.add_tensor_f32("blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
+  }), "lora_b");
+  expect_error(write("no_a.gguf", [&](auto& w) {
+    w.add_tensor_f32("blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+  }), "lora_a");
+  expect_error(write("shape.gguf", [&](auto& w) {
+    w.add_tensor_f32("blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 5}, bad.data());
+    w.add_tensor_f32("blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+  }), "blk.0.attn_q.weight.lora_a");
+  expect_error(write("layer.gguf", [&](auto& w) {
+    w.add_tensor_f32("blk.7.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
+    w.add_tensor_f32("blk.7.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+  }), "blk.7.attn_q.weight");
+}
