@@ -5,9 +5,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/export.h"
+#include "model/import.h"
+#include "gguf/writer.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -141,4 +145,47 @@ TEST(Finetune, FrozenTensorsKeepTheirBytesAndHaveNoMoments) {
   o.resume = true;
   o.quiet = true;
   EXPECT_THROW(train::run_training(o), Error);
+}
+
+// An older trainer's per-head checkpoint: `ggtrain import` fuses it, and the
+// imported model continues (fresh AdamW state) and resumes exactly.
+TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
+  TempDir tmp("ggtrain_from_import");
+  const std::string base = make_base(tmp);
+  const gguf::GgufFile b(base);
+  const auto mc = model::config_from_llama_gguf(b);
+  gguf::GgufWriter w;  // the base, written per head as toy-from-scratch/v1 does
+  for (const auto& [k, v] : b.metadata())
+    if (k.rfind("ggtrain.", 0) != 0) w.set(k, v);
+  w.set("toy.checkpoint_format", gguf::Value::str("toy-from-scratch/v1"));
+  w.set("toy.ggml_native", gguf::Value::boolean(true));
+  std::vector<std::vector<float>> keep;
+  for (const auto& t : b.tensors()) {
+    keep.push_back(b.to_float(t));
+    const bool qkv = t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
+                     t.name.find(".attn_v.") != std::string::npos;
+    if (!qkv) {
+      w.add_tensor_f32(t.name, gguf::TensorType::F32, t.shape(), keep.back().data());
+      continue;
+    }
+    const int64_t dh = mc.d_head(), heads = int64_t(t.ne[1]) / dh;
+    const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
+    for (int64_t h = 0; h < heads; ++h)
+      w.add_tensor_f32(fmt::format("{}.head_{}.weight", stem, h), gguf::TensorType::F32,
+                       {uint64_t(mc.d_model), uint64_t(dh)}, keep.back().data() + h * dh * mc.d_model);
+  }
+  w.write(tmp / "per-head.gguf");
+  model::import_checkpoint(tmp / "per-head.gguf", tmp / "imported.gguf");
+  const gguf::GgufFile imp(tmp / "imported.gguf");
+  for (const auto& t : b.tensors()) EXPECT_TRUE(same_bytes(b, imp, t.name)) << t.name;
+
+  const auto c = continue_config(tmp, tmp / "imported.gguf", 10);
+  run(tmp / "a", c, false);
+  run(tmp / "b", c, false, 5);
+  run(tmp / "b", c, true);
+  std::string why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
+                                             train::weights_path(tmp / "b", 10), &why)) << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 10),
+                                             train::state_path(tmp / "b", 10), &why)) << why;
 }
