@@ -50,9 +50,10 @@ int eval_text(const gguf::GgufFile& f, infer::Decoder& dec, const std::string& p
   std::stringstream ss;
   ss << in.rdbuf();
   auto tok = data::Tokenizer::from_gguf(f);
-  auto tokens = tok.encode(ss.str(), true);
+  // As llama.cpp: BOS first and at each chunk start only when the vocabulary asks for it.
+  auto tokens = tok.encode(ss.str(), tok.add_bos());
   const bool tty = ::isatty(2);
-  auto r = infer::perplexity(dec, tokens, ctx, tok.bos_id(), [&](int64_t c, double ppl) {
+  auto r = infer::perplexity(dec, tokens, ctx, tok.add_bos() ? tok.bos_id() : -1, [&](int64_t c, double ppl) {
     if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
   });
   if (tty) fmt::print(stderr, "\n");

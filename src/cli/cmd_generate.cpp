@@ -52,7 +52,7 @@ Runner add_generate_command(CLI::App& app) {
     infer::Decoder dec(f, o->ctx);
     apply_lora_options(o->lora, dec);
     auto tok = data::Tokenizer::from_gguf(f);
-    std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, true) : parse_token_list(o->tokens);
+    std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, tok.add_bos()) : parse_token_list(o->tokens);
     if (prompt.empty()) fail("generate: the prompt is empty");
     if (o->tokens.empty()) fmt::print("{}", o->prompt);
     std::fflush(stdout);
