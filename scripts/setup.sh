@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config libdnnl-dev libfmt-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev libsentencepiece-dev libtomlplusplus-dev libicu-dev bible-kjv)
+# Data-parallel training (`mpirun -np N ggtrain train`): Open MPI. Optional
+# for the build (without it, or with cmake -DGGTRAIN_MPI=OFF, ggtrain trains
+# in one process); the tests' two-host check also uses `ip` (iproute2).
+PACKAGES+=(libopenmpi-dev openmpi-bin iproute2)
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable

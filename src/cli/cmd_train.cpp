@@ -1,5 +1,6 @@
 #include <fmt/core.h>
 
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "train/distributed.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -37,6 +39,7 @@ int run(const Opts& o) {
   }
   for (const auto& s : o.sets) train::apply_override(opts.config, s);
   auto sum = train::run_training(opts);
+  if (!train::world().root()) return 0;  // under mpirun rank 0 alone reports
   fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {:.4f}, {:.0f} tokens/s\n"
              "final weights: {}\n",
              sum.first_step, sum.last_step, sum.first_loss, sum.last_loss, sum.last_val_loss,
@@ -47,11 +50,30 @@ int run(const Opts& o) {
   return 0;
 }
 
+// Under mpirun a failure on any rank must end every rank (the others would
+// wait for it in the next collective forever) with one message: see
+// Communicator::abort_all. One process just returns to main's message.
+void end_all_ranks(const std::string& message) {
+  if (!train::world_started()) {
+    // Failed before the ranks met (arguments, config): every rank failed
+    // alike, so the launcher's rank 0 alone says why.
+    if (train::launcher_size() > 1 && train::launcher_rank() != 0) std::_Exit(1);
+    return;
+  }
+  if (train::world().size() > 1) train::world().abort_all(message);
+  train::world().finalize();
+}
+
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("train", "Train a model; checkpoints go to RUN_DIR/weights");
+  auto* cmd = app.add_subcommand(
+      "train", train::built_with_mpi()
+                   ? "Train a model; checkpoints go to RUN_DIR/weights. `mpirun -np N ggtrain train ...` "
+                     "trains data-parallel on N ranks (train.batch is the global micro-batch)"
+                   : "Train a model; checkpoints go to RUN_DIR/weights. This ggtrain was built without "
+                     "MPI: one process only (install libopenmpi-dev and rebuild for mpirun)");
   cmd->add_option("--config", o->config, "TOML config file (applied over the preset)");
   cmd->add_option("--preset", o->preset, "Starting point: tiny, s15 (default), smol135");
   cmd->add_option("--set", o->sets, "Override one key: section.key=value (repeatable)");
@@ -63,14 +85,19 @@ Runner add_train_command(CLI::App& app) {
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     try {
-      return run(*o);
-    } catch (const ggtrain::Error&) {
+      const int rc = run(*o);
+      if (train::world_started()) train::world().finalize();
+      return rc;
+    } catch (const ggtrain::Error& e) {
+      end_all_ranks(e.what());
       throw;
     } catch (const std::bad_alloc&) {
+      end_all_ranks("out of memory");
       throw;
     } catch (const std::exception& e) {
       // A library's own exception (std::filesystem, JSON, ...) must still end
       // in a message and a non-zero exit, never in std::terminate.
+      end_all_ranks(fmt::format("train: {}", e.what()));
       throw ggtrain::Error(fmt::format("train: {}", e.what()));
     }
   };

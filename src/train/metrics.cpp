@@ -11,7 +11,9 @@
 
 namespace ggtrain::train {
 
-MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step) : run_dir_(std::move(run_dir)) {
+MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step, bool write)
+    : run_dir_(std::move(run_dir)), write_(write) {
+  if (!write_) return;
   const std::string path = run_dir_ + "/metrics.jsonl";
   std::string kept;
   if (resume_step >= 0) {
@@ -37,6 +39,7 @@ MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step) : run_dir_(std:
 }
 
 void MetricsLog::append(const nlohmann::json& record) {
+  if (!write_) return;
   out_ << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out_.flush();
   if (!out_) fail("{}/metrics.jsonl: cannot append a record (disk full?)", run_dir_);
@@ -54,6 +57,7 @@ void MetricsLog::log_eval(const nlohmann::json& r) {
 }
 
 void MetricsLog::write_plot() const {
+  if (!write_) return;
   const std::string svg = loss_svg(train_, val_);
   write_file_atomic(run_dir_ + "/loss.svg", svg.data(), svg.size());
 }

@@ -14,7 +14,9 @@ class MetricsLog {
  public:
   // On resume, keeps only the records of steps <= resume_step (a crashed run
   // may have logged steps past its last checkpoint); -1 starts a new file.
-  MetricsLog(std::string run_dir, int64_t resume_step);
+  // write = false: a log that touches no file (data-parallel ranks other
+  // than 0, whose records rank 0 already writes).
+  MetricsLog(std::string run_dir, int64_t resume_step, bool write = true);
   void log_step(const nlohmann::json& record);  // needs "step" and "loss"
   void log_eval(const nlohmann::json& record);  // needs "step" and "val_loss"
   void write_plot() const;                      // atomic write of loss.svg
@@ -22,6 +24,7 @@ class MetricsLog {
  private:
   void append(const nlohmann::json& record);
   std::string run_dir_;
+  bool write_ = true;
   std::ofstream out_;
   std::vector<std::pair<double, double>> train_, val_;
 };

@@ -28,14 +28,20 @@
 #include "gguf/reader.h"
 #include "infer/generator.h"
 #include "model/donor.h"
+#include "model/checkpoint.h"
+#include "model/freeze.h"
 #include "model/init.h"
+#include "model/lora.h"
 #include "model/llama.h"
 #include "train/adamw.h"
+#include "train/data_parallel.h"
+#include "train/finetune.h"
 #include "train/metrics.h"
 #include "train/run_checkpoint.h"
 #include "train/schedule.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 namespace ggtrain::train {
 
@@ -263,11 +269,12 @@ std::string new_run_id() {
 
 data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet,
                                        int64_t resume_step) {
-  if (!c.init.donor.empty()) {
+  for (const auto& [key, path] : {std::pair{"init.donor", c.init.donor}, std::pair{"init.from", c.init.from}}) {
+    if (path.empty()) continue;
     try {
-      return data::Tokenizer::from_gguf(gguf::GgufFile(c.init.donor));
+      return data::Tokenizer::from_gguf(gguf::GgufFile(path));
     } catch (const Error& e) {
-      fail("{} (init.donor must be a llama GGUF with a vocabulary)", e.what());
+      fail("{} ({} must be a llama GGUF with a vocabulary)", e.what(), key);
     }
   }
   const std::string& t = c.data.tokenizer;
@@ -299,6 +306,20 @@ data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunCon
   return data::Tokenizer::from_sentencepiece(own);
 }
 
+// The model without its LoRA tensors: the base a LoRA run adapts.
+model::LlamaConfig base_config(model::LlamaConfig c) {
+  c.lora = {};
+  return c;
+}
+
+// Every tensor of the base: all frozen in a LoRA run.
+std::set<std::string> base_tensors(const model::LlamaConfig& c) {
+  std::set<std::string> names;
+  const model::ParamLayout base(base_config(c));  // (a temporary's tensors() would dangle in the loop)
+  for (const auto& t : base.tensors()) names.insert(t.name);
+  return names;
+}
+
 std::string duration_text(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   int64_t t = int64_t(s);
@@ -315,6 +336,8 @@ class Run {
   void sample(int64_t step);
   void checkpoint(int64_t step);
   void load_donor();
+  void open_base();
+  void fingerprint_base();
   void attach_donor();
   CheckpointData checkpoint_data();
 
@@ -327,7 +350,10 @@ class Run {
   std::unique_ptr<data::BatchLoader> loader_, val_loader_;
   model::LlamaConfig mc_;
   std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
+  std::unique_ptr<gguf::GgufFile> base_;      // init.from, else null
+  uint64_t base_checksum_ = 0;                // of base_'s weights, in LoRA runs
   std::unique_ptr<model::LlamaModel<float>> model_;
+  std::unique_ptr<DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_;
   std::unique_ptr<MetricsLog> metrics_;
@@ -336,7 +362,9 @@ class Run {
 };
 
 Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
+  if (!c_.init.from.empty()) open_base();  // a fresh run takes its model section from the file
   c_.validate();
+  dp_ = std::make_unique<DataParallel>(world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
   const std::string& dir = opts_.run_dir;
   if (!opts_.resume && latest_step(dir) >= 0)
     fail("{}: this run folder already has checkpoints; use --resume to continue it", dir);
@@ -361,14 +389,15 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   }
   if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
   tok_ = std::make_unique<data::Tokenizer>(load_or_train_tokenizer(dir, c_, opts_.quiet, resume_step));
-  if (opts_.resume)
+  if (opts_.resume && c_.train.lora.rank == 0)  // a LoRA checkpoint is an adapter, without vocabulary
     check_same_vocabulary(*tok_,
                           !c_.init.donor.empty()        ? c_.init.donor
+                          : !c_.init.from.empty()       ? c_.init.from
                           : c_.data.tokenizer.empty() ? dir + "/tokenizer.model"
                                                       : c_.data.tokenizer,
                           weights_path(dir, resume_step));
   const std::string train_path = dir + "/data/train.tok", val_path = dir + "/data/val.tok";
-  if (!opts_.resume || !fs::exists(train_path) || !fs::exists(val_path)) {
+  if ((!opts_.resume && dp_->root()) || !fs::exists(train_path) || !fs::exists(val_path)) {
     auto st = data::prepare_corpus(c_.data.corpus, *tok_, c_.data.val_fraction, c_.train.seed,
                                    train_path, val_path);
     if (!opts_.quiet)
@@ -386,10 +415,18 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
 
   mc_ = c_.llama(tok_->vocab_size());
   if (donor_) attach_donor();
-  model_ = std::make_unique<model::LlamaModel<float>>(mc_, c_.train.batch, T);
+  if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
+  const auto frozen = mc_.lora.rank > 0 ? base_tensors(mc_)
+                                        : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
+  model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), T, frozen);
+  dp_->attach(*model_);
   if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());
-  m_.assign(size_t(model_->n_params()), 0.f);
-  v_.assign(size_t(model_->n_params()), 0.f);
+  m_.assign(size_t(model_->n_trainable()), 0.f);
+  v_.assign(size_t(model_->n_trainable()), 0.f);
+  if (mc_.lora.rank > 0) fingerprint_base();
+  if (!frozen.empty() && !opts_.quiet)
+    fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(),
+               model_->layout().tensors().size(), model_->grad_layout().total(), model_->layout().total());
   inputs_.resize(size_t(c_.train.batch * T));
   targets_.resize(size_t(c_.train.batch * T));
   if (opts_.resume) {
@@ -402,12 +439,37 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
     if (!opts_.quiet) fmt::print(stderr, "resuming run {} at step {}\n", run_id_, start_step_);
   } else {
     run_id_ = new_run_id();
-    model::init_params(mc_, model_->layout(), model_->params(), c_.train.seed);
+    if (base_) {
+      if (base_->get_uint_or("llama.vocab_size", uint64_t(tok_->vocab_size())) != uint64_t(tok_->vocab_size()) ||
+          mc_.vocab != tok_->vocab_size())
+        fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(),
+             tok_->vocab_size());
+      model::load_llama_params(*base_, model::ParamLayout(base_config(mc_)), model_->params());  // dequantized to F32
+      if (mc_.lora.rank > 0) model::init_lora(model_->layout(), model_->params(), c_.train.seed);
+      if (!opts_.quiet)
+        fmt::print(stderr, "continuing {}: {} parameters as F32 master weights, fresh AdamW state\n",
+                   base_->path(), model_->layout().total());
+    } else {
+      model::init_params(mc_, model_->layout(), model_->params(), c_.train.seed);
+    }
     if (donor_) model::init_lens(*donor_, model_->layout(), model_->params(), c_.train.seed);
     const std::string cfg = to_toml(c_);
     write_file_atomic(dir + "/config.toml", cfg.data(), cfg.size());
   }
-  metrics_ = std::make_unique<MetricsLog>(dir, opts_.resume ? start_step_ : -1);
+  dp_->shard_moments(m_, v_);  // ZeRO-1: keep this rank's slices only
+  if (!opts_.quiet && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe());
+  metrics_ = std::make_unique<MetricsLog>(dir, opts_.resume ? start_step_ : -1, dp_->root());
+}
+
+// init.from: keeps the file mapped for the weights; a fresh run takes the
+// model section from it (a resumed one has it in its saved config already).
+void Run::open_base() {
+  try {
+    base_ = std::make_unique<gguf::GgufFile>(c_.init.from);
+    if (!opts_.resume) adopt_model_of(opts_.config, *base_);
+  } catch (const Error& e) {
+    fail("{} (init.from)", e.what());
+  }
 }
 
 void Run::load_donor() {
@@ -431,8 +493,18 @@ void Run::attach_donor() {
                c_.init.donor, donor_->vocab, donor_->dim, mc_.d_model, donor_->dim);
 }
 
+// A LoRA run's frozen base and its fingerprint (the params hold it at the
+// offsets of the plain model).
+void Run::fingerprint_base() {
+  const model::ParamLayout base(base_config(mc_));
+  std::vector<float> w(size_t(base.total()));
+  model::load_llama_params(*base_, base, w.data());
+  base_checksum_ = fnv1a(w.data(), w.size() * sizeof(float));
+}
+
 CheckpointData Run::checkpoint_data() {
-  return {&mc_, &model_->layout(), tok_.get(), model_->params(), m_.data(), v_.data(), donor_.get()};
+  return {&mc_, &model_->layout(), &model_->grad_layout(), tok_.get(), model_->params(), m_.data(),
+          v_.data(), donor_.get(), mc_.lora.rank > 0 ? base_.get() : nullptr, base_checksum_};
 }
 
 double Run::evaluate() {
@@ -444,9 +516,9 @@ double Run::evaluate() {
   for (int64_t i = 0; i < n_batches; ++i) {
     for (int64_t b = 0; b < B; ++b)
       val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T);
-    sum += model_->forward(inputs_.data(), targets_.data());
+    sum += model_->forward(dp_->local(inputs_.data()), dp_->local(targets_.data()));
   }
-  return sum / double(n_batches);
+  return dp_->mean_over_ranks(sum) / double(n_batches);
 }
 
 void Run::sample(int64_t step) {
@@ -459,6 +531,8 @@ void Run::sample(int64_t step) {
 }
 
 void Run::checkpoint(int64_t step) {
+  const auto whole = dp_->prepare_checkpoint(step, m_, v_);  // ZeRO-1: rank 0 holds all of m, v meanwhile
+  if (!dp_->root()) return;  // rank 0 writes the run's files
   CheckpointMeta meta{step, run_id_, to_toml(c_), loader_->state()};
   try {
     save_checkpoint(opts_.run_dir, meta, checkpoint_data(), c_.checkpoint.keep_last);
@@ -491,20 +565,21 @@ TrainSummary Run::loop(StopSignals& signals) {
     model_->zero_grad();
     double loss = 0;
     for (int64_t k = 0; k < t.grad_accum; ++k) {
-      loader_->next(t.batch, inputs_.data(), targets_.data());
-      loss += model_->forward(inputs_.data(), targets_.data()) / double(t.grad_accum);
-      model_->backward(1.0f / float(t.grad_accum));
+      loader_->next(t.batch, inputs_.data(), targets_.data());  // the global micro-batch, on every rank
+      dp_->begin_micro_batch(k + 1 == t.grad_accum);
+      loss += model_->forward(dp_->local(inputs_.data()), dp_->local(targets_.data())) / double(t.grad_accum);
+      model_->backward(dp_->loss_share() / float(t.grad_accum));
     }
+    loss = dp_->finish_backward(loss, step + 1);  // gradients summed over ranks, loss averaged
     const int64_t done = step + 1;
     const bool inject = inject_steps_.count(done) > 0;
-    if (inject && inject_grad_) model_->grads()[0] = INFINITY;
-    const double norm = grad_global_norm(model_->grads(), model_->n_params());
+    if (inject && inject_grad_) dp_->inject_nonfinite_gradient();
+    const double norm = dp_->grad_norm();
     if (inject && !inject_grad_) loss = NAN;
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
       nonfinite_in_a_row = 0;
-      adamw_step(model_->layout(), model_->params(), model_->grads(), m_.data(), v_.data(), step + 1,
-                 lr, adamw, clip_scale(norm, t.grad_clip));
+      dp_->adamw(m_, v_, step + 1, lr, adamw, clip_scale(norm, t.grad_clip));
     } else {
       const std::string what = fmt::format("step {}: loss {:.6g} / gradient norm {:.6g} is not finite", done, loss, norm);
       if (!skip_nonfinite)
@@ -547,8 +622,8 @@ TrainSummary Run::loop(StopSignals& signals) {
         if (!opts_.quiet) fmt::print(stderr, "{}validation at step {}: loss {:.4f}, perplexity {:.2f}\n", tty ? "\n" : "", done, vl, std::exp(vl));
       }
     }
-    if (t.sample_every > 0 && done % t.sample_every == 0) sample(done);
-    const int sig = signals.caught();
+    if (t.sample_every > 0 && done % t.sample_every == 0 && dp_->root()) sample(done);
+    const int sig = int(dp_->max_over_ranks(signals.caught()));  // every rank stops at the same step
     const bool stop_here = (opts_.stop_at > 0 && done == opts_.stop_at) || sig != 0;
     if ((c_.checkpoint.every > 0 && done % c_.checkpoint.every == 0) || done == t.steps || stop_here)
       checkpoint(done);
@@ -570,9 +645,17 @@ TrainSummary Run::loop(StopSignals& signals) {
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& opts) {
-  StopSignals signals;  // before any thread of the run exists
-  Run run(opts);
-  return run.loop(signals);
+  StopSignals signals;  // before any thread of the run exists (MPI's too: they inherit the mask)
+  Communicator& comm = world();
+  TrainOptions mine = opts;
+  mine.quiet = opts.quiet || !comm.root();  // rank 0 alone reports
+  // Rank 0 prepares the run folder (tokenizer, token files) before the
+  // other ranks open it.
+  std::unique_ptr<Run> run;
+  if (comm.root()) run = std::make_unique<Run>(mine);
+  comm.barrier();
+  if (!comm.root()) run = std::make_unique<Run>(mine);
+  return run->loop(signals);
 }
 
 RunConfig saved_run_config(const std::string& run_dir) {

@@ -1,0 +1,143 @@
+// Data-parallel pieces that need no MPI: the bucket and ZeRO-1 slice plan,
+// AdamW on a slice against AdamW on the whole buffer, and the trainer's
+// single-process pass-through.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "model/llama.h"
+#include "model/params.h"
+#include "train/adamw.h"
+#include "train/data_parallel.h"
+#include "train/distributed.h"
+#include "train/zero.h"
+
+using namespace ggtrain;
+
+namespace {
+
+model::LlamaConfig small_config(bool tied) {
+  model::LlamaConfig c;
+  c.vocab = 97;
+  c.d_model = 32;
+  c.n_layers = 3;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_ff = 48;
+  c.ctx = 16;
+  c.tied = tied;
+  return c;
+}
+
+TEST(Zero, BlockOfName) {
+  EXPECT_EQ(train::block_of("blk.0.attn_q.weight"), 0);
+  EXPECT_EQ(train::block_of("blk.17.ffn_down.weight"), 17);
+  EXPECT_EQ(train::block_of("token_embd.weight"), -1);
+  EXPECT_EQ(train::block_of("blk.x.attn_q.weight"), -1);
+  EXPECT_EQ(train::block_of("blk.3"), -1);
+  EXPECT_EQ(train::block_of("output.weight"), -1);
+}
+
+// Every element of every tensor is in exactly one bucket and, within it, in
+// exactly one rank's slice; a block's bucket holds only that block's
+// tensors; shard offsets pack each rank's slices.
+TEST(Zero, PlanPartitionsEveryTensorOnce) {
+  for (bool tied : {true, false}) {
+    const model::ParamLayout layout(small_config(tied));
+    for (int n : {1, 2, 3, 8, 64}) {
+      for (int64_t max_elements : {int64_t(1) << 22, int64_t(1000)}) {
+        std::vector<int> owner(size_t(layout.total()), -1);
+        for (int r = 0; r < n; ++r) {
+          const auto plan = train::plan_buckets(layout, n, r, max_elements);
+          int64_t packed = 0;
+          for (const auto& b : plan.buckets) {
+            ASSERT_LE(b.hi - b.lo, max_elements);
+            ASSERT_EQ(b.shard_at, packed);
+            packed += b.counts[size_t(r)];
+            int64_t covered = 0;
+            for (int q = 0; q < n; ++q) {
+              ASSERT_EQ(b.displs[size_t(q)], covered);
+              if (b.counts[size_t(q)] > 0) ASSERT_EQ((b.lo + b.displs[size_t(q)]) % 16, 0);  // vector alignment
+              covered += b.counts[size_t(q)];
+            }
+            ASSERT_EQ(covered, b.hi - b.lo);
+            const int64_t lo = b.lo + b.displs[size_t(r)];
+            for (int64_t i = lo; i < lo + b.counts[size_t(r)]; ++i) {
+              ASSERT_EQ(owner[size_t(i)], -1) << "element " << i << " in two slices";
+              owner[size_t(i)] = r;
+            }
+            for (const auto& t : layout.tensors())
+              if (t.offset < b.hi && t.offset + t.size > b.lo) EXPECT_EQ(train::block_of(t.name), b.layer) << t.name;
+          }
+          EXPECT_EQ(packed, plan.shard_size);
+        }
+        for (const auto& t : layout.tensors())
+          for (int64_t i = t.offset; i < t.offset + t.size; ++i)
+            ASSERT_NE(owner[size_t(i)], -1) << t.name << " element " << i << " in no slice (n=" << n << ")";
+      }
+    }
+  }
+}
+
+// ZeRO-1's update: each rank's slices, AdamW'd with compact moments, give
+// the same bits as one AdamW step over the whole buffer (the independent
+// truth here is adamw_step, itself checked against PyTorch reference states).
+TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
+  const model::ParamLayout layout(small_config(false));
+  const size_t n = size_t(layout.total());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (size_t i = 0; i < n; ++i) p[i] = d(rng), g[i] = d(rng), m[i] = 0.1f * d(rng), v[i] = std::fabs(d(rng));
+  train::AdamWConfig cfg;
+  auto p_whole = p, m_whole = m, v_whole = v;
+  train::adamw_step(layout, p_whole.data(), g.data(), m_whole.data(), v_whole.data(), 3, 1e-2, cfg, 0.7f);
+  for (int ranks : {2, 3, 5}) {
+    auto p_dp = p;
+    std::vector<float> m_out(n, NAN), v_out(n, NAN);
+    for (int r = 0; r < ranks; ++r) {
+      const auto plan = train::plan_buckets(layout, ranks, r, 700);
+      std::vector<float> gs(size_t(plan.shard_size)), ms(gs.size()), vs(gs.size());
+      train::copy_to_shard(plan, r, g.data(), gs.data());
+      train::copy_to_shard(plan, r, m.data(), ms.data());
+      train::copy_to_shard(plan, r, v.data(), vs.data());
+      for (const auto& b : plan.buckets) {
+        const int64_t lo = b.lo + b.displs[size_t(r)], len = b.counts[size_t(r)];
+        train::adamw_step_range(layout, lo, lo + len, p_dp.data(), gs.data() + b.shard_at, ms.data() + b.shard_at,
+                                vs.data() + b.shard_at, 3, 1e-2, cfg, 0.7f);
+        std::copy_n(ms.data() + b.shard_at, len, m_out.data() + lo);
+        std::copy_n(vs.data() + b.shard_at, len, v_out.data() + lo);
+      }
+    }
+    for (const auto& t : layout.tensors())
+      for (int64_t i = t.offset; i < t.offset + t.size; ++i) {
+        ASSERT_EQ(p_dp[size_t(i)], p_whole[size_t(i)]) << t.name << " ranks " << ranks;
+        ASSERT_EQ(m_out[size_t(i)], m_whole[size_t(i)]) << t.name;
+        ASSERT_EQ(v_out[size_t(i)], v_whole[size_t(i)]) << t.name;
+      }
+  }
+}
+
+// One process: the whole batch, unchanged gradients and moments, and a
+// batch that any rank count divides.
+TEST(Zero, SingleProcessIsAPassThrough) {
+  auto& one = train::single_process();
+  train::DataParallel dp(one, 6, 16, 1);
+  EXPECT_EQ(dp.local_batch(), 6);
+  EXPECT_FALSE(dp.sharded());
+  model::LlamaModel<float> model(small_config(true), dp.local_batch(), 16);
+  dp.attach(model);
+  EXPECT_FALSE(model.on_layer_grads);  // no hook in backward() for one process
+  const int32_t tokens[6 * 16] = {};
+  EXPECT_EQ(dp.local(tokens), tokens);
+  EXPECT_EQ(dp.loss_share(), 1.0f);
+  std::vector<float> m(size_t(model.n_trainable()), 1.f), v = m;
+  dp.shard_moments(m, v);
+  EXPECT_EQ(int64_t(m.size()), model.n_trainable());
+  EXPECT_EQ(dp.finish_backward(2.5, 1), 2.5);
+  EXPECT_EQ(dp.mean_over_ranks(3.0), 3.0);
+  EXPECT_EQ(dp.prepare_checkpoint(1, m, v), nullptr);
+}
+
+}  // namespace
