@@ -222,6 +222,27 @@ std::vector<Case> cases() {
                  return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "data.tokenizer=" + e.t("x.model")});
                },
                {"init.donor", "data.tokenizer"}});
+  // --- finetuning (init.from, train.freeze, train.lora)
+  c.push_back({"from_missing", "`init.from` names no file",
+               [](Env& e) { return e.fresh({"init.from=" + e.t("nope.gguf")}); }, {"nope.gguf", "init.from"}});
+  c.push_back({"from_contradicting_key", "`init.from` with a `model.*` key that contradicts the file",
+               [](Env& e) { return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "model.d_model=32"}); },
+               {"tiny-spm.gguf", "model.d_model = 32", "init.from"}});
+  c.push_back({"from_and_donor", "`init.from` together with `init.donor`",
+               [](Env& e) {
+                 return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"});
+               },
+               {"init.from", "init.donor"}});
+  c.push_back({"freeze_names_nothing", "`train.freeze` names no tensor of the model",
+               [](Env& e) { return e.fresh({"train.freeze=token_embd,blk.9"}); }, {"train.freeze", "blk.9"}});
+  c.push_back({"lora_without_base", "`train.lora.rank` without `init.from`",
+               [](Env& e) { return e.fresh({"train.lora.rank=4"}); }, {"train.lora", "init.from"}});
+  c.push_back({"lora_unknown_target", "`train.lora.targets` names no block matrix",
+               [](Env& e) {
+                 return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "train.lora.rank=4",
+                                 "train.lora.targets=attn_q,attn_x"});
+               },
+               {"train.lora.targets", "attn_x"}});
   // --- run folders and resuming
   c.push_back({"run_dir_is_a_file", "`--run-dir` is a file",
                [](Env& e) { spit(e.t("run"), "x"); return e.fresh(); }, {"run", "not a directory"}});
