@@ -47,9 +47,13 @@ cd "$BUILD_DIR"
 # Tokenizer.WholeKjvIsFast is a speed limit (the whole KJV in < 5 s), not a
 # correctness check; instrumented code is 2-5x slower by design. The same
 # encode path is checked for correctness by the other Tokenizer tests.
-# Label mpi runs ggtrain under mpirun: Open MPI's libraries are not
-# instrumented and keep allocations to the end, which LeakSanitizer would
-# report as ours; the data-parallel code itself runs here in ggtrain_dp_tests
-# (plan, sliced AdamW, single-process path) and under mpirun in the normal build.
 ctest --output-on-failure -j "$JOBS" --timeout 900 -LE 'npm|mpi' -E '^Tokenizer\.WholeKjvIsFast$' "$@"
+# Label mpi (ggtrain under mpirun) runs without leak detection: Open MPI's
+# libraries keep allocations to the end of the process (LeakSanitizer lists
+# them from libmpi, e.g. ompi_op_base_op_select, none from ggtrain); every
+# other check stays on.
+if ctest -N -L mpi | grep -q "Total Tests: [1-9]"; then
+  ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+    ctest --output-on-failure -j "$JOBS" --timeout 900 -L mpi "$@"
+fi
 echo "sanitizers: tests took $(( $(date +%s) - start )) s"
