@@ -47,16 +47,6 @@ bool within_one_ulp(float a, float b) {
   return a == b || a == std::nextafter(b, INFINITY) || a == std::nextafter(b, -INFINITY);
 }
 
-train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume,
-                        int64_t stop_at = 0) {
-  train::TrainOptions o;
-  o.run_dir = dir;
-  o.config = resume ? train::saved_run_config(dir) : c;
-  o.resume = resume;
-  o.quiet = true;
-  o.stop_at = stop_at;
-  return train::run_training(o);
-}
 
 }  // namespace
 
@@ -124,10 +114,8 @@ class DonorRun : public ::testing::TestWithParam<gguf::TensorType> {};
 
 TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   TempDir tmp("ggtrain_donor");
-  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
-  run(tmp / "donor", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
   const std::string donor = tmp / "donor.gguf";
-  model::export_model(tmp / "donor/weights/latest", donor, GetParam());
+  model::export_model(test_support::tiny_base_model(tmp.path().string()), donor, GetParam());
 
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 20);
   c.init.donor = donor;
@@ -135,14 +123,7 @@ TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   c.model.n_heads = 4;
   c.model.d_ff = 96;
   c.model.tied = true;  // overridden: a donor run always trains its own head
-  run(tmp / "a", c, false);
-  run(tmp / "b", c, false, 10);
-  run(tmp / "b", c, true);
-  std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 20),
-                                             train::weights_path(tmp / "b", 20), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 20),
-                                             train::state_path(tmp / "b", 20), &why)) << why;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 10);
 
   const gguf::GgufFile w(train::weights_path(tmp / "a", 20));
   const gguf::GgufFile s(train::state_path(tmp / "a", 20));
@@ -186,15 +167,15 @@ INSTANTIATE_TEST_SUITE_P(Types, DonorRun,
 TEST(Donor, ResumeRefusesAChangedDonor) {
   TempDir tmp("ggtrain_donor_changed");
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 800);
-  run(tmp / "donor", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
+  test_support::run_quiet(tmp / "donor", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
   const std::string donor = tmp / "donor.gguf";
   model::export_model(tmp / "donor/weights/step_10.gguf", donor, gguf::TensorType::F32);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 20);
   c.init.donor = donor;
-  run(tmp / "r", c, false, 10);
+  test_support::run_quiet(tmp / "r", c, false, 10);
   model::export_model(tmp / "donor/weights/step_10.gguf", donor, gguf::TensorType::F16);
   try {
-    run(tmp / "r", c, true);
+    test_support::run_quiet(tmp / "r", c, true);
     ADD_FAILURE() << "resume with a changed donor was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("donor"), std::string::npos) << e.what();

@@ -22,28 +22,10 @@ using test_support::TempDir;
 
 namespace {
 
-train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume,
-                        int64_t stop_at = 0) {
-  train::TrainOptions o;
-  o.run_dir = dir;
-  o.config = resume ? train::saved_run_config(dir) : c;
-  o.resume = resume;
-  o.quiet = true;
-  o.stop_at = stop_at;
-  return train::run_training(o);
-}
-
 bool same_bytes(const gguf::GgufFile& a, const gguf::GgufFile& b, const std::string& name) {
   const auto& ta = a.tensor(name);
   const auto& tb = b.tensor(name);
   return ta.type == tb.type && ta.n_bytes == tb.n_bytes && std::memcmp(ta.data, tb.data, ta.n_bytes) == 0;
-}
-
-// A base model: the tiny preset trained for 10 steps (step_10.gguf, F32).
-std::string make_base(TempDir& tmp) {
-  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
-  run(tmp / "base", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
-  return train::weights_path(tmp / "base", 10);
 }
 
 train::RunConfig continue_config(TempDir& tmp, const std::string& from, int64_t steps) {
@@ -64,16 +46,9 @@ train::RunConfig continue_config(TempDir& tmp, const std::string& from, int64_t 
 
 TEST(Finetune, ContinuesAModelAndResumesExactly) {
   TempDir tmp("ggtrain_from");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   const auto c = continue_config(tmp, base, 10);
-  run(tmp / "a", c, false);
-  run(tmp / "b", c, false, 5);
-  run(tmp / "b", c, true);
-  std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
-                                             train::weights_path(tmp / "b", 10), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 10),
-                                             train::state_path(tmp / "b", 10), &why)) << why;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
   // The shape, numerics and vocabulary are the base's, not the s15 preset's.
   const gguf::GgufFile b(base), w(train::weights_path(tmp / "a", 10));
   const auto mb = model::config_from_llama_gguf(b), mw = model::config_from_llama_gguf(w);
@@ -85,46 +60,46 @@ TEST(Finetune, ContinuesAModelAndResumesExactly) {
   EXPECT_EQ(w.find("tokenizer.ggml.tokens")->items, b.find("tokenizer.ggml.tokens")->items);
   // It trained from the base's weights: the first step's loss is the base's
   // level (about 3.5-4 after 10 steps), far below a fresh model's ln(320) = 5.8.
-  const auto s = run(tmp / "c", c, false);
+  const auto s = test_support::run_quiet(tmp / "c", c, false);
   EXPECT_LT(s.first_loss, 5.0);
   EXPECT_FALSE(same_bytes(b, w, "blk.0.attn_q.weight"));  // and the weights moved
 }
 
 TEST(Finetune, ContinuesAQ8_0Export) {
   TempDir tmp("ggtrain_from_q8");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
   const auto c = continue_config(tmp, tmp / "base-q8_0.gguf", 5);
-  run(tmp / "r", c, false);
+  test_support::run_quiet(tmp / "r", c, false);
   const gguf::GgufFile w(train::weights_path(tmp / "r", 5));
   for (const auto& t : w.tensors()) EXPECT_EQ(t.type, gguf::TensorType::F32) << t.name;  // F32 master weights
 }
 
 TEST(Finetune, ContradictingModelKeyIsAnErrorNamingIt) {
   TempDir tmp("ggtrain_from_bad");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   auto c = continue_config(tmp, base, 5);
   c.model.d_model = 32;
   c.set_keys.insert("model.d_model");
   try {
-    run(tmp / "r", c, false);
+    test_support::run_quiet(tmp / "r", c, false);
     ADD_FAILURE() << "a contradicting model.d_model was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model.d_model = 32 but the model has 64"), std::string::npos) << e.what();
   }
   // The same value as the file's is fine.
   c.model.d_model = 64;
-  EXPECT_NO_THROW(run(tmp / "ok", c, false));
+  EXPECT_NO_THROW(test_support::run_quiet(tmp / "ok", c, false));
 }
 
 TEST(Finetune, FrozenTensorsKeepTheirBytesAndHaveNoMoments) {
   TempDir tmp("ggtrain_freeze");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   auto c = continue_config(tmp, base, 10);
   c.train.freeze = {"token_embd", "blk.0", "output_norm"};
-  run(tmp / "a", c, false);
-  run(tmp / "b", c, false, 5);
-  run(tmp / "b", c, true);
+  test_support::run_quiet(tmp / "a", c, false);
+  test_support::run_quiet(tmp / "b", c, false, 5);
+  test_support::run_quiet(tmp / "b", c, true);
   std::string why;
   EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
                                              train::weights_path(tmp / "b", 10), &why)) << why;
@@ -151,7 +126,7 @@ TEST(Finetune, FrozenTensorsKeepTheirBytesAndHaveNoMoments) {
 // imported model continues (fresh AdamW state) and resumes exactly.
 TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
   TempDir tmp("ggtrain_from_import");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   const gguf::GgufFile b(base);
   const auto mc = model::config_from_llama_gguf(b);
   gguf::GgufWriter w;  // the base, written per head as toy-from-scratch/v1 does
@@ -180,12 +155,5 @@ TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
   for (const auto& t : b.tensors()) EXPECT_TRUE(same_bytes(b, imp, t.name)) << t.name;
 
   const auto c = continue_config(tmp, tmp / "imported.gguf", 10);
-  run(tmp / "a", c, false);
-  run(tmp / "b", c, false, 5);
-  run(tmp / "b", c, true);
-  std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
-                                             train::weights_path(tmp / "b", 10), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 10),
-                                             train::state_path(tmp / "b", 10), &why)) << why;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 }

@@ -25,22 +25,6 @@ using test_support::TempDir;
 
 namespace {
 
-train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume, int64_t stop_at = 0) {
-  train::TrainOptions o;
-  o.run_dir = dir;
-  o.config = resume ? train::saved_run_config(dir) : c;
-  o.resume = resume;
-  o.quiet = true;
-  o.stop_at = stop_at;
-  return train::run_training(o);
-}
-
-std::string make_base(TempDir& tmp) {
-  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
-  run(tmp / "base", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
-  return train::weights_path(tmp / "base", 10);
-}
-
 train::RunConfig lora_config(TempDir& tmp, const std::string& base, int64_t steps) {
   train::RunConfig c = train::preset("s15");
   c.data.corpus = tmp / "corpus.txt";
@@ -97,16 +81,9 @@ TEST(Lora, InitialAdapterIsTheBaseModel) {
 // the training-time model computes; the merged export equals base + adapter.
 TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   TempDir tmp("ggtrain_lora");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   const auto c = lora_config(tmp, base, 10);
-  run(tmp / "a", c, false);
-  run(tmp / "b", c, false, 5);
-  run(tmp / "b", c, true);
-  std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
-                                             train::weights_path(tmp / "b", 10), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 10),
-                                             train::state_path(tmp / "b", 10), &why)) << why;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 
   const std::string adapter = train::weights_path(tmp / "a", 10);
   const gguf::GgufFile af(adapter), bf(base), sf(train::state_path(tmp / "a", 10));
@@ -151,14 +128,14 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
 // with a different base is refused.
 TEST(Lora, Q8_0BaseAndAChangedBase) {
   TempDir tmp("ggtrain_lora_q8");
-  const std::string base = make_base(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
   model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
   auto c = lora_config(tmp, tmp / "base-q8_0.gguf", 10);
-  run(tmp / "r", c, false, 5);
+  test_support::run_quiet(tmp / "r", c, false, 5);
   EXPECT_EQ(gguf::GgufFile(train::weights_path(tmp / "r", 5)).get_string("general.type"), "adapter");
   model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::F16);  // the base changes
   try {
-    run(tmp / "r", c, true);
+    test_support::run_quiet(tmp / "r", c, true);
     ADD_FAILURE() << "resume on a changed base was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("base model"), std::string::npos) << e.what();

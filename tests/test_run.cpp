@@ -23,16 +23,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-train::TrainSummary run(const std::string& dir, const train::RunConfig& c, bool resume,
-                        int64_t stop_at = 0) {
-  train::TrainOptions o;
-  o.run_dir = dir;
-  o.config = resume ? train::saved_run_config(dir) : c;
-  o.resume = resume;
-  o.quiet = true;
-  o.stop_at = stop_at;
-  return train::run_training(o);
-}
 
 }  // namespace
 
@@ -40,12 +30,12 @@ TEST(Run, ResumeIsBitIdenticalToAnUninterruptedRun) {
   TempDir tmp("ggtrain_resume");
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 1500);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
-  run(tmp / "a", c, false);
-  run(tmp / "b", c, false, 10);
+  test_support::run_quiet(tmp / "a", c, false);
+  test_support::run_quiet(tmp / "b", c, false, 10);
   EXPECT_EQ(train::latest_step(tmp / "b"), 10);
-  run(tmp / "b", c, true, 20);
+  test_support::run_quiet(tmp / "b", c, true, 20);
   EXPECT_EQ(train::latest_step(tmp / "b"), 20);
-  auto s = run(tmp / "b", c, true);
+  auto s = test_support::run_quiet(tmp / "b", c, true);
   EXPECT_EQ(s.last_step, 30);
   std::string why;
   EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 30),
@@ -62,7 +52,7 @@ TEST(Run, CheckpointsAreLlamaModelsWithARelativeLatestLink) {
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 800);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
   c.checkpoint.keep_last = 2;
-  run(tmp / "r", c, false);
+  test_support::run_quiet(tmp / "r", c, false);
   EXPECT_EQ(std::filesystem::read_symlink(tmp / "r/weights/latest").string(), "step_30.gguf");
   EXPECT_FALSE(std::filesystem::exists(tmp / "r/weights/step_10.gguf"));  // pruned
   EXPECT_FALSE(std::filesystem::exists(tmp / "r/state/step_10.gguf"));
@@ -88,8 +78,8 @@ TEST(Run, FreshRunRefusesAFolderWithCheckpoints) {
   TempDir tmp("ggtrain_refuse");
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
-  run(tmp / "r", c, false);
-  EXPECT_THROW(run(tmp / "r", c, false), Error);
+  test_support::run_quiet(tmp / "r", c, false);
+  EXPECT_THROW(test_support::run_quiet(tmp / "r", c, false), Error);
 }
 
 TEST(RunConfig, PresetsRoundTripThroughToml) {

@@ -6,7 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <gtest/gtest.h>
+
 #include "gguf/reader.h"
+#include "train/run_checkpoint.h"
 
 namespace ggtrain::test_support {
 
@@ -35,6 +38,34 @@ train::RunConfig tiny_run_config(const std::string& corpus, int64_t steps) {
   c.train.eval_every = 10;
   c.checkpoint.every = 10;
   return c;
+}
+
+train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume,
+                              int64_t stop_at) {
+  train::TrainOptions o;
+  o.run_dir = dir;
+  o.config = resume ? train::saved_run_config(dir) : c;
+  o.resume = resume;
+  o.quiet = true;
+  o.stop_at = stop_at;
+  return train::run_training(o);
+}
+
+std::string tiny_base_model(const std::string& dir) {
+  write_synthetic_corpus(dir + "/corpus.txt", 1200);
+  run_quiet(dir + "/base", tiny_run_config(dir + "/corpus.txt", 10), false);
+  return train::weights_path(dir + "/base", 10);
+}
+
+void expect_exact_resume(const std::string& dir_a, const std::string& dir_b, const train::RunConfig& c,
+                         int64_t stop_at) {
+  run_quiet(dir_a, c, false);
+  run_quiet(dir_b, c, false, stop_at);
+  run_quiet(dir_b, c, true);
+  const int64_t n = c.train.steps;
+  std::string why;
+  EXPECT_TRUE(same_tensor_data(train::weights_path(dir_a, n), train::weights_path(dir_b, n), &why)) << why;
+  EXPECT_TRUE(same_tensor_data(train::state_path(dir_a, n), train::state_path(dir_b, n), &why)) << why;
 }
 
 bool same_tensor_data(const std::string& a, const std::string& b, std::string* why) {

@@ -5,6 +5,7 @@
 
 #include "support/temp_dir.h"
 #include "train/run_config.h"
+#include "train/trainer.h"
 
 namespace ggtrain::test_support {
 
@@ -14,6 +15,22 @@ void write_synthetic_corpus(const std::string& path, int lines);
 
 // The tiny preset on `corpus`, single-threaded, quiet-sized for tests.
 train::RunConfig tiny_run_config(const std::string& corpus, int64_t steps);
+
+// A small trained model to start from: writes dir/corpus.txt (1200 lines),
+// trains the tiny preset for 10 steps in dir/base, returns its step-10
+// checkpoint (F32).
+std::string tiny_base_model(const std::string& dir);
+
+// A quiet training run in `dir` (resume: with the config saved there),
+// optionally ending after step stop_at.
+train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume,
+                              int64_t stop_at = 0);
+
+// Trains `c` uninterrupted in dir_a, and in dir_b stopped after step
+// stop_at then resumed; expects both final checkpoints (weights and state
+// files at c.train.steps) to hold identical tensors.
+void expect_exact_resume(const std::string& dir_a, const std::string& dir_b, const train::RunConfig& c,
+                         int64_t stop_at);
 
 // True when every tensor of both GGUF files has the same name, type, shape
 // and bytes (metadata such as run ids may differ). Explains the first
