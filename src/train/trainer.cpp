@@ -652,10 +652,21 @@ TrainSummary run_training(const TrainOptions& opts) {
   // Rank 0 prepares the run folder (tokenizer, token files) before the
   // other ranks open it.
   std::unique_ptr<Run> run;
-  if (comm.root()) run = std::make_unique<Run>(mine);
-  comm.barrier();
-  if (!comm.root()) run = std::make_unique<Run>(mine);
-  return run->loop(signals);
+  try {
+    if (comm.root()) run = std::make_unique<Run>(mine);
+    comm.barrier();
+    if (!comm.root()) run = std::make_unique<Run>(mine);
+    return run->loop(signals);
+  } catch (const std::exception& e) {
+    // Several ranks: end them all here, while `run` (and every buffer an
+    // unfinished MPI operation may still write) is alive.
+    if (comm.size() == 1) throw;
+    const auto* oom = dynamic_cast<const std::bad_alloc*>(&e);
+    comm.abort_all(dynamic_cast<const Error*>(&e) ? std::string(e.what())
+                   : oom                          ? std::string("out of memory")
+                                                  : fmt::format("train: {}", e.what()));
+    throw;  // not reached: abort_all ends the process
+  }
 }
 
 RunConfig saved_run_config(const std::string& run_dir) {
