@@ -2,12 +2,17 @@
 // precision. Each layer is probed with L = sum(out * probe) for a random probe.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/attention.h"
+#include "kernels/attention_reference.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/vexp.h"
 #include "support/fd_check.h"
 
 using namespace ggtrain::kernels;
@@ -85,40 +90,113 @@ TEST(LayerFd, RopeRotatesAdjacentPairsByPositionAngle) {
   EXPECT_EQ(x[3 * hd + 0], 0.0);
 }
 
-void check_attention(int64_t n_heads, int64_t n_kv_heads) {
-  const int64_t B = 2, T = 5, hd = 4;
-  AttnShape s{B, T, n_heads, n_kv_heads, hd};
-  Vec q = random_vector(B * T * n_heads * hd, 11), k = random_vector(B * T * n_kv_heads * hd, 12),
+// Flash attention (kernels/attention.h) against finite differences. The
+// tiles are shrunk (2 query rows x 3 keys) so that T = 7 reaches every case:
+// several key blocks per row (online softmax rescaling), diagonal blocks,
+// rows that see none of a block, a last tile and a last block cut short.
+void check_attention(int64_t n_heads, int64_t n_kv_heads, int64_t tile_rows, int64_t tile_cols) {
+  const int64_t B = 2, T = 7, hd = 4;
+  AttnShape s{B, T, n_heads, n_kv_heads, hd, tile_rows, tile_cols};
+  Vec q = random_vector(B * T * n_heads * hd, 11, 2.0), k = random_vector(B * T * n_kv_heads * hd, 12, 2.0),
       v = random_vector(B * T * n_kv_heads * hd, 13), probe = random_vector(B * T * n_heads * hd, 14);
-  Vec att(B * n_heads * T * T);
+  Vec lse(B * n_heads * T), scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(s)));
+  Vec out(B * T * n_heads * hd);
   auto loss = [&] {
-    Vec out(B * T * n_heads * hd);
-    attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
+    attention_forward(out.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
     return dot(out, probe);
   };
   loss();
-  Vec dq(q.size()), dk(k.size()), dv(v.size()), scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(T)));
-  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), q.data(),
-                     k.data(), v.data(), att.data(), s);
+  Vec dq(q.size()), dk(k.size()), dv(v.size());
+  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), out.data(),
+                     lse.data(), q.data(), k.data(), v.data(), s);
   expect_grad_matches_fd(q, dq, loss, "attention dq");
   expect_grad_matches_fd(k, dk, loss, "attention dk");
   expect_grad_matches_fd(v, dv, loss, "attention dv");
 }
 
-TEST(LayerFd, AttentionMultiHead) { check_attention(3, 3); }
-TEST(LayerFd, AttentionGroupedQuery) { check_attention(4, 2); }
-TEST(LayerFd, AttentionMultiQuery) { check_attention(3, 1); }
+TEST(LayerFd, AttentionMultiHead) { check_attention(3, 3, 2, 3); }
+TEST(LayerFd, AttentionGroupedQuery) { check_attention(4, 2, 2, 3); }
+TEST(LayerFd, AttentionMultiQuery) { check_attention(3, 1, 2, 3); }
+TEST(LayerFd, AttentionKeyBlocksNarrowerThanTiles) { check_attention(2, 1, 4, 2); }
+TEST(LayerFd, AttentionOneTile) { check_attention(2, 2, 64, 256); }
+
+// The reference kernel (probabilities stored) keeps its own FD check.
+TEST(LayerFd, ReferenceAttention) {
+  const int64_t B = 2, T = 5, hd = 4, H = 4, KV = 2;
+  AttnShape s{B, T, H, KV, hd};
+  Vec q = random_vector(B * T * H * hd, 11), k = random_vector(B * T * KV * hd, 12),
+      v = random_vector(B * T * KV * hd, 13), probe = random_vector(B * T * H * hd, 14);
+  Vec att(B * H * T * T);
+  auto loss = [&] {
+    Vec out(B * T * H * hd);
+    reference_attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s);
+    return dot(out, probe);
+  };
+  loss();
+  Vec dq(q.size()), dk(k.size()), dv(v.size()),
+      scratch(size_t(omp_get_max_threads() * reference_attention_scratch_per_thread(T)));
+  reference_attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), q.data(),
+                               k.data(), v.data(), att.data(), s);
+  expect_grad_matches_fd(q, dq, loss, "reference attention dq");
+  expect_grad_matches_fd(k, dk, loss, "reference attention dk");
+  expect_grad_matches_fd(v, dv, loss, "reference attention dv");
+}
+
+// float: flash attention with its real tiles against the reference kernel,
+// at a length that needs several query tiles and key blocks (T = 600 > 256).
+TEST(LayerFd, FlashAttentionMatchesReferenceInFloat) {
+  const int64_t B = 1, T = 600, H = 4, KV = 2, hd = 16;
+  AttnShape s{B, T, H, KV, hd};
+  auto fvec = [](size_t n, uint64_t seed, double scale) {
+    Vec d = random_vector(n, seed, scale);
+    return std::vector<float>(d.begin(), d.end());
+  };
+  auto q = fvec(size_t(B * T * H * hd), 31, 2.0), k = fvec(size_t(B * T * KV * hd), 32, 2.0),
+       v = fvec(size_t(B * T * KV * hd), 33, 1.0), dout = fvec(size_t(B * T * H * hd), 34, 1.0);
+  std::vector<float> out(q.size()), ref_out(q.size()), lse(size_t(B * H * T)), att(size_t(B * H * T * T));
+  std::vector<float> scratch(size_t(omp_get_max_threads() * std::max(attention_scratch_per_thread(s),
+                                                                     reference_attention_scratch_per_thread(T))));
+  attention_forward(out.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
+  reference_attention_forward(ref_out.data(), att.data(), q.data(), k.data(), v.data(), s);
+  std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), rdq(q.size()), rdk(k.size()), rdv(v.size());
+  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), out.data(), lse.data(),
+                     q.data(), k.data(), v.data(), s);
+  reference_attention_backward(rdq.data(), rdk.data(), rdv.data(), scratch.data(), dout.data(), q.data(),
+                               k.data(), v.data(), att.data(), s);
+  auto rel = [](const std::vector<float>& a, const std::vector<float>& r) {
+    double diff = 0, big = 0;
+    for (size_t i = 0; i < r.size(); ++i) {
+      diff = std::max(diff, std::fabs(double(a[i]) - double(r[i])));
+      big = std::max(big, std::fabs(double(r[i])));
+    }
+    return diff / big;
+  };
+  EXPECT_LE(rel(out, ref_out), 1e-5);
+  EXPECT_LE(rel(dq, rdq), 1e-4);
+  EXPECT_LE(rel(dk, rdk), 1e-4);
+  EXPECT_LE(rel(dv, rdv), 1e-4);
+  // lse is log sum_s exp(scale q.k): the reference's probabilities sum to 1
+  // after dividing by exp(lse), so check a row directly.
+  const int64_t t = 417, h = 3;
+  double sum = 0;
+  for (int64_t j = 0; j <= t; ++j) {
+    double dotp = 0;
+    for (int64_t i = 0; i < hd; ++i) dotp += double(q[size_t(t * H * hd + h * hd + i)]) * k[size_t(j * KV * hd + (h / 2) * hd + i)];
+    sum += std::exp(dotp / std::sqrt(double(hd)));
+  }
+  EXPECT_NEAR(lse[size_t(h * T + t)], std::log(sum), 1e-5 * std::fabs(std::log(sum)) + 1e-6);
+}
 
 TEST(LayerFd, AttentionIsCausal) {
   // Changing a future key or value must not change earlier outputs.
   const int64_t T = 4, hd = 2;
-  AttnShape s{1, T, 1, 1, hd};
+  AttnShape s{1, T, 1, 1, hd, 2, 2};
   Vec q = random_vector(T * hd, 15), k = random_vector(T * hd, 16), v = random_vector(T * hd, 17);
-  Vec att(T * T), out1(T * hd), out2(T * hd);
-  attention_forward(out1.data(), att.data(), q.data(), k.data(), v.data(), s);
+  Vec lse(T), out1(T * hd), out2(T * hd), scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(s)));
+  attention_forward(out1.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
   k[3 * hd] += 5.0;
   v[3 * hd + 1] -= 5.0;
-  attention_forward(out2.data(), att.data(), q.data(), k.data(), v.data(), s);
+  attention_forward(out2.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
   for (int64_t i = 0; i < 3 * hd; ++i) EXPECT_EQ(out1[i], out2[i]);
   EXPECT_NE(out1[3 * hd + 1], out2[3 * hd + 1]);
 }
@@ -167,4 +245,37 @@ TEST(LayerFd, CrossEntropy) {
   cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V);
   cross_entropy_backward_inplace(d.data(), lse.data(), targets.data(), N, V, 1.0 / double(N));
   expect_grad_matches_fd(logits, d, loss, "cross-entropy dlogits");
+}
+
+TEST(LayerFd, CrossEntropyFusedMatchesForwardThenBackward) {
+  const int64_t N = 5, V = 37;
+  std::vector<int32_t> targets{0, 36, 3, 3, 20};
+  Vec logits = random_vector(N * V, 24, 6.0);
+  Vec losses(N), lse(N), d = logits, fl(N), flse(N), fused = logits;
+  cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V);
+  cross_entropy_backward_inplace(d.data(), lse.data(), targets.data(), N, V, 0.25);
+  cross_entropy_fused(fl.data(), flse.data(), fused.data(), targets.data(), N, V, 0.25);
+  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(fl[n], losses[n], 1e-14);
+  for (int64_t i = 0; i < N * V; ++i) EXPECT_NEAR(fused[i], d[i], 1e-15);
+}
+
+// The AVX-512 exp of the softmax loops against the C library's, in float.
+TEST(LayerFd, VectorExpMatchesLibm) {
+  std::vector<float> x;
+  for (int i = -2000; i <= 1000; ++i) x.push_back(float(i) * 0.0437f);  // [-87.4, 43.7]
+  x.push_back(-1e30f);
+  x.push_back(-INFINITY);
+  const float shift = 1.5f;
+  std::vector<float> y = x;
+  const float sum = exp_shift_sum(y.data(), int64_t(y.size()), shift);
+  double ref_sum = 0, worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double r = std::exp(double(x[i] - shift));  // the float difference the kernel sees
+    ref_sum += r;
+    if (r > 1e-37) worst = std::max(worst, std::fabs(double(y[i]) - r) / r);
+    else EXPECT_LE(y[i], 1e-37f) << x[i];
+  }
+  EXPECT_LE(worst, 4 * 1.2e-7);  // a few float ulp
+  EXPECT_NEAR(sum, ref_sum, 1e-6 * ref_sum);
+  EXPECT_NEAR(sum_exp_shift(x.data(), int64_t(x.size()), shift), ref_sum, 1e-6 * ref_sum);
 }

@@ -1,92 +1,139 @@
 #pragma once
-// Causal grouped-query attention on explicit buffers (llm.c style: the
-// probabilities are kept for backward). Query head h reads K/V head
-// h / (n_heads / n_kv_heads); K and V are never copied per query head.
+// Causal grouped-query attention, flash-attention style (Dao et al., 2022):
+// the T x T probabilities are never stored, so memory grows linearly with
+// the context. Forward walks each tile of query rows over blocks of keys with
+// an online softmax and saves only each row's log-sum-exp; backward
+// recomputes the scores block by block from q, k and that log-sum-exp.
+// Query head h reads K/V head h / (n_heads / n_kv_heads); K and V are never
+// copied per query head.
 //
 //   q, out : [B, T, n_heads,    d_head]
 //   k, v   : [B, T, n_kv_heads, d_head]
-//   att    : [B, n_heads, T, T]   (row t holds softmax over s <= t, 0 after)
+//   lse    : [B, n_heads, T]   log sum_{s <= t} exp(scale q_t . k_s)
 //
-// Work is cut into tiles of kAttnTile query rows; each tile is a few small
-// GEMMs over the keys up to the tile's end, so only the diagonal tiles
-// compute masked-out scores. (b, head) pairs run in parallel and each GEMM is
-// single-threaded inside its parallel region.
+// Each (tile, key block) step is a few small GEMMs, single-threaded inside
+// the parallel region over (batch, head); only diagonal blocks compute
+// masked-out scores. Blocks past the diagonal are skipped.
 #include <omp.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/gemm.h"
+#include "kernels/vexp.h"
 
 namespace ggtrain::kernels {
 
-constexpr int64_t kAttnTile = 64;
-
 struct AttnShape {
   int64_t B, T, n_heads, n_kv_heads, d_head;
+  // Query rows per tile and keys per block: 64 x 256 floats of scores stay
+  // in L2 with the q, k, v rows they come from. Tests shrink them to reach
+  // every case (several blocks per row, rows that see none of a block).
+  int64_t tile_rows = 64, tile_cols = 256;
   int64_t group() const { return n_heads / n_kv_heads; }
-  int64_t q_stride() const { return n_heads * d_head; }   // between positions in q/out
+  int64_t q_stride() const { return n_heads * d_head; }  // between positions in q/out
   int64_t kv_stride() const { return n_kv_heads * d_head; }
 };
 
-// Scratch floats attention_backward needs per thread.
-inline int64_t attention_scratch_per_thread(int64_t T) { return kAttnTile * T; }
+// Scratch elements attention_forward/backward need per thread.
+inline int64_t attention_scratch_per_thread(const AttnShape& s) {
+  return 2 * s.tile_rows * s.tile_cols + 2 * s.tile_rows;
+}
 
-// Row-wise causal softmax of rows [r0, r1) of p (row stride T, scores for
-// keys [0, r1) present); entries after the diagonal are set to 0.
+namespace detail {
+
+// Keys [c0, c0 + cols) that query row t may see: [c0, t] (may be empty).
+inline int64_t causal_cols(int64_t t, int64_t c0, int64_t cols) {
+  const int64_t n = t + 1 - c0;
+  return n < 0 ? 0 : (n < cols ? n : cols);
+}
+
+// One block of the online softmax for rows [r0, r0 + rows): s holds the
+// scaled scores (row stride ld) and becomes the unnormalised probabilities
+// exp(s - m_new); m and l (running max and sum) are updated and the output
+// rows (stride os) rescaled by exp(m_old - m_new).
 template <typename T>
-void causal_softmax_rows(T* p, int64_t r0, int64_t r1, int64_t Tn) {
-  for (int64_t t = r0; t < r1; ++t) {
-    T* row = p + t * Tn;
-    T maxv = -INFINITY;
-    for (int64_t j = 0; j <= t; ++j) maxv = row[j] > maxv ? row[j] : maxv;
-    T sum = 0;
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - maxv);
-      sum += row[j];
+void online_softmax_block(T* s, int64_t ld, T* m, T* l, T* o, int64_t os, int64_t hd, int64_t r0,
+                          int64_t rows, int64_t c0, int64_t cols) {
+  for (int64_t t = 0; t < rows; ++t) {
+    T* row = s + t * ld;
+    const int64_t n = causal_cols(r0 + t, c0, cols);
+    for (int64_t j = n; j < cols; ++j) row[j] = 0;
+    if (n == 0) continue;
+    const T mx = max_of(row, n);
+    const T m_new = mx > m[t] ? mx : m[t];
+    const T sum = exp_shift_sum(row, n, m_new);
+    const T alpha = std::exp(m[t] - m_new);  // 0 on the first block (m = -inf)
+    l[t] = l[t] * alpha + sum;
+    m[t] = m_new;
+    if (alpha != T(1)) {
+      T* orow = o + t * os;
+      for (int64_t i = 0; i < hd; ++i) orow[i] *= alpha;
     }
-    const T inv = T(1) / sum;
-    for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
-    for (int64_t j = t + 1; j < r1; ++j) row[j] = 0;
   }
 }
 
+}  // namespace detail
+
+// out and lse written; `scratch` holds omp_get_max_threads() *
+// attention_scratch_per_thread(s) elements.
 template <typename T>
-void attention_forward(T* out, T* att, const T* q, const T* k, const T* v, const AttnShape& s) {
+void attention_forward(T* out, T* lse, T* scratch, const T* q, const T* k, const T* v,
+                       const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
+  const int64_t Br = s.tile_rows, Bc = s.tile_cols;
   const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.n_heads; ++h) {
+      T* sc = scratch + int64_t(omp_get_thread_num()) * attention_scratch_per_thread(s);
+      T* m = sc + Br * Bc;
+      T* l = m + Br;
       const int64_t g = h / s.group();
       const T* qb = q + b * Tn * qs + h * hd;
       const T* kb = k + b * Tn * ks + g * hd;
       const T* vb = v + b * Tn * ks + g * hd;
       T* ob = out + b * Tn * qs + h * hd;
-      T* p = att + (b * s.n_heads + h) * Tn * Tn;
-      for (int64_t r0 = 0; r0 < Tn; r0 += kAttnTile) {
-        const int64_t r1 = r0 + kAttnTile < Tn ? r0 + kAttnTile : Tn;
-        // scores[r0:r1, 0:r1] = scale * Q[r0:r1] K[0:r1]^T
-        gemm(false, true, r1 - r0, r1, hd, scale, qb + r0 * qs, qs, kb, ks, T(0), p + r0 * Tn, Tn);
-        causal_softmax_rows(p, r0, r1, Tn);
-        // out[r0:r1] = P[r0:r1, 0:r1] V[0:r1]
-        gemm(false, false, r1 - r0, hd, r1, T(1), p + r0 * Tn, Tn, vb, ks, T(0), ob + r0 * qs, qs);
+      T* lb = lse + (b * s.n_heads + h) * Tn;
+      for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
+        const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows;
+        T* o = ob + r0 * qs;
+        for (int64_t t = 0; t < rows; ++t) {
+          m[t] = -INFINITY;
+          l[t] = 0;
+          for (int64_t i = 0; i < hd; ++i) o[t * qs + i] = 0;
+        }
+        for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
+          const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0;
+          // S = scale Q[r0:r1] K[c0:c0+cols]^T, then O = O * alpha + P V[c0:c0+cols]
+          gemm(false, true, rows, cols, hd, scale, qb + r0 * qs, qs, kb + c0 * ks, ks, T(0), sc, Bc);
+          detail::online_softmax_block(sc, Bc, m, l, o, qs, hd, r0, rows, c0, cols);
+          gemm(false, false, rows, hd, cols, T(1), sc, Bc, vb + c0 * ks, ks, T(1), o, qs);
+        }
+        for (int64_t t = 0; t < rows; ++t) {
+          const T inv = T(1) / l[t];
+          for (int64_t i = 0; i < hd; ++i) o[t * qs + i] *= inv;
+          lb[r0 + t] = m[t] + std::log(l[t]);
+        }
       }
     }
 }
 
-// Writes (not accumulates) dq, dk, dv. `scratch` holds omp_get_max_threads()
-// * attention_scratch_per_thread(T). Work is split by (batch, kv head), so
-// each thread owns the dk/dv rows it accumulates into.
+// Writes (not accumulates) dq, dk, dv from dout and what forward saved (out,
+// lse). Work is split by (batch, kv head), so each thread owns the dk/dv rows
+// it accumulates into and the dq rows of its query heads.
 template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k,
-                        const T* v, const T* att, const AttnShape& s) {
+void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* out,
+                        const T* lse, const T* q, const T* k, const T* v, const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
+  const int64_t Br = s.tile_rows, Bc = s.tile_cols;
   const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t g = 0; g < s.n_kv_heads; ++g) {
-      T* ds = scratch + int64_t(omp_get_thread_num()) * attention_scratch_per_thread(Tn);
+      T* p = scratch + int64_t(omp_get_thread_num()) * attention_scratch_per_thread(s);
+      T* dp = p + Br * Bc;
+      T* D = dp + Br * Bc;  // rowsum(dO * O) of the tile
       const T* kb = k + b * Tn * ks + g * hd;
       const T* vb = v + b * Tn * ks + g * hd;
       T* dkb = dk + b * Tn * ks + g * hd;
@@ -95,27 +142,45 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
         for (int64_t i = 0; i < hd; ++i) dkb[t * ks + i] = dvb[t * ks + i] = 0;
       for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
         const T* qb = q + b * Tn * qs + h * hd;
+        const T* ob = out + b * Tn * qs + h * hd;
         const T* dob = dout + b * Tn * qs + h * hd;
+        const T* lb = lse + (b * s.n_heads + h) * Tn;
         T* dqb = dq + b * Tn * qs + h * hd;
-        const T* p = att + (b * s.n_heads + h) * Tn * Tn;
-        for (int64_t r0 = 0; r0 < Tn; r0 += kAttnTile) {
-          const int64_t r1 = r0 + kAttnTile < Tn ? r0 + kAttnTile : Tn, rows = r1 - r0;
-          const T* pt = p + r0 * Tn;
-          // dP = dO V^T ; dV += P^T dO
-          gemm(false, true, rows, r1, hd, T(1), dob + r0 * qs, qs, vb, ks, T(0), ds, Tn);
-          gemm(true, false, r1, hd, rows, T(1), pt, Tn, dob + r0 * qs, qs, T(1), dvb, ks);
-          // softmax backward: dS = P * (dP - sum_j P dP), times the score scale
+        for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
+          const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows;
           for (int64_t t = 0; t < rows; ++t) {
-            const T* pr = pt + t * Tn;
-            T* dr = ds + t * Tn;
             T dot = 0;
-            for (int64_t j = 0; j <= r0 + t; ++j) dot += pr[j] * dr[j];
-            for (int64_t j = 0; j <= r0 + t; ++j) dr[j] = pr[j] * (dr[j] - dot) * scale;
-            for (int64_t j = r0 + t + 1; j < r1; ++j) dr[j] = 0;
+            for (int64_t i = 0; i < hd; ++i) {
+              dot += dob[(r0 + t) * qs + i] * ob[(r0 + t) * qs + i];
+              dqb[(r0 + t) * qs + i] = 0;
+            }
+            D[t] = dot;
           }
-          // dQ = dS K ; dK += dS^T Q
-          gemm(false, false, rows, hd, r1, T(1), ds, Tn, kb, ks, T(0), dqb + r0 * qs, qs);
-          gemm(true, false, r1, hd, rows, T(1), ds, Tn, qb + r0 * qs, qs, T(1), dkb, ks);
+          for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
+            const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0;
+            // P = exp(scale Q K^T - lse), the forward's probabilities again
+            gemm(false, true, rows, cols, hd, scale, qb + r0 * qs, qs, kb + c0 * ks, ks, T(0), p, Bc);
+            for (int64_t t = 0; t < rows; ++t) {
+              T* row = p + t * Bc;
+              const int64_t n = detail::causal_cols(r0 + t, c0, cols);
+              exp_shift(row, n, lb[r0 + t]);
+              for (int64_t j = n; j < cols; ++j) row[j] = 0;
+            }
+            // dV += P^T dO ; dP = dO V^T
+            gemm(true, false, cols, hd, rows, T(1), p, Bc, dob + r0 * qs, qs, T(1), dvb + c0 * ks, ks);
+            gemm(false, true, rows, cols, hd, T(1), dob + r0 * qs, qs, vb + c0 * ks, ks, T(0), dp, Bc);
+            // dS = P * (dP - D) * scale (0 where P is masked out)
+            for (int64_t t = 0; t < rows; ++t) {
+              const T* pr = p + t * Bc;
+              T* dr = dp + t * Bc;
+              const T d = D[t];
+#pragma omp simd
+              for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
+            }
+            // dQ += dS K ; dK += dS^T Q
+            gemm(false, false, rows, hd, cols, T(1), dp, Bc, kb + c0 * ks, ks, T(1), dqb + r0 * qs, qs);
+            gemm(true, false, cols, hd, rows, T(1), dp, Bc, qb + r0 * qs, qs, T(1), dkb + c0 * ks, ks);
+          }
         }
       }
     }

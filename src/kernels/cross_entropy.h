@@ -1,39 +1,62 @@
 #pragma once
-// Softmax cross-entropy over the vocabulary. Forward keeps the logits intact
-// (callers and tests read them) and saves each row's log-sum-exp; backward
-// turns the logits into their gradient in place, so no [N, V] buffer is added.
+// Softmax cross-entropy over the vocabulary, one row of logits at a time.
+// Training runs it on chunks of rows (model/llama.cpp): the fused form
+// computes the loss and turns the chunk's logits into their gradient in
+// place, so no [N, V] buffer of logits or gradients exists beyond a chunk.
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/vexp.h"
+
 namespace ggtrain::kernels {
 
-// losses[n] = lse(logits[n]) - logits[n][target[n]]; lse[n] saved.
+// losses[n] = lse(logits[n]) - logits[n][target[n]]; lse[n] saved. The
+// logits are left intact.
 template <typename T>
 void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,
                            int64_t V) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     const T* z = logits + n * V;
-    T maxv = -INFINITY;
-    for (int64_t i = 0; i < V; ++i) maxv = z[i] > maxv ? z[i] : maxv;
-    T sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(z[i] - maxv);
+    const T maxv = max_of(z, V);
+    const T sum = sum_exp_shift(z, V, maxv);
     lse[n] = maxv + std::log(sum);
     losses[n] = lse[n] - z[targets[n]];
   }
 }
 
-// logits[n] <- dloss * (softmax(logits[n]) - onehot(target[n])), in place.
+// logits[n] <- dloss * (softmax(logits[n]) - onehot(target[n])), in place,
+// from the lse that cross_entropy_forward saved.
 template <typename T>
 void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targets, int64_t N,
                                     int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
-    const T l = lse[n];
+    exp_shift(z, V, lse[n]);
 #pragma omp simd
-    for (int64_t i = 0; i < V; ++i) z[i] = std::exp(z[i] - l) * dloss;
+    for (int64_t i = 0; i < V; ++i) z[i] *= dloss;
+    z[targets[n]] -= dloss;
+  }
+}
+
+// Both at once: losses[n] and lse[n] as cross_entropy_forward, and logits[n]
+// <- dloss * (softmax(logits[n]) - onehot(target[n])). Three passes over a
+// row (max, exp and sum, scale) while it is in cache.
+template <typename T>
+void cross_entropy_fused(T* losses, T* lse, T* logits, const int32_t* targets, int64_t N,
+                         int64_t V, T dloss) {
+#pragma omp parallel for
+  for (int64_t n = 0; n < N; ++n) {
+    T* z = logits + n * V;
+    const T maxv = max_of(z, V);
+    const T target_logit = z[targets[n]];
+    const T sum = exp_shift_sum(z, V, maxv);
+    lse[n] = maxv + std::log(sum);
+    losses[n] = lse[n] - target_logit;
+    const T k = dloss / sum;
+#pragma omp simd
+    for (int64_t i = 0; i < V; ++i) z[i] *= k;
     z[targets[n]] -= dloss;
   }
 }

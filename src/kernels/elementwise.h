@@ -38,6 +38,20 @@ void residual_forward(T* out, const T* a, const T* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// y += a * x, all [n].
+template <typename T>
+void axpy(T* y, T a, const T* x, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// x *= a, all [n].
+template <typename T>
+void scale_inplace(T* x, T a, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) x[i] *= a;
+}
+
 // x[N, C] = table[tokens[n]]
 template <typename T>
 void embedding_forward(T* x, const int32_t* tokens, const T* table, int64_t N, int64_t C) {

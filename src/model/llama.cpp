@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "kernels/cross_entropy.h"
@@ -17,15 +18,42 @@ namespace ggtrain::model {
 
 using namespace ggtrain::kernels;
 
+Recompute recompute_from_name(const std::string& name) {
+  if (name == "none") return Recompute::kNone;
+  if (name == "attn") return Recompute::kAttn;
+  if (name == "all") return Recompute::kAll;
+  fail("recompute must be \"none\", \"attn\" or \"all\", got \"{}\"", name);
+}
+
+const char* OpProfile::name(int op) {
+  static const char* const names[kOps] = {"embedding", "rmsnorm", "q/k/v", "rope", "attention",
+                                          "attn_output", "gate/up", "swiglu", "down", "residual",
+                                          "lora", "head", "loss"};
+  return op >= 0 && op < kOps ? names[op] : "?";
+}
+
+namespace {
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
 template <typename T>
 LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
-                          const std::set<std::string>& frozen)
-    : cfg_(cfg), layout_(cfg), grad_layout_(layout_.trainable(frozen)), B_(batch), T_(seq_len),
-      n_threads_(omp_get_max_threads()) {
+                          const std::set<std::string>& frozen, const ModelOptions& opts)
+    : cfg_(cfg), opts_(opts), layout_(cfg), grad_layout_(layout_.trainable(frozen)), B_(batch),
+      T_(seq_len), n_threads_(omp_get_max_threads()) {
   cfg_.validate("model config");
   if (B_ <= 0 || T_ <= 0) fail("model: batch {} and seq_len {} must be positive", B_, T_);
   if (T_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", T_, cfg_.ctx);
   attn_shape_ = {B_, T_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
+  if (opts_.attn_tile_rows > 0) attn_shape_.tile_rows = opts_.attn_tile_rows;
+  if (opts_.attn_tile_cols > 0) attn_shape_.tile_cols = opts_.attn_tile_cols;
+  chunk_rows_ = opts_.logit_chunk_rows > 0
+                    ? opts_.logit_chunk_rows
+                    : std::max<int64_t>(64, int64_t(n_threads_) * (int64_t(1) << 20) / cfg_.vocab);
+  chunk_rows_ = std::min(chunk_rows_, B_ * T_);
   params_ = AlignedBuffer<T>(size_t(layout_.total()));
   for (const auto& name : frozen)
     if (!layout_.find(name)) fail("model: cannot freeze '{}': no such parameter", name);
@@ -41,43 +69,64 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   rope_tables(rope_cos_, rope_sin_, T_, cfg_.d_head(), cfg_.rope_freq_base);
 }
 
-// Lays out every activation and scratch buffer. Called twice: to size the
-// single allocation, then to point into it.
+// The activations of one block: the attention part and/or the feed-forward part.
 template <typename T>
-void LlamaModel<T>::plan(BumpPlan<T>& p) {
+void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part) {
   const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
-  residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
-  for (auto& r : residual_) r = p.take(BT * C);
-  if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
-  layer_acts_.assign(size_t(cfg_.n_layers), {});
-  for (auto& a : layer_acts_) {
+  if (attn_part) {
     a.rstd_attn = p.take(BT);
     a.h_attn = p.take(BT * C);
     a.q = p.take(BT * QD);
     a.k = p.take(BT * KD);
     a.v = p.take(BT * KD);
-    a.att = p.take(B_ * cfg_.n_heads * T_ * T_);
+    a.lse = p.take(BT * cfg_.n_heads);
     a.attn_out = p.take(BT * QD);
+  }
+  if (ffn_part) {
     a.x_mid = p.take(BT * C);
     a.rstd_ffn = p.take(BT);
     a.h_ffn = p.take(BT * C);
     a.gate = p.take(BT * F);
     a.up = p.take(BT * F);
     a.act = p.take(BT * F);
+  }
+}
+
+// Lays out every activation and scratch buffer. Called twice: to size the
+// single allocation, then to point into it. Buffers that backward recomputes
+// are planned once and shared by every block.
+template <typename T>
+void LlamaModel<T>::plan(BumpPlan<T>& p) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab;
+  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
+  residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
+  for (auto& r : residual_) r = p.take(BT * C);
+  if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
+  const bool share_attn = opts_.recompute != Recompute::kNone;
+  const bool share_ffn = opts_.recompute == Recompute::kAll;
+  LayerActs<T> shared{};
+  plan_layer_acts(p, shared, share_attn, share_ffn);
+  layer_acts_.assign(size_t(cfg_.n_layers), {});
+  for (auto& a : layer_acts_) {
+    a = shared;
+    plan_layer_acts(p, a, !share_attn, !share_ffn);
     for (const auto& target : cfg_.lora.targets)
       for (int t = 0; t < kNumLoraTargets; ++t)
         if (target == lora_target_name(LoraTarget(t))) a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
   }
   rstd_final_ = p.take(BT);
   h_final_ = p.take(BT * C);
-  logits_ = p.take(BT * cfg_.vocab);
   lse_ = p.take(BT);
   losses_ = p.take(BT);
+  logit_chunk_ = p.take(chunk_rows_ * V);
+  if (g_.output) d_head_ = p.take(V * C);
   rope_cos_ = p.take(T_ * cfg_.d_head() / 2);
   rope_sin_ = p.take(T_ * cfg_.d_head() / 2);
+  attn_scratch_ = p.take(int64_t(n_threads_) * attention_scratch_per_thread(attn_shape_));
   d_res_ = p.take(BT * C);
   d_h_ = p.take(BT * C);
+  d_h_final_ = d_h_;  // written by forward, read first by backward; d_h_ is free until then
   d_q_ = p.take(BT * QD);
   d_k_ = p.take(BT * KD);
   d_v_ = p.take(BT * KD);
@@ -85,7 +134,6 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   d_gate_ = p.take(BT * F);
   d_up_ = p.take(BT * F);
   d_act_ = p.take(BT * F);
-  d_scores_ = p.take(int64_t(n_threads_) * attention_scratch_per_thread(T_));
   if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
 }
 
@@ -98,11 +146,26 @@ void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what) const 
 }
 
 template <typename T>
+void LlamaModel<T>::check_threads() const {
+  if (omp_get_max_threads() > n_threads_)
+    fail("model: planned for {} threads, now running {}", n_threads_, omp_get_max_threads());
+}
+
+template <typename T>
+void LlamaModel<T>::mark(OpProfile::Op op) {
+  if (!profile_) return;
+  const double t = now_seconds();
+  profile_->seconds[phase_][op] += t - last_mark_;
+  last_mark_ = t;
+}
+
+template <typename T>
 void LlamaModel<T>::lora_fwd(int64_t l, LoraTarget t, T* out, const T* inp, int64_t n_in, int64_t n_out) {
   const auto& w = w_.layers[size_t(l)];
   if (!w.lora_a[t]) return;
   lora_forward(out, layer_acts_[size_t(l)].lora_u[t], inp, w.lora_a[t], w.lora_b[t], B_ * T_, n_in, n_out,
                cfg_.lora.rank, T(cfg_.lora.scale()));
+  mark(OpProfile::kLora);
 }
 
 template <typename T>
@@ -113,64 +176,145 @@ void LlamaModel<T>::lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, co
   const auto& g = g_.layers[size_t(l)];
   lora_backward(dinp, g.lora_a[t], g.lora_b[t], d_lora_u_, dout, inp, layer_acts_[size_t(l)].lora_u[t],
                 w.lora_a[t], w.lora_b[t], B_ * T_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
+  mark(OpProfile::kLora);
 }
 
+// x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in).
+// With x_mid null (recomputation for backward) it stops after attention.
 template <typename T>
-void LlamaModel<T>::layer_forward(int64_t l, const T* x_in, T* x_out) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
+void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  const T eps = T(cfg_.rms_eps);
-  // attention block: x_mid = x_in + Wo * attn(rope(Wq h), rope(Wk h), Wv h)
-  rmsnorm_forward(a.h_attn, a.rstd_attn, x_in, w.attn_norm, BT, C, eps);
+  rmsnorm_forward(a.h_attn, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps));
+  mark(OpProfile::kNorm);
   linear_forward(a.q, a.h_attn, w.wq, BT, C, QD);
-  lora_fwd(l, kAttnQ, a.q, a.h_attn, C, QD);
   linear_forward(a.k, a.h_attn, w.wk, BT, C, KD);
-  lora_fwd(l, kAttnK, a.k, a.h_attn, C, KD);
   linear_forward(a.v, a.h_attn, w.wv, BT, C, KD);
+  mark(OpProfile::kQkv);
+  lora_fwd(l, kAttnQ, a.q, a.h_attn, C, QD);
+  lora_fwd(l, kAttnK, a.k, a.h_attn, C, KD);
   lora_fwd(l, kAttnV, a.v, a.h_attn, C, KD);
   rope_forward(a.q, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
   rope_forward(a.k, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
-  attention_forward(a.attn_out, a.att, a.q, a.k, a.v, attn_shape_);
-  linear_forward(a.x_mid, a.attn_out, w.wo, BT, QD, C);
-  lora_fwd(l, kAttnOutput, a.x_mid, a.attn_out, QD, C);
-  residual_forward(a.x_mid, a.x_mid, x_in, BT * C);
-  // feed-forward block: x_out = x_mid + W_down (silu(W_gate h) * W_up h)
-  rmsnorm_forward(a.h_ffn, a.rstd_ffn, a.x_mid, w.ffn_norm, BT, C, eps);
+  mark(OpProfile::kRope);
+  attention_forward(a.attn_out, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
+  mark(OpProfile::kAttention);
+  if (!x_mid) return;
+  linear_forward(x_mid, a.attn_out, w.wo, BT, QD, C);
+  mark(OpProfile::kAttnOutput);
+  lora_fwd(l, kAttnOutput, x_mid, a.attn_out, QD, C);
+  residual_forward(x_mid, x_mid, x_in, BT * C);
+  mark(OpProfile::kResidual);
+}
+
+// x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid).
+// With x_out null (recomputation for backward) it stops after SwiGLU.
+template <typename T>
+void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
+  const auto& w = w_.layers[size_t(l)];
+  auto& a = layer_acts_[size_t(l)];
+  rmsnorm_forward(a.h_ffn, a.rstd_ffn, x_mid, w.ffn_norm, BT, C, T(cfg_.rms_eps));
+  mark(OpProfile::kNorm);
   linear_forward(a.gate, a.h_ffn, w.w_gate, BT, C, F);
-  lora_fwd(l, kFfnGate, a.gate, a.h_ffn, C, F);
   linear_forward(a.up, a.h_ffn, w.w_up, BT, C, F);
+  mark(OpProfile::kGateUp);
+  lora_fwd(l, kFfnGate, a.gate, a.h_ffn, C, F);
   lora_fwd(l, kFfnUp, a.up, a.h_ffn, C, F);
   swiglu_forward(a.act, a.gate, a.up, BT * F);
+  mark(OpProfile::kSwiglu);
+  if (!x_out) return;
   linear_forward(x_out, a.act, w.w_down, BT, F, C);
+  mark(OpProfile::kDown);
   lora_fwd(l, kFfnDown, x_out, a.act, F, C);
-  residual_forward(x_out, x_out, a.x_mid, BT * C);
+  residual_forward(x_out, x_out, x_mid, BT * C);
+  mark(OpProfile::kResidual);
 }
 
 template <typename T>
-T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
-  check_tokens(inputs, "input");
-  if (targets) check_tokens(targets, "target");
-  inputs_ = inputs;
-  targets_ = targets;
+void LlamaModel<T>::embed(const int32_t* inputs) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model;
   if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
     embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
     linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
   } else {
     embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
   }
-  for (int64_t l = 0; l < cfg_.n_layers; ++l)
-    layer_forward(l, residual_[size_t(l)], residual_[size_t(l + 1)]);
-  rmsnorm_forward(h_final_, rstd_final_, residual_.back(), w_.output_norm, BT, C,
+  mark(OpProfile::kEmbedding);
+}
+
+template <typename T>
+void LlamaModel<T>::trunk(const int32_t* inputs) {
+  check_threads();
+  check_tokens(inputs, "input");
+  inputs_ = inputs;
+  targets_ = nullptr;
+  phase_ = OpProfile::kForward;
+  if (profile_) last_mark_ = now_seconds();
+  embed(inputs);
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    auto& a = layer_acts_[size_t(l)];
+    attn_block_forward(l, residual_[size_t(l)], a.x_mid);
+    ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
+  }
+  rmsnorm_forward(h_final_, rstd_final_, residual_.back(), w_.output_norm, B_ * T_, cfg_.d_model,
                   T(cfg_.rms_eps));
-  linear_forward(logits_, h_final_, w_.output, BT, C, V);
-  if (!targets) return T(0);
-  cross_entropy_forward(losses_, lse_, logits_, targets, BT, V);
+  mark(OpProfile::kNorm);
+}
+
+template <typename T>
+T LlamaModel<T>::head_loss(bool prepare_backward) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
+  if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
+  for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, BT - r0);
+    const T* h = h_final_ + r0 * C;
+    linear_forward(logit_chunk_, h, w_.output, rows, C, V);
+    mark(OpProfile::kHead);
+    if (!prepare_backward) {
+      cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
+      mark(OpProfile::kLoss);
+      continue;
+    }
+    // The chunk's logits become d(mean loss)/d(logits), then flow through
+    // the head at once: no logits outlive their chunk.
+    cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, T(1) / T(BT));
+    mark(OpProfile::kLoss);
+    phase_ = OpProfile::kBackward;
+    linear_backward(d_h_final_ + r0 * C, d_head_, logit_chunk_, h, w_.output, rows, C, V, false);
+    mark(OpProfile::kHead);
+    phase_ = OpProfile::kForward;
+  }
   double sum = 0;  // in order: deterministic whatever the thread count
   for (int64_t i = 0; i < BT; ++i) sum += double(losses_[i]);
   return T(sum / double(BT));
+}
+
+template <typename T>
+T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
+  if (targets) check_tokens(targets, "target");
+  trunk(inputs);
+  if (!targets) {
+    if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
+    linear_forward(logits_.data(), h_final_, w_.output, BT, C, V);
+    mark(OpProfile::kHead);
+    return T(0);
+  }
+  targets_ = targets;
+  return head_loss(true);
+}
+
+template <typename T>
+T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets) {
+  check_tokens(targets, "target");
+  trunk(inputs);
+  targets_ = targets;
+  const T loss = head_loss(false);
+  targets_ = nullptr;  // nothing prepared for backward()
+  return loss;
 }
 
 template <typename T>
@@ -179,57 +323,101 @@ void LlamaModel<T>::zero_grad() {
 }
 
 template <typename T>
-void LlamaModel<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
+void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
+  const auto& w = w_.layers[size_t(l)];
+  const auto& g = g_.layers[size_t(l)];
+  const auto& a = layer_acts_[size_t(l)];
+  // d_res is dL/d(x_out) and becomes dL/d(x_mid)
+  linear_backward(d_act_, g.w_down, d_res, a.act, w.w_down, BT, F, C, false);
+  mark(OpProfile::kDown);
+  lora_bwd(l, kFfnDown, d_act_, d_res, a.act, F, C);
+  swiglu_backward(d_gate_, d_up_, d_act_, a.gate, a.up, BT * F);
+  mark(OpProfile::kSwiglu);
+  linear_backward(d_h_, g.w_gate, d_gate_, a.h_ffn, w.w_gate, BT, C, F, false);
+  mark(OpProfile::kGateUp);
+  lora_bwd(l, kFfnGate, d_h_, d_gate_, a.h_ffn, C, F);
+  linear_backward(d_h_, g.w_up, d_up_, a.h_ffn, w.w_up, BT, C, F, true);
+  mark(OpProfile::kGateUp);
+  lora_bwd(l, kFfnUp, d_h_, d_up_, a.h_ffn, C, F);
+  rmsnorm_backward(d_res, g.ffn_norm, d_h_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
+  mark(OpProfile::kNorm);
+}
+
+template <typename T>
+void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
+  const int64_t BT = B_ * T_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  // feed-forward block; d_res is dL/d(x_out) and becomes dL/d(x_mid)
-  linear_backward(d_act_, g.w_down, d_res, a.act, w.w_down, BT, F, C, false);
-  lora_bwd(l, kFfnDown, d_act_, d_res, a.act, F, C);
-  swiglu_backward(d_gate_, d_up_, d_act_, a.gate, a.up, BT * F);
-  linear_backward(d_h_, g.w_gate, d_gate_, a.h_ffn, w.w_gate, BT, C, F, false);
-  lora_bwd(l, kFfnGate, d_h_, d_gate_, a.h_ffn, C, F);
-  linear_backward(d_h_, g.w_up, d_up_, a.h_ffn, w.w_up, BT, C, F, true);
-  lora_bwd(l, kFfnUp, d_h_, d_up_, a.h_ffn, C, F);
-  rmsnorm_backward(d_res, g.ffn_norm, d_h_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
-  // attention block; d_res becomes dL/d(x_in)
+  // d_res is dL/d(x_mid) and becomes dL/d(x_in)
   linear_backward(d_attn_out_, g.wo, d_res, a.attn_out, w.wo, BT, QD, C, false);
+  mark(OpProfile::kAttnOutput);
   lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out, QD, C);
-  attention_backward(d_q_, d_k_, d_v_, d_scores_, d_attn_out_, a.q, a.k, a.v, a.att, attn_shape_);
+  attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, a.attn_out, a.lse, a.q, a.k,
+                     a.v, attn_shape_);
+  mark(OpProfile::kAttention);
   rope_backward(d_q_, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
   rope_backward(d_k_, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
+  mark(OpProfile::kRope);
   linear_backward(d_h_, g.wq, d_q_, a.h_attn, w.wq, BT, C, QD, false);
+  mark(OpProfile::kQkv);
   lora_bwd(l, kAttnQ, d_h_, d_q_, a.h_attn, C, QD);
   linear_backward(d_h_, g.wk, d_k_, a.h_attn, w.wk, BT, C, KD, true);
+  mark(OpProfile::kQkv);
   lora_bwd(l, kAttnK, d_h_, d_k_, a.h_attn, C, KD);
   linear_backward(d_h_, g.wv, d_v_, a.h_attn, w.wv, BT, C, KD, true);
+  mark(OpProfile::kQkv);
   lora_bwd(l, kAttnV, d_h_, d_v_, a.h_attn, C, KD);
   rmsnorm_backward(d_res, g.attn_norm, d_h_, x_in, w.attn_norm, a.rstd_attn, BT, C);
+  mark(OpProfile::kNorm);
+}
+
+template <typename T>
+void LlamaModel<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
+  auto& a = layer_acts_[size_t(l)];
+  if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
+    phase_ = OpProfile::kRecompute;
+    attn_block_forward(l, x_in, a.x_mid);
+    ffn_block_forward(l, a.x_mid, nullptr);
+    phase_ = OpProfile::kBackward;
+  }
+  ffn_block_backward(l, d_res);
+  if (opts_.recompute == Recompute::kAttn) {
+    phase_ = OpProfile::kRecompute;
+    attn_block_forward(l, x_in, nullptr);
+    phase_ = OpProfile::kBackward;
+  }
+  attn_block_backward(l, x_in, d_res);
 }
 
 template <typename T>
 void LlamaModel<T>::backward(T loss_scale) {
   if (!targets_) fail("model: backward() needs a forward() with targets");
-  if (omp_get_max_threads() > n_threads_)
-    fail("model: planned for {} threads, now running {}", n_threads_, omp_get_max_threads());
+  check_threads();
   const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
-  cross_entropy_backward_inplace(logits_, lse_, targets_, BT, V, loss_scale / T(BT));
-  T* d_logits = logits_;
+  phase_ = OpProfile::kBackward;
+  if (profile_) last_mark_ = now_seconds();
+  // forward() left the head's gradients at unit loss scale; both are linear in it
+  if (d_head_) axpy(g_.output, loss_scale, d_head_, V * C);
+  if (loss_scale != T(1)) scale_inplace(d_h_final_, loss_scale, BT * C);
+  mark(OpProfile::kHead);
   std::memset(d_res_, 0, size_t(BT * C) * sizeof(T));
-  linear_backward(d_h_, g_.output, d_logits, h_final_, w_.output, BT, C, V, false);
-  rmsnorm_backward(d_res_, g_.output_norm, d_h_, residual_.back(), w_.output_norm, rstd_final_,
+  rmsnorm_backward(d_res_, g_.output_norm, d_h_final_, residual_.back(), w_.output_norm, rstd_final_,
                    BT, C);
+  mark(OpProfile::kNorm);
   for (int64_t l = cfg_.n_layers - 1; l >= 0; --l) {
     layer_backward(l, residual_[size_t(l)], d_res_);
     if (on_layer_grads) on_layer_grads(l);
+    if (profile_) last_mark_ = now_seconds();  // the hook's time is not the model's
   }
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
     linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
   else if (g_.token_embd)
     embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
-  targets_ = nullptr;  // the logits now hold their gradient
+  mark(OpProfile::kEmbedding);
+  targets_ = nullptr;  // once per forward: the head's prepared gradients are used up
 }
 
 template class LlamaModel<float>;

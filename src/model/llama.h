@@ -17,6 +17,32 @@
 
 namespace ggtrain::model {
 
+// What backward recomputes instead of keeping from forward (train.recompute):
+// kAttn the attention block's activations (norm, q, k, v, attention output),
+// kAll every activation of a block: only the residual stream is kept per
+// block. Recomputed buffers are planned once and shared by all blocks.
+enum class Recompute { kNone, kAttn, kAll };
+Recompute recompute_from_name(const std::string& name);  // "none", "attn", "all"
+
+struct ModelOptions {
+  Recompute recompute = Recompute::kNone;
+  // Rows of logits the loss computes at once (0: about 1 Mi floats per thread,
+  // at least 64 rows). Training never holds more logits than that.
+  int64_t logit_chunk_rows = 0;
+  // Attention tile sizes (0: the kernel's defaults); tests shrink them.
+  int64_t attn_tile_rows = 0, attn_tile_cols = 0;
+};
+
+// Wall time per operation, summed over layers and steps, when attached with
+// set_profile() (bench/train_bench prints it); off otherwise.
+struct OpProfile {
+  enum Op { kEmbedding, kNorm, kQkv, kRope, kAttention, kAttnOutput, kGateUp, kSwiglu, kDown,
+            kResidual, kLora, kHead, kLoss, kOps };
+  enum Phase { kForward, kBackward, kRecompute, kPhases };
+  double seconds[kPhases][kOps] = {};
+  static const char* name(int op);
+};
+
 template <typename T>
 struct LayerActs {
   T* rstd_attn;  // [BT]
@@ -24,7 +50,7 @@ struct LayerActs {
   T* q;          // [BT, q_dim]  after RoPE
   T* k;          // [BT, kv_dim] after RoPE
   T* v;          // [BT, kv_dim]
-  T* att;        // [B, H, T, T] softmax probabilities
+  T* lse;        // [B, H, T] log-sum-exp of each attention row (flash attention)
   T* attn_out;   // [BT, q_dim] heads concatenated, before attn_output
   T* x_mid;      // [BT, C]   residual stream after attention
   T* rstd_ffn;   // [BT]
@@ -41,9 +67,10 @@ class LlamaModel {
   // `frozen`: parameter names that keep their values; they get no gradient
   // buffer (grad_layout() lacks them) and backward() skips their gradients.
   LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
-             const std::set<std::string>& frozen = {});
+             const std::set<std::string>& frozen = {}, const ModelOptions& opts = {});
 
   const LlamaConfig& config() const { return cfg_; }
+  const ModelOptions& options() const { return opts_; }
   const ParamLayout& layout() const { return layout_; }
   // Layout of grads() (and of the optimizer moments): the trainable tensors.
   const ParamLayout& grad_layout() const { return grad_layout_; }
@@ -58,38 +85,61 @@ class LlamaModel {
   // The frozen donor table E [vocab, donor_dim] of a warm start (fill it
   // before forward); null when config().donor_dim == 0.
   T* donor_table() { return donor_.size() ? donor_.data() : nullptr; }
+  // Activations and scratch planned at construction (the full logits of
+  // forward(inputs, nullptr) come on top, allocated on first use).
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
 
-  // inputs, targets: [B, T] token ids (targets may be null: logits only).
-  // Returns the mean cross-entropy over all B*T positions (0 without targets).
+  // inputs, targets: [B, T] token ids. With targets: returns the mean
+  // cross-entropy over all B*T positions and prepares backward() (the loss
+  // runs over chunks of rows and keeps no logits). Without: computes all
+  // logits, for logits(), and returns 0.
   T forward(const int32_t* inputs, const int32_t* targets);
-  // [B, T, vocab], valid after forward() until backward().
-  const T* logits() const { return logits_; }
+  // The mean loss only, for evaluation: no preparation for backward().
+  T evaluate(const int32_t* inputs, const int32_t* targets);
+  // [B, T, vocab], valid after forward(inputs, nullptr).
+  const T* logits() const { return logits_.data(); }
   void zero_grad();
-  // Adds d(loss_scale * mean loss)/d(params) to grads(); turns the logits
-  // into their gradient in place. Needs a forward() with targets.
+  // Adds d(loss_scale * mean loss)/d(params) to grads(). Needs a forward()
+  // with targets; once per forward.
   void backward(T loss_scale = T(1));
   // Called by backward() as soon as block l's gradients are final (blocks
   // finish from the last to the first), so that data-parallel training can
   // start reducing them while the blocks below still compute.
   std::function<void(int64_t l)> on_layer_grads;
+  // Attaches (or, with null, detaches) a per-operation timer.
+  void set_profile(OpProfile* p) { profile_ = p; }
 
  private:
   void plan(BumpPlan<T>& p);
-  void layer_forward(int64_t l, const T* x_in, T* x_out);
+  void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
+  void embed(const int32_t* inputs);
+  // Embedding, every block and the final norm: h_final_ from the inputs.
+  void trunk(const int32_t* inputs);
+  void attn_block_forward(int64_t l, const T* x_in, T* x_mid);
+  void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
+  void attn_block_backward(int64_t l, const T* x_in, T* d_res);
+  void ffn_block_backward(int64_t l, T* d_res);
   void layer_backward(int64_t l, const T* x_in, T* d_res);
+  // Loss over chunks of rows of h_final_; with `prepare_backward`, also the
+  // gradients of the head at unit loss scale (d_h_final_, d_head_).
+  T head_loss(bool prepare_backward);
   void check_tokens(const int32_t* tokens, const char* what) const;
+  void check_threads() const;
   // The LoRA branch of target t in layer l (nothing when it is not a target):
   // out += s (inp A^T) B^T, and its backward (dinp accumulated).
   void lora_fwd(int64_t l, LoraTarget t, T* out, const T* inp, int64_t n_in, int64_t n_out);
   void lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, const T* inp, int64_t n_in,
                 int64_t n_out);
+  // Profiling: the time since the previous mark goes to `op` in phase_.
+  void mark(OpProfile::Op op);
 
   LlamaConfig cfg_;
+  ModelOptions opts_;
   ParamLayout layout_, grad_layout_;
   int64_t B_, T_;
   int n_threads_;
-  AlignedBuffer<T> params_, grads_, acts_, donor_;
+  int64_t chunk_rows_;  // rows of logits per loss chunk
+  AlignedBuffer<T> params_, grads_, acts_, donor_, logits_;
   ModelWeights<T> w_, g_;
   kernels::AttnShape attn_shape_;
 
@@ -97,13 +147,20 @@ class LlamaModel {
   std::vector<T*> residual_;  // n_layers + 1 of [BT, C]; [0] is the embedding
   T* x_donor_ = nullptr;       // [BT, donor_dim] donor rows of the inputs (warm start)
   std::vector<LayerActs<T>> layer_acts_;
-  T *rstd_final_, *h_final_, *logits_, *lse_, *losses_;
+  T *rstd_final_, *h_final_, *lse_, *losses_;
+  T* logit_chunk_;       // [chunk_rows_, vocab]
+  T* d_h_final_;         // [BT, C] d(mean loss)/d(h_final), filled by forward
+  T* d_head_ = nullptr;  // [vocab, C] d(mean loss)/d(output), when output is trainable
   T *rope_cos_, *rope_sin_;
+  T* attn_scratch_;  // per-thread tiles of the attention kernels
   // backward scratch, shared by all layers
-  T *d_res_, *d_h_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_gate_, *d_up_, *d_act_, *d_scores_;
+  T *d_res_, *d_h_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_gate_, *d_up_, *d_act_;
   T* d_lora_u_ = nullptr;  // [BT, rank]
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
+  OpProfile* profile_ = nullptr;
+  OpProfile::Phase phase_ = OpProfile::kForward;
+  double last_mark_ = 0;
 };
 
 extern template class LlamaModel<float>;

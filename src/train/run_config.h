@@ -43,6 +43,10 @@ struct TrainSection {
   // Under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1), 0
   // keeps them whole on every rank (train/data_parallel.h).
   int64_t zero = 0;
+  // Activations backward recomputes instead of keeping, trading compute for
+  // memory: "none", "attn" (the attention block's) or "all" (every block's;
+  // only the residual stream is kept).
+  std::string recompute = "none";
   // Tensors that keep their values (no gradient, no optimizer state), e.g.
   // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
   std::vector<std::string> freeze;

@@ -418,7 +418,9 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
   const auto frozen = mc_.lora.rank > 0 ? base_tensors(mc_)
                                         : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
-  model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), T, frozen);
+  model::ModelOptions model_opts;
+  model_opts.recompute = model::recompute_from_name(c_.train.recompute);
+  model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), T, frozen, model_opts);
   dp_->attach(*model_);
   if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());
   m_.assign(size_t(model_->n_trainable()), 0.f);
@@ -516,7 +518,7 @@ double Run::evaluate() {
   for (int64_t i = 0; i < n_batches; ++i) {
     for (int64_t b = 0; b < B; ++b)
       val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T);
-    sum += model_->forward(dp_->local(inputs_.data()), dp_->local(targets_.data()));
+    sum += model_->evaluate(dp_->local(inputs_.data()), dp_->local(targets_.data()));
   }
   return dp_->mean_over_ranks(sum) / double(n_batches);
 }
