@@ -279,3 +279,41 @@ TEST(LayerFd, VectorExpMatchesLibm) {
   EXPECT_NEAR(sum, ref_sum, 1e-6 * ref_sum);
   EXPECT_NEAR(sum_exp_shift(x.data(), int64_t(x.size()), shift), ref_sum, 1e-6 * ref_sum);
 }
+
+// The vectorised float (and bf16-output) paths of SwiGLU and RMSNorm against
+// the double loops, over lengths that leave a tail after the 16-lane body.
+TEST(LayerFd, FloatSwiGluAndRmsNormMatchDouble) {
+  const int64_t n = 16 * 7 + 5, C = 37;
+  Vec gate = random_vector(n, 41, 12.0), up = random_vector(n, 42), dact = random_vector(n, 43);
+  Vec act(n), dg(n), du(n);
+  swiglu_forward(act.data(), gate.data(), up.data(), n);
+  swiglu_backward(dg.data(), du.data(), dact.data(), gate.data(), up.data(), n);
+  auto f = [](const Vec& v) { return std::vector<float>(v.begin(), v.end()); };
+  auto gf = f(gate), uf = f(up), df = f(dact);
+  std::vector<float> actf(n), dgf(n), duf(n);
+  std::vector<bf16> acth(n), dgh(n), duh(n);
+  swiglu_forward(actf.data(), gf.data(), uf.data(), n);
+  swiglu_backward(dgf.data(), duf.data(), df.data(), gf.data(), uf.data(), n);
+  swiglu_forward(acth.data(), gf.data(), uf.data(), n);
+  swiglu_backward(dgh.data(), duh.data(), df.data(), gf.data(), uf.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(actf[i], act[i], 1e-5 * (1 + std::fabs(act[i]))) << i;
+    EXPECT_NEAR(dgf[i], dg[i], 1e-5 * (1 + std::fabs(dg[i]))) << i;
+    EXPECT_NEAR(duf[i], du[i], 1e-5 * (1 + std::fabs(du[i]))) << i;
+    EXPECT_NEAR(from_bf16(acth[i]), act[i], 1e-2 * std::fabs(act[i]) + 1e-6) << i;
+    EXPECT_NEAR(from_bf16(dgh[i]), dg[i], 1e-2 * std::fabs(dg[i]) + 1e-6) << i;
+    EXPECT_NEAR(from_bf16(duh[i]), du[i], 1e-2 * std::fabs(du[i]) + 1e-6) << i;
+  }
+  const int64_t N = 3;
+  Vec x = random_vector(N * C, 44, 3.0), w = random_vector(C, 45), y(N * C), r(N);
+  rmsnorm_forward(y.data(), r.data(), x.data(), w.data(), N, C, 1e-5);
+  auto xf = f(x), wf = f(w);
+  std::vector<float> yf(N * C), rf(N);
+  std::vector<bf16> yh(N * C);
+  rmsnorm_forward(yf.data(), rf.data(), xf.data(), wf.data(), N, C, 1e-5f);
+  rmsnorm_forward(yh.data(), rf.data(), xf.data(), wf.data(), N, C, 1e-5f);
+  for (int64_t i = 0; i < N * C; ++i) {
+    EXPECT_NEAR(yf[i], y[i], 1e-5 * (1 + std::fabs(y[i]))) << i;
+    EXPECT_EQ(yh[i], to_bf16(yf[i])) << i;  // the same float, rounded once
+  }
+}

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/bf16.h"
 #include "kernels/gemm.h"
 #include "kernels/vexp.h"
 
@@ -37,7 +38,7 @@ struct AttnShape {
 
 // Scratch elements attention_forward/backward need per thread.
 inline int64_t attention_scratch_per_thread(const AttnShape& s) {
-  return 2 * s.tile_rows * s.tile_cols + 2 * s.tile_rows;
+  return 2 * s.tile_rows * s.tile_cols + 2 * s.tile_rows + s.tile_rows * s.d_head;
 }
 
 namespace detail {
@@ -76,9 +77,10 @@ void online_softmax_block(T* s, int64_t ld, T* m, T* l, T* o, int64_t os, int64_
 }  // namespace detail
 
 // out and lse written; `scratch` holds omp_get_max_threads() *
-// attention_scratch_per_thread(s) elements.
-template <typename T>
-void attention_forward(T* out, T* lse, T* scratch, const T* q, const T* k, const T* v,
+// attention_scratch_per_thread(s) elements. The output may be stored as
+// bf16 (Out, the input of the next GEMM); it is accumulated in T.
+template <typename T, typename Out>
+void attention_forward(Out* out, T* lse, T* scratch, const T* q, const T* k, const T* v,
                        const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const int64_t Br = s.tile_rows, Bc = s.tile_cols;
@@ -89,30 +91,30 @@ void attention_forward(T* out, T* lse, T* scratch, const T* q, const T* k, const
       T* sc = scratch + int64_t(omp_get_thread_num()) * attention_scratch_per_thread(s);
       T* m = sc + Br * Bc;
       T* l = m + Br;
+      T* o = l + Br;  // [rows, hd] output accumulator of the tile
       const int64_t g = h / s.group();
       const T* qb = q + b * Tn * qs + h * hd;
       const T* kb = k + b * Tn * ks + g * hd;
       const T* vb = v + b * Tn * ks + g * hd;
-      T* ob = out + b * Tn * qs + h * hd;
+      Out* ob = out + b * Tn * qs + h * hd;
       T* lb = lse + (b * s.n_heads + h) * Tn;
       for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
         const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows;
-        T* o = ob + r0 * qs;
         for (int64_t t = 0; t < rows; ++t) {
           m[t] = -INFINITY;
           l[t] = 0;
-          for (int64_t i = 0; i < hd; ++i) o[t * qs + i] = 0;
+          for (int64_t i = 0; i < hd; ++i) o[t * hd + i] = 0;
         }
         for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
           const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0;
           // S = scale Q[r0:r1] K[c0:c0+cols]^T, then O = O * alpha + P V[c0:c0+cols]
           gemm(false, true, rows, cols, hd, scale, qb + r0 * qs, qs, kb + c0 * ks, ks, T(0), sc, Bc);
-          detail::online_softmax_block(sc, Bc, m, l, o, qs, hd, r0, rows, c0, cols);
-          gemm(false, false, rows, hd, cols, T(1), sc, Bc, vb + c0 * ks, ks, T(1), o, qs);
+          detail::online_softmax_block(sc, Bc, m, l, o, hd, hd, r0, rows, c0, cols);
+          gemm(false, false, rows, hd, cols, T(1), sc, Bc, vb + c0 * ks, ks, T(1), o, hd);
         }
         for (int64_t t = 0; t < rows; ++t) {
           const T inv = T(1) / l[t];
-          for (int64_t i = 0; i < hd; ++i) o[t * qs + i] *= inv;
+          for (int64_t i = 0; i < hd; ++i) store(ob + (r0 + t) * qs + i, o[t * hd + i] * inv);
           lb[r0 + t] = m[t] + std::log(l[t]);
         }
       }
@@ -122,8 +124,8 @@ void attention_forward(T* out, T* lse, T* scratch, const T* q, const T* k, const
 // Writes (not accumulates) dq, dk, dv from dout and what forward saved (out,
 // lse). Work is split by (batch, kv head), so each thread owns the dk/dv rows
 // it accumulates into and the dq rows of its query heads.
-template <typename T>
-void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* out,
+template <typename T, typename Out>
+void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Out* out,
                         const T* lse, const T* q, const T* k, const T* v, const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const int64_t Br = s.tile_rows, Bc = s.tile_cols;
@@ -142,7 +144,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
         for (int64_t i = 0; i < hd; ++i) dkb[t * ks + i] = dvb[t * ks + i] = 0;
       for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
         const T* qb = q + b * Tn * qs + h * hd;
-        const T* ob = out + b * Tn * qs + h * hd;
+        const Out* ob = out + b * Tn * qs + h * hd;
         const T* dob = dout + b * Tn * qs + h * hd;
         const T* lb = lse + (b * s.n_heads + h) * Tn;
         T* dqb = dq + b * Tn * qs + h * hd;
@@ -151,7 +153,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T*
           for (int64_t t = 0; t < rows; ++t) {
             T dot = 0;
             for (int64_t i = 0; i < hd; ++i) {
-              dot += dob[(r0 + t) * qs + i] * ob[(r0 + t) * qs + i];
+              dot += dob[(r0 + t) * qs + i] * T(load(ob + (r0 + t) * qs + i));
               dqb[(r0 + t) * qs + i] = 0;
             }
             D[t] = dot;

@@ -1,33 +1,94 @@
 #pragma once
 // Small fused element-wise layers: SwiGLU, residual add, embedding lookup.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "kernels/bf16.h"
 #include "kernels/parallel.h"
+#include "kernels/vexp.h"
 
 namespace ggtrain::kernels {
 
-// act = silu(gate) * up, all [n].
-template <typename T>
-void swiglu_forward(T* act, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = gate[i];
-    act[i] = g / (T(1) + std::exp(-g)) * up[i];
+namespace detail {
+
+constexpr int64_t kElementBlock = 4096;  // elements per parallel work item
+
+// Vector bodies of SwiGLU for float on [i0, i1): the scalar loops call expf
+// per element, which cost as much as the GEMMs around them.
+template <typename Out>
+void swiglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0, int64_t i1) {
+  int64_t i = i0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= i1; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    store16(act + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < i1; ++i) store(act + i, gate[i] / (1.f + std::exp(-gate[i])) * up[i]);
+}
+
+template <typename Out>
+void swiglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up,
+                         int64_t i0, int64_t i1) {
+  int64_t i = i0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= i1; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i), d = _mm512_loadu_ps(dact + i);
+    const __m512 sig = _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    store16(dup + i, _mm512_mul_ps(d, _mm512_mul_ps(g, sig)));
+    const __m512 k = _mm512_fmadd_ps(g, _mm512_sub_ps(one, sig), one);  // 1 + g (1 - sig)
+    store16(dgate + i, _mm512_mul_ps(_mm512_mul_ps(d, _mm512_loadu_ps(up + i)), _mm512_mul_ps(sig, k)));
+  }
+#endif
+  for (; i < i1; ++i) {
+    const float g = gate[i], sig = 1.f / (1.f + std::exp(-g));
+    store(dup + i, dact[i] * g * sig);
+    store(dgate + i, dact[i] * up[i] * sig * (1.f + g * (1.f - sig)));
   }
 }
 
-// dgate, dup (written) from dact.
-template <typename T>
-void swiglu_backward(T* dgate, T* dup, const T* dact, const T* gate, const T* up, int64_t n) {
+}  // namespace detail
+
+// act = silu(gate) * up, all [n]. act may be stored as bf16 (Out): it
+// only feeds the down projection.
+template <typename T, typename Out>
+void swiglu_forward(Out* act, const T* gate, const T* up, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int64_t kB = detail::kElementBlock;
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+    for (int64_t i0 = 0; i0 < n; i0 += kB) detail::swiglu_forward_f32(act, gate, up, i0, std::min(n, i0 + kB));
+  } else {
+#pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = gate[i];
+      store(act + i, g / (T(1) + std::exp(-g)) * up[i]);
+    }
+  }
+}
+
+// dgate, dup (written) from dact; stored as Out (bf16 when they feed bf16 GEMMs).
+template <typename T, typename Out>
+void swiglu_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int64_t kB = detail::kElementBlock;
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+    for (int64_t i0 = 0; i0 < n; i0 += kB)
+      detail::swiglu_backward_f32(dgate, dup, dact, gate, up, i0, std::min(n, i0 + kB));
+  } else {
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const T g = gate[i];
-    const T sig = T(1) / (T(1) + std::exp(-g));
-    const T silu = g * sig;
-    dup[i] = dact[i] * silu;
-    dgate[i] = dact[i] * up[i] * sig * (T(1) + g * (T(1) - sig));
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = gate[i];
+      const T sig = T(1) / (T(1) + std::exp(-g));
+      const T silu = g * sig;
+      store(dup + i, dact[i] * silu);
+      store(dgate + i, dact[i] * up[i] * sig * (T(1) + g * (T(1) - sig)));
+    }
   }
 }
 

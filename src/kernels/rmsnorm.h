@@ -2,25 +2,36 @@
 // RMSNorm as llama.cpp computes it: y = x / sqrt(mean(x^2) + eps) * w.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/bf16.h"
 #include "kernels/parallel.h"
 
 namespace ggtrain::kernels {
 
-// out[N,C], rstd[N] (saved for backward) from inp[N,C], w[C].
-template <typename T>
-void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* w, int64_t N, int64_t C, T eps) {
+// out[N,C], rstd[N] (saved for backward) from inp[N,C], w[C]. out may be
+// stored as bf16 (Out): it only feeds GEMMs; the sums stay in T.
+template <typename T, typename Out>
+void rmsnorm_forward(Out* out, T* rstd, const T* inp, const T* w, int64_t N, int64_t C, T eps) {
 #pragma omp parallel for if (N * C >= kMinParallelWork)
   for (int64_t n = 0; n < N; ++n) {
     const T* x = inp + n * C;
-    T* y = out + n * C;
+    Out* y = out + n * C;
     T ss = 0;
 #pragma omp simd reduction(+ : ss)
     for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
     T r = T(1) / std::sqrt(ss / T(C) + eps);
     rstd[n] = r;
+    int64_t c = 0;
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {  // the scalar bf16 store does not vectorise
+      const __m512 rv = _mm512_set1_ps(r);
+      for (; c + 16 <= C; c += 16)
+        store16(y + c, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv), _mm512_loadu_ps(w + c)));
+    }
+#endif
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * w[c];
+    for (int64_t cc = c; cc < C; ++cc) store(y + cc, x[cc] * r * w[cc]);
   }
 }
 

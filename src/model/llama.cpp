@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <type_traits>
 #include <cstring>
 
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/lora.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -25,6 +27,16 @@ Recompute recompute_from_name(const std::string& name) {
   fail("recompute must be \"none\", \"attn\" or \"all\", got \"{}\"", name);
 }
 
+Precision precision_from_name(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  fail("precision must be \"fp32\" or \"bf16\", got \"{}\"", name);
+}
+
+int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
+  return std::min(bt, std::max<int64_t>(64, int64_t(n_threads) * (int64_t(1) << 20) / vocab));
+}
+
 const char* OpProfile::name(int op) {
   static const char* const names[kOps] = {"embedding", "rmsnorm", "q/k/v", "rope", "attention",
                                           "attn_output", "gate/up", "swiglu", "down", "residual",
@@ -37,6 +49,16 @@ double now_seconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
+
+// Calls fn with the pointer a GemmIn holds: kernels that write or read it
+// are templated on the element type.
+template <typename T, typename Fn>
+void visit(const GemmIn<T>& g, Fn&& fn) {
+  if (g.h)
+    fn(g.h);
+  else
+    fn(g.f);
+}
 }  // namespace
 
 template <typename T>
@@ -45,15 +67,17 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
     : cfg_(cfg), opts_(opts), layout_(cfg), grad_layout_(layout_.trainable(frozen)), B_(batch),
       T_(seq_len), n_threads_(omp_get_max_threads()) {
   cfg_.validate("model config");
+  bf16_ = opts_.precision == Precision::kBf16;
+  if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
+  if (bf16_ && cfg_.lora.rank > 0)
+    fail("model: LoRA adapters train in fp32 only; train.precision = \"bf16\" does not apply to a LoRA run");
   if (B_ <= 0 || T_ <= 0) fail("model: batch {} and seq_len {} must be positive", B_, T_);
   if (T_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", T_, cfg_.ctx);
   attn_shape_ = {B_, T_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
   if (opts_.attn_tile_rows > 0) attn_shape_.tile_rows = opts_.attn_tile_rows;
   if (opts_.attn_tile_cols > 0) attn_shape_.tile_cols = opts_.attn_tile_cols;
-  chunk_rows_ = opts_.logit_chunk_rows > 0
-                    ? opts_.logit_chunk_rows
-                    : std::max<int64_t>(64, int64_t(n_threads_) * (int64_t(1) << 20) / cfg_.vocab);
-  chunk_rows_ = std::min(chunk_rows_, B_ * T_);
+  chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, B_ * T_)
+                                           : default_logit_chunk_rows(cfg_.vocab, n_threads_, B_ * T_);
   params_ = AlignedBuffer<T>(size_t(layout_.total()));
   for (const auto& name : frozen)
     if (!layout_.find(name)) fail("model: cannot freeze '{}': no such parameter", name);
@@ -61,12 +85,23 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data());
   g_ = ModelWeights<T>::bind(grad_layout_, cfg_, grads_.data(), /*allow_missing=*/true);
   if (cfg_.donor_dim > 0) donor_ = AlignedBuffer<T>(size_t(cfg_.vocab * cfg_.donor_dim));
+  if (bf16_) wbf16_ = AlignedBuffer<kernels::bf16>(size_t(layout_.total()));
   BumpPlan<T> sizing;
   plan(sizing);
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
   rope_tables(rope_cos_, rope_sin_, T_, cfg_.d_head(), cfg_.rope_freq_base);
+}
+
+template <typename T>
+GemmIn<T> LlamaModel<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
+  GemmIn<T> g;
+  if (bf16_)
+    g.h = reinterpret_cast<kernels::bf16*>(p.take((n * int64_t(sizeof(kernels::bf16)) + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
+  else
+    g.f = p.take(n);
+  return g;
 }
 
 // The activations of one block: the attention part and/or the feed-forward part.
@@ -76,20 +111,20 @@ void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_p
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   if (attn_part) {
     a.rstd_attn = p.take(BT);
-    a.h_attn = p.take(BT * C);
+    a.h_attn = take_gemm_in(p, BT * C);
     a.q = p.take(BT * QD);
     a.k = p.take(BT * KD);
     a.v = p.take(BT * KD);
     a.lse = p.take(BT * cfg_.n_heads);
-    a.attn_out = p.take(BT * QD);
+    a.attn_out = take_gemm_in(p, BT * QD);
   }
   if (ffn_part) {
     a.x_mid = p.take(BT * C);
     a.rstd_ffn = p.take(BT);
-    a.h_ffn = p.take(BT * C);
+    a.h_ffn = take_gemm_in(p, BT * C);
     a.gate = p.take(BT * F);
     a.up = p.take(BT * F);
-    a.act = p.take(BT * F);
+    a.act = take_gemm_in(p, BT * F);
   }
 }
 
@@ -116,10 +151,11 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
         if (target == lora_target_name(LoraTarget(t))) a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
   }
   rstd_final_ = p.take(BT);
-  h_final_ = p.take(BT * C);
+  h_final_ = take_gemm_in(p, BT * C);
   lse_ = p.take(BT);
   losses_ = p.take(BT);
   logit_chunk_ = p.take(chunk_rows_ * V);
+  if (bf16_) logit_chunk_h_ = take_gemm_in(p, chunk_rows_ * V).h;
   if (g_.output) d_head_ = p.take(V * C);
   rope_cos_ = p.take(T_ * cfg_.d_head() / 2);
   rope_sin_ = p.take(T_ * cfg_.d_head() / 2);
@@ -131,8 +167,14 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   d_k_ = p.take(BT * KD);
   d_v_ = p.take(BT * KD);
   d_attn_out_ = p.take(BT * QD);
-  d_gate_ = p.take(BT * F);
-  d_up_ = p.take(BT * F);
+  d_gate_ = take_gemm_in(p, BT * F);
+  d_up_ = take_gemm_in(p, BT * F);
+  if (bf16_) {
+    d_res_h_ = take_gemm_in(p, BT * C).h;
+    d_q_h_ = take_gemm_in(p, BT * QD).h;
+    d_k_h_ = take_gemm_in(p, BT * KD).h;
+    d_v_h_ = take_gemm_in(p, BT * KD).h;
+  }
   d_act_ = p.take(BT * F);
   if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
 }
@@ -157,6 +199,34 @@ void LlamaModel<T>::mark(OpProfile::Op op) {
   const double t = now_seconds();
   profile_->seconds[phase_][op] += t - last_mark_;
   last_mark_ = t;
+}
+
+template <typename T>
+void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, const T* w, int64_t M, int64_t n_in, int64_t n_out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (x.h) return kernels::linear_forward(y, x.h, bf16_weight(w), M, n_in, n_out);
+  }
+  linear_forward(y, x.f, w, M, n_in, n_out);
+}
+
+template <typename T>
+void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, const T* w, int64_t M,
+                               int64_t n_in, int64_t n_out, bool accumulate_dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dy.h) return kernels::linear_backward(dx, dw, dy.h, x.h, bf16_weight(w), M, n_in, n_out, accumulate_dx);
+  }
+  linear_backward(dx, dw, dy.f, x.f, w, M, n_in, n_out, accumulate_dx);
+}
+
+template <typename T>
+GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_) {
+      kernels::to_bf16(scratch, dy, n);
+      return {nullptr, scratch};
+    }
+  }
+  return {dy, nullptr};
 }
 
 template <typename T>
@@ -187,24 +257,24 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  rmsnorm_forward(a.h_attn, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps));
+  visit(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   mark(OpProfile::kNorm);
-  linear_forward(a.q, a.h_attn, w.wq, BT, C, QD);
-  linear_forward(a.k, a.h_attn, w.wk, BT, C, KD);
-  linear_forward(a.v, a.h_attn, w.wv, BT, C, KD);
+  linear_fwd(a.q, a.h_attn, w.wq, BT, C, QD);
+  linear_fwd(a.k, a.h_attn, w.wk, BT, C, KD);
+  linear_fwd(a.v, a.h_attn, w.wv, BT, C, KD);
   mark(OpProfile::kQkv);
-  lora_fwd(l, kAttnQ, a.q, a.h_attn, C, QD);
-  lora_fwd(l, kAttnK, a.k, a.h_attn, C, KD);
-  lora_fwd(l, kAttnV, a.v, a.h_attn, C, KD);
+  lora_fwd(l, kAttnQ, a.q, a.h_attn.f, C, QD);
+  lora_fwd(l, kAttnK, a.k, a.h_attn.f, C, KD);
+  lora_fwd(l, kAttnV, a.v, a.h_attn.f, C, KD);
   rope_forward(a.q, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
   rope_forward(a.k, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
   mark(OpProfile::kRope);
-  attention_forward(a.attn_out, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
+  visit(a.attn_out, [&](auto* o) { attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_); });
   mark(OpProfile::kAttention);
   if (!x_mid) return;
-  linear_forward(x_mid, a.attn_out, w.wo, BT, QD, C);
+  linear_fwd(x_mid, a.attn_out, w.wo, BT, QD, C);
   mark(OpProfile::kAttnOutput);
-  lora_fwd(l, kAttnOutput, x_mid, a.attn_out, QD, C);
+  lora_fwd(l, kAttnOutput, x_mid, a.attn_out.f, QD, C);
   residual_forward(x_mid, x_mid, x_in, BT * C);
   mark(OpProfile::kResidual);
 }
@@ -216,19 +286,19 @@ void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  rmsnorm_forward(a.h_ffn, a.rstd_ffn, x_mid, w.ffn_norm, BT, C, T(cfg_.rms_eps));
+  visit(a.h_ffn, [&](auto* h) { rmsnorm_forward(h, a.rstd_ffn, x_mid, w.ffn_norm, BT, C, T(cfg_.rms_eps)); });
   mark(OpProfile::kNorm);
-  linear_forward(a.gate, a.h_ffn, w.w_gate, BT, C, F);
-  linear_forward(a.up, a.h_ffn, w.w_up, BT, C, F);
+  linear_fwd(a.gate, a.h_ffn, w.w_gate, BT, C, F);
+  linear_fwd(a.up, a.h_ffn, w.w_up, BT, C, F);
   mark(OpProfile::kGateUp);
-  lora_fwd(l, kFfnGate, a.gate, a.h_ffn, C, F);
-  lora_fwd(l, kFfnUp, a.up, a.h_ffn, C, F);
-  swiglu_forward(a.act, a.gate, a.up, BT * F);
+  lora_fwd(l, kFfnGate, a.gate, a.h_ffn.f, C, F);
+  lora_fwd(l, kFfnUp, a.up, a.h_ffn.f, C, F);
+  visit(a.act, [&](auto* act) { swiglu_forward(act, a.gate, a.up, BT * F); });
   mark(OpProfile::kSwiglu);
   if (!x_out) return;
-  linear_forward(x_out, a.act, w.w_down, BT, F, C);
+  linear_fwd(x_out, a.act, w.w_down, BT, F, C);
   mark(OpProfile::kDown);
-  lora_fwd(l, kFfnDown, x_out, a.act, F, C);
+  lora_fwd(l, kFfnDown, x_out, a.act.f, F, C);
   residual_forward(x_out, x_out, x_mid, BT * C);
   mark(OpProfile::kResidual);
 }
@@ -253,14 +323,21 @@ void LlamaModel<T>::trunk(const int32_t* inputs) {
   targets_ = nullptr;
   phase_ = OpProfile::kForward;
   if (profile_) last_mark_ = now_seconds();
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_) {  // the weights may have changed since the last forward
+      kernels::to_bf16(wbf16_.data(), params_.data(), layout_.total());
+      mark(OpProfile::kEmbedding);
+    }
+  }
   embed(inputs);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto& a = layer_acts_[size_t(l)];
     attn_block_forward(l, residual_[size_t(l)], a.x_mid);
     ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
   }
-  rmsnorm_forward(h_final_, rstd_final_, residual_.back(), w_.output_norm, B_ * T_, cfg_.d_model,
-                  T(cfg_.rms_eps));
+  visit(h_final_, [&](auto* h) {
+    rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, B_ * T_, cfg_.d_model, T(cfg_.rms_eps));
+  });
   mark(OpProfile::kNorm);
 }
 
@@ -270,8 +347,8 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
   if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
-    const T* h = h_final_ + r0 * C;
-    linear_forward(logit_chunk_, h, w_.output, rows, C, V);
+    const GemmIn<T> h = h_final_.at(r0 * C);
+    linear_fwd(logit_chunk_, h, w_.output, rows, C, V);
     mark(OpProfile::kHead);
     if (!prepare_backward) {
       cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
@@ -283,7 +360,8 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
     cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, T(1) / T(BT));
     mark(OpProfile::kLoss);
     phase_ = OpProfile::kBackward;
-    linear_backward(d_h_final_ + r0 * C, d_head_, logit_chunk_, h, w_.output, rows, C, V, false);
+    const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
+    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, w_.output, rows, C, V, false);
     mark(OpProfile::kHead);
     phase_ = OpProfile::kForward;
   }
@@ -299,7 +377,7 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
   trunk(inputs);
   if (!targets) {
     if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
-    linear_forward(logits_.data(), h_final_, w_.output, BT, C, V);
+    linear_fwd(logits_.data(), h_final_, w_.output, BT, C, V);
     mark(OpProfile::kHead);
     return T(0);
   }
@@ -329,17 +407,21 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_out) and becomes dL/d(x_mid)
-  linear_backward(d_act_, g.w_down, d_res, a.act, w.w_down, BT, F, C, false);
+  const GemmIn<T> dy = gemm_in(d_res, d_res_h_, BT * C);
+  linear_bwd(d_act_, g.w_down, dy, a.act, w.w_down, BT, F, C, false);
   mark(OpProfile::kDown);
-  lora_bwd(l, kFfnDown, d_act_, d_res, a.act, F, C);
-  swiglu_backward(d_gate_, d_up_, d_act_, a.gate, a.up, BT * F);
+  lora_bwd(l, kFfnDown, d_act_, d_res, a.act.f, F, C);
+  if (d_gate_.h)  // bf16: d_gate and d_up only feed GEMMs
+    swiglu_backward(d_gate_.h, d_up_.h, d_act_, a.gate, a.up, BT * F);
+  else
+    swiglu_backward(d_gate_.f, d_up_.f, d_act_, a.gate, a.up, BT * F);
   mark(OpProfile::kSwiglu);
-  linear_backward(d_h_, g.w_gate, d_gate_, a.h_ffn, w.w_gate, BT, C, F, false);
+  linear_bwd(d_h_, g.w_gate, d_gate_, a.h_ffn, w.w_gate, BT, C, F, false);
   mark(OpProfile::kGateUp);
-  lora_bwd(l, kFfnGate, d_h_, d_gate_, a.h_ffn, C, F);
-  linear_backward(d_h_, g.w_up, d_up_, a.h_ffn, w.w_up, BT, C, F, true);
+  lora_bwd(l, kFfnGate, d_h_, d_gate_.f, a.h_ffn.f, C, F);
+  linear_bwd(d_h_, g.w_up, d_up_, a.h_ffn, w.w_up, BT, C, F, true);
   mark(OpProfile::kGateUp);
-  lora_bwd(l, kFfnUp, d_h_, d_up_, a.h_ffn, C, F);
+  lora_bwd(l, kFfnUp, d_h_, d_up_.f, a.h_ffn.f, C, F);
   rmsnorm_backward(d_res, g.ffn_norm, d_h_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
   mark(OpProfile::kNorm);
 }
@@ -352,24 +434,27 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_mid) and becomes dL/d(x_in)
-  linear_backward(d_attn_out_, g.wo, d_res, a.attn_out, w.wo, BT, QD, C, false);
+  linear_bwd(d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), a.attn_out, w.wo, BT, QD, C, false);
   mark(OpProfile::kAttnOutput);
-  lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out, QD, C);
-  attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, a.attn_out, a.lse, a.q, a.k,
-                     a.v, attn_shape_);
+  lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out.f, QD, C);
+  visit(a.attn_out, [&](const auto* o) {
+    attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape_);
+  });
   mark(OpProfile::kAttention);
   rope_backward(d_q_, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
   rope_backward(d_k_, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
+  const GemmIn<T> dq = gemm_in(d_q_, d_q_h_, BT * QD), dk = gemm_in(d_k_, d_k_h_, BT * KD),
+                  dv = gemm_in(d_v_, d_v_h_, BT * KD);
   mark(OpProfile::kRope);
-  linear_backward(d_h_, g.wq, d_q_, a.h_attn, w.wq, BT, C, QD, false);
+  linear_bwd(d_h_, g.wq, dq, a.h_attn, w.wq, BT, C, QD, false);
   mark(OpProfile::kQkv);
-  lora_bwd(l, kAttnQ, d_h_, d_q_, a.h_attn, C, QD);
-  linear_backward(d_h_, g.wk, d_k_, a.h_attn, w.wk, BT, C, KD, true);
+  lora_bwd(l, kAttnQ, d_h_, d_q_, a.h_attn.f, C, QD);
+  linear_bwd(d_h_, g.wk, dk, a.h_attn, w.wk, BT, C, KD, true);
   mark(OpProfile::kQkv);
-  lora_bwd(l, kAttnK, d_h_, d_k_, a.h_attn, C, KD);
-  linear_backward(d_h_, g.wv, d_v_, a.h_attn, w.wv, BT, C, KD, true);
+  lora_bwd(l, kAttnK, d_h_, d_k_, a.h_attn.f, C, KD);
+  linear_bwd(d_h_, g.wv, dv, a.h_attn, w.wv, BT, C, KD, true);
   mark(OpProfile::kQkv);
-  lora_bwd(l, kAttnV, d_h_, d_v_, a.h_attn, C, KD);
+  lora_bwd(l, kAttnV, d_h_, d_v_, a.h_attn.f, C, KD);
   rmsnorm_backward(d_res, g.attn_norm, d_h_, x_in, w.attn_norm, a.rstd_attn, BT, C);
   mark(OpProfile::kNorm);
 }

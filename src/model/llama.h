@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/bf16.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "util/aligned_buffer.h"
@@ -24,8 +25,20 @@ namespace ggtrain::model {
 enum class Recompute { kNone, kAttn, kAll };
 Recompute recompute_from_name(const std::string& name);  // "none", "attn", "all"
 
+// train.precision: kBf16 runs every GEMM of the blocks and the head on bf16
+// inputs (weights rounded from the float master copy at each forward,
+// activations stored in bf16 where they only feed GEMMs) with float
+// accumulation; norms, softmax, loss, gradients and the optimizer stay float.
+enum class Precision { kFp32, kBf16 };
+Precision precision_from_name(const std::string& name);  // "fp32", "bf16"
+
+// Rows of logits the loss computes at once by default: about 1 Mi floats per
+// thread, at least 64 rows, at most all BT rows.
+int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt);
+
 struct ModelOptions {
   Recompute recompute = Recompute::kNone;
+  Precision precision = Precision::kFp32;
   // Rows of logits the loss computes at once (0: about 1 Mi floats per thread,
   // at least 64 rows). Training never holds more logits than that.
   int64_t logit_chunk_rows = 0;
@@ -43,21 +56,30 @@ struct OpProfile {
   static const char* name(int op);
 };
 
+// A buffer that only feeds GEMMs: float, or bf16 in bf16 training (exactly
+// one of the two is set).
+template <typename T>
+struct GemmIn {
+  T* f = nullptr;
+  kernels::bf16* h = nullptr;
+  GemmIn at(int64_t offset) const { return {f ? f + offset : nullptr, h ? h + offset : nullptr}; }
+};
+
 template <typename T>
 struct LayerActs {
-  T* rstd_attn;  // [BT]
-  T* h_attn;     // [BT, C]   normed input of attention
-  T* q;          // [BT, q_dim]  after RoPE
-  T* k;          // [BT, kv_dim] after RoPE
-  T* v;          // [BT, kv_dim]
-  T* lse;        // [B, H, T] log-sum-exp of each attention row (flash attention)
-  T* attn_out;   // [BT, q_dim] heads concatenated, before attn_output
-  T* x_mid;      // [BT, C]   residual stream after attention
-  T* rstd_ffn;   // [BT]
-  T* h_ffn;      // [BT, C]
-  T* gate;       // [BT, F]
-  T* up;         // [BT, F]
-  T* act;        // [BT, F]   silu(gate) * up
+  T* rstd_attn;          // [BT]
+  GemmIn<T> h_attn;      // [BT, C]   normed input of attention
+  T* q;                  // [BT, q_dim]  after RoPE
+  T* k;                  // [BT, kv_dim] after RoPE
+  T* v;                  // [BT, kv_dim]
+  T* lse;                // [B, H, T] log-sum-exp of each attention row (flash attention)
+  GemmIn<T> attn_out;    // [BT, q_dim] heads concatenated, before attn_output
+  T* x_mid;              // [BT, C]   residual stream after attention
+  T* rstd_ffn;           // [BT]
+  GemmIn<T> h_ffn;       // [BT, C]
+  T* gate;               // [BT, F]
+  T* up;                 // [BT, F]
+  GemmIn<T> act;         // [BT, F]   silu(gate) * up
   std::array<T*, kNumLoraTargets> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
 };
 
@@ -111,6 +133,14 @@ class LlamaModel {
 
  private:
   void plan(BumpPlan<T>& p);
+  GemmIn<T> take_gemm_in(BumpPlan<T>& p, int64_t n) const;
+  // y[M, n_out] = x W^T and its backward, in the precision of x.
+  void linear_fwd(T* y, const GemmIn<T>& x, const T* w, int64_t M, int64_t n_in, int64_t n_out);
+  void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, const T* w, int64_t M,
+                  int64_t n_in, int64_t n_out, bool accumulate_dx);
+  // dy as a GEMM input: itself in fp32, rounded into `scratch` in bf16.
+  GemmIn<T> gemm_in(T* dy, kernels::bf16* scratch, int64_t n);
+  const kernels::bf16* bf16_weight(const T* w) const { return wbf16_.data() + (w - params_.data()); }
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
@@ -140,6 +170,8 @@ class LlamaModel {
   int n_threads_;
   int64_t chunk_rows_;  // rows of logits per loss chunk
   AlignedBuffer<T> params_, grads_, acts_, donor_, logits_;
+  bool bf16_ = false;
+  AlignedBuffer<kernels::bf16> wbf16_;  // bf16 copy of params_ (bf16 training)
   ModelWeights<T> w_, g_;
   kernels::AttnShape attn_shape_;
 
@@ -147,14 +179,19 @@ class LlamaModel {
   std::vector<T*> residual_;  // n_layers + 1 of [BT, C]; [0] is the embedding
   T* x_donor_ = nullptr;       // [BT, donor_dim] donor rows of the inputs (warm start)
   std::vector<LayerActs<T>> layer_acts_;
-  T *rstd_final_, *h_final_, *lse_, *losses_;
+  T *rstd_final_, *lse_, *losses_;
+  GemmIn<T> h_final_;
   T* logit_chunk_;       // [chunk_rows_, vocab]
+  kernels::bf16* logit_chunk_h_ = nullptr;  // its bf16 rounding (bf16 training)
   T* d_h_final_;         // [BT, C] d(mean loss)/d(h_final), filled by forward
   T* d_head_ = nullptr;  // [vocab, C] d(mean loss)/d(output), when output is trainable
   T *rope_cos_, *rope_sin_;
   T* attn_scratch_;  // per-thread tiles of the attention kernels
   // backward scratch, shared by all layers
-  T *d_res_, *d_h_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_gate_, *d_up_, *d_act_;
+  T *d_res_, *d_h_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_act_;
+  GemmIn<T> d_gate_, d_up_;
+  // bf16 roundings of gradients that feed GEMMs (bf16 training)
+  kernels::bf16 *d_res_h_ = nullptr, *d_q_h_ = nullptr, *d_k_h_ = nullptr, *d_v_h_ = nullptr;
   T* d_lora_u_ = nullptr;  // [BT, rank]
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;

@@ -197,6 +197,7 @@ const std::vector<Key>& keys() {
       int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite),
       int_key("train.zero", &RunConfig::train, &T::zero),
       string_key("train.recompute", &RunConfig::train, &T::recompute),
+      string_key("train.precision", &RunConfig::train, &T::precision),
       list_key("train.freeze", &RunConfig::train, &T::freeze),
       {"train.lora.rank", [](RunConfig& c, const std::string& v) { c.train.lora.rank = parse_int("train.lora.rank", v); },
        [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int},
@@ -395,6 +396,10 @@ void RunConfig::validate() const {
     fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
   if (train.recompute != "none" && train.recompute != "attn" && train.recompute != "all")
     fail("config: train.recompute must be \"none\", \"attn\" or \"all\", got \"{}\"", train.recompute);
+  if (train.precision != "fp32" && train.precision != "bf16")
+    fail("config: train.precision must be \"fp32\" or \"bf16\", got \"{}\"", train.precision);
+  if (train.precision == "bf16" && train.lora.rank > 0)
+    fail("config: train.precision = \"bf16\" does not apply to a LoRA run (adapters train in fp32)");
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
 }

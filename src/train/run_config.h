@@ -47,6 +47,10 @@ struct TrainSection {
   // memory: "none", "attn" (the attention block's) or "all" (every block's;
   // only the residual stream is kept).
   std::string recompute = "none";
+  // "bf16": the GEMMs run on bf16 inputs with float accumulation; master
+  // weights, gradients, optimizer state, norms, softmax and loss stay float,
+  // and checkpoints stay F32. "fp32": everything in float.
+  std::string precision = "fp32";
   // Tensors that keep their values (no gradient, no optimizer state), e.g.
   // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
   std::vector<std::string> freeze;

@@ -27,6 +27,7 @@
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/generator.h"
+#include "kernels/gemm_bf16.h"
 #include "model/donor.h"
 #include "model/checkpoint.h"
 #include "model/freeze.h"
@@ -420,6 +421,10 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
                                         : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;
   model_opts.recompute = model::recompute_from_name(c_.train.recompute);
+  model_opts.precision = model::precision_from_name(c_.train.precision);
+  if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !opts_.quiet)
+    fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
+                       "slower than train.precision = \"fp32\"\n");
   model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), T, frozen, model_opts);
   dp_->attach(*model_);
   if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());

@@ -1,0 +1,92 @@
+#include "kernels/gemm_bf16.h"
+
+#include <dnnl.hpp>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "util/error.h"
+
+namespace ggtrain::kernels {
+
+namespace {
+
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+
+struct Engine {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{eng};
+  std::mutex mu;
+  std::map<Key, dnnl::matmul> cache;
+};
+
+Engine& engine() {
+  static Engine e;
+  return e;
+}
+
+// A [M, K] operand stored row-major with leading dimension ld, or its
+// transpose stored that way: strides say which.
+dnnl::memory::desc operand(int64_t rows, int64_t cols, bool trans, int64_t ld, dnnl::memory::data_type t) {
+  const dnnl::memory::dims strides = trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
+  return dnnl::memory::desc({rows, cols}, t, strides);
+}
+
+dnnl::matmul make_matmul(const Key& k, dnnl::engine& eng) {
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta] = k;
+  using dt = dnnl::memory::data_type;
+  const auto a = operand(M, K, ta, lda, dt::bf16), b = operand(K, N, tb, ldb, dt::bf16);
+  const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (alpha != 1.f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.f) {
+    dnnl::post_ops po;
+    po.append_sum(beta);
+    attr.set_post_ops(po);
+  }
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng));
+}
+
+}  // namespace
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const bf16* A, int64_t lda, const bf16* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (beta != 0.f && beta != 1.f) fail("gemm_bf16: beta must be 0 or 1, got {}", beta);
+  Engine& e = engine();
+  if (K <= 0) {  // oneDNN rejects empty reductions: C = beta C
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
+    return;
+  }
+  const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};
+  dnnl::matmul mm;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    auto it = e.cache.find(key);
+    if (it == e.cache.end()) {
+      try {
+        it = e.cache.emplace(key, make_matmul(key, e.eng)).first;
+      } catch (const dnnl::error& err) {
+        fail("bf16 matmul M={} N={} K={} cannot be created: {}", M, N, K, err.what());
+      }
+    }
+    mm = it->second;
+  }
+  using dt = dnnl::memory::data_type;
+  dnnl::memory a(operand(M, K, trans_a, lda, dt::bf16), e.eng, const_cast<bf16*>(A));
+  dnnl::memory b(operand(K, N, trans_b, ldb, dt::bf16), e.eng, const_cast<bf16*>(B));
+  dnnl::memory c(dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1}), e.eng, C);
+  mm.execute(e.stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  e.stream.wait();
+}
+
+bool bf16_gemm_is_native() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+}  // namespace ggtrain::kernels

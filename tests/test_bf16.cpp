@@ -1,0 +1,161 @@
+// bf16 mixed precision (train.precision = bf16): the conversion and the bf16
+// GEMM against float arithmetic on the same rounded inputs, the model's
+// logits against the fp32 model's, and 300 steps of the tiny preset against
+// the fp32 run's loss curve (smoothed losses within 2%); checkpoints stay F32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "gguf/convert.h"
+#include "gguf/reader.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#include "model/init.h"
+#include "model/llama.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+#include "util/rng.h"
+
+using namespace ggtrain;
+using kernels::bf16;
+using test_support::TempDir;
+
+namespace {
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * (float(rng.next_u64() >> 40) / float(1 << 24) * 2.f - 1.f);
+  return v;
+}
+
+std::vector<double> smoothed_losses(const std::string& run_dir, int window) {
+  std::map<int64_t, double> by_step;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) by_step[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  std::vector<double> losses, out;
+  for (const auto& [step, l] : by_step) losses.push_back(l);
+  for (size_t i = 0; i + size_t(window) <= losses.size(); ++i) {
+    double s = 0;
+    for (int k = 0; k < window; ++k) s += losses[i + size_t(k)];
+    out.push_back(s / window);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Bf16, ConversionRoundsToNearestEvenLikeGguf) {
+  auto x = random_floats(1000, 3, 100.f);
+  x.push_back(1.0f + 0x1.0p-8f);         // halfway, rounds to even (down)
+  x.push_back(1.0f + 3 * 0x1.0p-8f);     // halfway, rounds to even (up)
+  x.push_back(-0.0f);
+  x.push_back(3.0e38f);
+  std::vector<bf16> vec(x.size());
+  kernels::to_bf16(vec.data(), x.data(), int64_t(x.size()));  // vectorised path and tail
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(vec[i], gguf::fp32_to_bf16(x[i])) << x[i];
+    EXPECT_EQ(kernels::to_bf16(x[i]), gguf::fp32_to_bf16(x[i])) << x[i];
+  }
+  EXPECT_EQ(kernels::from_bf16(gguf::fp32_to_bf16(1.5f)), 1.5f);
+}
+
+TEST(Bf16, GemmMatchesFloatGemmOnRoundedInputs) {
+  ASSERT_TRUE(kernels::bf16_gemm_is_native()) << "oneDNN does not see AVX512_BF16 here";
+  const int64_t M = 37, N = 29, K = 70;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (float beta : {0.f, 1.f}) {
+        SCOPED_TRACE(testing::Message() << "ta " << ta << " tb " << tb << " beta " << beta);
+        auto a = random_floats(size_t(M * K), 5, 1.f), b = random_floats(size_t(K * N), 6, 1.f);
+        auto c0 = random_floats(size_t(M * N), 7, 1.f);
+        std::vector<bf16> ah(a.size()), bh(b.size());
+        kernels::to_bf16(ah.data(), a.data(), int64_t(a.size()));
+        kernels::to_bf16(bh.data(), b.data(), int64_t(b.size()));
+        std::vector<float> ar(a.size()), br(b.size());
+        for (size_t i = 0; i < a.size(); ++i) ar[i] = kernels::from_bf16(ah[i]);
+        for (size_t i = 0; i < b.size(); ++i) br[i] = kernels::from_bf16(bh[i]);
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        auto c = c0, ref = c0;
+        kernels::gemm_bf16(ta, tb, M, N, K, 0.5f, ah.data(), lda, bh.data(), ldb, beta, c.data(), N);
+        kernels::gemm(ta, tb, M, N, K, 0.5f, ar.data(), lda, br.data(), ldb, beta, ref.data(), N);
+        double worst = 0;
+        for (size_t i = 0; i < c.size(); ++i) worst = std::max(worst, double(std::fabs(c[i] - ref[i])));
+        EXPECT_LE(worst, 1e-4);  // products of bf16 are exact in float; only the sums' order differs
+      }
+}
+
+TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
+  model::LlamaConfig c;
+  c.vocab = 300;
+  c.d_model = 64;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_ff = 160;
+  c.ctx = 64;
+  const int64_t B = 2, T = 64;
+  model::ModelOptions o;
+  o.precision = model::Precision::kBf16;
+  o.logit_chunk_rows = 50;
+  model::LlamaModel<float> fp(c, B, T), bf(c, B, T, {}, o);
+  model::init_params(c, fp.layout(), fp.params(), 9, 0.1);
+  std::copy(fp.params(), fp.params() + fp.n_params(), bf.params());
+  std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t((i * 37 + 1) % 300), tg[i] = int32_t((i * 11 + 5) % 300);
+  fp.forward(in.data(), nullptr);
+  bf.forward(in.data(), nullptr);
+  double diff = 0, big = 0;
+  for (int64_t i = 0; i < B * T * c.vocab; ++i) {
+    diff = std::max(diff, double(std::fabs(fp.logits()[i] - bf.logits()[i])));
+    big = std::max(big, double(std::fabs(fp.logits()[i])));
+  }
+  EXPECT_LE(diff / big, 3e-2);
+  EXPECT_GT(diff, 0.0);  // it did run in bf16
+  const float lf = fp.forward(in.data(), tg.data()), lb = bf.forward(in.data(), tg.data());
+  EXPECT_NEAR(lb, lf, 5e-3 * lf);
+  fp.zero_grad();
+  bf.zero_grad();
+  fp.backward();
+  bf.backward();
+  for (const auto& t : fp.layout().tensors()) {
+    double num = 0, den = 0;  // relative L2 error of the tensor's gradient
+    for (int64_t i = 0; i < t.size; ++i) {
+      const double a = fp.grads()[t.offset + i], b = bf.grads()[t.offset + i];
+      num += (a - b) * (a - b);
+      den += a * a;
+    }
+    EXPECT_LE(std::sqrt(num / den), 5e-2) << t.name;
+  }
+}
+
+TEST(Bf16, TinyLossCurveWithin2PercentOfFp32) {
+  TempDir tmp("ggtrain_bf16");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 3000);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 300);
+  c.train.warmup_steps = 20;
+  c.train.eval_every = 100;
+  c.checkpoint.every = 300;
+  test_support::run_quiet(tmp / "fp32", c, false);
+  c.train.precision = "bf16";
+  const auto s = test_support::run_quiet(tmp / "bf16", c, false);
+  EXPECT_EQ(s.last_step, 300);
+  const auto a = smoothed_losses(tmp / "fp32", 20), b = smoothed_losses(tmp / "bf16", 20);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), 281u);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(b[i] - a[i]) / a[i]);
+  std::printf("bf16 vs fp32, 300 tiny steps: worst smoothed (20-step mean) loss difference %.3f%%, "
+              "final %.4f vs %.4f\n", 100 * worst, b.back(), a.back());
+  EXPECT_LE(worst, 0.02);
+  EXPECT_LT(a.back(), 0.8 * a.front());  // it learned something
+  gguf::GgufFile f(train::weights_path(tmp / "bf16", 300));
+  for (const auto& t : f.tensors()) EXPECT_EQ(t.type, gguf::TensorType::F32) << t.name;
+}
