@@ -2,11 +2,13 @@
 // Shared helpers for the benchmarks: wall clock, peak RSS, GEMM peak.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 
 namespace ggtrain::bench {
 
@@ -26,26 +28,32 @@ struct GemmShape {
   bool ta, tb;
 };
 
-// The GEMMs one s15 training step runs (forward x W^T, dX = dY W, dW = dY^T X).
-inline std::vector<GemmShape> s15_gemm_shapes() {
-  const int64_t BT = 2048, C = 288, F = 768, V = 4096;
-  return {{BT, C, C, false, true},  {BT, F, C, false, true}, {BT, C, F, false, true},
-          {BT, V, C, false, true},  {BT, C, V, false, false}, {V, C, BT, true, false},
-          {F, C, BT, true, false},  {BT, F, C, false, false}, {C, F, BT, true, false}};
+// The GEMMs of one training step of a model with these widths on BT tokens
+// (forward x W^T, dX = dY W, dW = dY^T X); the head's run on chunks of R rows.
+inline std::vector<GemmShape> training_gemm_shapes(int64_t BT, int64_t C, int64_t F, int64_t V, int64_t R) {
+  return {{BT, C, C, false, true}, {BT, F, C, false, true}, {BT, C, F, false, true},
+          {R, V, C, false, true},  {R, C, V, false, false}, {V, C, R, true, false},
+          {F, C, BT, true, false}, {BT, F, C, false, false}, {C, F, BT, true, false}};
 }
 
-// Mean GFLOP/s of `fn` (a sgemm with the given shape) over the shapes.
-template <typename Fn>
+// The shapes bench_gemm has always timed (the head on all 2048 rows).
+inline std::vector<GemmShape> s15_gemm_shapes() { return training_gemm_shapes(2048, 288, 768, 4096, 2048); }
+
+// Mean GFLOP/s of `fn` (a GEMM with the given shape on inputs of element
+// type E) over the shapes; about 1 s of work per shape at most.
+template <typename E = float, typename Fn>
 double measure_gemm_gflops(Fn fn, const std::vector<GemmShape>& shapes, int reps = 5) {
   double total = 0;
   for (const auto& s : shapes) {
-    std::vector<float> A(size_t(s.M * s.K), 0.01f), B(size_t(s.K * s.N), 0.02f),
-        C(size_t(s.M * s.N), 0.f);
+    std::vector<E> A(size_t(s.M * s.K), E(0)), B(size_t(s.K * s.N), E(0));
+    std::vector<float> C(size_t(s.M * s.N), 0.f);
     fn(s, A.data(), B.data(), C.data());  // warm up
+    const double flops = 2.0 * double(s.M * s.N * s.K);
+    const int n = std::max(1, std::min(reps, int(2e11 / flops)));
     double t0 = now_s();
-    for (int r = 0; r < reps; ++r) fn(s, A.data(), B.data(), C.data());
-    double dt = (now_s() - t0) / reps;
-    total += 2.0 * double(s.M * s.N * s.K) / dt / 1e9;
+    for (int r = 0; r < n; ++r) fn(s, A.data(), B.data(), C.data());
+    double dt = (now_s() - t0) / n;
+    total += flops / dt / 1e9;
   }
   return total / double(shapes.size());
 }
@@ -53,6 +61,11 @@ double measure_gemm_gflops(Fn fn, const std::vector<GemmShape>& shapes, int reps
 inline void dnnl_gemm(const GemmShape& s, const float* A, const float* B, float* C) {
   kernels::gemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f,
                 C, s.N);
+}
+
+inline void dnnl_gemm_bf16(const GemmShape& s, const kernels::bf16* A, const kernels::bf16* B, float* C) {
+  kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f,
+                     C, s.N);
 }
 
 }  // namespace ggtrain::bench

@@ -1,8 +1,9 @@
-"""The s15 Llama trained in PyTorch, for side-by-side speed comparison.
+"""A ggtrain preset's Llama trained in PyTorch, for side-by-side speed comparison.
 
 Same model as ggtrain's (RMSNorm, adjacent-pair RoPE, GQA, SwiGLU, tied head),
-same batch, AdamW; prints one line: tokens/s and peak RSS.
-Usage: python3 pytorch_llama.py THREADS [fp32|bf16]
+same batch, AdamW; prints one line: tokens/s and peak RSS. bf16 is
+torch.autocast on the CPU (bf16 matmuls, float master weights).
+Usage: python3 pytorch_llama.py THREADS [fp32|bf16] [STEPS] [s15|smol135]
 """
 import math
 import resource
@@ -13,11 +14,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-V, D, L, H, KV, FF, T, B = 4096, 288, 6, 6, 6, 768, 256, 8
+# vocab, d_model, layers, heads, kv heads, d_ff, seq_len, batch, RoPE base (ggtrain's presets)
+PRESETS = {
+    "s15": (4096, 288, 6, 6, 6, 768, 256, 8, 10000.0),
+    "smol135": (49152, 576, 30, 9, 3, 1536, 512, 4, 100000.0),
+}
+PRESET = sys.argv[4] if len(sys.argv) > 4 else "s15"
+V, D, L, H, KV, FF, T, B, ROPE_BASE = PRESETS[PRESET]
 HD = D // H
 
 
-def rope_tables(t, hd, base=10000.0):
+def rope_tables(t, hd, base=ROPE_BASE):
     inv = base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
     ang = torch.arange(t, dtype=torch.float64)[:, None] * inv[None, :]
     return torch.cos(ang).float(), torch.sin(ang).float()
@@ -109,7 +116,7 @@ def main():
         opt.step()
     dt = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"pytorch {torch.__version__} {precision} threads {threads}: "
+    print(f"pytorch {torch.__version__} {PRESET} {precision} threads {threads}: "
           f"{B * T * steps / dt:8.0f} tokens/s  {dt / steps:.3f} s/step  loss {loss.item():.3f}  "
           f"peak RSS {rss:.0f} MiB")
 

@@ -1,82 +1,148 @@
-// Training throughput of the s15 config (d_model 288, 6 layers, 6 heads,
-// d_ff 768, vocab 4096, seq 256, batch 8, tied): tokens/s, model FLOPs/token
-// (6N + 12*L*d*T), MFU against the GEMM peak measured in this same run, and
-// peak RSS, for each thread count given (default: 1 and 2).
+// Training throughput of a preset (s15 by default: d_model 288, 6 layers, 6
+// heads, d_ff 768, vocab 4096, batch 8 x 256, tied; or smol135, the
+// SmolLM2-135M shape at batch 4 x 512): tokens/s, model FLOPs/token
+// (6N + 12*L*d*T), MFU against the GEMM peak measured in this same run on the
+// step's GEMM shapes (fp32: oneDNN sgemm; bf16: oneDNN's bf16 matmul), peak
+// RSS, and the time per operation of forward, backward and recomputation.
+// Usage: bench_train [--preset s15|smol135] [--precision fp32|bf16]
+//                    [--recompute none|attn|all] [--steps N] [threads...]
 #include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
 #include "model/init.h"
 #include "model/llama.h"
 #include "train/adamw.h"
+#include "train/run_config.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 using namespace ggtrain;
 
 namespace {
 
-model::LlamaConfig s15() {
-  model::LlamaConfig c;
-  c.vocab = 4096;
-  c.d_model = 288;
-  c.n_layers = 6;
-  c.n_heads = 6;
-  c.n_kv_heads = 6;
-  c.d_ff = 768;
-  c.ctx = 256;
-  c.tied = true;
-  return c;
+struct Args {
+  std::string preset = "s15", precision = "fp32", recompute = "none";
+  int steps = 0;  // 0: 8 for s15, 3 for smol135
+  std::vector<int> threads;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) fail("bench_train: {} needs a value", s);
+      return std::string(argv[++i]);
+    };
+    if (s == "--preset") a.preset = value();
+    else if (s == "--precision") a.precision = value();
+    else if (s == "--recompute") a.recompute = value();
+    else if (s == "--steps") a.steps = std::atoi(value().c_str());
+    else if (!s.empty() && s[0] != '-') a.threads.push_back(std::atoi(s.c_str()));
+    else fail("bench_train: unknown option {}", s);
+  }
+  if (a.threads.empty()) a.threads = {1, 2};
+  if (a.steps <= 0) a.steps = a.preset == "smol135" ? 3 : 8;
+  return a;
 }
 
 struct Result {
-  double tokens_per_s, seconds_per_step, loss;
+  double tokens_per_s, seconds_per_step, loss, optimizer_s;
+  model::OpProfile profile;
 };
 
-Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, int warmup, int steps) {
-  model::LlamaModel<float> m(c, B, T);
+Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const model::ModelOptions& o,
+                    int warmup, int steps) {
+  model::LlamaModel<float> m(c, B, T, {}, o);
   model::init_params(c, m.layout(), m.params(), 1);
   const int64_t n = m.n_params();
   std::vector<float> mom(size_t(n), 0.f), var(size_t(n), 0.f);
   Rng rng(7);
   std::vector<int32_t> tokens(size_t(B * T + 1));
-  double t0 = 0, loss = 0;
+  Result r{};
+  double t0 = 0;
   for (int s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) t0 = bench::now_s();
+    if (s == warmup) {
+      t0 = bench::now_s();
+      m.set_profile(&r.profile);
+    }
     for (auto& t : tokens) t = int32_t(rng.next_u64() % uint64_t(c.vocab));
-    loss = m.forward(tokens.data(), tokens.data() + 1);
     m.zero_grad();
+    r.loss = m.forward(tokens.data(), tokens.data() + 1);
     m.backward();
+    const double t_opt = bench::now_s();
     float scale = train::clip_scale(train::grad_global_norm(m.grads(), n), 1.0);
     train::adamw_step(m.layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {},
                       scale);
+    if (s >= warmup) r.optimizer_s += bench::now_s() - t_opt;
   }
   const double dt = bench::now_s() - t0;
-  return {double(B * T * steps) / dt, dt / steps, loss};
+  r.tokens_per_s = double(B * T * steps) / dt;
+  r.seconds_per_step = dt / steps;
+  r.optimizer_s /= steps;
+  for (auto& phase : r.profile.seconds)
+    for (double& x : phase) x /= steps;
+  return r;
+}
+
+void print_breakdown(const Result& r) {
+  using P = model::OpProfile;
+  const double step_ms = 1e3 * r.seconds_per_step;
+  std::printf("  time per step by operation (all blocks), ms:\n");
+  std::printf("    %-12s %9s %9s %9s %7s\n", "op", "forward", "backward", "recompute", "share");
+  double accounted = 0;
+  for (int op = 0; op < P::kOps; ++op) {
+    const double f = 1e3 * r.profile.seconds[P::kForward][op], b = 1e3 * r.profile.seconds[P::kBackward][op],
+                 rc = 1e3 * r.profile.seconds[P::kRecompute][op];
+    if (f + b + rc == 0) continue;
+    accounted += f + b + rc;
+    std::printf("    %-12s %9.1f %9.1f %9.1f %6.1f%%\n", P::name(op), f, b, rc, 100 * (f + b + rc) / step_ms);
+  }
+  const double opt = 1e3 * r.optimizer_s;
+  std::printf("    %-12s %29.1f %6.1f%%\n", "optimizer", opt, 100 * opt / step_ms);
+  std::printf("    %-12s %29.1f %6.1f%%  (step %.1f ms)\n", "other", step_ms - accounted - opt,
+              100 * (step_ms - accounted - opt) / step_ms, step_ms);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::vector<int> thread_counts;
-  for (int i = 1; i < argc; ++i) thread_counts.push_back(std::atoi(argv[i]));
-  if (thread_counts.empty()) thread_counts = {1, 2};
-  const auto c = s15();
-  const int64_t B = 8, T = 256;
+int main(int argc, char** argv) try {
+  const Args a = parse(argc, argv);
+  const train::RunConfig rc = train::preset(a.preset);
+  const model::LlamaConfig c = rc.llama(rc.data.vocab_size);
+  const int64_t B = rc.train.batch, T = rc.train.seq_len;
+  model::ModelOptions o;
+  o.recompute = model::recompute_from_name(a.recompute);
+  o.precision = model::precision_from_name(a.precision);
+  const bool bf16 = o.precision == model::Precision::kBf16;
   const double fpt = c.flops_per_token(T);
-  std::printf("s15: %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), batch %lld x %lld\n",
-              (long long)c.matmul_params(), fpt / 1e6, (long long)B, (long long)T);
-  for (int threads : thread_counts) {
+  std::printf("%s %s recompute=%s: %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), batch "
+              "%lld x %lld\n",
+              a.preset.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.matmul_params(),
+              fpt / 1e6, (long long)B, (long long)T);
+  for (int threads : a.threads) {
     omp_set_num_threads(threads);
-    const double peak = bench::measure_gemm_gflops(bench::dnnl_gemm, bench::s15_gemm_shapes());
-    const Result r = run_training(c, B, T, 2, 8);
+    // measured before the model exists, so that its buffers are not in the peak RSS
+    const auto shapes = bench::training_gemm_shapes(B * T, c.d_model, c.d_ff, c.vocab,
+                                                    model::default_logit_chunk_rows(c.vocab, threads, B * T));
+    const double peak = bf16 ? bench::measure_gemm_gflops<kernels::bf16>(bench::dnnl_gemm_bf16, shapes)
+                             : bench::measure_gemm_gflops(bench::dnnl_gemm, shapes);
+    const Result r = run_training(c, B, T, o, 2, a.steps);
     const double achieved = fpt * r.tokens_per_s / 1e9;
-    std::printf("threads %d: %8.0f tokens/s  %.3f s/step  %6.1f GFLOP/s  MFU %5.1f%% of %.0f "
-                "GFLOP/s sgemm peak  loss %.3f  peak RSS %.0f MiB\n",
-                threads, r.tokens_per_s, r.seconds_per_step, achieved, 100.0 * achieved / peak,
-                peak, r.loss, bench::peak_rss_mib());
+    std::printf("threads %d: %8.1f tokens/s  %.3f s/step  %6.1f GFLOP/s  MFU %5.1f%% of %.0f "
+                "GFLOP/s %s GEMM peak  loss %.3f  peak RSS %.0f MiB\n",
+                threads, r.tokens_per_s, r.seconds_per_step, achieved, 100.0 * achieved / peak, peak,
+                bf16 ? "bf16" : "sgemm", r.loss, bench::peak_rss_mib());
+    print_breakdown(r);
   }
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_train: %s\n", e.what());
+  return 1;
 }
