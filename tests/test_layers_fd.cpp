@@ -317,3 +317,18 @@ TEST(LayerFd, FloatSwiGluAndRmsNormMatchDouble) {
     EXPECT_EQ(yh[i], to_bf16(yf[i])) << i;  // the same float, rounded once
   }
 }
+
+// The fused residual add + RMSNorm equals the two kernels one after the other.
+TEST(LayerFd, ResidualRmsNormEqualsAddThenNorm) {
+  const int64_t N = 5, C = 37;
+  Vec x = random_vector(N * C, 51, 2.0), res = random_vector(N * C, 52), w = random_vector(C, 53);
+  Vec sum(N * C), y(N * C), r(N), fx = x, fy(N * C), fr(N);
+  residual_forward(sum.data(), x.data(), res.data(), N * C);
+  rmsnorm_forward(y.data(), r.data(), sum.data(), w.data(), N, C, 1e-5);
+  residual_rmsnorm_forward(fx.data(), fy.data(), fr.data(), res.data(), w.data(), N, C, 1e-5);
+  for (int64_t i = 0; i < N * C; ++i) {
+    EXPECT_EQ(fx[i], sum[i]);
+    EXPECT_NEAR(fy[i], y[i], 1e-15);
+  }
+  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(fr[n], r[n], 1e-15);
+}

@@ -35,6 +35,38 @@ void rmsnorm_forward(Out* out, T* rstd, const T* inp, const T* w, int64_t N, int
   }
 }
 
+// x += res, then out = rmsnorm(x) as rmsnorm_forward: the residual add that
+// ends a block's attention half and the norm that starts its feed-forward
+// half, in one pass over each row (one read of x less, one parallel region).
+template <typename T, typename Out>
+void residual_rmsnorm_forward(T* x, Out* out, T* rstd, const T* res, const T* w, int64_t N, int64_t C,
+                              T eps) {
+#pragma omp parallel for if (N * C >= kMinParallelWork)
+  for (int64_t n = 0; n < N; ++n) {
+    T* xr = x + n * C;
+    const T* rr = res + n * C;
+    T ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t c = 0; c < C; ++c) {
+      xr[c] += rr[c];
+      ss += xr[c] * xr[c];
+    }
+    const T r = T(1) / std::sqrt(ss / T(C) + eps);
+    rstd[n] = r;
+    Out* y = out + n * C;
+    int64_t c = 0;
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      const __m512 rv = _mm512_set1_ps(r);
+      for (; c + 16 <= C; c += 16)
+        store16(y + c, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + c), rv), _mm512_loadu_ps(w + c)));
+    }
+#endif
+#pragma omp simd
+    for (int64_t cc = c; cc < C; ++cc) store(y + cc, xr[cc] * r * w[cc]);
+  }
+}
+
 // dinp[N,C] += d/dx, dw[C] += d/dw (dw may be null). dw is reduced per channel over all rows
 // in row order, so the result does not depend on the thread count.
 template <typename T>

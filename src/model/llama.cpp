@@ -34,7 +34,7 @@ Precision precision_from_name(const std::string& name) {
 }
 
 int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
-  return std::min(bt, std::max<int64_t>(64, int64_t(n_threads) * (int64_t(1) << 20) / vocab));
+  return std::min(bt, std::max<int64_t>(256, int64_t(n_threads) * (int64_t(1) << 20) / vocab));
 }
 
 const char* OpProfile::name(int op) {
@@ -249,8 +249,9 @@ void LlamaModel<T>::lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, co
   mark(OpProfile::kLora);
 }
 
-// x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in).
-// With x_mid null (recomputation for backward) it stops after attention.
+// x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
+// and the feed-forward half's norm of x_mid with it (one pass). With x_mid
+// null (recomputation for backward) it stops after attention.
 template <typename T>
 void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   const int64_t BT = B_ * T_, C = cfg_.d_model;
@@ -275,19 +276,20 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   linear_fwd(x_mid, a.attn_out, w.wo, BT, QD, C);
   mark(OpProfile::kAttnOutput);
   lora_fwd(l, kAttnOutput, x_mid, a.attn_out.f, QD, C);
-  residual_forward(x_mid, x_mid, x_in, BT * C);
-  mark(OpProfile::kResidual);
+  visit(a.h_ffn, [&](auto* h) {
+    residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
+  });
+  mark(OpProfile::kNorm);
 }
 
-// x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid).
-// With x_out null (recomputation for backward) it stops after SwiGLU.
+// x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
+// by attn_block_forward). With x_out null (recomputation for backward) it
+// stops after SwiGLU.
 template <typename T>
 void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  visit(a.h_ffn, [&](auto* h) { rmsnorm_forward(h, a.rstd_ffn, x_mid, w.ffn_norm, BT, C, T(cfg_.rms_eps)); });
-  mark(OpProfile::kNorm);
   linear_fwd(a.gate, a.h_ffn, w.w_gate, BT, C, F);
   linear_fwd(a.up, a.h_ffn, w.w_up, BT, C, F);
   mark(OpProfile::kGateUp);
