@@ -36,6 +36,15 @@ def rope(x, cos, sin):  # x [B, T, H, HD], adjacent pairs
     return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1).flatten(-2)
 
 
+MASKS = {}
+
+
+def causal_mask(t):
+    if t not in MASKS:
+        MASKS[t] = torch.ones(t, t, dtype=torch.bool).triu(1)
+    return MASKS[t]
+
+
 class RMSNorm(nn.Module):
     def __init__(self, d, eps=1e-5):
         super().__init__()
@@ -70,9 +79,9 @@ class Block(nn.Module):
 
     @staticmethod
     def attn(q, k, v, t):
-        s = (q @ k.transpose(-1, -2)) / math.sqrt(HD)
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-        return torch.softmax(s.masked_fill(mask, float("-inf")), -1) @ v
+        # the scale folded into q (not a pass over the T x T scores), one cached mask
+        s = (q * (1.0 / math.sqrt(HD))) @ k.transpose(-1, -2)
+        return torch.softmax(s.masked_fill(causal_mask(t), float("-inf")), -1) @ v
 
 
 class Llama(nn.Module):
