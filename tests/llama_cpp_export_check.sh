@@ -2,8 +2,8 @@
 # Inference and export against llama.cpp itself (node-llama-cpp, see
 # tests/node/llama_cpp.mjs), on a tiny model trained here:
 #   1. `ggtrain export` to F16, BF16 and Q8_0: llama.cpp loads each, and its
-#      logits equal `ggtrain eval`'s on the same file to 1e-3 (F16, BF16) and
-#      1e-2 (Q8_0) max abs (llama.cpp also rounds activations for those types);
+#      logits equal `ggtrain eval`'s on the same file to 1e-3 (F16) and 1e-2
+#      (BF16, Q8_0) max abs (llama.cpp also rounds activations for those types);
 #   2. greedy continuations of 32 tokens are identical (F32 and Q8_0);
 #   3. `ggtrain eval --text` perplexity equals the perplexity computed with
 #      llama.cpp's perplexity rule from llama.cpp's logits, to 1e-4 relative;
@@ -38,7 +38,12 @@ echo "In the beginning God created the heaven and the earth." >prompt.txt
 ids="1,$("$GGTRAIN" tokenize -m "$M" --lines prompt.txt)"
 
 # 1. exported types: logits against llama.cpp on the same file
-for spec in f32:1e-4 f16:1e-3 bf16:1e-3 q8_0:1e-2; do
+# BF16 and Q8_0: both sides round the activations to the weight's dot type,
+# and our F32 activations differ from ggml's in the last bits (GEMM summation
+# order; F32 logits agree to ~3e-6), so now and then one activation rounds to
+# the neighbouring bf16 value (a 2^-8 relative step) and moves the logits by
+# ~1e-3 (measured 1.8e-3 on one model after a training change, 9.5e-7 before).
+for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:1e-2; do
   type=${spec%%:*} tol=${spec#*:}
   out="model-$type.gguf"
   "$GGTRAIN" export "$M" "$out" --type "$type" >/dev/null
