@@ -151,11 +151,11 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Ou
         for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
           const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows;
           for (int64_t t = 0; t < rows; ++t) {
+            const T* dor = dob + (r0 + t) * qs;
+            const Out* orow = ob + (r0 + t) * qs;
             T dot = 0;
-            for (int64_t i = 0; i < hd; ++i) {
-              dot += dob[(r0 + t) * qs + i] * T(load(ob + (r0 + t) * qs + i));
-              dqb[(r0 + t) * qs + i] = 0;
-            }
+#pragma omp simd reduction(+ : dot)
+            for (int64_t i = 0; i < hd; ++i) dot += dor[i] * T(load(orow + i));
             D[t] = dot;
           }
           for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
@@ -179,8 +179,8 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Ou
 #pragma omp simd
               for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
             }
-            // dQ += dS K ; dK += dS^T Q
-            gemm(false, false, rows, hd, cols, T(1), dp, Bc, kb + c0 * ks, ks, T(1), dqb + r0 * qs, qs);
+            // dQ += dS K (the first key block writes dQ's rows) ; dK += dS^T Q
+            gemm(false, false, rows, hd, cols, T(1), dp, Bc, kb + c0 * ks, ks, c0 > 0 ? T(1) : T(0), dqb + r0 * qs, qs);
             gemm(true, false, cols, hd, rows, T(1), dp, Bc, qb + r0 * qs, qs, T(1), dkb + c0 * ks, ks);
           }
         }

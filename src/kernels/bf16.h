@@ -60,19 +60,21 @@ inline void store16(bf16* p, __m512 v) {
 }
 #endif
 
+// o[i] = bf16(x[i]), i < n, on the calling thread (kernels inside parallel
+// regions use it: a nested parallel region costs more than the row).
+inline void to_bf16_row(bf16* o, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) store16(o + i, _mm512_loadu_ps(x + i));
+#endif
+  for (; i < n; ++i) o[i] = to_bf16(x[i]);
+}
+
 // out[i] = bf16(x[i]) for rows of n elements with strides (elements).
 inline void to_bf16_rows(bf16* out, int64_t out_stride, const float* x, int64_t x_stride,
                          int64_t rows, int64_t n) {
 #pragma omp parallel for schedule(static) if (rows * n >= kMinParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * x_stride;
-    bf16* o = out + r * out_stride;
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16) store16(o + i, _mm512_loadu_ps(xr + i));
-#endif
-    for (; i < n; ++i) o[i] = to_bf16(xr[i]);
-  }
+  for (int64_t r = 0; r < rows; ++r) to_bf16_row(out + r * out_stride, x + r * x_stride, n);
 }
 
 inline void to_bf16(bf16* out, const float* x, int64_t n) {

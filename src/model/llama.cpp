@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <cstring>
 
+#include "kernels/attention_bf16.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -159,7 +160,9 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   if (g_.output) d_head_ = p.take(V * C);
   rope_cos_ = p.take(T_ * cfg_.d_head() / 2);
   rope_sin_ = p.take(T_ * cfg_.d_head() / 2);
-  attn_scratch_ = p.take(int64_t(n_threads_) * attention_scratch_per_thread(attn_shape_));
+  attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention()
+                                                     ? attention_bf16_scratch_per_thread(attn_shape_)
+                                                     : attention_scratch_per_thread(attn_shape_)));
   d_res_ = p.take(BT * C);
   d_h_ = p.take(BT * C);
   d_h_final_ = d_h_;  // written by forward, read first by backward; d_h_ is free until then
@@ -270,7 +273,13 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   rope_forward(a.q, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
   rope_forward(a.k, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
   mark(OpProfile::kRope);
-  visit(a.attn_out, [&](auto* o) { attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_); });
+  visit(a.attn_out, [&](auto* o) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_attention())
+        return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
+    }
+    attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
+  });
   mark(OpProfile::kAttention);
   if (!x_mid) return;
   linear_fwd(x_mid, a.attn_out, w.wo, BT, QD, C);
@@ -440,6 +449,11 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   mark(OpProfile::kAttnOutput);
   lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out.f, QD, C);
   visit(a.attn_out, [&](const auto* o) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_attention())
+        return attention_backward_bf16(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v,
+                                       attn_shape_);
+    }
     attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape_);
   });
   mark(OpProfile::kAttention);

@@ -12,6 +12,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/tile_gemm_bf16.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "util/aligned_buffer.h"
@@ -143,6 +144,9 @@ class LlamaModel {
   // dy as a GEMM input: itself in fp32, rounded into `scratch` in bf16.
   GemmIn<T> gemm_in(T* dy, kernels::bf16* scratch, int64_t n);
   const kernels::bf16* bf16_weight(const T* w) const { return wbf16_.data() + (w - params_.data()); }
+  // bf16 training runs attention's tiles on bf16 too, where the CPU has
+  // AVX512_BF16 (kernels/attention_bf16.h); elsewhere attention stays float.
+  bool bf16_attention() const { return bf16_ && kernels::kNativeTileBf16 && cfg_.d_head() % 2 == 0; }
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
