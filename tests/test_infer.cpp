@@ -237,3 +237,30 @@ TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
     EXPECT_NE(msg.find("Q4_0"), std::string::npos) << msg;
   }
 }
+
+// A hostile head count of 0 (with llama.rope.dimension_count present, as in
+// every llama.cpp model) is a clear error, not a division by zero while the
+// RoPE width is compared with the head size.
+TEST(ModelConfig, ZeroHeadCountIsAClearError) {
+  ggtrain::test_support::TempDir tmp("ggtrain_zero_heads");
+  const ggtrain::gguf::GgufFile src(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf");
+  ASSERT_NE(src.find("llama.rope.dimension_count"), nullptr);
+  ggtrain::gguf::GgufWriter w;
+  for (const auto& [k, v] : src.metadata())
+    w.set(k, k == "llama.attention.head_count" ? ggtrain::gguf::Value::u32(0) : v);
+  std::vector<std::vector<float>> keep;
+  for (const auto& t : src.tensors()) {
+    keep.push_back(src.to_float(t));
+    w.add_tensor_f32(t.name, t.type, t.shape(), keep.back().data());
+  }
+  w.write(tmp / "zero-heads.gguf");
+  const ggtrain::gguf::GgufFile f(tmp / "zero-heads.gguf");
+  for (bool embedding_is_d_model : {true, false}) {
+    try {
+      ggtrain::model::config_from_llama_gguf(f, embedding_is_d_model);
+      ADD_FAILURE() << "a head count of 0 was accepted";
+    } catch (const ggtrain::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("n_heads must be positive"), std::string::npos) << e.what();
+    }
+  }
+}

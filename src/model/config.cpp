@@ -39,7 +39,7 @@ double LlamaConfig::flops_per_token(int64_t seq_len) const {
   return 6.0 * double(matmul_params()) + 12.0 * double(n_layers * d_model * seq_len);
 }
 
-LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f) {
+LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   const std::string& arch = f.get_string("general.architecture");
   if (arch != "llama")
     fail("{}: general.architecture is '{}'; only 'llama' models are supported", f.path(), arch);
@@ -53,17 +53,19 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f) {
   c.rope_freq_base = f.get_float_or("llama.rope.freq_base", 10000.0);
   c.rms_eps = f.get_float("llama.attention.layer_norm_rms_epsilon");
   const auto& emb = f.tensor("token_embd.weight");
-  if (emb.n_dims != 2 || emb.ne[0] != uint64_t(c.d_model))
+  if (emb.n_dims != 2)
+    fail("{}: token_embd.weight has {} dimensions, expected 2", f.path(), emb.n_dims);
+  if (embedding_is_d_model && emb.ne[0] != uint64_t(c.d_model))
     fail("{}: token_embd.weight has ne[0]={}, expected embedding_length {}", f.path(), emb.ne[0],
          c.d_model);
   c.vocab = int64_t(emb.ne[1]);
   c.tied = f.find_tensor("output.weight") == nullptr;
+  c.validate(f.path());  // before d_head(): a head count of 0 would divide by zero
   if (const auto* rd = f.find("llama.rope.dimension_count"))
     if (rd->is_integer() && int64_t(rd->as_double()) != c.d_head())
       fail("{}: llama.rope.dimension_count {} differs from the head size {}; partial RoPE is "
            "not supported",
            f.path(), int64_t(rd->as_double()), c.d_head());
-  c.validate(f.path());
   return c;
 }
 

@@ -50,6 +50,8 @@ struct LlamaConfig {
 
 // From llama.* metadata of a llama-architecture GGUF; `tied` is inferred from
 // the absence of output.weight.
-LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f);
+// embedding_is_d_model = false: token_embd may have another width (a donor
+// table that import folds through a lens); only its row count (vocab) is used.
+LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);
 
 }  // namespace ggtrain::model

@@ -60,33 +60,6 @@ void check_format_markers(const GgufFile& f) {
          "ggml-native files can be imported", f.path());
 }
 
-// The llama.* hyper-parameters read as config_from_llama_gguf reads them;
-// the vocabulary and tying come from token_embd/output tensors, because
-// token_embd may still be a donor table of another width (lens).
-LlamaConfig target_config(const GgufFile& f) {
-  const std::string& arch = f.get_string("general.architecture");
-  if (arch != "llama")
-    fail("{}: general.architecture is '{}'; only 'llama' models can be imported", f.path(), arch);
-  LlamaConfig c;
-  c.d_model = int64_t(f.get_uint("llama.embedding_length"));
-  c.n_layers = int64_t(f.get_uint("llama.block_count"));
-  c.n_heads = int64_t(f.get_uint("llama.attention.head_count"));
-  c.n_kv_heads = int64_t(f.get_uint_or("llama.attention.head_count_kv", uint64_t(c.n_heads)));
-  c.d_ff = int64_t(f.get_uint("llama.feed_forward_length"));
-  c.ctx = int64_t(f.get_uint("llama.context_length"));
-  c.rope_freq_base = f.get_float_or("llama.rope.freq_base", 10000.0);
-  c.rms_eps = f.get_float("llama.attention.layer_norm_rms_epsilon");
-  const auto& emb = f.tensor(kEmbd);
-  if (emb.n_dims != 2) fail("{}: tensor '{}' has ne {}, expected 2 dimensions", f.path(), kEmbd, ne_text(emb));
-  c.vocab = int64_t(emb.ne[1]);
-  c.tied = f.find_tensor("output.weight") == nullptr;
-  c.validate(f.path());
-  if (const auto* rd = f.find("llama.rope.dimension_count"))
-    if (rd->is_integer() && int64_t(rd->as_double()) != c.d_head())
-      fail("{}: llama.rope.dimension_count {} differs from the head size {}; partial RoPE is "
-           "not supported", f.path(), int64_t(rd->as_double()), c.d_head());
-  return c;
-}
 
 // Fused tensor name -> its heads, by head index (null where absent).
 using HeadMap = std::map<std::string, std::vector<const TensorInfo*>>;
@@ -172,7 +145,8 @@ bool dropped_key(const std::string& k) {
 ImportReport import_checkpoint(const std::string& in_path, const std::string& out_path) {
   const GgufFile f(in_path);
   check_format_markers(f);
-  const LlamaConfig c = target_config(f);
+  // token_embd may still be a donor table of another width (a lens to fold).
+  const LlamaConfig c = config_from_llama_gguf(f, /*embedding_is_d_model=*/false);
   const ParamLayout layout(c);
   const HeadMap heads = collect_heads(f, c);
   const TensorInfo* lens = f.find_tensor(kLens);
