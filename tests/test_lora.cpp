@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -14,6 +15,7 @@
 #include "model/export.h"
 #include "model/llama.h"
 #include "model/lora.h"
+#include "model/quantized_base.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -124,13 +126,77 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   EXPECT_EQ(mf.find("tokenizer.ggml.tokens")->items, bf.find("tokenizer.ggml.tokens")->items);
 }
 
-// A Q8_0 base trains too (dequantized into the frozen F32 weights); resuming
-// with a different base is refused.
+// A Q8_0 base held quantized (every GEMM dequantizes bands of its rows)
+// computes what the float model computes on the dequantized weights: loss,
+// LoRA gradients and logits, the vocabulary matrix in several bands, tied
+// and untied; the held matrices take no room in params().
+TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
+  TempDir tmp("ggtrain_lora_held");
+  model::LlamaConfig c;
+  c.vocab = 2100, c.d_model = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 96, c.ctx = 16;
+  for (bool tied : {true, false}) {
+    c.tied = tied;
+    const model::ParamLayout plain_layout(c);
+    std::vector<float> w(size_t(plain_layout.total()));
+    Rng rng(5);
+    for (auto& x : w) x = float(rng.normal() * 0.3);
+    gguf::GgufWriter gw;
+    model::add_llama_model(gw, c, plain_layout, w.data(), gguf::TensorType::Q8_0);
+    gw.write(tmp / "base.gguf");
+    const gguf::GgufFile f(tmp / "base.gguf");
+
+    model::LlamaConfig lc = c;
+    lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
+    const model::QuantizedBase q(f, lc);
+    EXPECT_EQ(q.names().size(), size_t(7 * 2 + (tied ? 1 : 2)));  // block matrices, token_embd, output
+    std::set<std::string> frozen;
+    for (const auto& t : plain_layout.tensors()) frozen.insert(t.name);
+    model::ModelOptions held_opts;
+    held_opts.quantized = &q;
+    const int64_t B = 2, T = 16;
+    model::LlamaModel<float> held(lc, B, T, frozen, held_opts), plain(lc, B, T, frozen);
+    EXPECT_EQ(held.layout().find("blk.1.ffn_down.weight"), nullptr);
+    EXPECT_LT(held.n_params() * 10, plain.n_params());  // norms and LoRA tensors only
+    for (auto* m : {&held, &plain}) {
+      model::load_base_params(f, lc, m->layout(), m->params());
+      model::init_lora(m->layout(), m->params(), 7);
+      Rng rb(11);  // B != 0, so the LoRA branches count in the comparison
+      for (const auto& t : m->layout().tensors())
+        if (t.name.find(".lora_b") != std::string::npos)
+          for (int64_t i = 0; i < t.size; ++i) m->params()[t.offset + i] = float(rb.normal() * 0.05);
+    }
+    ASSERT_EQ(held.n_trainable(), plain.n_trainable());
+    const auto inputs = some_tokens(B * T, c.vocab), targets = some_tokens(B * T + 1, c.vocab);
+    const float lh = held.forward(inputs.data(), targets.data() + 1);
+    const float lp = plain.forward(inputs.data(), targets.data() + 1);
+    EXPECT_NEAR(lh, lp, 1e-6 * std::fabs(lp)) << "tied " << tied;
+    for (auto* m : {&held, &plain}) {
+      m->zero_grad();
+      m->backward();
+    }
+    double gmax = 0;
+    for (int64_t i = 0; i < plain.n_trainable(); ++i) gmax = std::max(gmax, std::fabs(double(plain.grads()[i])));
+    EXPECT_GT(gmax, 0);
+    EXPECT_LE(max_abs_diff(held.grads(), plain.grads(), plain.n_trainable()), 1e-5 * gmax) << "tied " << tied;
+    held.forward(inputs.data(), nullptr);
+    plain.forward(inputs.data(), nullptr);
+    EXPECT_LE(max_abs_diff(held.logits(), plain.logits(), B * T * c.vocab), 1e-5) << "tied " << tied;
+  }
+}
+
+// A LoRA run on a Q8_0 base (held quantized) resumes bit-exactly and prints
+// samples from the held model; resuming with a different base is refused.
 TEST(Lora, Q8_0BaseAndAChangedBase) {
   TempDir tmp("ggtrain_lora_q8");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
   model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
   auto c = lora_config(tmp, tmp / "base-q8_0.gguf", 10);
+  c.train.sample_every = 5;
+  {
+    const gguf::GgufFile f(tmp / "base-q8_0.gguf");
+    EXPECT_EQ(model::QuantizedBase(f, model::config_from_llama_gguf(f)).names().size(), 2u * 7u + 2u);
+  }
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
   test_support::run_quiet(tmp / "r", c, false, 5);
   EXPECT_EQ(gguf::GgufFile(train::weights_path(tmp / "r", 5)).get_string("general.type"), "adapter");
   model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::F16);  // the base changes

@@ -6,7 +6,23 @@
 
 namespace ggtrain::infer {
 
-Generator::Generator(const model::LlamaConfig& cfg, const float* params) : model_(cfg, 1, cfg.ctx) {
+namespace {
+std::set<std::string> every_tensor(const model::LlamaConfig& cfg) {
+  std::set<std::string> names;
+  const model::ParamLayout all(cfg);
+  for (const auto& t : all.tensors()) names.insert(t.name);
+  return names;
+}
+
+model::ModelOptions holding(const model::QuantizedBase* quantized) {
+  model::ModelOptions o;
+  o.quantized = quantized;
+  return o;
+}
+}  // namespace
+
+Generator::Generator(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized)
+    : model_(cfg, 1, cfg.ctx, every_tensor(cfg), holding(quantized)) {
   std::copy(params, params + model_.n_params(), model_.params());
 }
 

@@ -13,7 +13,10 @@ namespace ggtrain::infer {
 
 class Generator {
  public:
-  Generator(const model::LlamaConfig& cfg, const float* params);
+  // `params` laid out as the model of cfg (with `quantized`'s matrices held
+  // aside, as in a LoRA run on a Q8_0 base). Every weight is frozen: no
+  // gradient buffers.
+  Generator(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized = nullptr);
   // Continues `prompt` by up to n tokens, stopping after `stop_token` (if >= 0)
   // or at the context length. on_token (optional) sees each id as it comes.
   std::vector<int32_t> generate(const std::vector<int32_t>& prompt, int64_t n,

@@ -38,9 +38,10 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
   }
 }
 
-void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params) {
+void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
+                       const std::set<std::string>& held_elsewhere) {
   for (const auto& ti : f.tensors())
-    if (!layout.find(ti.name))
+    if (!layout.find(ti.name) && !held_elsewhere.count(ti.name))
       fail("{}: unexpected tensor '{}' for this llama configuration", f.path(), ti.name);
   for (const auto& t : layout.tensors()) {
     const auto& ti = f.tensor(t.name);

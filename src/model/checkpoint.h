@@ -16,8 +16,10 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
                      const float* params, gguf::TensorType type = gguf::TensorType::F32);
 
 // Fills `params` (laid out by `layout`) from the file; every tensor must be
-// present with the expected shape, and no unknown tensor may be present.
-void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params);
+// present with the expected shape, and no unknown tensor may be present
+// (but those the model holds elsewhere, `held_elsewhere`).
+void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
+                       const std::set<std::string>& held_elsewhere = {});
 
 // ggml ne order (reverse of the row-major shape).
 std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape);

@@ -13,6 +13,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/lora.h"
+#include "kernels/q8_linear.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "util/error.h"
@@ -60,12 +61,16 @@ void visit(const GemmIn<T>& g, Fn&& fn) {
   else
     fn(g.f);
 }
+
+std::set<std::string> held_names(const ModelOptions& o) {
+  return o.quantized ? o.quantized->names() : std::set<std::string>{};
+}
 }  // namespace
 
 template <typename T>
 LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
                           const std::set<std::string>& frozen, const ModelOptions& opts)
-    : cfg_(cfg), opts_(opts), layout_(cfg), grad_layout_(layout_.trainable(frozen)), B_(batch),
+    : cfg_(cfg), opts_(opts), layout_(cfg, held_names(opts)), grad_layout_(layout_.trainable(frozen)), B_(batch),
       T_(seq_len), n_threads_(omp_get_max_threads()) {
   cfg_.validate("model config");
   bf16_ = opts_.precision == Precision::kBf16;
@@ -80,10 +85,16 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, B_ * T_)
                                            : default_logit_chunk_rows(cfg_.vocab, n_threads_, B_ * T_);
   params_ = AlignedBuffer<T>(size_t(layout_.total()));
+  const auto held = held_names(opts_);
   for (const auto& name : frozen)
-    if (!layout_.find(name)) fail("model: cannot freeze '{}': no such parameter", name);
+    if (!layout_.find(name) && !held.count(name)) fail("model: cannot freeze '{}': no such parameter", name);
+  for (const auto& name : held)
+    if (!frozen.count(name)) fail("model: '{}' is held quantized, so it must be frozen", name);
+  if (!held.empty() && (!std::is_same_v<T, float> || bf16_))
+    fail("model: quantized weights need a float model in fp32 precision");
   grads_ = AlignedBuffer<T>(size_t(std::max<int64_t>(grad_layout_.total(), 1)));
-  w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data());
+  w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data(), /*allow_missing=*/!held.empty());
+  bind_quantized();
   g_ = ModelWeights<T>::bind(grad_layout_, cfg_, grads_.data(), /*allow_missing=*/true);
   if (cfg_.donor_dim > 0) donor_ = AlignedBuffer<T>(size_t(cfg_.vocab * cfg_.donor_dim));
   if (bf16_) wbf16_ = AlignedBuffer<kernels::bf16>(size_t(layout_.total()));
@@ -93,6 +104,26 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   BumpPlan<T> carve(acts_.data());
   plan(carve);
   rope_tables(rope_cos_, rope_sin_, T_, cfg_.d_head(), cfg_.rope_freq_base);
+}
+
+// Points q8_blocks_, q8_embd_ and q8_output_ at the quantized matrices and
+// sizes the scratch: the largest quantized block matrix, and bands of at
+// least 1024 rows for a quantized vocabulary matrix.
+template <typename T>
+void LlamaModel<T>::bind_quantized() {
+  if (!opts_.quantized || opts_.quantized->names().empty()) return;
+  const auto& q = *opts_.quantized;
+  q8_blocks_.assign(size_t(cfg_.n_layers), {});
+  for (int64_t l = 0; l < cfg_.n_layers; ++l)
+    for (int t = 0; t < kNumLoraTargets; ++t)
+      if (const auto* m = q.find(fmt::format("blk.{}.{}.weight", l, lora_target_name(LoraTarget(t))))) {
+        q8_blocks_[size_t(l)][size_t(t)] = m;
+        q8_scratch_size_ = std::max(q8_scratch_size_, m->rows * m->cols);
+      }
+  q8_embd_ = q.find("token_embd.weight");
+  q8_output_ = cfg_.tied ? q8_embd_ : q.find("output.weight");
+  if (q8_output_)
+    q8_scratch_size_ = std::max(q8_scratch_size_, std::min<int64_t>(q8_output_->rows, 1024) * q8_output_->cols);
 }
 
 template <typename T>
@@ -179,6 +210,7 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
     d_v_h_ = take_gemm_in(p, BT * KD).h;
   }
   d_act_ = p.take(BT * F);
+  if (q8_scratch_size_ > 0) q8_scratch_ = p.take(q8_scratch_size_);
   if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
 }
 
@@ -205,20 +237,33 @@ void LlamaModel<T>::mark(OpProfile::Op op) {
 }
 
 template <typename T>
-void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, const T* w, int64_t M, int64_t n_in, int64_t n_out) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (x.h) return kernels::linear_forward(y, x.h, bf16_weight(w), M, n_in, n_out);
-  }
-  linear_forward(y, x.f, w, M, n_in, n_out);
+WeightRef<T> LlamaModel<T>::block_weight(int64_t l, LoraTarget t) const {
+  if (!q8_blocks_.empty() && q8_blocks_[size_t(l)][size_t(t)]) return {nullptr, q8_blocks_[size_t(l)][size_t(t)]};
+  const auto& w = w_.layers[size_t(l)];
+  const T* const m[kNumLoraTargets] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
+  return {m[t], nullptr};
 }
 
 template <typename T>
-void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, const T* w, int64_t M,
+void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (w.q) return q8_linear_forward(y, x.f, *w.q, M, q8_scratch_, q8_band_rows(n_in));
+    if (x.h) return kernels::linear_forward(y, x.h, bf16_weight(w.f), M, n_in, n_out);
+  }
+  linear_forward(y, x.f, w.f, M, n_in, n_out);
+}
+
+template <typename T>
+void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
                                int64_t n_in, int64_t n_out, bool accumulate_dx) {
   if constexpr (std::is_same_v<T, float>) {
-    if (dy.h) return kernels::linear_backward(dx, dw, dy.h, x.h, bf16_weight(w), M, n_in, n_out, accumulate_dx);
+    if (w.q) {  // frozen: dw is null
+      if (dx) q8_linear_backward_input(dx, dy.f, *w.q, M, q8_scratch_, q8_band_rows(n_in), accumulate_dx);
+      return;
+    }
+    if (dy.h) return kernels::linear_backward(dx, dw, dy.h, x.h, bf16_weight(w.f), M, n_in, n_out, accumulate_dx);
   }
-  linear_backward(dx, dw, dy.f, x.f, w, M, n_in, n_out, accumulate_dx);
+  linear_backward(dx, dw, dy.f, x.f, w.f, M, n_in, n_out, accumulate_dx);
 }
 
 template <typename T>
@@ -263,9 +308,9 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   auto& a = layer_acts_[size_t(l)];
   visit(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   mark(OpProfile::kNorm);
-  linear_fwd(a.q, a.h_attn, w.wq, BT, C, QD);
-  linear_fwd(a.k, a.h_attn, w.wk, BT, C, KD);
-  linear_fwd(a.v, a.h_attn, w.wv, BT, C, KD);
+  linear_fwd(a.q, a.h_attn, block_weight(l, kAttnQ), BT, C, QD);
+  linear_fwd(a.k, a.h_attn, block_weight(l, kAttnK), BT, C, KD);
+  linear_fwd(a.v, a.h_attn, block_weight(l, kAttnV), BT, C, KD);
   mark(OpProfile::kQkv);
   lora_fwd(l, kAttnQ, a.q, a.h_attn.f, C, QD);
   lora_fwd(l, kAttnK, a.k, a.h_attn.f, C, KD);
@@ -282,7 +327,7 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   });
   mark(OpProfile::kAttention);
   if (!x_mid) return;
-  linear_fwd(x_mid, a.attn_out, w.wo, BT, QD, C);
+  linear_fwd(x_mid, a.attn_out, block_weight(l, kAttnOutput), BT, QD, C);
   mark(OpProfile::kAttnOutput);
   lora_fwd(l, kAttnOutput, x_mid, a.attn_out.f, QD, C);
   visit(a.h_ffn, [&](auto* h) {
@@ -297,17 +342,16 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
 template <typename T>
 void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
-  const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  linear_fwd(a.gate, a.h_ffn, w.w_gate, BT, C, F);
-  linear_fwd(a.up, a.h_ffn, w.w_up, BT, C, F);
+  linear_fwd(a.gate, a.h_ffn, block_weight(l, kFfnGate), BT, C, F);
+  linear_fwd(a.up, a.h_ffn, block_weight(l, kFfnUp), BT, C, F);
   mark(OpProfile::kGateUp);
   lora_fwd(l, kFfnGate, a.gate, a.h_ffn.f, C, F);
   lora_fwd(l, kFfnUp, a.up, a.h_ffn.f, C, F);
   visit(a.act, [&](auto* act) { swiglu_forward(act, a.gate, a.up, BT * F); });
   mark(OpProfile::kSwiglu);
   if (!x_out) return;
-  linear_fwd(x_out, a.act, w.w_down, BT, F, C);
+  linear_fwd(x_out, a.act, block_weight(l, kFfnDown), BT, F, C);
   mark(OpProfile::kDown);
   lora_fwd(l, kFfnDown, x_out, a.act.f, F, C);
   residual_forward(x_out, x_out, x_mid, BT * C);
@@ -320,6 +364,8 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
   if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
     embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
     linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
+  } else if (q8_embd_) {
+    if constexpr (std::is_same_v<T, float>) q8_embedding_forward(residual_[0], inputs, *q8_embd_, BT);
   } else {
     embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
   }
@@ -359,7 +405,7 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
     const GemmIn<T> h = h_final_.at(r0 * C);
-    linear_fwd(logit_chunk_, h, w_.output, rows, C, V);
+    linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
     mark(OpProfile::kHead);
     if (!prepare_backward) {
       cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
@@ -372,7 +418,7 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
     mark(OpProfile::kLoss);
     phase_ = OpProfile::kBackward;
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
-    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, w_.output, rows, C, V, false);
+    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
     mark(OpProfile::kHead);
     phase_ = OpProfile::kForward;
   }
@@ -388,7 +434,7 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
   trunk(inputs);
   if (!targets) {
     if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
-    linear_fwd(logits_.data(), h_final_, w_.output, BT, C, V);
+    linear_fwd(logits_.data(), h_final_, head_weight(), BT, C, V);
     mark(OpProfile::kHead);
     return T(0);
   }
@@ -419,7 +465,7 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_out) and becomes dL/d(x_mid)
   const GemmIn<T> dy = gemm_in(d_res, d_res_h_, BT * C);
-  linear_bwd(d_act_, g.w_down, dy, a.act, w.w_down, BT, F, C, false);
+  linear_bwd(d_act_, g.w_down, dy, a.act, block_weight(l, kFfnDown), BT, F, C, false);
   mark(OpProfile::kDown);
   lora_bwd(l, kFfnDown, d_act_, d_res, a.act.f, F, C);
   if (d_gate_.h)  // bf16: d_gate and d_up only feed GEMMs
@@ -427,10 +473,10 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   else
     swiglu_backward(d_gate_.f, d_up_.f, d_act_, a.gate, a.up, BT * F);
   mark(OpProfile::kSwiglu);
-  linear_bwd(d_h_, g.w_gate, d_gate_, a.h_ffn, w.w_gate, BT, C, F, false);
+  linear_bwd(d_h_, g.w_gate, d_gate_, a.h_ffn, block_weight(l, kFfnGate), BT, C, F, false);
   mark(OpProfile::kGateUp);
   lora_bwd(l, kFfnGate, d_h_, d_gate_.f, a.h_ffn.f, C, F);
-  linear_bwd(d_h_, g.w_up, d_up_, a.h_ffn, w.w_up, BT, C, F, true);
+  linear_bwd(d_h_, g.w_up, d_up_, a.h_ffn, block_weight(l, kFfnUp), BT, C, F, true);
   mark(OpProfile::kGateUp);
   lora_bwd(l, kFfnUp, d_h_, d_up_.f, a.h_ffn.f, C, F);
   rmsnorm_backward(d_res, g.ffn_norm, d_h_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
@@ -445,7 +491,8 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_mid) and becomes dL/d(x_in)
-  linear_bwd(d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), a.attn_out, w.wo, BT, QD, C, false);
+  linear_bwd(d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), a.attn_out, block_weight(l, kAttnOutput), BT,
+             QD, C, false);
   mark(OpProfile::kAttnOutput);
   lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out.f, QD, C);
   visit(a.attn_out, [&](const auto* o) {
@@ -462,13 +509,13 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const GemmIn<T> dq = gemm_in(d_q_, d_q_h_, BT * QD), dk = gemm_in(d_k_, d_k_h_, BT * KD),
                   dv = gemm_in(d_v_, d_v_h_, BT * KD);
   mark(OpProfile::kRope);
-  linear_bwd(d_h_, g.wq, dq, a.h_attn, w.wq, BT, C, QD, false);
+  linear_bwd(d_h_, g.wq, dq, a.h_attn, block_weight(l, kAttnQ), BT, C, QD, false);
   mark(OpProfile::kQkv);
   lora_bwd(l, kAttnQ, d_h_, d_q_, a.h_attn.f, C, QD);
-  linear_bwd(d_h_, g.wk, dk, a.h_attn, w.wk, BT, C, KD, true);
+  linear_bwd(d_h_, g.wk, dk, a.h_attn, block_weight(l, kAttnK), BT, C, KD, true);
   mark(OpProfile::kQkv);
   lora_bwd(l, kAttnK, d_h_, d_k_, a.h_attn.f, C, KD);
-  linear_bwd(d_h_, g.wv, dv, a.h_attn, w.wv, BT, C, KD, true);
+  linear_bwd(d_h_, g.wv, dv, a.h_attn, block_weight(l, kAttnV), BT, C, KD, true);
   mark(OpProfile::kQkv);
   lora_bwd(l, kAttnV, d_h_, d_v_, a.h_attn.f, C, KD);
   rmsnorm_backward(d_res, g.attn_norm, d_h_, x_in, w.attn_norm, a.rstd_attn, BT, C);

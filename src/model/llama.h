@@ -4,6 +4,8 @@
 // (config, batch, seq_len). Nothing is allocated per step.
 //
 // T is float for training; double exists for finite-difference checks.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -15,6 +17,7 @@
 #include "kernels/tile_gemm_bf16.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "model/quantized_base.h"
 #include "util/aligned_buffer.h"
 
 namespace ggtrain::model {
@@ -47,6 +50,17 @@ struct ModelOptions {
   int64_t logit_chunk_rows = 0;
   // Attention tile sizes (0: the kernel's defaults); tests shrink them.
   int64_t attn_tile_rows = 0, attn_tile_cols = 0;
+  // Frozen matrices kept as Q8_0 (a LoRA run on a Q8_0 base): absent from
+  // params() and layout(); every GEMM dequantizes a band of rows into a
+  // scratch buffer. Float models only; must outlive the model.
+  const QuantizedBase* quantized = nullptr;
+};
+
+// A weight matrix as a linear layer reads it: float parameters, or Q8_0 rows.
+template <typename T>
+struct WeightRef {
+  const T* f = nullptr;
+  const kernels::Q8Rows* q = nullptr;
 };
 
 // Wall time per operation, summed over layers and steps, when attached with
@@ -138,9 +152,15 @@ class LlamaModel {
   void plan(BumpPlan<T>& p);
   GemmIn<T> take_gemm_in(BumpPlan<T>& p, int64_t n) const;
   // y[M, n_out] = x W^T and its backward, in the precision of x.
-  void linear_fwd(T* y, const GemmIn<T>& x, const T* w, int64_t M, int64_t n_in, int64_t n_out);
-  void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, const T* w, int64_t M,
+  void linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out);
+  void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
                   int64_t n_in, int64_t n_out, bool accumulate_dx);
+  // Matrix t of block l, and the head: float or held quantized.
+  WeightRef<T> block_weight(int64_t l, LoraTarget t) const;
+  WeightRef<T> head_weight() const { return {w_.output, q8_output_}; }
+  // Rows of a quantized matrix with `cols` columns that fit the scratch.
+  int64_t q8_band_rows(int64_t cols) const { return std::max<int64_t>(1, q8_scratch_size_ / cols); }
+  void bind_quantized();
   // dy as a GEMM input: itself in fp32, rounded into `scratch` in bf16.
   GemmIn<T> gemm_in(T* dy, kernels::bf16* scratch, int64_t n);
   const kernels::bf16* bf16_weight(const T* w) const { return wbf16_.data() + (w - params_.data()); }
@@ -179,6 +199,12 @@ class LlamaModel {
   bool bf16_ = false;
   AlignedBuffer<kernels::bf16> wbf16_;  // bf16 copy of params_ (bf16 training)
   ModelWeights<T> w_, g_;
+  // Q8_0 matrices (ModelOptions::quantized) per block and target, and of the
+  // embedding and head; null where the matrix is float.
+  std::vector<std::array<const kernels::Q8Rows*, kNumLoraTargets>> q8_blocks_;
+  const kernels::Q8Rows *q8_embd_ = nullptr, *q8_output_ = nullptr;
+  int64_t q8_scratch_size_ = 0;  // floats of dequantized rows at a time
+  T* q8_scratch_ = nullptr;
   kernels::AttnShape attn_shape_;
 
   // activations

@@ -20,8 +20,11 @@ std::pair<int64_t, int64_t> lora_target_shape(const LlamaConfig& c, const std::s
 }
 }  // namespace
 
-ParamLayout::ParamLayout(const LlamaConfig& c) {
+ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held_elsewhere) {
   const int64_t C = c.d_model;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    if (!held_elsewhere.count(name)) this->add(name, std::move(shape));
+  };
   if (c.donor_dim > 0)
     add("lens.proj.weight", {C, c.donor_dim});
   else

@@ -26,7 +26,9 @@ struct ParamTensor {
 
 class ParamLayout {
  public:
-  explicit ParamLayout(const LlamaConfig& c);
+  // `held_elsewhere`: tensors the model keeps outside the buffer (a LoRA
+  // run's Q8_0 base matrices); the others pack as if they were absent.
+  explicit ParamLayout(const LlamaConfig& c, const std::set<std::string>& held_elsewhere = {});
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   int64_t total() const { return total_; }
   const ParamTensor& get(const std::string& name) const;  // throws if absent

@@ -14,6 +14,7 @@
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
 #include "model/lora.h"
+#include "model/quantized_base.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -198,12 +199,9 @@ void load_lora_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const Ch
   if (s.get_uint("ggtrain.lora.base.checksum") != d.lora_base_checksum)
     fail("{}: the base model {} differs from the one this LoRA run was trained on ({}); resume with the "
          "same init.from file", s.path(), d.lora_base->path(), s.get_string("ggtrain.lora.base.path"));
-  model::LlamaConfig plain = *d.config;
-  plain.lora = {};
-  const model::ParamLayout base_layout(plain);
-  model::load_llama_params(*d.lora_base, base_layout, d.params);  // LoRA tensors come after: same offsets
+  model::load_base_params(*d.lora_base, *d.config, *d.layout, d.params);
   for (const auto& t : d.layout->tensors()) {
-    if (base_layout.find(t.name)) continue;
+    if (t.name.find(".lora_") == std::string::npos) continue;  // a base tensor
     const auto& ti = w.tensor(t.name);
     if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
       fail("{}: tensor '{}' has the wrong type or shape", w.path(), t.name);

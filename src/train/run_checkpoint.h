@@ -37,7 +37,8 @@ struct CheckpointData {
   const model::DonorTable* donor = nullptr;
   // LoRA run: the weights file is the adapter (llama.cpp's LoRA GGUF, no
   // base weights); on resume the base's weights come from this file, whose
-  // F32 values must still have the checksum the state file recorded.
+  // tensors must still have the fingerprint (model::base_fingerprint) the
+  // state file recorded.
   const gguf::GgufFile* lora_base = nullptr;
   uint64_t lora_base_checksum = 0;
 };

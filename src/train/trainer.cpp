@@ -42,7 +42,6 @@
 #include "train/schedule.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "util/hash.h"
 
 namespace ggtrain::train {
 
@@ -338,7 +337,7 @@ class Run {
   void checkpoint(int64_t step);
   void load_donor();
   void open_base();
-  void fingerprint_base();
+  void hold_quantized_base(model::ModelOptions& opts);
   void attach_donor();
   CheckpointData checkpoint_data();
 
@@ -352,7 +351,8 @@ class Run {
   model::LlamaConfig mc_;
   std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
   std::unique_ptr<gguf::GgufFile> base_;      // init.from, else null
-  uint64_t base_checksum_ = 0;                // of base_'s weights, in LoRA runs
+  uint64_t base_checksum_ = 0;                // model::base_fingerprint of base_, in LoRA runs
+  std::unique_ptr<model::QuantizedBase> quantized_;  // base_'s Q8_0 matrices, in LoRA runs
   std::unique_ptr<model::LlamaModel<float>> model_;
   std::unique_ptr<DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
@@ -422,6 +422,7 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   model::ModelOptions model_opts;
   model_opts.recompute = model::recompute_from_name(c_.train.recompute);
   model_opts.precision = model::precision_from_name(c_.train.precision);
+  if (mc_.lora.rank > 0) hold_quantized_base(model_opts);
   if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !opts_.quiet)
     fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
                        "slower than train.precision = \"fp32\"\n");
@@ -430,10 +431,12 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());
   m_.assign(size_t(model_->n_trainable()), 0.f);
   v_.assign(size_t(model_->n_trainable()), 0.f);
-  if (mc_.lora.rank > 0) fingerprint_base();
-  if (!frozen.empty() && !opts_.quiet)
+  if (mc_.lora.rank > 0) base_checksum_ = model::base_fingerprint(*base_);
+  if (!frozen.empty() && !opts_.quiet) {
+    const model::ParamLayout all(mc_);  // model_->layout() lacks what quantized_ holds
     fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(),
-               model_->layout().tensors().size(), model_->grad_layout().total(), model_->layout().total());
+               all.tensors().size(), model_->grad_layout().total(), all.total());
+  }
   inputs_.resize(size_t(c_.train.batch * T));
   targets_.resize(size_t(c_.train.batch * T));
   if (opts_.resume) {
@@ -451,11 +454,11 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
           mc_.vocab != tok_->vocab_size())
         fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(),
              tok_->vocab_size());
-      model::load_llama_params(*base_, model::ParamLayout(base_config(mc_)), model_->params());  // dequantized to F32
+      model::load_base_params(*base_, mc_, model_->layout(), model_->params());  // dequantized to F32
       if (mc_.lora.rank > 0) model::init_lora(model_->layout(), model_->params(), c_.train.seed);
       if (!opts_.quiet)
-        fmt::print(stderr, "continuing {}: {} parameters as F32 master weights, fresh AdamW state\n",
-                   base_->path(), model_->layout().total());
+        fmt::print(stderr, "continuing {}: {} parameters as F32 {}, fresh AdamW state\n", base_->path(),
+                   model_->layout().total(), mc_.lora.rank > 0 ? "weights" : "master weights");
     } else {
       model::init_params(mc_, model_->layout(), model_->params(), c_.train.seed);
     }
@@ -500,13 +503,14 @@ void Run::attach_donor() {
                c_.init.donor, donor_->vocab, donor_->dim, mc_.d_model, donor_->dim);
 }
 
-// A LoRA run's frozen base and its fingerprint (the params hold it at the
-// offsets of the plain model).
-void Run::fingerprint_base() {
-  const model::ParamLayout base(base_config(mc_));
-  std::vector<float> w(size_t(base.total()));
-  model::load_llama_params(*base_, base, w.data());
-  base_checksum_ = fnv1a(w.data(), w.size() * sizeof(float));
+// A LoRA run keeps the base's Q8_0 matrices as they are in the file (they
+// are frozen): the model reads them through `opts`.
+void Run::hold_quantized_base(model::ModelOptions& opts) {
+  quantized_ = std::make_unique<model::QuantizedBase>(*base_, mc_);
+  opts.quantized = quantized_.get();
+  if (!opts_.quiet && !quantized_->names().empty())
+    fmt::print(stderr, "base: {} Q8_0 matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
+               double(quantized_->bytes()) / (1 << 20));
 }
 
 CheckpointData Run::checkpoint_data() {
@@ -531,7 +535,8 @@ double Run::evaluate() {
 void Run::sample(int64_t step) {
   std::optional<model::FoldedModel> folded;  // the generator runs a standard model
   if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
-  infer::Generator gen(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params());
+  infer::Generator gen(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
+                       folded ? nullptr : quantized_.get());
   std::vector<int32_t> prompt{tok_->bos_id()};
   auto ids = gen.generate(prompt, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step), tok_->eos_id());
   if (!opts_.quiet) fmt::print(stderr, "\nsample at step {}: {}\n", step, tok_->decode(ids));
