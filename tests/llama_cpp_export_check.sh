@@ -13,7 +13,9 @@
 #   5. init.from: continuing the F32 model and its Q8_0 export, the continued
 #      checkpoints load in llama.cpp with ggtrain's logits (1e-4);
 #   6. LoRA: the adapter of a LoRA run, loaded by llama.cpp on its base, gives
-#      ggtrain's `eval --lora` logits (1e-4), and the merged export the same.
+#      ggtrain's `eval --lora` logits (1e-4), and the merged export the same;
+#   7. LoRA on the Q8_0 export (held quantized while training): llama.cpp with
+#      the adapter on that base gives ggtrain's logits (1e-2, as for Q8_0).
 #
 #   tests/llama_cpp_export_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -111,5 +113,20 @@ node "$CLI" compare ours-merged.f32 theirs-lora.f32 1e-4 || fail "merged model d
 "$GGTRAIN" eval -m "$M" --tokens "$ids" --dump-logits ours-base.f32 >/dev/null
 if node "$CLI" compare ours-base.f32 theirs-lora.f32 1e-3 >/dev/null; then
   fail "the adapter leaves the logits unchanged (within 1e-3): the LoRA comparison proves nothing"
+fi
+
+# 7. LoRA on the Q8_0 export of section 1, whose matrices stay Q8_0 in memory
+#    while training: its adapter on that base in llama.cpp == ggtrain (1e-2,
+#    the Q8_0 tolerance of section 1: both round activations to Q8_0 blocks).
+"$GGTRAIN" train --run-dir lora-q8 --set data.corpus=corpus.txt --set init.from=model-q8_0.gguf \
+  --set train.lora.rank=8 --set train.lora.targets=attn_q,attn_v,ffn_down --set train.lr_max=1e-2 \
+  --set train.steps=20 --set train.batch=4 --set train.seq_len=64 --set train.threads=1 2>train-q8.log >/dev/null
+grep -q "Q8_0 matrices stay quantized" train-q8.log || fail "the LoRA run did not hold its Q8_0 base quantized"
+"$GGTRAIN" eval -m model-q8_0.gguf --lora lora-q8/weights/latest --tokens "$ids" --dump-logits ours-lora-q8.f32 >/dev/null
+node "$CLI" logits model-q8_0.gguf "$ids" theirs-lora-q8.f32 lora-q8/weights/latest 2>/dev/null
+echo -n "LoRA adapter trained on the Q8_0 base: "
+node "$CLI" compare ours-lora-q8.f32 theirs-lora-q8.f32 1e-2 || fail "Q8_0 base + adapter logits differ from llama.cpp's"
+if node "$CLI" compare ours-q8_0.f32 theirs-lora-q8.f32 1e-3 >/dev/null; then
+  fail "the Q8_0-base adapter leaves the logits unchanged (within 1e-3)"
 fi
 echo "llama_cpp_export_check: PASS"
