@@ -86,8 +86,9 @@ TEST(Kill, Sigkill20TimesThenResumeIsBitIdentical) {
     if (rc == 0) break;  // the run finished before the kill
   }
   // Finish the run, then compare with the uninterrupted one.
-  if (train::latest_step(dir) != 150)
+  if (train::latest_step(dir) != 150) {
     ASSERT_EQ(run_cli(train_args(dir, corpus, train::latest_step(dir) >= 0), -1), 0);
+  }
   std::printf("SIGKILLed %d times\n", kills);
   EXPECT_GE(kills, 5);
   std::string why;

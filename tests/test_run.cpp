@@ -71,7 +71,9 @@ TEST(Run, CheckpointsAreLlamaModelsWithARelativeLatestLink) {
   const auto& tokens = f.find("tokenizer.ggml.tokens")->items;
   const auto& types = f.find("tokenizer.ggml.token_type")->items;
   for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i].s.rfind("<0x", 0) == 0) EXPECT_EQ(types[i].i, 6) << tokens[i].s;
+    if (tokens[i].s.rfind("<0x", 0) == 0) {
+      EXPECT_EQ(types[i].i, 6) << tokens[i].s;
+    }
 }
 
 TEST(Run, FreshRunRefusesAFolderWithCheckpoints) {

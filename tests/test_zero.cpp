@@ -58,7 +58,9 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
             int64_t covered = 0;
             for (int q = 0; q < n; ++q) {
               ASSERT_EQ(b.displs[size_t(q)], covered);
-              if (b.counts[size_t(q)] > 0) ASSERT_EQ((b.lo + b.displs[size_t(q)]) % 16, 0);  // vector alignment
+              if (b.counts[size_t(q)] > 0) {
+                ASSERT_EQ((b.lo + b.displs[size_t(q)]) % 16, 0);  // vector alignment
+              }
               covered += b.counts[size_t(q)];
             }
             ASSERT_EQ(covered, b.hi - b.lo);
@@ -68,7 +70,9 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
               owner[size_t(i)] = r;
             }
             for (const auto& t : layout.tensors())
-              if (t.offset < b.hi && t.offset + t.size > b.lo) EXPECT_EQ(train::block_of(t.name), b.layer) << t.name;
+              if (t.offset < b.hi && t.offset + t.size > b.lo) {
+                EXPECT_EQ(train::block_of(t.name), b.layer) << t.name;
+              }
           }
           EXPECT_EQ(packed, plan.shard_size);
         }
