@@ -93,6 +93,9 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   EXPECT_EQ(af.get_string("adapter.type"), "lora");
   EXPECT_FLOAT_EQ(float(af.get_float("adapter.lora.alpha")), 8.0f);
   EXPECT_EQ(af.tensors().size(), 2u * 4u * 2u);  // 2 layers x 4 targets x (A, B)
+  uint64_t elements = 0;
+  for (const auto& t : af.tensors()) elements += t.n_elements;
+  EXPECT_EQ(af.get_uint("ggtrain.n_params_written"), elements);
   for (const auto& t : af.tensors()) EXPECT_NE(sf.find_tensor("adam.m." + t.name), nullptr) << t.name;
   EXPECT_EQ(sf.find_tensor("adam.m.blk.0.attn_q.weight"), nullptr);  // the base has no moments
 

@@ -1,5 +1,6 @@
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -40,10 +41,10 @@ int run(const Opts& o) {
   for (const auto& s : o.sets) train::apply_override(opts.config, s);
   auto sum = train::run_training(opts);
   if (!train::world().root()) return 0;  // under mpirun rank 0 alone reports
-  fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {:.4f}, {:.0f} tokens/s\n"
+  const std::string val = std::isfinite(sum.last_val_loss) ? fmt::format("{:.4f}", sum.last_val_loss) : "n/a";
+  fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {}, {:.0f} tokens/s\n"
              "final weights: {}\n",
-             sum.first_step, sum.last_step, sum.first_loss, sum.last_loss, sum.last_val_loss,
-             sum.tokens_per_s, sum.final_weights);
+             sum.first_step, sum.last_step, sum.first_loss, sum.last_loss, val, sum.tokens_per_s, sum.final_weights);
   if (sum.nonfinite_steps > 0)
     fmt::print("skipped {} steps whose loss or gradient norm was not finite (train.on_nonfinite = \"skip\")\n",
                sum.nonfinite_steps);

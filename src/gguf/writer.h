@@ -30,6 +30,11 @@ class GgufWriter {
 
   void write(const std::string& path) const;
   size_t tensor_count() const { return tensors_.size(); }
+  uint64_t element_count() const {
+    uint64_t n = 0;
+    for (const auto& t : tensors_) n += t.n_elements;
+    return n;
+  }
 
  private:
   struct Pending {

@@ -39,11 +39,11 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   w.set("general.run_id", Value::str(meta.run_id));
   w.set("general.step", Value::u64(uint64_t(meta.step)));
   w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
-  w.set("ggtrain.n_params_written", Value::u64(uint64_t(d.layout->total())));
   // The writer keeps pointers to tensor data until write(): `folded` lives to the end.
   std::optional<model::FoldedModel> folded;
   if (d.lora_base) {
     model::add_lora_adapter(w, *d.config, *d.layout, d.params);
+    w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
     w.write(path);  // an adapter: llama.cpp takes the vocabulary from the base
     return;
   }
@@ -53,6 +53,7 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   } else {
     model::add_llama_model(w, *d.config, *d.layout, d.params);
   }
+  w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
   d.tokenizer->add_to_gguf(w);
   w.write(path);
 }

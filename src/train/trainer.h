@@ -2,6 +2,7 @@
 // A training run end to end: tokenizer, token files, model, the step loop
 // (accumulation, clipping, AdamW, schedule), evaluation, samples, metrics and
 // checkpoints; or the same run resumed exactly from its latest checkpoint.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -19,7 +20,8 @@ struct TrainOptions {
 
 struct TrainSummary {
   int64_t first_step = 0, last_step = 0;
-  double first_loss = 0, last_loss = 0, last_val_loss = 0, tokens_per_s = 0;
+  double first_loss = 0, last_loss = 0, tokens_per_s = 0;
+  double last_val_loss = NAN;  // NAN when no evaluation ran (train.eval_every = 0)
   std::string final_weights;
   int64_t nonfinite_steps = 0;  // updates skipped under train.on_nonfinite = "skip"
   int interrupted_by = 0;       // SIGINT/SIGTERM that ended the run early, else 0
