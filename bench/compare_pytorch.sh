@@ -17,8 +17,10 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --install)
       # python3-torch uses whatever libblas.so.3 is installed: OpenBLAS, not the reference BLAS.
+      # The OpenMP build of OpenBLAS and tcmalloc are for pytorch() below only (the
+      # system's libblas.so.3 stays the pthread one: its alternative has the higher priority).
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-torch \
-        libopenblas0-pthread libopenblas-dev ;;
+        libopenblas0-pthread libopenblas-dev libopenblas0-openmp libtcmalloc-minimal4 ;;
     --preset) PRESET=$2; shift ;;
     --repeat) REPEAT=$2; shift ;;
     *) THREADS=$1 ;;
@@ -31,8 +33,10 @@ case "$PRESET" in
   *) echo "unknown preset $PRESET (s15, smol135)" >&2; exit 1 ;;
 esac
 PY=/usr/bin/python3   # Debian's interpreter, the one python3-torch is built for
-if ! $PY -c 'import torch' 2>/dev/null; then
-  echo "python3-torch is not installed; run: bench/compare_pytorch.sh --install" >&2
+LIBS=/usr/lib/x86_64-linux-gnu
+OPENBLAS_OMP=$LIBS/openblas-openmp TCMALLOC=$LIBS/libtcmalloc_minimal.so.4
+if ! $PY -c 'import torch' 2>/dev/null || [[ ! -e $OPENBLAS_OMP/libblas.so.3 || ! -e $TCMALLOC ]]; then
+  echo "python3-torch, libopenblas0-openmp or libtcmalloc-minimal4 is missing; run: bench/compare_pytorch.sh --install" >&2
   exit 1
 fi
 BUILD_DIR=${BUILD_DIR:-build}
@@ -42,10 +46,19 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 echo "compare_pytorch: $PRESET, $THREADS thread(s), $REPEAT round(s); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# PyTorch's best settings here: OpenBLAS without the environment's core
-# override, OpenMP threads that do not spin against each other. In this command only.
+# PyTorch's best settings here (measured, bench/README.md), in this command only:
+# - OpenBLAS built for OpenMP: its GEMMs run on PyTorch's own OpenMP threads (the
+#   pthread build keeps a second pool that fights them; PASSIVE only softened that);
+# - OpenBLAS's own core detection (Cooperlake kernels, AVX-512) instead of the
+#   environment's OPENBLAS_CORETYPE=Haswell and OPENBLAS_L2_SIZE;
+# - tcmalloc: glibc maps large tensors (the 32 MiB logits always, smaller ones until
+#   its threshold adapts) fresh from the kernel and unmaps them on free, and this VM's
+#   page faults cost ~5 us per 4 KiB page (logits GEMM + cross_entropy forward and
+#   backward: 333 ms with glibc, 59 ms with tcmalloc);
+# - ATen's AVX-512 kernels for the elementwise ops (1.13 picks AVX2 by default).
 pytorch() {
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE \
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u OMP_WAIT_POLICY LD_LIBRARY_PATH="$OPENBLAS_OMP" \
+    LD_PRELOAD="$TCMALLOC" ATEN_CPU_CAPABILITY=avx512 \
     $PY bench/pytorch_llama.py "$THREADS" "$1" "$PT_STEPS" "$PRESET"
 }
 ggtrain() {
