@@ -49,11 +49,13 @@ std::vector<std::string> sets(int zero, const std::vector<std::string>& more = {
   return s;
 }
 
-// Runs and waits at most `limit`: a hang is a failure, not a stuck test.
-CliResult run_within(const std::vector<std::string>& args, const std::string& out, CliOptions opts,
-                     std::chrono::seconds limit = std::chrono::seconds(180)) {
+pid_t spawn_mpirun(const std::vector<std::string>& args, const std::string& out, CliOptions opts) {
   opts.env.insert(opts.env.end(), kMpiEnv.begin(), kMpiEnv.end());
-  const pid_t pid = spawn_cli(args, out, opts);
+  return spawn_cli(args, out, opts);
+}
+
+// Waits at most `limit` for a spawned mpirun: a hang is a failure, not a stuck test.
+CliResult wait_within(pid_t pid, const std::string& out, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
@@ -72,6 +74,11 @@ CliResult run_within(const std::vector<std::string>& args, const std::string& ou
   r.status = WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
   r.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return r;
+}
+
+CliResult run_within(const std::vector<std::string>& args, const std::string& out, CliOptions opts,
+                     std::chrono::seconds limit = std::chrono::seconds(180)) {
+  return wait_within(spawn_mpirun(args, out, std::move(opts)), out, limit);
 }
 
 CliResult run_ok(const std::vector<std::string>& args, const std::string& out) {
@@ -206,6 +213,42 @@ TEST_F(MpiTest, FrozenTensorsWithZero1FollowOneProcess) {
 
 // A rank count that does not divide train.batch is refused up front, with
 // the reason, by one rank.
+// SIGTERM to mpirun (what a batch scheduler sends at the time limit): Open
+// MPI forwards it to the ranks, they agree on the step to stop after, rank 0
+// writes the checkpoint and says how to resume; resuming under mpirun gives
+// the uninterrupted run's tensors bit for bit. (mpirun itself exits 1 after
+// forwarding a signal, whatever the ranks return.)
+TEST_F(MpiTest, SigtermToMpirunCheckpointsAndResumesBitExact) {
+  constexpr int64_t kLong = 3000;
+  const std::vector<std::string> s =
+      sets(1, {"train.steps=" + std::to_string(kLong), "checkpoint.every=0", "train.eval_every=0"});
+  run_ok(under_mpirun(2, train("whole", s)), out("whole"));
+  const pid_t pid = spawn_mpirun(under_mpirun(2, train("cut", s)), out("cut"), {});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto logged_steps = [&] {  // lines only: the last one may be half written
+    std::ifstream in(dir("cut") + "/metrics.jsonl");
+    int64_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.find("\"loss\"") != std::string::npos;
+    return n;
+  };
+  while (logged_steps() < 50 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ::kill(pid, SIGTERM);
+  const CliResult r = wait_within(pid, out("cut"), std::chrono::seconds(60));
+  const int64_t stopped = train::latest_step(dir("cut"));
+  ASSERT_GT(stopped, 0) << r.output;
+  ASSERT_LT(stopped, kLong) << "the run ended before the signal arrived";
+  EXPECT_EQ(count_of(r.output, "SIGTERM received: stopped after step " + std::to_string(stopped)), 1) << r.output;
+  EXPECT_NE(r.output.find("resume with: ggtrain train --resume"), std::string::npos) << r.output;
+  run_ok(under_mpirun(2, resume_args(GGTRAIN_BIN, dir("cut"))), out("cut2"));
+  ASSERT_EQ(train::latest_step(dir("cut")), kLong);
+  std::string why;
+  EXPECT_TRUE(same_tensor_data(train::weights_path(dir("whole"), kLong), train::weights_path(dir("cut"), kLong), &why))
+      << why;
+  EXPECT_TRUE(same_tensor_data(train::state_path(dir("whole"), kLong), train::state_path(dir("cut"), kLong), &why))
+      << why;
+}
+
 TEST_F(MpiTest, RankCountMustDivideTheBatch) {
   const CliResult r = run_within(under_mpirun(3, train("three", sets(0))), out("three"), {});
   EXPECT_NE(r.status, 0);

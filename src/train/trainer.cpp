@@ -641,10 +641,11 @@ TrainSummary Run::loop(StopSignals& signals) {
       checkpoint(done);
     if (sig != 0 && done < t.steps) {
       sum.interrupted_by = sig;
-      fmt::print(stderr, "{}ggtrain: {} received: stopped after step {}/{} with checkpoint {}\n"
-                 "resume with: ggtrain train --resume --run-dir {}\n",
-                 tty && !opts_.quiet ? "\n" : "", signal_name(sig), done, t.steps,
-                 weights_path(opts_.run_dir, done), shell_word(opts_.run_dir));
+      if (dp_->root())  // under mpirun every rank got the signal; one says so
+        fmt::print(stderr, "{}ggtrain: {} received: stopped after step {}/{} with checkpoint {}\n"
+                   "resume with: ggtrain train --resume --run-dir {}\n",
+                   tty && !opts_.quiet ? "\n" : "", signal_name(sig), done, t.steps,
+                   weights_path(opts_.run_dir, done), shell_word(opts_.run_dir));
     }
     if (stop_here) break;
   }
