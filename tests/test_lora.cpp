@@ -152,8 +152,7 @@ TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
     lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
     const model::QuantizedBase q(f, lc);
     EXPECT_EQ(q.names().size(), size_t(7 * 2 + (tied ? 1 : 2)));  // block matrices, token_embd, output
-    std::set<std::string> frozen;
-    for (const auto& t : plain_layout.tensors()) frozen.insert(t.name);
+    const std::set<std::string> frozen = plain_layout.names();
     model::ModelOptions held_opts;
     held_opts.quantized = &q;
     const int64_t B = 2, T = 16;

@@ -7,13 +7,6 @@
 namespace ggtrain::infer {
 
 namespace {
-std::set<std::string> every_tensor(const model::LlamaConfig& cfg) {
-  std::set<std::string> names;
-  const model::ParamLayout all(cfg);
-  for (const auto& t : all.tensors()) names.insert(t.name);
-  return names;
-}
-
 model::ModelOptions holding(const model::QuantizedBase* quantized) {
   model::ModelOptions o;
   o.quantized = quantized;
@@ -22,7 +15,7 @@ model::ModelOptions holding(const model::QuantizedBase* quantized) {
 }  // namespace
 
 Generator::Generator(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized)
-    : model_(cfg, 1, cfg.ctx, every_tensor(cfg), holding(quantized)) {
+    : model_(cfg, 1, cfg.ctx, model::ParamLayout(cfg).names(), holding(quantized)) {
   std::copy(params, params + model_.n_params(), model_.params());
 }
 

@@ -37,6 +37,13 @@ struct LlamaConfig {
     double scale() const { return rank > 0 ? alpha / double(rank) : 0.0; }
   } lora;
 
+  // The plain model a LoRA run adapts: this config without its LoRA tensors.
+  LlamaConfig without_lora() const {
+    LlamaConfig c = *this;
+    c.lora = {};
+    return c;
+  }
+
   int64_t d_head() const { return d_model / n_heads; }
   int64_t q_dim() const { return n_heads * d_head(); }
   int64_t kv_dim() const { return n_kv_heads * d_head(); }

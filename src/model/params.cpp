@@ -91,6 +91,12 @@ const ParamTensor* ParamLayout::find(const std::string& name) const {
   return nullptr;
 }
 
+std::set<std::string> ParamLayout::names() const {
+  std::set<std::string> out;
+  for (const auto& t : tensors_) out.insert(t.name);
+  return out;
+}
+
 const ParamTensor& ParamLayout::get(const std::string& name) const {
   const auto* t = find(name);
   if (!t) fail("model has no parameter '{}'", name);

@@ -33,6 +33,7 @@ class ParamLayout {
   int64_t total() const { return total_; }
   const ParamTensor& get(const std::string& name) const;  // throws if absent
   const ParamTensor* find(const std::string& name) const;
+  std::set<std::string> names() const;  // of every tensor
   // The tensors not in `frozen`, packed anew (source_offset kept): the layout
   // of gradients and AdamW moments when part of the model is frozen.
   ParamLayout trainable(const std::set<std::string>& frozen) const;

@@ -9,15 +9,8 @@
 
 namespace ggtrain::model {
 
-namespace {
-LlamaConfig without_lora(LlamaConfig c) {
-  c.lora = {};
-  return c;
-}
-}  // namespace
-
 QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c) {
-  const ParamLayout base(without_lora(c));
+  const ParamLayout base(c.without_lora());
   for (const auto& t : base.tensors()) {
     const auto* ti = f.find_tensor(t.name);
     if (!ti || ti->type != gguf::TensorType::Q8_0 || t.shape.size() != 2) continue;
@@ -40,13 +33,12 @@ const kernels::Q8Rows* QuantizedBase::find(const std::string& name) const {
 }
 
 void load_base_params(const gguf::GgufFile& f, const LlamaConfig& c, const ParamLayout& layout, float* params) {
-  const ParamLayout all(without_lora(c));
   std::set<std::string> held;
-  for (const auto& t : all.tensors())
-    if (!layout.find(t.name)) held.insert(t.name);
+  for (const auto& name : ParamLayout(c.without_lora()).names())
+    if (!layout.find(name)) held.insert(name);
   // The base tensors come first in the layout, LoRA tensors after: the plain
   // model's layout without `held` has the model's offsets.
-  load_llama_params(f, ParamLayout(without_lora(c), held), params, held);
+  load_llama_params(f, ParamLayout(c.without_lora(), held), params, held);
 }
 
 uint64_t base_fingerprint(const gguf::GgufFile& f) {

@@ -306,20 +306,6 @@ data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunCon
   return data::Tokenizer::from_sentencepiece(own);
 }
 
-// The model without its LoRA tensors: the base a LoRA run adapts.
-model::LlamaConfig base_config(model::LlamaConfig c) {
-  c.lora = {};
-  return c;
-}
-
-// Every tensor of the base: all frozen in a LoRA run.
-std::set<std::string> base_tensors(const model::LlamaConfig& c) {
-  std::set<std::string> names;
-  const model::ParamLayout base(base_config(c));  // (a temporary's tensors() would dangle in the loop)
-  for (const auto& t : base.tensors()) names.insert(t.name);
-  return names;
-}
-
 std::string duration_text(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   int64_t t = int64_t(s);
@@ -417,7 +403,7 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   mc_ = c_.llama(tok_->vocab_size());
   if (donor_) attach_donor();
   if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
-  const auto frozen = mc_.lora.rank > 0 ? base_tensors(mc_)
+  const auto frozen = mc_.lora.rank > 0 ? model::ParamLayout(mc_.without_lora()).names()  // the whole base
                                         : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;
   model_opts.recompute = model::recompute_from_name(c_.train.recompute);
