@@ -74,6 +74,53 @@ void online_softmax_block(T* s, int64_t ld, T* m, T* l, T* o, int64_t os, int64_
   }
 }
 
+// Backward pieces shared by the float and bf16 kernels (attention_bf16.h).
+
+// dk and dv rows of one (batch, kv head) zeroed before they accumulate.
+template <typename T>
+void zero_kv_rows(T* dk, T* dv, int64_t n_rows, int64_t hd, int64_t stride) {
+  for (int64_t t = 0; t < n_rows; ++t)
+    for (int64_t i = 0; i < hd; ++i) dk[t * stride + i] = dv[t * stride + i] = 0;
+}
+
+// D[t] = dO[t] . O[t] for the tile's rows (row stride `stride`).
+template <typename T, typename Out>
+void rowwise_dots(T* D, const T* dout, const Out* out, int64_t stride, int64_t rows, int64_t hd) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const T* dor = dout + t * stride;
+    const Out* orow = out + t * stride;
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < hd; ++i) dot += dor[i] * T(load(orow + i));
+    D[t] = dot;
+  }
+}
+
+// The forward's probabilities again: p holds the scaled scores of rows
+// [r0, r0 + rows) and keys [c0, c0 + cols) (row stride ld) and becomes
+// exp(s - lse) where the key is visible, 0 elsewhere.
+template <typename T>
+void probabilities_from_lse(T* p, int64_t ld, const T* lse, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+  for (int64_t t = 0; t < rows; ++t) {
+    T* row = p + t * ld;
+    const int64_t n = causal_cols(r0 + t, c0, cols);
+    exp_shift(row, n, lse[r0 + t]);
+    for (int64_t j = n; j < cols; ++j) row[j] = 0;
+  }
+}
+
+// dS = P * (dP - D) * scale, in place over dP (0 where P is masked out).
+template <typename T>
+void softmax_backward_block(T* dp, const T* p, int64_t ld, const T* D, int64_t rows, int64_t cols, T scale) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const T* pr = p + t * ld;
+    T* dr = dp + t * ld;
+    const T d = D[t];
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
+  }
+}
+
 }  // namespace detail
 
 // out and lse written; `scratch` holds omp_get_max_threads() *
@@ -140,8 +187,7 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Ou
       const T* vb = v + b * Tn * ks + g * hd;
       T* dkb = dk + b * Tn * ks + g * hd;
       T* dvb = dv + b * Tn * ks + g * hd;
-      for (int64_t t = 0; t < Tn; ++t)
-        for (int64_t i = 0; i < hd; ++i) dkb[t * ks + i] = dvb[t * ks + i] = 0;
+      detail::zero_kv_rows(dkb, dvb, Tn, hd, ks);
       for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
         const T* qb = q + b * Tn * qs + h * hd;
         const Out* ob = out + b * Tn * qs + h * hd;
@@ -150,35 +196,16 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Ou
         T* dqb = dq + b * Tn * qs + h * hd;
         for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
           const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows;
-          for (int64_t t = 0; t < rows; ++t) {
-            const T* dor = dob + (r0 + t) * qs;
-            const Out* orow = ob + (r0 + t) * qs;
-            T dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t i = 0; i < hd; ++i) dot += dor[i] * T(load(orow + i));
-            D[t] = dot;
-          }
+          detail::rowwise_dots(D, dob + r0 * qs, ob + r0 * qs, qs, rows, hd);
           for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
             const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0;
             // P = exp(scale Q K^T - lse), the forward's probabilities again
             gemm(false, true, rows, cols, hd, scale, qb + r0 * qs, qs, kb + c0 * ks, ks, T(0), p, Bc);
-            for (int64_t t = 0; t < rows; ++t) {
-              T* row = p + t * Bc;
-              const int64_t n = detail::causal_cols(r0 + t, c0, cols);
-              exp_shift(row, n, lb[r0 + t]);
-              for (int64_t j = n; j < cols; ++j) row[j] = 0;
-            }
+            detail::probabilities_from_lse(p, Bc, lb, r0, rows, c0, cols);
             // dV += P^T dO ; dP = dO V^T
             gemm(true, false, cols, hd, rows, T(1), p, Bc, dob + r0 * qs, qs, T(1), dvb + c0 * ks, ks);
             gemm(false, true, rows, cols, hd, T(1), dob + r0 * qs, qs, vb + c0 * ks, ks, T(0), dp, Bc);
-            // dS = P * (dP - D) * scale (0 where P is masked out)
-            for (int64_t t = 0; t < rows; ++t) {
-              const T* pr = p + t * Bc;
-              T* dr = dp + t * Bc;
-              const T d = D[t];
-#pragma omp simd
-              for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
-            }
+            detail::softmax_backward_block(dp, p, Bc, D, rows, cols, scale);  // dS = P * (dP - D) * scale
             // dQ += dS K (the first key block writes dQ's rows) ; dK += dS^T Q
             gemm(false, false, rows, hd, cols, T(1), dp, Bc, kb + c0 * ks, ks, c0 > 0 ? T(1) : T(0), dqb + r0 * qs, qs);
             gemm(true, false, cols, hd, rows, T(1), dp, Bc, qb + r0 * qs, qs, T(1), dkb + c0 * ks, ks);

@@ -131,8 +131,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
       pack_col_pairs(Kd, Tn, kb, ks, hd, Tn);
       pack_col_pairs(Vd, Tn, vb, ks, hd, Tn);
       pack_row_pairs(Kj, hd, kb, ks, Tn, hd);
-      for (int64_t t = 0; t < Tn; ++t)
-        for (int64_t i = 0; i < hd; ++i) dkb[t * ks + i] = dvb[t * ks + i] = 0;
+      detail::zero_kv_rows(dkb, dvb, Tn, hd, ks);
       for (int64_t h = g * s.group(); h < (g + 1) * s.group(); ++h) {
         const float* qb = q + b * Tn * qs + h * hd;
         const Out* ob = out + b * Tn * qs + h * hd;
@@ -141,14 +140,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
         float* dqb = dq + b * Tn * qs + h * hd;
         for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
           const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows, rows2 = (rows + 1) / 2;
-          for (int64_t t = 0; t < rows; ++t) {
-            const float* dor = dob + (r0 + t) * qs;
-            const Out* orow = ob + (r0 + t) * qs;
-            float dot = 0;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t i = 0; i < hd; ++i) dot += dor[i] * float(load(orow + i));
-            D[t] = dot;
-          }
+          detail::rowwise_dots(D, dob + r0 * qs, ob + r0 * qs, qs, rows, hd);
           pack_rows(reinterpret_cast<bf16*>(Qh), hd, qb + r0 * qs, qs, rows, hd);
           pack_rows(reinterpret_cast<bf16*>(dOh), hd, dob + r0 * qs, qs, rows, hd);
           pack_row_pairs(Qi, hd, qb + r0 * qs, qs, rows, hd);
@@ -157,24 +149,12 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
             const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0, cols2 = (cols + 1) / 2;
             // P = exp(scale Q K^T - lse), as forward computed it
             tile_gemm_bf16(rows, cols, hd2, scale, Qh, hd2, 1, Kd + c0, Tn, false, P, Bc);
-            for (int64_t t = 0; t < rows; ++t) {
-              float* row = P + t * Bc;
-              const int64_t n = detail::causal_cols(r0 + t, c0, cols);
-              exp_shift(row, n, lb[r0 + t]);
-              for (int64_t j = n; j < cols; ++j) row[j] = 0;
-            }
+            detail::probabilities_from_lse(P, Bc, lb, r0, rows, c0, cols);
             // dV += P^T dO ; dP = dO V^T
             pack_row_pairs(Pp, Bc, P, Bc, rows, cols);
             tile_gemm_bf16(cols, hd, rows2, 1.f, Pp, 1, Bc, dOi, hd, true, dvb + c0 * ks, ks);
             tile_gemm_bf16(rows, cols, hd2, 1.f, dOh, hd2, 1, Vd + c0, Tn, false, dP, Bc);
-            // dS = P * (dP - D) * scale
-            for (int64_t t = 0; t < rows; ++t) {
-              const float* pr = P + t * Bc;
-              float* dr = dP + t * Bc;
-              const float dt = D[t];
-#pragma omp simd
-              for (int64_t j = 0; j < cols; ++j) dr[j] = pr[j] * (dr[j] - dt) * scale;
-            }
+            detail::softmax_backward_block(dP, P, Bc, D, rows, cols, scale);  // dS = P * (dP - D) * scale
             // dQ += dS K ; dK += dS^T Q
             pack_rows(reinterpret_cast<bf16*>(dSh), Bc, dP, Bc, rows, cols);
             // (the first key block writes dQ's rows, the others add)

@@ -9,6 +9,23 @@
 
 namespace ggtrain::kernels {
 
+namespace detail {
+// y[c] = x[c] * r * w[c]: one normalised row, stored as Out.
+template <typename T, typename Out>
+inline void scale_row(Out* y, const T* x, T r, const T* w, int64_t C) {
+  int64_t c = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {  // the scalar bf16 store does not vectorise
+    const __m512 rv = _mm512_set1_ps(r);
+    for (; c + 16 <= C; c += 16)
+      store16(y + c, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv), _mm512_loadu_ps(w + c)));
+  }
+#endif
+#pragma omp simd
+  for (int64_t cc = c; cc < C; ++cc) store(y + cc, x[cc] * r * w[cc]);
+}
+}  // namespace detail
+
 // out[N,C], rstd[N] (saved for backward) from inp[N,C], w[C]. out may be
 // stored as bf16 (Out): it only feeds GEMMs; the sums stay in T.
 template <typename T, typename Out>
@@ -20,18 +37,9 @@ void rmsnorm_forward(Out* out, T* rstd, const T* inp, const T* w, int64_t N, int
     T ss = 0;
 #pragma omp simd reduction(+ : ss)
     for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
-    T r = T(1) / std::sqrt(ss / T(C) + eps);
+    const T r = T(1) / std::sqrt(ss / T(C) + eps);
     rstd[n] = r;
-    int64_t c = 0;
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) {  // the scalar bf16 store does not vectorise
-      const __m512 rv = _mm512_set1_ps(r);
-      for (; c + 16 <= C; c += 16)
-        store16(y + c, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + c), rv), _mm512_loadu_ps(w + c)));
-    }
-#endif
-#pragma omp simd
-    for (int64_t cc = c; cc < C; ++cc) store(y + cc, x[cc] * r * w[cc]);
+    detail::scale_row(y, x, r, w, C);
   }
 }
 
@@ -53,17 +61,7 @@ void residual_rmsnorm_forward(T* x, Out* out, T* rstd, const T* res, const T* w,
     }
     const T r = T(1) / std::sqrt(ss / T(C) + eps);
     rstd[n] = r;
-    Out* y = out + n * C;
-    int64_t c = 0;
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, float>) {
-      const __m512 rv = _mm512_set1_ps(r);
-      for (; c + 16 <= C; c += 16)
-        store16(y + c, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + c), rv), _mm512_loadu_ps(w + c)));
-    }
-#endif
-#pragma omp simd
-    for (int64_t cc = c; cc < C; ++cc) store(y + cc, xr[cc] * r * w[cc]);
+    detail::scale_row(out + n * C, xr, r, w, C);
   }
 }
 
