@@ -6,7 +6,7 @@
 # Re-running resumes an interrupted run, or only generates if it is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh ggtrain   # only what the main job needs
 GGTRAIN=./build/src/ggtrain
 RUN_DIR=${RUN_DIR:-runs/kjv}
 

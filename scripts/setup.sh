@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Installs what ggtrain needs from Debian's packages (only what is missing)
 # and builds it into build/. Safe and fast to re-run.
+#
+#   bash scripts/setup.sh [TARGET ...]    default: every target (tests, benchmarks)
+#
+# scripts/run.sh builds only `ggtrain`; scripts/test.sh builds everything with
+# MPI required (GGTRAIN_MPI=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(build-essential cmake pkg-config libdnnl-dev libfmt-dev nlohmann-json3-dev
-          libcli11-dev libgtest-dev libsentencepiece-dev libtomlplusplus-dev libicu-dev bible-kjv)
+# libdnnl-dev's CMake config calls find_package(OpenCL) (Debian builds oneDNN
+# with the OpenCL GPU runtime) but the package only *recommends*
+# ocl-icd-opencl-dev, which --no-install-recommends leaves out: name it.
+# zlib, zstd and simdjson read compressed and JSONL corpora.
+PACKAGES=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libfmt-dev
+          nlohmann-json3-dev libcli11-dev libgtest-dev libsentencepiece-dev
+          libtomlplusplus-dev libicu-dev zlib1g-dev libzstd-dev libsimdjson-dev bible-kjv)
 # Data-parallel training (`mpirun -np N ggtrain train`): Open MPI. Optional
 # for the build (without it, or with cmake -DGGTRAIN_MPI=OFF, ggtrain trains
 # in one process); the tests' two-host check also uses `ip` (iproute2).
@@ -15,6 +25,9 @@ if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.
 if [[ "${GGTRAIN_WITH_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev llvm-14); fi
+# The clean-install check (scripts/check_clean_install.sh) builds a bare
+# Debian 12 with debootstrap.
+if [[ "${GGTRAIN_WITH_DEBOOTSTRAP:-0}" == 1 ]]; then PACKAGES+=(debootstrap); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -34,7 +47,12 @@ if (( ${#missing[@]} )); then
 fi
 
 BUILD_DIR=${GGTRAIN_BUILD_DIR:-build}
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+# Configure every time (a no-op when nothing changed): a build folder
+# configured before a package was installed, or with other options, is
+# brought up to date instead of silently keeping what it found then.
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DGGTRAIN_MPI="${GGTRAIN_MPI:-AUTO}" >/dev/null
+if (( $# )); then
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$@"
+else
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"

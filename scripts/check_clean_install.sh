@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Proves the README's set-up on a bare Debian 12: builds a minimal bookworm
+# (debootstrap --variant=minbase, from the mirror in this machine's own apt
+# sources), copies the committed tree (git archive HEAD) and ../shared into
+# it, and inside a chroot runs scripts/setup.sh for the main job's target,
+# then a 10-step `tiny` training that must write weights/step_10.gguf.
+#
+#   bash scripts/check_clean_install.sh
+#
+# Nothing installed on this machine can leak in: the chroot sees only the
+# bare base and what setup.sh installs there. The base is cached as a
+# tarball under build/clean-install/ (debootstrap is the slow part) and each
+# check unpacks it afresh, so no check starts from a previous check's
+# packages. Needs root (debootstrap, mount, chroot).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT_DIR=$PWD
+WORK=${GGTRAIN_CLEAN_INSTALL_DIR:-$ROOT_DIR/build/clean-install}
+BASE_TAR=$WORK/bookworm-minbase.tar
+CHROOT=$WORK/root
+SHARED=$ROOT_DIR/../shared
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "check_clean_install: needs root (debootstrap, mount, chroot)" >&2
+  exit 77
+fi
+if ! git -C "$ROOT_DIR" rev-parse --verify -q HEAD >/dev/null; then
+  echo "check_clean_install: $ROOT_DIR is not a git checkout with a commit (the check installs HEAD)" >&2
+  exit 1
+fi
+
+# The first Debian mirror of this machine's apt sources (deb822 or one-line
+# format): the chroot downloads from where this machine does.
+debian_mirror() {
+  local f uri
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -f $f ]] || continue
+    if [[ $f == *.sources ]]; then
+      uri=$(awk '/^URIs:/ {print $2}' "$f" | grep -v -- '-security' | grep -i debian | head -n1 || true)
+    else
+      uri=$(awk '$1 == "deb" && $0 ~ /bookworm( |$)/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' "$f" | grep -i debian | head -n1 || true)
+    fi
+    if [[ -n $uri ]]; then echo "$uri"; return; fi
+  done
+  echo "check_clean_install: no Debian mirror found in /etc/apt/sources.list{,.d}" >&2
+  return 1
+}
+
+unmount_all() {
+  local m
+  for m in dev/pts dev proc sys; do
+    if mountpoint -q "$CHROOT/$m" 2>/dev/null; then umount -l "$CHROOT/$m" || true; fi
+  done
+}
+trap unmount_all EXIT
+
+start=$(date +%s)
+mkdir -p "$WORK"
+if [[ ! -s $BASE_TAR ]]; then
+  command -v debootstrap >/dev/null || {
+    echo "check_clean_install: installing debootstrap"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  }
+  mirror=$(debian_mirror)
+  echo "check_clean_install: debootstrap --variant=minbase bookworm from $mirror"
+  rm -rf "$WORK/base"
+  debootstrap --variant=minbase bookworm "$WORK/base" "$mirror" >"$WORK/debootstrap.log" 2>&1 || {
+    tail -n 20 "$WORK/debootstrap.log" >&2
+    echo "check_clean_install: debootstrap failed (log: $WORK/debootstrap.log)" >&2
+    exit 1
+  }
+  tar -C "$WORK/base" -cf "$BASE_TAR.tmp" . && mv "$BASE_TAR.tmp" "$BASE_TAR"
+  rm -rf "$WORK/base"
+fi
+echo "check_clean_install: bare base ready after $(( $(date +%s) - start )) s"
+
+# A fresh root from the bare base every time.
+unmount_all
+rm -rf "$CHROOT"
+mkdir -p "$CHROOT"
+tar -C "$CHROOT" -xf "$BASE_TAR"
+mkdir -p "$CHROOT/work/ggtrain" "$CHROOT/work/shared"
+git -C "$ROOT_DIR" archive HEAD | tar -x -C "$CHROOT/work/ggtrain"
+if [[ -d $SHARED ]]; then cp -a "$SHARED/." "$CHROOT/work/shared/"; fi
+cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+mount -t proc proc "$CHROOT/proc"
+mount --bind /dev "$CHROOT/dev"
+mount --bind /dev/pts "$CHROOT/dev/pts"
+mount -t sysfs sysfs "$CHROOT/sys"
+
+# What a new user runs: the README's set-up (only the main job's target, as
+# scripts/run.sh builds), then a short training.
+inner='set -euo pipefail
+cd /work/ggtrain
+t0=$(date +%s)
+bash scripts/setup.sh ggtrain
+echo "check_clean_install: setup.sh took $(( $(date +%s) - t0 )) s"
+mkdir -p /tmp/ck && bible -f Gen1:1-Gen50:26 </dev/null | sed "s/^[^ ]* //" > /tmp/ck/corpus.txt
+./build/src/ggtrain train --preset tiny --run-dir /tmp/ck/run --quiet \
+  --set data.corpus=/tmp/ck/corpus.txt --set train.steps=10 --set checkpoint.every=10 \
+  --set train.eval_every=0 --set train.sample_every=0
+test -s /tmp/ck/run/weights/step_10.gguf
+./build/src/ggtrain inspect /tmp/ck/run/weights/step_10.gguf | head -n 3'
+env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+  chroot "$CHROOT" /bin/bash -c "$inner" >"$WORK/inside.log" 2>&1 || {
+  tail -n 30 "$WORK/inside.log" >&2
+  echo "check_clean_install: FAILED inside the bare Debian 12 (log: $WORK/inside.log)" >&2
+  exit 1
+}
+grep '^check_clean_install:' "$WORK/inside.log" || true
+unmount_all
+rm -rf "$CHROOT"
+echo "check_clean_install: passed (setup + 10-step tiny training wrote weights/step_10.gguf) in $(( $(date +%s) - start )) s"
