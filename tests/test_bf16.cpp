@@ -20,13 +20,22 @@
 #include "kernels/gemm_bf16.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "support/compare.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "util/rng.h"
 
 using namespace ggtrain;
 using kernels::bf16;
+using test_support::compare;
+using test_support::Comparison;
+using test_support::differs_by_more_than;
 using test_support::TempDir;
+using test_support::Tolerance;
+using test_support::within_abs;
+using test_support::within_elementwise;
+using test_support::within_rel_l2;
+using test_support::within_rel_to_max;
 
 namespace {
 
@@ -90,9 +99,8 @@ TEST(Bf16, GemmMatchesFloatGemmOnRoundedInputs) {
         auto c = c0, ref = c0;
         kernels::gemm_bf16(ta, tb, M, N, K, 0.5f, ah.data(), lda, bh.data(), ldb, beta, c.data(), N);
         kernels::gemm(ta, tb, M, N, K, 0.5f, ar.data(), lda, br.data(), ldb, beta, ref.data(), N);
-        double worst = 0;
-        for (size_t i = 0; i < c.size(); ++i) worst = std::max(worst, double(std::fabs(c[i] - ref[i])));
-        EXPECT_LE(worst, 1e-4);  // products of bf16 are exact in float; only the sums' order differs
+        // products of bf16 are exact in float; only the sums' order differs
+        EXPECT_TRUE(within_abs(compare(c, ref), 1e-4)) << "bf16 GEMM vs float GEMM";
       }
 }
 
@@ -127,9 +135,7 @@ TEST(Bf16, TileGemmMatchesFloatOnRoundedInputs) {
         auto c = random_floats(size_t(M * N), 13, 1.f), ref = c;
         kernels::tile_gemm_bf16(M, N, K2, 0.5f, ap.data(), sam, sak, bp.data(), N, acc, c.data(), N);
         kernels::gemm(false, false, M, N, K, 0.5f, a.data(), K, b.data(), N, acc ? 1.f : 0.f, ref.data(), N);
-        double worst = 0;
-        for (size_t i = 0; i < c.size(); ++i) worst = std::max(worst, double(std::fabs(c[i] - ref[i])));
-        EXPECT_LE(worst, 1e-4);
+        EXPECT_TRUE(within_abs(compare(c, ref), 1e-4)) << "bf16 tile GEMM vs float GEMM";
       }
   }
 }
@@ -155,20 +161,13 @@ TEST(Bf16, AttentionFollowsFloatAttention) {
     kernels::attention_forward_bf16(o2.data(), lse2.data(), scratch.data(), q.data(), k.data(), v.data(), s);
     kernels::attention_backward_bf16(dq2.data(), dk2.data(), dv2.data(), scratch.data(), dout.data(), o2.data(),
                                      lse2.data(), q.data(), k.data(), v.data(), s);
-    auto rel = [](const std::vector<float>& x, const std::vector<float>& r) {
-      double diff = 0, big = 0;
-      for (size_t i = 0; i < r.size(); ++i) {
-        diff = std::max(diff, double(std::fabs(x[i] - r[i])));
-        big = std::max(big, double(std::fabs(r[i])));
-      }
-      return diff / big;
-    };
-    EXPECT_LE(rel(o2, o), 2e-2);
-    EXPECT_LE(rel(lse2, lse), 1e-2);
-    EXPECT_LE(rel(dq2, dq), 3e-2);
-    EXPECT_LE(rel(dk2, dk), 3e-2);
-    EXPECT_LE(rel(dv2, dv), 3e-2);
-    EXPECT_GT(rel(o2, o), 0.0);  // it did run in bf16
+    const Comparison out = compare(o2, o);
+    EXPECT_TRUE(within_rel_to_max(out, 2e-2)) << "out";
+    EXPECT_TRUE(within_rel_to_max(compare(lse2, lse), 1e-2)) << "lse";
+    EXPECT_TRUE(within_rel_to_max(compare(dq2, dq), 3e-2)) << "dq";
+    EXPECT_TRUE(within_rel_to_max(compare(dk2, dk), 3e-2)) << "dk";
+    EXPECT_TRUE(within_rel_to_max(compare(dv2, dv), 3e-2)) << "dv";
+    EXPECT_TRUE(differs_by_more_than(out, 0.0)) << "it did run in bf16";
   }
 }
 
@@ -192,27 +191,18 @@ TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
   for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t((i * 37 + 1) % 300), tg[i] = int32_t((i * 11 + 5) % 300);
   fp.forward(in.data(), nullptr);
   bf.forward(in.data(), nullptr);
-  double diff = 0, big = 0;
-  for (int64_t i = 0; i < B * T * c.vocab; ++i) {
-    diff = std::max(diff, double(std::fabs(fp.logits()[i] - bf.logits()[i])));
-    big = std::max(big, double(std::fabs(fp.logits()[i])));
-  }
-  EXPECT_LE(diff / big, 3e-2);
-  EXPECT_GT(diff, 0.0);  // it did run in bf16
+  const Comparison logits = compare(bf.logits(), fp.logits(), size_t(B * T * c.vocab));
+  EXPECT_TRUE(within_rel_to_max(logits, 3e-2)) << "bf16 logits vs fp32";
+  EXPECT_TRUE(differs_by_more_than(logits, 0.0)) << "it did run in bf16";
   const float lf = fp.forward(in.data(), tg.data()), lb = bf.forward(in.data(), tg.data());
   EXPECT_NEAR(lb, lf, 5e-3 * lf);
   fp.zero_grad();
   bf.zero_grad();
   fp.backward();
   bf.backward();
-  for (const auto& t : fp.layout().tensors()) {
-    double num = 0, den = 0;  // relative L2 error of the tensor's gradient
-    for (int64_t i = 0; i < t.size; ++i) {
-      const double a = fp.grads()[t.offset + i], b = bf.grads()[t.offset + i];
-      num += (a - b) * (a - b);
-      den += a * a;
-    }
-    EXPECT_LE(std::sqrt(num / den), 5e-2) << t.name;
+  for (const auto& t : fp.layout().tensors()) {  // relative L2 error of the tensor's gradient
+    const Comparison g = compare(bf.grads() + t.offset, fp.grads() + t.offset, size_t(t.size));
+    EXPECT_TRUE(within_rel_l2(g, 5e-2)) << t.name;
   }
 }
 
@@ -230,11 +220,10 @@ TEST(Bf16, TinyLossCurveWithin2PercentOfFp32) {
   const auto a = smoothed_losses(tmp / "fp32", 20), b = smoothed_losses(tmp / "bf16", 20);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_EQ(a.size(), 281u);
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(b[i] - a[i]) / a[i]);
+  const Comparison losses = compare(b, a);
   std::printf("bf16 vs fp32, 300 tiny steps: worst smoothed (20-step mean) loss difference %.3f%%, "
-              "final %.4f vs %.4f\n", 100 * worst, b.back(), a.back());
-  EXPECT_LE(worst, 0.02);
+              "final %.4f vs %.4f\n", 100 * losses.max_elementwise_rel(), b.back(), a.back());
+  EXPECT_TRUE(within_elementwise(losses, Tolerance{.rel = 0.02})) << "smoothed losses, bf16 vs fp32";
   EXPECT_LT(a.back(), 0.8 * a.front());  // it learned something
   gguf::GgufFile f(train::weights_path(tmp / "bf16", 300));
   for (const auto& t : f.tensors()) EXPECT_EQ(t.type, gguf::TensorType::F32) << t.name;

@@ -12,6 +12,7 @@
 #include "model/donor.h"
 #include "model/export.h"
 #include "model/llama.h"
+#include "support/compare.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -19,7 +20,9 @@
 #include "util/rng.h"
 
 using namespace ggtrain;
+using test_support::compare;
 using test_support::TempDir;
+using test_support::within_abs;
 
 namespace {
 
@@ -71,13 +74,9 @@ TEST(Donor, FoldedModelHasTheTrainingTimeLogits) {
   ASSERT_EQ(size_t(plain.n_params()), folded.params.size());
   std::copy(folded.params.begin(), folded.params.end(), plain.params());
   plain.forward(tokens.data(), nullptr);
-  double worst = 0, largest = 0;
-  for (int64_t i = 0; i < B * T * c.vocab; ++i) {
-    worst = std::max(worst, std::fabs(double(lens.logits()[i]) - double(plain.logits()[i])));
-    largest = std::max(largest, std::fabs(double(lens.logits()[i])));
-  }
-  EXPECT_LE(worst, 1e-5) << "largest |logit| " << largest;
-  EXPECT_GT(largest, 0.1);  // the comparison is not between near-zero logits
+  const auto logits = compare(plain.logits(), lens.logits(), size_t(B * T * c.vocab));
+  EXPECT_TRUE(within_abs(logits, 1e-5)) << "folded model vs lens model; largest |logit| " << logits.max_abs_ref;
+  EXPECT_GT(logits.max_abs_ref, 0.1);  // the comparison is not between near-zero logits
 
   // token_embd is the exact fold; every other tensor is copied as it is.
   const model::ParamLayout plain_layout(folded.config);

@@ -30,7 +30,7 @@ bool same_bytes(const gguf::GgufFile& a, const gguf::GgufFile& b, const std::str
 
 train::RunConfig continue_config(TempDir& tmp, const std::string& from, int64_t steps) {
   train::RunConfig c = train::preset("s15");  // the model section must come from the file
-  c.data.corpus = tmp / "corpus.txt";
+  c.data.corpus = {tmp / "corpus.txt"};
   c.init.from = from;
   c.train.steps = steps;
   c.train.batch = 4;

@@ -24,13 +24,16 @@
 #include "model/lens.h"
 #include "model/params.h"
 #include "support/cli_runner.h"
+#include "support/compare.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
 
 using namespace ggtrain;
 using gguf::TensorType;
 using gguf::Value;
+using test_support::compare;
 using test_support::TempDir;
+using test_support::within_rel_to_max;
 
 namespace {
 
@@ -270,16 +273,6 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab) {
   return t;
 }
 
-// max |a - b| / max |b|
-double max_rel(const float* a, const std::vector<double>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    m = std::max(m, std::fabs(b[i]));
-  }
-  return d / m;
-}
-
 std::vector<double> fold_in_double(const std::vector<double>& E, const std::vector<double>& W,
                                    int64_t vocab, int64_t C, int64_t D) {
   std::vector<double> out(static_cast<size_t>(vocab * D));
@@ -307,7 +300,8 @@ void check_logits_match_per_head(const Shape& s) {
   gguf::GgufFile f(tmp / "fused.gguf");
   infer::Decoder d(f);
   d.eval(toks.data(), int64_t(toks.size()), true);
-  EXPECT_LE(max_rel(d.logits(), ref), 1e-5);
+  EXPECT_TRUE(within_rel_to_max(compare(d.logits(), ref.data(), ref.size()), 1e-5))
+      << "fused model's logits against the per-head model's";
 }
 
 }  // namespace

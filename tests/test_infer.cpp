@@ -15,11 +15,14 @@
 #include "model/export.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "support/compare.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
 
 using namespace ggtrain;
+using test_support::compare;
 using test_support::TempDir;
+using test_support::within_rel_to_max;
 
 namespace {
 
@@ -53,15 +56,6 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab) {
   return t;
 }
 
-double max_rel(const float* a, const float* b, int64_t n) {
-  double d = 0, m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    d = std::max(d, double(std::fabs(a[i] - b[i])));
-    m = std::max(m, double(std::fabs(b[i])));
-  }
-  return d / m;
-}
-
 void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads) {
   TempDir tmp;
   const auto c = config(tied, n_kv_heads);
@@ -75,15 +69,15 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads) {
   gguf::GgufFile f(tmp / "m.gguf");
   infer::Decoder batch(f);
   batch.eval(toks.data(), T, true);
-  EXPECT_LE(max_rel(batch.logits(), m.logits(), T * V), 1e-5);
+  EXPECT_TRUE(within_rel_to_max(compare(batch.logits(), m.logits(), size_t(T * V)), 1e-5)) << "batch logits";
 
   // A prompt, then one token at a time through the KV cache.
   infer::Decoder step(f);
   step.eval(toks.data(), 7, false);
-  EXPECT_LE(max_rel(step.logits(), m.logits() + 6 * V, V), 1e-5);
+  EXPECT_TRUE(within_rel_to_max(compare(step.logits(), m.logits() + 6 * V, size_t(V)), 1e-5)) << "prompt logits";
   for (int64_t i = 7; i < T; ++i) {
     step.eval(&toks[size_t(i)], 1, false);
-    ASSERT_LE(max_rel(step.logits(), m.logits() + i * V, V), 1e-5) << "position " << i;
+    ASSERT_TRUE(within_rel_to_max(compare(step.logits(), m.logits() + i * V, size_t(V)), 1e-5)) << "position " << i;
   }
   EXPECT_EQ(step.position(), T);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -19,9 +20,18 @@ using test_support::TempDir;
 
 namespace {
 
-// Runs the ggtrain CLI; kills it after `kill_after_ms` (< 0: let it finish).
-// Returns the exit status, or -SIGKILL when killed.
-int run_cli(const std::vector<std::string>& args, int kill_after_ms) {
+// Enough steps that 20 kills, each after at least one new checkpoint and up
+// to 40 ms more, do not reach the end.
+constexpr int64_t kSteps = 150;
+
+// Runs the ggtrain CLI. With kill_after_progress, waits until `latest`
+// has moved past where it was at the start (a checkpoint was written by this
+// process), then waits `extra_ms` more (0-39 ms: the kill can land in the
+// middle of the next checkpoint's writes) and SIGKILLs it. Returns the exit
+// status, or -SIGKILL when killed.
+int run_cli(const std::vector<std::string>& args, const std::string& dir, bool kill_after_progress,
+            int extra_ms = 0) {
+  const int64_t start_step = train::latest_step(dir);
   pid_t pid = fork();
   if (pid == 0) {
     std::vector<char*> argv;
@@ -30,11 +40,21 @@ int run_cli(const std::vector<std::string>& args, int kill_after_ms) {
     execv(argv[0], argv.data());
     _exit(127);
   }
-  if (kill_after_ms >= 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(kill_after_ms));
+  int status = 0;
+  // Negative control (GGTRAIN_KILL_TEST_CONTROL=early): the old way, a kill
+  // a few ms after the start, before any checkpoint; the test must fail.
+  if (kill_after_progress && std::getenv("GGTRAIN_KILL_TEST_CONTROL")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 + extra_ms / 10));
+    kill(pid, SIGKILL);
+  } else if (kill_after_progress) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (train::latest_step(dir) <= start_step && std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &status, WNOHANG) == pid) return WIFSIGNALED(status) ? -WTERMSIG(status) : WEXITSTATUS(status);
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(extra_ms));
     kill(pid, SIGKILL);
   }
-  int status = 0;
   waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) return -WTERMSIG(status);
   return WEXITSTATUS(status);
@@ -43,8 +63,9 @@ int run_cli(const std::vector<std::string>& args, int kill_after_ms) {
 std::vector<std::string> train_args(const std::string& dir, const std::string& corpus, bool resume) {
   std::vector<std::string> a{GGTRAIN_BIN, "train", "--run-dir", dir, "--quiet"};
   if (resume) return a.insert(a.end(), "--resume"), a;
-  for (const char* s : {"train.steps=150", "train.threads=1", "checkpoint.every=1",
-                        "checkpoint.keep_last=3", "train.eval_every=0"}) {
+  for (const std::string s : {"train.steps=" + std::to_string(kSteps), std::string("train.threads=1"),
+                              std::string("checkpoint.every=1"), std::string("checkpoint.keep_last=3"),
+                              std::string("train.eval_every=0")}) {
     a.push_back("--set");
     a.push_back(s);
   }
@@ -68,32 +89,40 @@ TEST(Kill, Sigkill20TimesThenResumeIsBitIdentical) {
   TempDir tmp("ggtrain_kill");
   const std::string corpus = tmp / "corpus.txt";
   test_support::write_synthetic_corpus(corpus, 1200);
-  ASSERT_EQ(run_cli(train_args(tmp / "clean", corpus, false), -1), 0);
+  ASSERT_EQ(run_cli(train_args(tmp / "clean", corpus, false), tmp / "clean", false), 0);
 
   const std::string dir = tmp / "killed";
   uint64_t seed = 2026;
-  int kills = 0;
+  int kills = 0, resumes_from_checkpoint = 0;
   for (int attempt = 0; attempt < 20; ++attempt) {
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-    const int delay_ms = 20 + int((seed >> 33) % 250);
-    const bool resume = train::latest_step(dir) >= 0;
-    int rc = run_cli(train_args(dir, corpus, resume), delay_ms);
-    std::printf("attempt %d: %s after %d ms, latest step %lld\n", attempt,
-                rc == -SIGKILL ? "killed" : "finished", delay_ms, (long long)train::latest_step(dir));
+    const int extra_ms = int((seed >> 33) % 40);
+    const int64_t from = train::latest_step(dir);
+    if (attempt > 0 && from > 0) ++resumes_from_checkpoint;
+    const int rc = run_cli(train_args(dir, corpus, from >= 0), dir, true, extra_ms);
+    std::printf("attempt %d: started from step %lld, %s %d ms after its first checkpoint, latest step %lld\n",
+                attempt, (long long)from, rc == -SIGKILL ? "killed" : "finished", extra_ms,
+                (long long)train::latest_step(dir));
     if (rc == -SIGKILL) ++kills;
     else ASSERT_EQ(rc, 0) << "attempt " << attempt;
     expect_latest_is_complete(dir);
     if (rc == 0) break;  // the run finished before the kill
   }
-  // Finish the run, then compare with the uninterrupted one.
-  if (train::latest_step(dir) != 150) {
-    ASSERT_EQ(run_cli(train_args(dir, corpus, train::latest_step(dir) >= 0), -1), 0);
+  // Finish the run (one more resume), then compare with the uninterrupted one.
+  if (train::latest_step(dir) != kSteps) {
+    if (train::latest_step(dir) > 0) ++resumes_from_checkpoint;
+    ASSERT_EQ(run_cli(train_args(dir, corpus, train::latest_step(dir) >= 0), dir, false), 0);
   }
-  std::printf("SIGKILLed %d times\n", kills);
-  EXPECT_GE(kills, 5);
+  std::printf("SIGKILLed %d times, %d resumes started from a checkpoint after step 0\n", kills,
+              resumes_from_checkpoint);
+  // Every kill comes after a checkpoint of that process, so each resume
+  // starts from a real checkpoint: the comparison below is between an
+  // interrupted run and an uninterrupted one, not two uninterrupted runs.
+  EXPECT_EQ(kills, 20);
+  EXPECT_GE(resumes_from_checkpoint, 15);
   std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "clean", 150),
-                                             train::weights_path(dir, 150), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "clean", 150),
-                                             train::state_path(dir, 150), &why)) << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "clean", kSteps),
+                                             train::weights_path(dir, kSteps), &why)) << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "clean", kSteps),
+                                             train::state_path(dir, kSteps), &why)) << why;
 }

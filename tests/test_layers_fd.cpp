@@ -13,10 +13,17 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/vexp.h"
+#include "support/compare.h"
 #include "support/fd_check.h"
 
 using namespace ggtrain::kernels;
+using ggtrain::test_support::compare;
+using ggtrain::test_support::compare_where;
 using ggtrain::test_support::dot;
+using ggtrain::test_support::Tolerance;
+using ggtrain::test_support::within_abs;
+using ggtrain::test_support::within_elementwise;
+using ggtrain::test_support::within_rel_to_max;
 using ggtrain::test_support::expect_grad_matches_fd;
 using ggtrain::test_support::random_vector;
 using Vec = std::vector<double>;
@@ -163,18 +170,10 @@ TEST(LayerFd, FlashAttentionMatchesReferenceInFloat) {
                      q.data(), k.data(), v.data(), s);
   reference_attention_backward(rdq.data(), rdk.data(), rdv.data(), scratch.data(), dout.data(), q.data(),
                                k.data(), v.data(), att.data(), s);
-  auto rel = [](const std::vector<float>& a, const std::vector<float>& r) {
-    double diff = 0, big = 0;
-    for (size_t i = 0; i < r.size(); ++i) {
-      diff = std::max(diff, std::fabs(double(a[i]) - double(r[i])));
-      big = std::max(big, std::fabs(double(r[i])));
-    }
-    return diff / big;
-  };
-  EXPECT_LE(rel(out, ref_out), 1e-5);
-  EXPECT_LE(rel(dq, rdq), 1e-4);
-  EXPECT_LE(rel(dk, rdk), 1e-4);
-  EXPECT_LE(rel(dv, rdv), 1e-4);
+  EXPECT_TRUE(within_rel_to_max(compare(out, ref_out), 1e-5)) << "out";
+  EXPECT_TRUE(within_rel_to_max(compare(dq, rdq), 1e-4)) << "dq";
+  EXPECT_TRUE(within_rel_to_max(compare(dk, rdk), 1e-4)) << "dk";
+  EXPECT_TRUE(within_rel_to_max(compare(dv, rdv), 1e-4)) << "dv";
   // lse is log sum_s exp(scale q.k): the reference's probabilities sum to 1
   // after dividing by exp(lse), so check a row directly.
   const int64_t t = 417, h = 3;
@@ -255,8 +254,8 @@ TEST(LayerFd, CrossEntropyFusedMatchesForwardThenBackward) {
   cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V);
   cross_entropy_backward_inplace(d.data(), lse.data(), targets.data(), N, V, 0.25);
   cross_entropy_fused(fl.data(), flse.data(), fused.data(), targets.data(), N, V, 0.25);
-  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(fl[n], losses[n], 1e-14);
-  for (int64_t i = 0; i < N * V; ++i) EXPECT_NEAR(fused[i], d[i], 1e-15);
+  EXPECT_TRUE(within_abs(compare(fl, losses), 1e-14)) << "losses";
+  EXPECT_TRUE(within_abs(compare(fused, d), 1e-15)) << "dlogits";
 }
 
 // The AVX-512 exp of the softmax loops against the C library's, in float.
@@ -268,14 +267,20 @@ TEST(LayerFd, VectorExpMatchesLibm) {
   const float shift = 1.5f;
   std::vector<float> y = x;
   const float sum = exp_shift_sum(y.data(), int64_t(y.size()), shift);
-  double ref_sum = 0, worst = 0;
+  std::vector<double> ref(x.size());
+  double ref_sum = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    const double r = std::exp(double(x[i] - shift));  // the float difference the kernel sees
-    ref_sum += r;
-    if (r > 1e-37) worst = std::max(worst, std::fabs(double(y[i]) - r) / r);
-    else EXPECT_LE(y[i], 1e-37f) << x[i];
+    ref[i] = std::exp(double(x[i] - shift));  // the float difference the kernel sees
+    ref_sum += ref[i];
   }
-  EXPECT_LE(worst, 4 * 1.2e-7);  // a few float ulp
+  // Relative error down to 1e-37 (normal floats); below it, only that the result is as small.
+  auto normal = [&](size_t i) { return ref[i] > 1e-37; };
+  const auto exp_normal = compare_where(y.data(), ref.data(), ref.size(), normal);
+  EXPECT_TRUE(within_elementwise(exp_normal, Tolerance{.rel = 4 * 1.2e-7})) << "exp, a few float ulp";
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (normal(i)) continue;
+    EXPECT_LE(y[i], 1e-37f) << x[i];
+  }
   EXPECT_NEAR(sum, ref_sum, 1e-6 * ref_sum);
   EXPECT_NEAR(sum_exp_shift(x.data(), int64_t(x.size()), shift), ref_sum, 1e-6 * ref_sum);
 }
@@ -296,14 +301,18 @@ TEST(LayerFd, FloatSwiGluAndRmsNormMatchDouble) {
   swiglu_backward(dgf.data(), duf.data(), df.data(), gf.data(), uf.data(), n);
   swiglu_forward(acth.data(), gf.data(), uf.data(), n);
   swiglu_backward(dgh.data(), duh.data(), df.data(), gf.data(), uf.data(), n);
-  for (int64_t i = 0; i < n; ++i) {
-    EXPECT_NEAR(actf[i], act[i], 1e-5 * (1 + std::fabs(act[i]))) << i;
-    EXPECT_NEAR(dgf[i], dg[i], 1e-5 * (1 + std::fabs(dg[i]))) << i;
-    EXPECT_NEAR(duf[i], du[i], 1e-5 * (1 + std::fabs(du[i]))) << i;
-    EXPECT_NEAR(from_bf16(acth[i]), act[i], 1e-2 * std::fabs(act[i]) + 1e-6) << i;
-    EXPECT_NEAR(from_bf16(dgh[i]), dg[i], 1e-2 * std::fabs(dg[i]) + 1e-6) << i;
-    EXPECT_NEAR(from_bf16(duh[i]), du[i], 1e-2 * std::fabs(du[i]) + 1e-6) << i;
-  }
+  const Tolerance in_float{.abs = 1e-5, .rel = 1e-5}, in_bf16{.abs = 1e-6, .rel = 1e-2};
+  auto widen = [](const std::vector<bf16>& h) {
+    std::vector<float> v(h.size());
+    for (size_t i = 0; i < h.size(); ++i) v[i] = from_bf16(h[i]);
+    return v;
+  };
+  EXPECT_TRUE(within_elementwise(compare(actf, act), in_float)) << "swiglu act";
+  EXPECT_TRUE(within_elementwise(compare(dgf, dg), in_float)) << "swiglu dgate";
+  EXPECT_TRUE(within_elementwise(compare(duf, du), in_float)) << "swiglu dup";
+  EXPECT_TRUE(within_elementwise(compare(widen(acth), act), in_bf16)) << "bf16 swiglu act";
+  EXPECT_TRUE(within_elementwise(compare(widen(dgh), dg), in_bf16)) << "bf16 swiglu dgate";
+  EXPECT_TRUE(within_elementwise(compare(widen(duh), du), in_bf16)) << "bf16 swiglu dup";
   const int64_t N = 3;
   Vec x = random_vector(N * C, 44, 3.0), w = random_vector(C, 45), y(N * C), r(N);
   rmsnorm_forward(y.data(), r.data(), x.data(), w.data(), N, C, 1e-5);
@@ -312,10 +321,8 @@ TEST(LayerFd, FloatSwiGluAndRmsNormMatchDouble) {
   std::vector<bf16> yh(N * C);
   rmsnorm_forward(yf.data(), rf.data(), xf.data(), wf.data(), N, C, 1e-5f);
   rmsnorm_forward(yh.data(), rf.data(), xf.data(), wf.data(), N, C, 1e-5f);
-  for (int64_t i = 0; i < N * C; ++i) {
-    EXPECT_NEAR(yf[i], y[i], 1e-5 * (1 + std::fabs(y[i]))) << i;
-    EXPECT_EQ(yh[i], to_bf16(yf[i])) << i;  // the same float, rounded once
-  }
+  EXPECT_TRUE(within_elementwise(compare(yf, y), in_float)) << "rmsnorm y";
+  for (int64_t i = 0; i < N * C; ++i) EXPECT_EQ(yh[i], to_bf16(yf[i])) << i;  // the same float, rounded once
 }
 
 // The fused residual add + RMSNorm equals the two kernels one after the other.
@@ -326,9 +333,7 @@ TEST(LayerFd, ResidualRmsNormEqualsAddThenNorm) {
   residual_forward(sum.data(), x.data(), res.data(), N * C);
   rmsnorm_forward(y.data(), r.data(), sum.data(), w.data(), N, C, 1e-5);
   residual_rmsnorm_forward(fx.data(), fy.data(), fr.data(), res.data(), w.data(), N, C, 1e-5);
-  for (int64_t i = 0; i < N * C; ++i) {
-    EXPECT_EQ(fx[i], sum[i]);
-    EXPECT_NEAR(fy[i], y[i], 1e-15);
-  }
-  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(fr[n], r[n], 1e-15);
+  EXPECT_TRUE(within_abs(compare(fx, sum), 0.0)) << "residual sum";
+  EXPECT_TRUE(within_abs(compare(fy, y), 1e-15)) << "normed";
+  EXPECT_TRUE(within_abs(compare(fr, r), 1e-15)) << "rms";
 }

@@ -16,6 +16,7 @@
 #include "model/llama.h"
 #include "model/lora.h"
 #include "model/quantized_base.h"
+#include "support/compare.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -23,13 +24,18 @@
 #include "util/rng.h"
 
 using namespace ggtrain;
+using test_support::compare;
+using test_support::Comparison;
+using test_support::differs_by_more_than;
 using test_support::TempDir;
+using test_support::within_abs;
+using test_support::within_rel_to_max;
 
 namespace {
 
 train::RunConfig lora_config(TempDir& tmp, const std::string& base, int64_t steps) {
   train::RunConfig c = train::preset("s15");
-  c.data.corpus = tmp / "corpus.txt";
+  c.data.corpus = {tmp / "corpus.txt"};
   c.init.from = base;
   c.train.lora = {4, 8.0, {"attn_q", "attn_v", "attn_output", "ffn_down"}};
   c.train.lr_max = 1e-2;
@@ -40,12 +46,6 @@ train::RunConfig lora_config(TempDir& tmp, const std::string& base, int64_t step
   c.train.sample_every = 0;
   c.checkpoint.every = 5;
   return c;
-}
-
-double max_abs_diff(const float* a, const float* b, int64_t n) {
-  double d = 0;
-  for (int64_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
-  return d;
 }
 
 std::vector<int32_t> some_tokens(int64_t n, int64_t vocab) {
@@ -71,11 +71,12 @@ TEST(Lora, InitialAdapterIsTheBaseModel) {
   const auto tokens = some_tokens(16, c.vocab);
   base.forward(tokens.data(), nullptr);
   adapted.forward(tokens.data(), nullptr);
-  EXPECT_EQ(max_abs_diff(base.logits(), adapted.logits(), 16 * c.vocab), 0.0);
+  const size_t n_logits = size_t(16 * c.vocab);
+  EXPECT_TRUE(within_abs(compare(adapted.logits(), base.logits(), n_logits), 0.0)) << "fresh adapter vs base";
   const auto& b = adapted.layout().get("blk.1.ffn_down.weight.lora_b");
   for (int64_t i = 0; i < b.size; ++i) adapted.params()[b.offset + i] = 0.05f;
   adapted.forward(tokens.data(), nullptr);
-  EXPECT_GT(max_abs_diff(base.logits(), adapted.logits(), 16 * c.vocab), 1e-3);
+  EXPECT_TRUE(differs_by_more_than(compare(adapted.logits(), base.logits(), n_logits), 1e-3)) << "moved adapter vs base";
 }
 
 // A LoRA run: checkpoints are adapters (no base tensors), the base is never
@@ -118,14 +119,16 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   with.add_lora(model::read_lora_adapter(af, bc), 1.0);
   plain.eval(tokens.data(), T, true);
   with.eval(tokens.data(), T, true);
-  EXPECT_LE(max_abs_diff(m.logits(), with.logits(), T * bc.vocab), 1e-5);
-  EXPECT_GT(max_abs_diff(plain.logits(), with.logits(), T * bc.vocab), 1e-3);  // the adapter trained
+  const size_t n_logits = size_t(T * bc.vocab);
+  EXPECT_TRUE(within_abs(compare(with.logits(), m.logits(), n_logits), 1e-5)) << "decoder with adapter vs training model";
+  EXPECT_TRUE(differs_by_more_than(compare(with.logits(), plain.logits(), n_logits), 1e-3))
+      << "the adapter trained: decoder with adapter vs without";
 
   model::merge_lora_model(base, adapter, 1.0, tmp / "merged.gguf", gguf::TensorType::F32);
   const gguf::GgufFile mf(tmp / "merged.gguf");
   infer::Decoder merged(mf);
   merged.eval(tokens.data(), T, true);
-  EXPECT_LE(max_abs_diff(merged.logits(), with.logits(), T * bc.vocab), 1e-5);
+  EXPECT_TRUE(within_abs(compare(merged.logits(), with.logits(), n_logits), 1e-5)) << "merged vs decoder with adapter";
   EXPECT_EQ(mf.find("tokenizer.ggml.tokens")->items, bf.find("tokenizer.ggml.tokens")->items);
 }
 
@@ -176,13 +179,13 @@ TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
       m->zero_grad();
       m->backward();
     }
-    double gmax = 0;
-    for (int64_t i = 0; i < plain.n_trainable(); ++i) gmax = std::max(gmax, std::fabs(double(plain.grads()[i])));
-    EXPECT_GT(gmax, 0);
-    EXPECT_LE(max_abs_diff(held.grads(), plain.grads(), plain.n_trainable()), 1e-5 * gmax) << "tied " << tied;
+    const Comparison grads = compare(held.grads(), plain.grads(), size_t(plain.n_trainable()));
+    EXPECT_TRUE(within_rel_to_max(grads, 1e-5)) << "gradients, tied " << tied;
+    EXPECT_GT(grads.max_abs_ref, 0) << "tied " << tied;
     held.forward(inputs.data(), nullptr);
     plain.forward(inputs.data(), nullptr);
-    EXPECT_LE(max_abs_diff(held.logits(), plain.logits(), B * T * c.vocab), 1e-5) << "tied " << tied;
+    EXPECT_TRUE(within_abs(compare(held.logits(), plain.logits(), size_t(B * T * c.vocab)), 1e-5))
+        << "logits, tied " << tied;
   }
 }
 

@@ -10,10 +10,13 @@
 #include <vector>
 
 #include "model/llama.h"
+#include "support/compare.h"
 #include "support/fd_check.h"
 #include "util/error.h"
 
 using namespace ggtrain::model;
+using ggtrain::test_support::compare;
+using ggtrain::test_support::within_rel_to_max;
 
 namespace {
 
@@ -62,15 +65,6 @@ Result train_step(const LlamaConfig& c, const ModelOptions& o, double loss_scale
   return r;
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& ref) {
-  double diff = 0, big = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - ref[i]));
-    big = std::max(big, std::fabs(ref[i]));
-  }
-  return diff / big;
-}
-
 void expect_options_match_default(bool lora) {
   const auto c = small_config(lora);
   const Result base = train_step<double>(c, {}, 0.5);
@@ -84,8 +78,8 @@ void expect_options_match_default(bool lora) {
         SCOPED_TRACE(testing::Message() << "recompute " << int(rc) << " chunk " << chunk << " tiles " << tiles);
         const Result r = train_step<double>(c, o, 0.5);
         EXPECT_NEAR(r.loss, base.loss, 1e-13 * base.loss);
-        EXPECT_LE(max_rel_diff(r.grads, base.grads), 1e-12);
-        EXPECT_LE(max_rel_diff(r.logits, base.logits), 1e-13);
+        EXPECT_TRUE(within_rel_to_max(compare(r.grads, base.grads), 1e-12)) << "gradients";
+        EXPECT_TRUE(within_rel_to_max(compare(r.logits, base.logits), 1e-13)) << "logits";
       }
 }
 
@@ -102,7 +96,7 @@ TEST(ModelOptions, FloatRecomputeMatchesStoredActivations) {
     o.recompute = rc;
     const Result r = train_step<float>(c, o, 1.0);
     EXPECT_EQ(r.loss, base.loss);
-    EXPECT_LE(max_rel_diff(r.grads, base.grads), 1e-6) << int(rc);
+    EXPECT_TRUE(within_rel_to_max(compare(r.grads, base.grads), 1e-6)) << "gradients, recompute " << int(rc);
   }
 }
 

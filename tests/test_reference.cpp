@@ -10,26 +10,23 @@
 #include "gguf/reader.h"
 #include "model/checkpoint.h"
 #include "model/llama.h"
+#include "support/compare.h"
 #include "support/reference_state.h"
 #include "train/adamw.h"
 
 using namespace ggtrain;
 using ggtrain::test_support::ReferenceState;
 namespace ref = ggtrain::test_support;
+using ggtrain::test_support::compare;
+using ggtrain::test_support::compare_where;
+using ggtrain::test_support::Comparison;
+using ggtrain::test_support::max_keeping_nan;
+using ggtrain::test_support::within_abs;
+using ggtrain::test_support::within_rel_to_max;
 
 namespace {
 
 const std::string kShared = GGTRAIN_FIXTURES_DIR;
-
-// max|a - r| / max|r|
-double rel_err(const float* a, const std::vector<float>& r) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < r.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(r[i])));
-    ref = std::max(ref, std::fabs(double(r[i])));
-  }
-  return diff / ref;
-}
 
 // float32 spacing at max|r|
 double ulp_at_max(const std::vector<float>& r) {
@@ -52,18 +49,19 @@ void check_reference(const std::string& path) {
   load_weights(m, r);
 
   m.forward(r.inputs.data(), nullptr);  // training keeps no logits: ask for them
-  const double logit_err = rel_err(m.logits(), r.logits);
+  const Comparison logits = compare(m.logits(), r.logits.data(), r.logits.size());
   const float loss = m.forward(r.inputs.data(), r.targets.data());
-  EXPECT_LE(logit_err, 1e-5) << "logits";
+  EXPECT_TRUE(within_rel_to_max(logits, 1e-5)) << "logits";
   EXPECT_LE(std::fabs(double(loss) - r.loss) / r.loss, 1e-6) << "loss " << loss << " vs " << r.loss;
 
   m.zero_grad();
   m.backward();
   double worst_grad = 0;
   for (const auto& t : m.layout().tensors()) {
-    const double e = rel_err(m.grads() + t.offset, r.grads.at(t.name));
-    worst_grad = std::max(worst_grad, e);
-    EXPECT_LE(e, 1e-4) << "grad." << t.name;
+    const auto& rg = r.grads.at(t.name);
+    const Comparison grad = compare(m.grads() + t.offset, rg.data(), rg.size());
+    worst_grad = max_keeping_nan(worst_grad, grad.rel_to_max());
+    EXPECT_TRUE(within_rel_to_max(grad, 1e-4)) << "grad." << t.name;
   }
 
   // AdamW from the stored weights and stored gradients: <= 4 ulp per tensor.
@@ -78,11 +76,9 @@ void check_reference(const std::string& path) {
   double worst_ulps = 0;
   for (const auto& t : m.layout().tensors()) {
     const auto& ref = r.after_step.at(t.name);
-    double worst = 0;
-    for (int64_t i = 0; i < t.size; ++i)
-      worst = std::max(worst, std::fabs(double(p[size_t(t.offset + i)]) - double(ref[size_t(i)])));
-    EXPECT_LE(worst, 4 * ulp_at_max(ref)) << "adamw." << t.name;
-    worst_ulps = std::max(worst_ulps, worst / ulp_at_max(ref));
+    const Comparison c = compare(p.data() + t.offset, ref.data(), size_t(t.size));
+    EXPECT_TRUE(within_abs(c, 4 * ulp_at_max(ref))) << "adamw." << t.name;
+    worst_ulps = max_keeping_nan(worst_ulps, c.max_abs_diff / ulp_at_max(ref));
   }
 
   // End to end from our own gradients: <= 16 ulp where |g| is 0 or >= 1e-6.
@@ -95,27 +91,46 @@ void check_reference(const std::string& path) {
   for (const auto& t : m.layout().tensors()) {
     const auto& ref = r.after_step.at(t.name);
     const auto& rg = r.grads.at(t.name);
-    double worst = 0;
-    for (int64_t i = 0; i < t.size; ++i) {
-      const float gi = rg[size_t(i)];
-      if (gi != 0.f && std::fabs(gi) < 1e-6f) continue;
-      worst = std::max(worst, std::fabs(double(p[size_t(t.offset + i)]) - double(ref[size_t(i)])));
-    }
-    EXPECT_LE(worst, 16 * ulp_at_max(ref)) << "end-to-end adamw." << t.name;
-    worst_e2e = std::max(worst_e2e, worst / ulp_at_max(ref));
+    const Comparison c = compare_where(p.data() + t.offset, ref.data(), size_t(t.size), [&](size_t i) {
+      return !(rg[i] != 0.f && std::fabs(rg[i]) < 1e-6f);
+    });
+    EXPECT_TRUE(within_abs(c, 16 * ulp_at_max(ref))) << "end-to-end adamw." << t.name;
+    worst_e2e = max_keeping_nan(worst_e2e, c.max_abs_diff / ulp_at_max(ref));
   }
   std::printf("%s: logits err %.2e, loss rel err %.2e, worst grad err %.2e, adamw %.1f ulp, "
               "end-to-end adamw %.1f ulp\n",
-              path.c_str(), logit_err, std::fabs(double(loss) - r.loss) / r.loss, worst_grad,
+              path.c_str(), logits.rel_to_max(), std::fabs(double(loss) - r.loss) / r.loss, worst_grad,
               worst_ulps, worst_e2e);
 }
 
 }  // namespace
 
 TEST(Reference, EveryReferenceStateMatches) {
-  auto files = ref::find_reference_states(kShared);
-  ASSERT_GE(files.size(), 2u) << "expected the ref-*.gguf fixtures in " << kShared;
+  std::vector<ref::FolderCount> counts;
+  auto files = ref::find_reference_states(kShared, &counts);
+  for (const auto& c : counts) std::printf("reference states checked from %s: %zu\n", c.folder.c_str(), c.reference_files);
+  ASSERT_GE(counts.front().reference_files, 2u) << "expected the ref-*.gguf fixtures in " << kShared;
+  for (size_t i = 1; i < counts.size(); ++i)
+    EXPECT_GE(counts[i].reference_files, 1u) << counts[i].folder << " (GGTRAIN_EXTRA_FIXTURES) holds no reference state";
   for (const auto& f : files) check_reference(f);
+}
+
+// A folder named in GGTRAIN_EXTRA_FIXTURES that does not exist is an error
+// naming it, not a silent reason to check fewer files.
+TEST(Reference, MissingExtraFixturesFolderIsAnError) {
+  const char* before = std::getenv("GGTRAIN_EXTRA_FIXTURES");
+  const std::string saved = before ? before : "";
+  ::setenv("GGTRAIN_EXTRA_FIXTURES", "/nonexistent/ggtrain-fixtures", 1);
+  std::string what;
+  try {
+    ref::find_reference_states(kShared);
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  if (before) ::setenv("GGTRAIN_EXTRA_FIXTURES", saved.c_str(), 1);
+  else ::unsetenv("GGTRAIN_EXTRA_FIXTURES");
+  EXPECT_NE(what.find("/nonexistent/ggtrain-fixtures"), std::string::npos) << what;
+  EXPECT_NE(what.find("GGTRAIN_EXTRA_FIXTURES"), std::string::npos) << what;
 }
 
 TEST(Reference, LlamaCppLogitsOnFixtureModel) {
@@ -134,7 +149,7 @@ TEST(Reference, LlamaCppLogitsOnFixtureModel) {
   std::vector<float> llama_cpp(size_t(T * cfg.vocab));
   in.read(reinterpret_cast<char*>(llama_cpp.data()), std::streamsize(llama_cpp.size() * 4));
   ASSERT_TRUE(in) << "cannot read llama.cpp logits";
-  const double err = rel_err(m.logits(), llama_cpp);
-  std::printf("llama.cpp logits: max abs diff / max abs = %.2e\n", err);
-  EXPECT_LE(err, 1e-5);
+  const Comparison c = compare(m.logits(), llama_cpp.data(), llama_cpp.size());
+  std::printf("llama.cpp logits: max abs diff / max abs = %.2e\n", c.rel_to_max());
+  EXPECT_TRUE(within_rel_to_max(c, 1e-5)) << "logits against llama.cpp's";
 }

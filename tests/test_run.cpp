@@ -1,5 +1,6 @@
 // Whole training runs: checkpoints, the `latest` link, exact resume, and the
 // run config (presets, TOML, --set), on a synthetic corpus.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,27 +15,15 @@
 using namespace ggtrain;
 using test_support::TempDir;
 
-namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-
-}  // namespace
-
 TEST(Run, ResumeIsBitIdenticalToAnUninterruptedRun) {
   TempDir tmp("ggtrain_resume");
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 1500);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
   test_support::run_quiet(tmp / "a", c, false);
   test_support::run_quiet(tmp / "b", c, false, 10);
-  EXPECT_EQ(train::latest_step(tmp / "b"), 10);
+  ASSERT_EQ(train::latest_step(tmp / "b"), 10);
   test_support::run_quiet(tmp / "b", c, true, 20);
-  EXPECT_EQ(train::latest_step(tmp / "b"), 20);
+  ASSERT_EQ(train::latest_step(tmp / "b"), 20);
   auto s = test_support::run_quiet(tmp / "b", c, true);
   EXPECT_EQ(s.last_step, 30);
   std::string why;
@@ -42,9 +31,10 @@ TEST(Run, ResumeIsBitIdenticalToAnUninterruptedRun) {
                                         train::weights_path(tmp / "b", 30), &why)) << why;
   EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 30),
                                         train::state_path(tmp / "b", 30), &why)) << why;
+  test_support::expect_same_data_position(train::state_path(tmp / "a", 30), train::state_path(tmp / "b", 30));
+  test_support::expect_same_data_position(train::state_path(tmp / "a", 20), train::state_path(tmp / "b", 20));
   // The metrics of the resumed run continue the same curve, step for step.
-  const std::string ma = read_text(tmp / "a/metrics.jsonl"), mb = read_text(tmp / "b/metrics.jsonl");
-  EXPECT_EQ(std::count(mb.begin(), mb.end(), '\n'), std::count(ma.begin(), ma.end(), '\n'));
+  test_support::expect_same_metrics(tmp / "a", tmp / "b");
 }
 
 TEST(Run, CheckpointsAreLlamaModelsWithARelativeLatestLink) {
@@ -122,4 +112,57 @@ TEST(RunConfig, OverridesAndErrorsNameTheKey) {
     d.train.seq_len = 1000;
     d.validate();
   }, "train.seq_len");
+}
+
+namespace {
+
+// The failures `check` records, captured instead of failing this test: the
+// negative controls below show the resume checks can fail.
+template <typename Check>
+std::vector<std::string> failures_of(Check check) {
+  testing::TestPartResultArray results;
+  {
+    testing::ScopedFakeTestPartResultReporter capture(
+        testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    check();
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < results.size(); ++i)
+    if (results.GetTestPartResult(i).failed()) out.push_back(results.GetTestPartResult(i).message());
+  return out;
+}
+
+bool any_contains(const std::vector<std::string>& messages, const std::string& part) {
+  for (const auto& m : messages)
+    if (m.find(part) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+// Negative control of expect_exact_resume: a "stop" at the last step is no
+// interruption, and the check says so instead of comparing two whole runs.
+TEST(Run, ExactResumeCheckRefusesARunThatWasNotInterrupted) {
+  TempDir tmp("ggtrain_resume_control");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  const auto failed = failures_of([&] { test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 10); });
+  EXPECT_TRUE(any_contains(failed, "already holds the final checkpoint")) << failed.size() << " failures";
+}
+
+// Negative control of the data-position and metrics comparisons: two runs
+// that drew other batches (another seed) are told apart by both.
+TEST(Run, DataPositionAndMetricsChecksTellOtherBatchesApart) {
+  TempDir tmp("ggtrain_position_control");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  test_support::run_quiet(tmp / "a", c, false);
+  c.train.seed = 7;
+  test_support::run_quiet(tmp / "b", c, false);
+  const auto position = failures_of([&] {
+    test_support::expect_same_data_position(train::state_path(tmp / "a", 10), train::state_path(tmp / "b", 10));
+  });
+  EXPECT_TRUE(any_contains(position, "train.seed")) << position.size() << " failures";
+  const auto metrics = failures_of([&] { test_support::expect_same_metrics(tmp / "a", tmp / "b"); });
+  EXPECT_TRUE(any_contains(metrics, "metrics.jsonl line 1")) << metrics.size() << " failures";
 }

@@ -12,6 +12,7 @@
 
 #include "support/cli_runner.h"
 #include "support/run_helpers.h"
+#include "support/skip.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 
@@ -125,7 +126,7 @@ TEST(Signals, SignalDuringSetupEndsTheProcessAsUsual) {
   const bool loop_started = logged_steps(tmp / "r") > 0;
   ::kill(pid, SIGTERM);
   const CliResult r = wait_cli(pid, tmp / "out.txt");
-  if (loop_started) GTEST_SKIP() << "training started within 100 ms";
+  if (loop_started) GGTRAIN_SKIP("training started within 100 ms: the signal did not land during setup");
   EXPECT_EQ(r.status, -SIGTERM) << r.output;
   EXPECT_EQ(train::latest_step(tmp / "r"), -1);
 }

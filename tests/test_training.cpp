@@ -8,6 +8,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "support/compare.h"
 #include "train/adamw.h"
 #include "util/error.h"
 
@@ -15,6 +16,8 @@
 #include <cstring>
 
 using namespace ggtrain;
+using test_support::compare;
+using test_support::within_rel_to_max;
 
 namespace {
 
@@ -108,12 +111,8 @@ TEST(Training, GradientAccumulationEqualsOneBigBatch) {
     micro.forward(in.data() + 8 * k, tg.data() + 8 * k);
     micro.backward(0.5f);
   }
-  double worst = 0, ref = 0;
-  for (int64_t i = 0; i < big.n_params(); ++i) {
-    worst = std::max(worst, double(std::fabs(big.grads()[i] - micro.grads()[i])));
-    ref = std::max(ref, double(std::fabs(big.grads()[i])));
-  }
-  EXPECT_LE(worst / ref, 1e-5);
+  EXPECT_TRUE(within_rel_to_max(compare(micro.grads(), big.grads(), size_t(big.n_params())), 1e-5))
+      << "accumulated micro-batch gradients vs the big batch's";
 }
 
 TEST(Training, CheckpointRoundTripsThroughGguf) {

@@ -21,6 +21,7 @@
 #include "gguf/reader.h"
 #include "support/cli_runner.h"
 #include "support/run_helpers.h"
+#include "support/skip.h"
 #include "train/run_checkpoint.h"
 
 using namespace ggtrain;
@@ -133,8 +134,8 @@ TEST(WriteFailures, FullFilesystemMidRun) {
   fs::create_directories(mnt);
   const std::string opts = "size=" + std::to_string(size) + ",mode=0777";
   if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, opts.c_str()) != 0)
-    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno)
-                 << "); the RLIMIT_FSIZE test covers the same path";
+    GGTRAIN_SKIP(std::string("cannot mount a tmpfs here (") + std::strerror(errno) +
+                 "); the RLIMIT_FSIZE test covers the same path");
   struct Unmount {
     std::string path;
     ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
@@ -164,7 +165,7 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
   if (o.as_nobody) {
     fs::permissions(tmp.path(), fs::perms::all);
     auto v = run_cli({GGTRAIN_BIN, "--version"}, tmp / "version.txt", o);
-    if (v.status != 0) GTEST_SKIP() << "the ggtrain binary cannot run as uid 65534 here (" << v.status << ")";
+    if (v.status != 0) GGTRAIN_SKIP("the ggtrain binary cannot run as uid 65534 here (status " + std::to_string(v.status) + ")");
   }
   const pid_t pid = spawn_cli(run_args(dir, corpus, 1000000), tmp / "out.txt", o);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);

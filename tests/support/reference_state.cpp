@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <stdexcept>
 
 #include "gguf/reader.h"
 #include "model/params.h"
@@ -53,7 +54,8 @@ ReferenceState load_reference_state(const std::string& path) {
   return r;
 }
 
-std::vector<std::string> find_reference_states(const std::string& shared_dir) {
+std::vector<std::string> find_reference_states(const std::string& shared_dir,
+                                               std::vector<FolderCount>* counts) {
   std::vector<std::string> dirs{shared_dir};
   if (const char* extra = std::getenv("GGTRAIN_EXTRA_FIXTURES")) {
     std::stringstream ss(extra);
@@ -63,17 +65,25 @@ std::vector<std::string> find_reference_states(const std::string& shared_dir) {
   }
   std::vector<std::string> found;
   for (const auto& d : dirs) {
-    if (!std::filesystem::is_directory(d)) continue;
+    // A folder the user named that is not there is a mistake to report, not
+    // a reason to check fewer files.
+    if (!std::filesystem::is_directory(d))
+      throw std::runtime_error("reference fixtures folder " + d + " does not exist" +
+                               (d == shared_dir ? "" : " (named in GGTRAIN_EXTRA_FIXTURES)"));
     std::vector<std::string> here;
     for (const auto& e : std::filesystem::directory_iterator(d))
       if (e.path().extension() == ".gguf") here.push_back(e.path().string());
     std::sort(here.begin(), here.end());
+    size_t n = 0;
     for (const auto& p : here) {
       gguf::GgufFile f(p);
       const auto* arch = f.find("general.architecture");
-      if (arch && arch->type == gguf::ValueType::STRING && arch->s == "ggtrain-ref")
+      if (arch && arch->type == gguf::ValueType::STRING && arch->s == "ggtrain-ref") {
         found.push_back(p);
+        ++n;
+      }
     }
+    if (counts) counts->push_back({d, n});
   }
   return found;
 }

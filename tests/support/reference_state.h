@@ -26,8 +26,16 @@ struct ReferenceState {
 
 ReferenceState load_reference_state(const std::string& path);
 
+struct FolderCount {
+  std::string folder;
+  size_t reference_files;
+};
+
 // Every *.gguf whose general.architecture is "ggtrain-ref", from the shared
-// fixtures folder and from each folder in $GGTRAIN_EXTRA_FIXTURES (':'-separated).
-std::vector<std::string> find_reference_states(const std::string& shared_dir);
+// fixtures folder and from each folder in $GGTRAIN_EXTRA_FIXTURES
+// (':'-separated); how many came from each folder goes to *counts. Throws,
+// naming the folder, when one of them does not exist.
+std::vector<std::string> find_reference_states(const std::string& shared_dir,
+                                               std::vector<FolderCount>* counts = nullptr);
 
 }  // namespace ggtrain::test_support

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include <gtest/gtest.h>
 
@@ -32,7 +36,7 @@ void write_synthetic_corpus(const std::string& path, int lines) {
 
 train::RunConfig tiny_run_config(const std::string& corpus, int64_t steps) {
   auto c = train::preset("tiny");
-  c.data.corpus = corpus;
+  c.data.corpus = {corpus};
   c.train.steps = steps;
   c.train.threads = 1;
   c.train.eval_every = 10;
@@ -57,15 +61,64 @@ std::string tiny_base_model(const std::string& dir) {
   return train::weights_path(dir + "/base", 10);
 }
 
+namespace {
+
+// The records of metrics.jsonl without what depends on the clock: step,
+// loss, lr, grad_norm, val_loss (and any other number a run decides by
+// its data and weights), one per line.
+std::vector<std::string> metrics_without_timing(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      out.push_back("unparsable: " + line);
+      continue;
+    }
+    for (const char* clocked : {"tokens_per_s", "elapsed_s"}) j.erase(clocked);
+    out.push_back(j.dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+void expect_same_data_position(const std::string& state_a, const std::string& state_b) {
+  gguf::GgufFile a(state_a), b(state_b);
+  // (epoch, cursor) is the batch loader's whole state: its order is drawn
+  // from (train.seed, epoch), and train.seed is part of the saved config.
+  for (const char* key : {"ggtrain.step", "ggtrain.data.epoch", "ggtrain.data.cursor"})
+    EXPECT_EQ(a.get_uint(key), b.get_uint(key)) << key << " of " << state_a << " vs " << state_b;
+  const auto seed = [](const gguf::GgufFile& f) {
+    return toml::parse(f.get_string("ggtrain.config"))["train"]["seed"].value_or<int64_t>(-1);
+  };
+  EXPECT_EQ(seed(a), seed(b)) << "train.seed of " << state_a << " vs " << state_b;
+}
+
 void expect_exact_resume(const std::string& dir_a, const std::string& dir_b, const train::RunConfig& c,
                          int64_t stop_at) {
   run_quiet(dir_a, c, false);
   run_quiet(dir_b, c, false, stop_at);
+  // The second run must really have been interrupted, at stop_at.
+  ASSERT_EQ(train::latest_step(dir_b), stop_at) << dir_b << ": --stop-at " << stop_at << " did not stop there";
+  ASSERT_FALSE(std::filesystem::exists(train::weights_path(dir_b, c.train.steps)))
+      << dir_b << " already holds the final checkpoint before the resume";
+  const auto b_before_resume = metrics_without_timing(dir_b);
+  EXPECT_EQ(b_before_resume.size() > 0, true) << dir_b << "/metrics.jsonl is empty after --stop-at";
   run_quiet(dir_b, c, true);
   const int64_t n = c.train.steps;
   std::string why;
   EXPECT_TRUE(same_tensor_data(train::weights_path(dir_a, n), train::weights_path(dir_b, n), &why)) << why;
   EXPECT_TRUE(same_tensor_data(train::state_path(dir_a, n), train::state_path(dir_b, n), &why)) << why;
+  expect_same_data_position(train::state_path(dir_a, n), train::state_path(dir_b, n));
+  expect_same_metrics(dir_a, dir_b);
+}
+
+void expect_same_metrics(const std::string& dir_a, const std::string& dir_b) {
+  const auto la = metrics_without_timing(dir_a), lb = metrics_without_timing(dir_b);
+  ASSERT_EQ(la.size(), lb.size()) << "metrics.jsonl line counts of " << dir_a << " and " << dir_b;
+  ASSERT_GT(la.size(), 0u) << dir_a << "/metrics.jsonl is empty";
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(la[i], lb[i]) << "metrics.jsonl line " << i + 1;
 }
 
 bool same_tensor_data(const std::string& a, const std::string& b, std::string* why) {

@@ -28,9 +28,20 @@ train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c,
 
 // Trains `c` uninterrupted in dir_a, and in dir_b stopped after step
 // stop_at then resumed; expects both final checkpoints (weights and state
-// files at c.train.steps) to hold identical tensors.
+// files at c.train.steps) to hold identical tensors, the same data position,
+// and metrics.jsonl records identical but for timings. Asserts that the
+// first part really stopped at stop_at.
 void expect_exact_resume(const std::string& dir_a, const std::string& dir_b, const train::RunConfig& c,
                          int64_t stop_at);
+
+// The saved data position (step, loader epoch and cursor) and the seed the
+// batch order is drawn from are the same in both state files.
+void expect_same_data_position(const std::string& state_a, const std::string& state_b);
+
+// metrics.jsonl of both runs holds the same records (steps, losses,
+// learning rates, gradient norms, validation losses), timings aside: a
+// resumed run continues the uninterrupted run's log line for line.
+void expect_same_metrics(const std::string& dir_a, const std::string& dir_b);
 
 // True when every tensor of both GGUF files has the same name, type, shape
 // and bytes (metadata such as run ids may differ). Explains the first
