@@ -6,8 +6,11 @@
 // To print the table rows for the current messages:
 //   GGTRAIN_BAD_INPUTS_DOC=1 build/tests/ggtrain_reliability_tests --gtest_filter='BadInputs/*' | grep '^| `'
 #include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -33,6 +36,26 @@ std::string slurp(const std::string& path) {
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string gzip_of(const std::string& text) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, uLong(text.size())) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = uInt(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string zstd_of(const std::string& text) {
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  out.resize(ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3));
+  return out;
 }
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
@@ -113,16 +136,43 @@ std::vector<Case> cases() {
   // --- the corpus
   c.push_back({"missing_corpus", "`data.corpus` names no file",
                [](Env& e) { auto a = e.fresh(); a[8] = "data.corpus=" + e.t("missing.txt"); return a; },
-               {"missing.txt", "data.corpus", "does not exist"}});
+               {"missing.txt", "data.corpus", "matches no file"}});
   c.push_back({"empty_corpus", "`data.corpus` is an empty file",
                [](Env& e) { spit(e.t("empty.txt"), ""); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("empty.txt"); return a; },
-               {"empty.txt", "data.corpus", "is empty"}});
+               {"empty.txt", "data.corpus", "no text"}});
   c.push_back({"blank_corpus", "`data.corpus` has only blank lines",
                [](Env& e) { spit(e.t("blank.txt"), "\n  \n\t\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("blank.txt"); return a; },
                {"blank.txt", "data.corpus", "no text"}});
-  c.push_back({"corpus_is_a_folder", "`data.corpus` is a folder",
-               [](Env& e) { fs::create_directories(e.t("dir")); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("dir"); return a; },
-               {"dir", "data.corpus", "not a regular file"}});
+  c.push_back({"corpus_is_an_empty_folder", "`data.corpus` is a folder with no file in it",
+               [](Env& e) { fs::create_directories(e.t("dir/sub")); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("dir"); return a; },
+               {"dir", "data.corpus", "matches no file"}});
+  c.push_back({"glob_matches_nothing", "`data.corpus` is a glob that matches no file",
+               [](Env& e) { auto a = e.fresh(); a[8] = "data.corpus=" + e.t("shards/*.jsonl.gz"); return a; },
+               {"shards/*.jsonl.gz", "data.corpus", "matches no file"}});
+  c.push_back({"corpus_invalid_utf8", "a corpus file with a byte that is not UTF-8",
+               [](Env& e) { spit(e.t("latin1.txt"), "good line\ncaf\xe9 au lait\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("latin1.txt"); return a; },
+               {"latin1.txt", "UTF-8", "byte 13"}});
+  c.push_back({"jsonl_not_json", "a JSONL line that is not JSON",
+               [](Env& e) { spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"text\": \"two\"\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("docs.jsonl"); return a; },
+               {"docs.jsonl:2", "JSON"}});
+  c.push_back({"jsonl_missing_key", "a JSONL record without the `data.text_key` member",
+               [](Env& e) { spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"body\": \"two\"}\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("docs.jsonl"); return a; },
+               {"docs.jsonl:2", "text", "data.text_key"}});
+  c.push_back({"truncated_gzip", "a `.gz` corpus cut short",
+               [](Env& e) { spit(e.t("corpus.txt.gz"), gzip_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.gz"); return a; },
+               {"corpus.txt.gz", "truncated"}});
+  c.push_back({"truncated_zstd", "a `.zst` corpus cut short",
+               [](Env& e) { spit(e.t("corpus.txt.zst"), zstd_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.zst"); return a; },
+               {"corpus.txt.zst", "truncated"}});
+  c.push_back({"bad_doc_separator", "`data.doc_separator` is not a known separator",
+               [](Env& e) { return e.fresh({"data.doc_separator=paragraph"}); },
+               {"data.doc_separator", "paragraph"}});
+  c.push_back({"corpus_changed_before_resume", "the corpus changed between the run and `--resume`",
+               [](Env& e) { e.base_run(); spit(e.corpus(), slurp(e.corpus()) + "one more line\n"); return e.resume(); },
+               {"manifest.json", "corpus.txt", "size", "cannot resume"}});
+  c.push_back({"manifest_not_json", "`RUN/data/manifest.json` is not JSON",
+               [](Env& e) { e.base_run(); spit(e.t("run/data/manifest.json"), "{\"format\": "); return e.resume(); },
+               {"manifest.json", "not a JSON object"}});
   c.push_back({"corpus_not_set", "no `data.corpus` at all",
                [](Env& e) { return A{e.bin(), "train", "--preset", "tiny", "--run-dir", e.t("run")}; },
                {"data.corpus", "not set"}});
@@ -156,7 +206,7 @@ std::vector<Case> cases() {
   c.push_back({"toml_integer_for_bool", "`tied = 1` in a config file",
                [](Env& e) { return e.with_config("[model]\ntied = 1\n"); }, {"bad.toml", "model.tied", "true or false", "integer 1"}});
   c.push_back({"toml_integer_for_string", "`corpus = 5` in a config file",
-               [](Env& e) { return e.with_config("[data]\ncorpus = 5\n"); }, {"bad.toml", "data.corpus", "must be a string", "integer 5"}});
+               [](Env& e) { return e.with_config("[data]\ncorpus = 5\n"); }, {"bad.toml", "data.corpus", "must be an array of strings", "integer 5"}});
   c.push_back({"toml_array_for_integer", "`steps = [1, 2]` in a config file",
                [](Env& e) { return e.with_config("[train]\nsteps = [1, 2]\n"); }, {"bad.toml", "train.steps", "array"}});
   c.push_back({"toml_syntax_error", "a config file that is not TOML",
@@ -323,38 +373,48 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"saved config", "invalid TOML"}});
-  c.push_back({"token_file_bad_magic", "`data/train.tok` with a wrong header",
+  c.push_back({"token_file_bad_magic", "`data/train-00000.tok` with a wrong header",
                [](Env& e) {
-                 const std::string p = e.base_run() + "/data/train.tok";
+                 const std::string p = e.base_run() + "/data/train-00000.tok";
                  std::string b = slurp(p);
                  b.replace(0, 8, "NOTTOKEN");
                  spit(p, b);
                  return e.resume();
                },
-               {"train.tok", "bad magic"}});
-  c.push_back({"token_file_truncated", "`data/train.tok` one byte short",
+               {"train-00000.tok", "bad magic"}});
+  c.push_back({"token_file_truncated", "`data/train-00000.tok` one byte short (prepared again from its sources, resumes)",
                [](Env& e) {
-                 const std::string p = e.base_run() + "/data/train.tok";
+                 const std::string p = e.base_run() + "/data/train-00000.tok";
                  fs::resize_file(p, fs::file_size(p) - 1);
                  return e.resume();
                },
-               {"train.tok", "does not match the file size"}});
-  c.push_back({"token_file_id_out_of_range", "`data/train.tok` with an id past the vocabulary",
+               {}, 0});
+  c.push_back({"token_file_missing", "`data/val-00000.tok` deleted (prepared again from its sources, resumes)",
                [](Env& e) {
-                 const std::string p = e.base_run() + "/data/train.tok";
+                 fs::remove(e.base_run() + "/data/val-00000.tok");
+                 return e.resume();
+               },
+               {}, 0});
+  c.push_back({"token_file_id_out_of_range", "`data/train-00000.tok` with an id past the vocabulary",
+               [](Env& e) {
+                 const std::string p = e.base_run() + "/data/train-00000.tok";
                  std::string b = slurp(p);
                  b[32] = '\xff';
                  b[33] = '\xff';
                  spit(p, b);
                  return e.resume();
                },
-               {"train.tok", "65535", "outside the vocabulary of 320"}});
-  c.push_back({"token_file_other_vocabulary", "`data/train.tok` written for another vocabulary",
+               {"train-00000.tok", "65535", "outside the vocabulary"}});
+  c.push_back({"token_file_other_vocabulary", "`data/train-00000.tok` whose header names another vocabulary",
                [](Env& e) {
-                 data::write_token_file(e.base_run() + "/data/train.tok", 300, {1, 2, 3, 4, 5});
+                 const std::string p = e.base_run() + "/data/train-00000.tok";
+                 std::string b = slurp(p);
+                 const uint64_t vocab = 70000;
+                 std::memcpy(b.data() + 16, &vocab, 8);
+                 spit(p, b);
                  return e.resume();
                },
-               {"train.tok", "vocabulary 300", "320"}});
+               {"train-00000.tok", "vocabulary 70000", "320"}});
   c.push_back({"stop_at_before_resume_step", "`--resume --stop-at 1` when the run is at step 2",
                [](Env& e) {
                  e.base_run();

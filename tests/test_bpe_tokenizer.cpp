@@ -481,7 +481,7 @@ TEST(BpeTokenizer, TrainsWithAGpt2Vocabulary) {
   EXPECT_EQ(ck.get_uint("llama.vocab_size"), v.tokens.size());
 
   const Tokenizer t = Tokenizer::from_gguf(src);
-  ggtrain::data::TokenFile train(o.run_dir + "/data/train.tok");
+  ggtrain::data::TokenFile train(o.run_dir + "/data/train-00000.tok");
   EXPECT_EQ(train.vocab(), t.vocab_size());
   EXPECT_EQ(train[0], v.bos) << "documents start with BOS";
 

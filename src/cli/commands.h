@@ -16,5 +16,6 @@ Runner add_eval_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);
 Runner add_export_command(CLI::App& app);
 Runner add_import_command(CLI::App& app);
+Runner add_data_command(CLI::App& app);
 
 }  // namespace ggtrain::cli

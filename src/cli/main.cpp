@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
       ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app),
       ggtrain::cli::add_export_command(app), ggtrain::cli::add_tokenizer_command(app),
       ggtrain::cli::add_tokenize_command(app),
-      ggtrain::cli::add_import_command(app)};
+      ggtrain::cli::add_import_command(app), ggtrain::cli::add_data_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,10 +5,10 @@
 
 namespace ggtrain::data {
 
-BatchLoader::BatchLoader(const TokenFile& tokens, int64_t seq_len, uint64_t seed)
+BatchLoader::BatchLoader(const TokenStream& tokens, int64_t seq_len, uint64_t seed)
     : tokens_(tokens), T_(seq_len), n_windows_((tokens.size() - 1) / seq_len), seed_(seed) {
   if (tokens.size() < 2 || n_windows_ < 1)
-    fail("{}: {} tokens are too few for one sequence of {}", tokens.path(), tokens.size(), seq_len);
+    fail("{}: {} tokens are too few for one sequence of {}", tokens.describe(), tokens.size(), seq_len);
   shuffle_for_epoch();
 }
 
@@ -23,11 +23,8 @@ void BatchLoader::shuffle_for_epoch() {
 }
 
 void BatchLoader::window(int64_t w, int32_t* inputs, int32_t* targets) const {
-  const int64_t start = w * T_;
-  for (int64_t t = 0; t < T_; ++t) {
-    inputs[t] = tokens_[start + t];
-    targets[t] = tokens_[start + t + 1];
-  }
+  tokens_.read(w * T_, T_, inputs);
+  tokens_.read(w * T_ + 1, T_, targets);
 }
 
 void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets) {
@@ -43,7 +40,7 @@ void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets) {
 
 void BatchLoader::set_state(const LoaderState& s) {
   if (s.cursor > uint64_t(n_windows_))
-    fail("{}: saved data position {} is past the {} windows of the corpus", tokens_.path(),
+    fail("{}: saved data position {} is past the {} windows of the corpus", tokens_.describe(),
          s.cursor, n_windows_);
   state_ = s;
   shuffle_for_epoch();

@@ -17,7 +17,7 @@ struct LoaderState {
 
 class BatchLoader {
  public:
-  BatchLoader(const TokenFile& tokens, int64_t seq_len, uint64_t seed);
+  BatchLoader(const TokenStream& tokens, int64_t seq_len, uint64_t seed);
   // inputs, targets: [B, seq_len]; advances the state by B windows.
   void next(int64_t B, int32_t* inputs, int32_t* targets);
   // Window w in stream order (no shuffling): for evaluation.
@@ -28,7 +28,7 @@ class BatchLoader {
 
  private:
   void shuffle_for_epoch();
-  const TokenFile& tokens_;
+  const TokenStream& tokens_;
   int64_t T_, n_windows_;
   uint64_t seed_;
   LoaderState state_;

@@ -2,6 +2,7 @@
 // Trains the tokenizer ggtrain models use: a sentencepiece BPE model with
 // byte fallback, so every UTF-8 string is encodable and the result converts
 // to a llama.cpp "llama" vocabulary (data/tokenizer.h) without loss.
+#include <cstdint>
 #include <string>
 
 namespace ggtrain::data {
@@ -11,7 +12,12 @@ namespace ggtrain::data {
 // vocabulary too small for the 256 byte pieces + <unk>/<s>/</s> and the
 // text's characters, or any sentencepiece failure. sentencepiece logs only
 // warnings unless GGTRAIN_VERBOSE is set.
-void train_sentencepiece_bpe(const std::string& input_path, int vocab_size,
-                             const std::string& out_model_path);
+struct SentencepieceReport {
+  int64_t lines = 0;       // lines of the input
+  int64_t long_lines = 0;  // lines sentencepiece skips: longer than max_line_bytes
+  int64_t max_line_bytes = 0;
+};
+SentencepieceReport train_sentencepiece_bpe(const std::string& input_path, int vocab_size,
+                                            const std::string& out_model_path);
 
 }  // namespace ggtrain::data

@@ -50,6 +50,7 @@ class DataParallel {
   int rank() const { return comm_.rank(); }
   int size() const { return comm_.size(); }
   bool root() const { return comm_.root(); }
+  void barrier() { comm_.barrier(); }
   bool sharded() const { return zero_ && size() > 1; }
   int64_t local_batch() const { return local_batch_; }
   // Plans buckets and shards for the model, hooks its backward().

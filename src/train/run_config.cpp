@@ -163,7 +163,16 @@ const std::vector<Key>& keys() {
       bool_key("model.tied", &RunConfig::model, &M::tied),
       float_key("model.rope_freq_base", &RunConfig::model, &M::rope_freq_base),
       float_key("model.rms_eps", &RunConfig::model, &M::rms_eps),
-      string_key("data.corpus", &RunConfig::data, &D::corpus),
+      list_key("data.corpus", &RunConfig::data, &D::corpus),
+      list_key("data.val_corpus", &RunConfig::data, &D::val_corpus),
+      string_key("data.file_type", &RunConfig::data, &D::file_type),
+      string_key("data.doc_separator", &RunConfig::data, &D::doc_separator),
+      string_key("data.text_key", &RunConfig::data, &D::text_key),
+      string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document),
+      bool_key("data.add_bos", &RunConfig::data, &D::add_bos),
+      bool_key("data.add_eos", &RunConfig::data, &D::add_eos),
+      int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens),
+      int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines),
       string_key("data.tokenizer", &RunConfig::data, &D::tokenizer),
       int_key("data.vocab_size", &RunConfig::data, &D::vocab_size),
       float_key("data.val_fraction", &RunConfig::data, &D::val_fraction),
@@ -236,7 +245,9 @@ const char* kind_text(Kind k) {
 std::string node_text(const toml::node& n, const Key& key, const std::string& source) {
   std::string got;
   if (auto v = n.as_string()) {
-    if (key.kind == Kind::String) return v->get();
+    // A list key also takes one string (`corpus = "kjv.txt"`, as older
+    // configs hold it), split at commas like --set.
+    if (key.kind == Kind::String || key.kind == Kind::List) return v->get();
     got = "the string " + quote(v->get());
   } else if (auto v = n.as_integer()) {
     if (key.kind == Kind::Int || key.kind == Kind::Float) return std::to_string(v->get());
@@ -373,6 +384,16 @@ void RunConfig::validate() const {
   if (!init.donor.empty() && !data.tokenizer.empty())
     fail("config: init.donor brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
          data.tokenizer);
+  if (data.doc_separator != "line" && data.doc_separator != "blank_line" && data.doc_separator != "file")
+    fail("config: data.doc_separator must be line, blank_line or file, got '{}'", data.doc_separator);
+  if (!data.file_type.empty() && data.file_type != "text" && data.file_type != "jsonl")
+    fail("config: data.file_type must be text or jsonl (or unset: by extension), got '{}'", data.file_type);
+  if (data.on_bad_document != "error" && data.on_bad_document != "skip")
+    fail("config: data.on_bad_document must be error or skip, got '{}'", data.on_bad_document);
+  if (data.text_key.empty()) fail("config: data.text_key is empty");
+  if (data.shard_tokens < 1) fail("config: data.shard_tokens must be positive, got {}", data.shard_tokens);
+  if (data.tokenizer_sample_lines < 1)
+    fail("config: data.tokenizer_sample_lines must be positive, got {}", data.tokenizer_sample_lines);
   if (data.vocab_size < 260) fail("config: data.vocab_size must be at least 260, got {}", data.vocab_size);
   if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);

@@ -18,7 +18,17 @@ struct ModelSection {
 };
 
 struct DataSection {
-  std::string corpus;     // UTF-8 text, one document per line
+  // Files, folders (recursively) and globs; .txt, .jsonl/.json, either
+  // compressed as .gz or .zst (data/input/documents.h).
+  std::vector<std::string> corpus;
+  std::vector<std::string> val_corpus;  // a separate validation set; empty: val_fraction of corpus
+  std::string file_type;                // "" (by extension), "text" or "jsonl"
+  std::string doc_separator = "line";   // text files: "line", "blank_line" or "file"
+  std::string text_key = "text";        // JSONL: the member holding the document
+  std::string on_bad_document = "error";  // invalid UTF-8 / JSON: "error" or "skip" (counted)
+  bool add_bos = true, add_eos = true;  // each document is BOS + text + EOS
+  int64_t shard_tokens = 100'000'000;   // training tokens per shard file
+  int64_t tokenizer_sample_lines = 2'000'000;  // lines sampled to train a tokenizer on
   std::string tokenizer;  // sentencepiece .model or a GGUF's vocabulary; empty: train one
   int64_t vocab_size = 4096;
   double val_fraction = 0.01;

@@ -22,8 +22,6 @@
 #include <thread>
 
 #include "data/batch_loader.h"
-#include "data/corpus.h"
-#include "data/sentencepiece_train.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/generator.h"
@@ -39,6 +37,7 @@
 #include "train/finetune.h"
 #include "train/metrics.h"
 #include "train/run_checkpoint.h"
+#include "train/run_data.h"
 #include "train/schedule.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -187,24 +186,6 @@ void remove_stale_temp_files(const std::string& run_dir, bool quiet) {
     fmt::print(stderr, "removed {} temporary file(s) left by an interrupted write in {}\n", removed, run_dir);
 }
 
-// Says what is wrong with a corpus before a tokenizer is trained on it.
-void check_corpus(const std::string& path) {
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (!fs::exists(st)) fail("{}: the corpus (data.corpus) does not exist", path);
-  if (!fs::is_regular_file(st)) fail("{}: the corpus (data.corpus) is not a regular file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read the corpus (data.corpus)", path);
-  if (fs::file_size(path, ec) == 0)
-    fail("{}: the corpus (data.corpus) is empty; it needs UTF-8 text, one document per line", path);
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i)
-      if (!std::isspace(static_cast<unsigned char>(buf[i]))) return;
-  }
-  fail("{}: the corpus (data.corpus) has no text, only blank lines", path);
-}
-
 // The latest checkpoint of a run, for messages: "RUN/weights/step_N.gguf" or
 // a sentence saying there is none yet.
 std::string last_checkpoint_text(const std::string& run_dir) {
@@ -267,45 +248,6 @@ std::string new_run_id() {
   return fmt::format("{:016x}", rng.next_u64());
 }
 
-data::Tokenizer load_or_train_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet,
-                                       int64_t resume_step) {
-  for (const auto& [key, path] : {std::pair{"init.donor", c.init.donor}, std::pair{"init.from", c.init.from}}) {
-    if (path.empty()) continue;
-    try {
-      return data::Tokenizer::from_gguf(gguf::GgufFile(path));
-    } catch (const Error& e) {
-      fail("{} ({} must be a llama GGUF with a vocabulary)", e.what(), key);
-    }
-  }
-  const std::string& t = c.data.tokenizer;
-  if (!t.empty()) {
-    try {
-      if (t.size() > 5 && t.substr(t.size() - 5) == ".gguf") return data::Tokenizer::from_gguf(gguf::GgufFile(t));
-      return data::Tokenizer::from_sentencepiece(t);
-    } catch (const Error& e) {
-      fail("{} (data.tokenizer must be a sentencepiece .model or a .gguf with a llama or gpt2 vocabulary)",
-           e.what());
-    }
-  }
-  const std::string own = run_dir + "/tokenizer.model";
-  if (resume_step >= 0 && !fs::exists(own)) {
-    // Every checkpoint carries its vocabulary: resume with that one rather
-    // than train a new tokenizer that might split the text differently.
-    const std::string w = weights_path(run_dir, resume_step);
-    if (!quiet) fmt::print(stderr, "{} is missing; using the vocabulary stored in {}\n", own, w);
-    return data::Tokenizer::from_gguf(gguf::GgufFile(w));
-  }
-  if (!fs::exists(own)) {
-    if (!quiet) fmt::print(stderr, "training a {}-token BPE tokenizer on {}\n", c.data.vocab_size, c.data.corpus);
-    try {
-      data::train_sentencepiece_bpe(c.data.corpus, int(c.data.vocab_size), own);
-    } catch (const Error& e) {
-      fail("{} (data.vocab_size = {})", e.what(), c.data.vocab_size);
-    }
-  }
-  return data::Tokenizer::from_sentencepiece(own);
-}
-
 std::string duration_text(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   int64_t t = int64_t(s);
@@ -332,7 +274,7 @@ class Run {
   std::string run_id_;
   int64_t start_step_ = 0;
   std::unique_ptr<data::Tokenizer> tok_;
-  std::unique_ptr<data::TokenFile> train_tokens_, val_tokens_;
+  std::unique_ptr<data::TokenStream> train_tokens_, val_tokens_;
   std::unique_ptr<data::BatchLoader> loader_, val_loader_;
   model::LlamaConfig mc_;
   std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
@@ -355,7 +297,7 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   const std::string& dir = opts_.run_dir;
   if (!opts_.resume && latest_step(dir) >= 0)
     fail("{}: this run folder already has checkpoints; use --resume to continue it", dir);
-  if (c_.data.corpus.empty()) fail("config: data.corpus is not set (a UTF-8 text file)");
+  if (c_.data.corpus.empty()) fail("config: data.corpus is not set (text or JSONL files, folders or globs)");
   inject_steps_ = injected_steps();
   inject_grad_ = inject_into_grad();
   if (fs::exists(dir) && !fs::is_directory(dir)) fail("{}: the run folder is not a directory", dir);
@@ -365,7 +307,6 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   if (c_.train.threads > 0) omp_set_num_threads(int(c_.train.threads));
 
   remove_stale_temp_files(dir, opts_.quiet);
-  if (!opts_.resume) check_corpus(c_.data.corpus);
   int64_t resume_step = -1;
   if (opts_.resume) {
     resume_step = latest_step(dir);
@@ -375,7 +316,7 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
     check_same_model(c_, saved, dir, resume_step);
   }
   if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
-  tok_ = std::make_unique<data::Tokenizer>(load_or_train_tokenizer(dir, c_, opts_.quiet, resume_step));
+  tok_ = std::make_unique<data::Tokenizer>(run_tokenizer(dir, c_, opts_.quiet, resume_step));
   if (opts_.resume && c_.train.lora.rank == 0)  // a LoRA checkpoint is an adapter, without vocabulary
     check_same_vocabulary(*tok_,
                           !c_.init.donor.empty()        ? c_.init.donor
@@ -383,22 +324,16 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
                           : c_.data.tokenizer.empty() ? dir + "/tokenizer.model"
                                                       : c_.data.tokenizer,
                           weights_path(dir, resume_step));
-  const std::string train_path = dir + "/data/train.tok", val_path = dir + "/data/val.tok";
-  if ((!opts_.resume && dp_->root()) || !fs::exists(train_path) || !fs::exists(val_path)) {
-    auto st = data::prepare_corpus(c_.data.corpus, *tok_, c_.data.val_fraction, c_.train.seed,
-                                   train_path, val_path);
-    if (!opts_.quiet)
-      fmt::print(stderr, "corpus: {} documents, {} bytes -> {} train / {} validation tokens\n",
-                 st.documents, st.bytes, st.train_tokens, st.val_tokens);
-  }
-  train_tokens_ = std::make_unique<data::TokenFile>(train_path);
-  val_tokens_ = std::make_unique<data::TokenFile>(val_path);
+  auto tokens = open_run_tokens(c_, dir, *tok_, opts_.resume, opts_.quiet, *dp_);
+  train_tokens_ = std::move(tokens.train);
+  val_tokens_ = std::move(tokens.val);
   if (train_tokens_->vocab() != tok_->vocab_size())
-    fail("{}: token file vocabulary {} differs from the tokenizer's {}", train_path,
+    fail("{}: token file vocabulary {} differs from the tokenizer's {}", train_tokens_->describe(),
          train_tokens_->vocab(), tok_->vocab_size());
   const int64_t T = c_.train.seq_len;
   loader_ = std::make_unique<data::BatchLoader>(*train_tokens_, T, c_.train.seed);
-  if (val_tokens_->size() > T) val_loader_ = std::make_unique<data::BatchLoader>(*val_tokens_, T, c_.train.seed);
+  if (val_tokens_ && val_tokens_->size() > T)
+    val_loader_ = std::make_unique<data::BatchLoader>(*val_tokens_, T, c_.train.seed);
 
   mc_ = c_.llama(tok_->vocab_size());
   if (donor_) attach_donor();

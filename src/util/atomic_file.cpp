@@ -67,6 +67,21 @@ void AtomicFileWriter::write_zeros(size_t n) {
   }
 }
 
+void AtomicFileWriter::overwrite_at(size_t offset, const void* data, size_t n) {
+  if (offset + n > written_) fail("{}: cannot rewrite bytes {}..{} of {} written", dest_, offset, offset + n, written_);
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd_, p, n, off_t(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail("{}: write failed at byte {}: {}", dest_, offset, errno_text(errno));
+    }
+    p += w;
+    n -= size_t(w);
+    offset += size_t(w);
+  }
+}
+
 void AtomicFileWriter::commit() {
   if (::fsync(fd_) != 0) fail("{}: fsync failed: {}", dest_, errno_text(errno));
   if (::close(fd_) != 0) {

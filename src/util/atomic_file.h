@@ -17,6 +17,9 @@ class AtomicFileWriter {
 
   void write(const void* data, size_t n);
   void write_zeros(size_t n);
+  // Rewrites n bytes at `offset` of what was written (e.g. a header whose
+  // counts are known only at the end); the file position stays at the end.
+  void overwrite_at(size_t offset, const void* data, size_t n);
   size_t bytes_written() const { return written_; }
   // fsync + rename + fsync(dir). Throws Error naming the file on failure.
   void commit();

@@ -1,0 +1,58 @@
+#pragma once
+// Streaming corpus preparation: documents are read from the inputs in
+// order, tokenized in parallel in batches of a few MB (BOS + text + EOS by
+// default), split between training and validation per document, and
+// appended to shard files of about `shard_tokens` training tokens each
+// (DIR/train-NNNNN.tok, DIR/val-NNNNN.tok). Memory stays bounded by the
+// batch, whatever the corpus size. DIR/manifest.json records every finished
+// shard, so an interrupted preparation continues after the last one, and a
+// later run reuses complete data whose sources and options are unchanged.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/input/documents.h"
+#include "data/prepare/manifest.h"
+#include "data/tokenizer.h"
+
+namespace ggtrain::data {
+
+struct PrepareOptions {
+  std::vector<std::string> corpus;      // files, folders, globs
+  std::vector<std::string> val_corpus;  // a separate validation set (then val_fraction is unused)
+  std::string file_type;                // "" (by extension), "text", "jsonl"
+  DocumentOptions documents;
+  bool add_bos = true, add_eos = true;
+  // A document is validation when a hash of (seed, its index among the
+  // corpus documents) falls under val_fraction: deterministic, spread over
+  // the whole corpus, independent of batch and shard sizes.
+  double val_fraction = 0.01;
+  uint64_t seed = 1337;
+  int64_t shard_tokens = 100'000'000;
+  int64_t batch_bytes = 8 << 20;  // text tokenized at once
+  bool quiet = false;
+};
+
+// What to do when a manifest's sources or options no longer match.
+enum class OnMismatch { kPrepareAgain, kRefuse };
+
+struct PreparedData {
+  std::vector<std::string> train_shards, val_shards;
+  Manifest manifest;
+  bool reused = false;  // complete data found, nothing tokenized
+};
+
+PreparedData prepare_data(const PrepareOptions& o, const Tokenizer& tok, const std::string& dir,
+                          OnMismatch on_mismatch);
+
+// A hash of everything that decides token ids: vocabulary pieces and types,
+// special ids, the tokenizer type and its space prefix.
+std::string tokenizer_fingerprint(const Tokenizer& tok);
+
+// The documents of `o` (corpus then val_corpus) in order, up to max_bytes of
+// text written to `out_path` one line per text line (for sentencepiece):
+// every document while they fit, then a seeded uniform sample of lines
+// (reservoir). Returns the number of lines written.
+int64_t write_text_sample(const PrepareOptions& o, const std::string& out_path, int64_t max_lines);
+
+}  // namespace ggtrain::data

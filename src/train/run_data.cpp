@@ -1,0 +1,138 @@
+#include "train/run_data.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "data/prepare/progress.h"
+#include "data/sentencepiece_train.h"
+#include "gguf/reader.h"
+#include "train/run_checkpoint.h"
+#include "train/data_parallel.h"
+#include "util/error.h"
+
+namespace ggtrain::train {
+
+namespace fs = std::filesystem;
+
+data::PrepareOptions prepare_options(const RunConfig& c, bool quiet) {
+  data::PrepareOptions o;
+  o.corpus = c.data.corpus;
+  o.val_corpus = c.data.val_corpus;
+  o.file_type = c.data.file_type;
+  o.documents.separator = c.data.doc_separator == "blank_line" ? data::DocSeparator::kBlankLine
+                          : c.data.doc_separator == "file"     ? data::DocSeparator::kFile
+                                                               : data::DocSeparator::kLine;
+  o.documents.text_key = c.data.text_key;
+  o.documents.on_bad = c.data.on_bad_document == "skip" ? data::OnBadDocument::kSkip : data::OnBadDocument::kError;
+  o.add_bos = c.data.add_bos;
+  o.add_eos = c.data.add_eos;
+  o.val_fraction = c.data.val_fraction;
+  o.seed = c.train.seed;
+  o.shard_tokens = c.data.shard_tokens;
+  o.quiet = quiet;
+  return o;
+}
+
+void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model, bool quiet) {
+  const std::string sample = out_model + ".sample.txt";
+  const auto o = prepare_options(c, true);
+  const int64_t lines = data::write_text_sample(o, sample, c.data.tokenizer_sample_lines);
+  if (lines == 0) {
+    fs::remove(sample);
+    fail("data.corpus ({}): no text to train a tokenizer on (empty files or blank lines only)",
+         fmt::join(c.data.corpus, ", "));
+  }
+  if (!quiet)
+    fmt::print(stderr, "training a {}-token BPE tokenizer on {} lines sampled from the corpus\n", c.data.vocab_size,
+               data::human_count(double(lines)));
+  try {
+    const auto report = data::train_sentencepiece_bpe(sample, int(c.data.vocab_size), out_model);
+    if (report.long_lines > 0 && !quiet)
+      fmt::print(stderr, "tokenizer: {} of the sampled lines are longer than {} bytes and were not used for it\n",
+                 report.long_lines, report.max_line_bytes);
+  } catch (const Error& e) {
+    fs::remove(sample);
+    // Name what the user gave, not the sample file made from it.
+    std::string what = e.what();
+    if (what.rfind(sample, 0) == 0) what = fmt::format("data.corpus ({})", fmt::join(c.data.corpus, ", ")) + what.substr(sample.size());
+    fail("{} (data.vocab_size = {})", what, c.data.vocab_size);
+  }
+  fs::remove(sample);
+}
+
+data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step) {
+  for (const auto& [key, path] : {std::pair{"init.donor", c.init.donor}, std::pair{"init.from", c.init.from}}) {
+    if (path.empty()) continue;
+    try {
+      return data::Tokenizer::from_gguf(gguf::GgufFile(path));
+    } catch (const Error& e) {
+      fail("{} ({} must be a llama GGUF with a vocabulary)", e.what(), key);
+    }
+  }
+  const std::string& t = c.data.tokenizer;
+  if (!t.empty()) {
+    try {
+      if (t.size() > 5 && t.substr(t.size() - 5) == ".gguf") return data::Tokenizer::from_gguf(gguf::GgufFile(t));
+      return data::Tokenizer::from_sentencepiece(t);
+    } catch (const Error& e) {
+      fail("{} (data.tokenizer must be a sentencepiece .model or a .gguf with a llama or gpt2 vocabulary)",
+           e.what());
+    }
+  }
+  const std::string own = run_dir + "/tokenizer.model";
+  if (resume_step >= 0 && !fs::exists(own)) {
+    // Every checkpoint carries its vocabulary: resume with that one rather
+    // than train a new tokenizer that might split the text differently.
+    const std::string w = weights_path(run_dir, resume_step);
+    if (!quiet) fmt::print(stderr, "{} is missing; using the vocabulary stored in {}\n", own, w);
+    return data::Tokenizer::from_gguf(gguf::GgufFile(w));
+  }
+  if (!fs::exists(own)) train_tokenizer_on_corpus(c, own, quiet);
+  return data::Tokenizer::from_sentencepiece(own);
+}
+
+namespace {
+
+RunTokens open_streams(const std::vector<std::string>& train, const std::vector<std::string>& val) {
+  RunTokens t;
+  t.train = std::make_unique<data::TokenStream>(train);
+  if (!val.empty()) t.val = std::make_unique<data::TokenStream>(val);
+  return t;
+}
+
+data::PreparedData prepare(const RunConfig& c, const std::string& dir, const data::Tokenizer& tok, bool resume,
+                           bool quiet) {
+  auto p = data::prepare_data(prepare_options(c, quiet), tok, dir,
+                              resume ? data::OnMismatch::kRefuse : data::OnMismatch::kPrepareAgain);
+  const auto& m = p.manifest;
+  if (m.documents == 0)
+    fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(c.data.corpus, ", "));
+  if (!quiet)
+    fmt::print(stderr, "data: {} documents{} -> {} train / {} validation tokens in {} shard(s){}\n", m.documents,
+               m.skipped ? fmt::format(" ({} bad ones skipped)", m.skipped) : "", m.train_tokens, m.val_tokens,
+               m.shards.size(), p.reused ? " (prepared before, reused)" : "");
+  return p;
+}
+
+}  // namespace
+
+RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const data::Tokenizer& tok, bool resume,
+                          bool quiet, DataParallel& dp) {
+  const std::string dir = run_dir + "/data";
+  const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
+  if (resume && !fs::exists(data::manifest_path(dir)) && fs::exists(legacy_train)) {
+    // Prepared before document ends and shards existed: the run resumes on
+    // exactly the tokens it started with.
+    if (!quiet) fmt::print(stderr, "data: {} (prepared by an earlier ggtrain, without EOS): used as it is\n", legacy_train);
+    data::TokenFile val(legacy_val);
+    return open_streams({legacy_train}, val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});
+  }
+  data::PreparedData p;
+  if (dp.root()) p = prepare(c, dir, tok, resume, quiet);
+  dp.barrier();
+  if (!dp.root()) p = prepare(c, dir, tok, resume, true);
+  return open_streams(p.train_shards, p.val_shards);
+}
+
+}  // namespace ggtrain::train

@@ -1,0 +1,42 @@
+#pragma once
+// A run's data: the tokenizer trained on its corpus when it brings none,
+// and the training and validation token streams prepared into RUN/data
+// (data/prepare/prepare.h) from the data.* keys.
+#include <memory>
+#include <string>
+
+#include "data/prepare/prepare.h"
+#include "data/token_file.h"
+#include "data/tokenizer.h"
+#include "train/run_config.h"
+
+namespace ggtrain::train {
+
+class DataParallel;
+
+data::PrepareOptions prepare_options(const RunConfig& c, bool quiet);
+
+// Trains a sentencepiece BPE tokenizer of data.vocab_size pieces on a
+// seeded sample of at most data.tokenizer_sample_lines lines of the corpus
+// and writes it to out_model.
+void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model, bool quiet);
+
+// The run's tokenizer: init.donor's or init.from's vocabulary, else
+// data.tokenizer, else RUN/tokenizer.model (trained on the corpus when
+// missing; on resume without it, the vocabulary of the latest checkpoint).
+data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step);
+
+struct RunTokens {
+  std::unique_ptr<data::TokenStream> train, val;  // val is null when there is no validation text
+};
+
+// Prepares (or reuses) RUN/data and opens its shards. On resume the data
+// must be what the run was prepared with (sources, options, tokenizer), or
+// this refuses naming what changed; a folder prepared by ggtrain 0.1's
+// single-file format (data/train.tok, no manifest) is used as it is. Under
+// mpirun rank 0 prepares first; the others then find it complete (or, on
+// another machine without the folder, prepare the same files).
+RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const data::Tokenizer& tok, bool resume,
+                          bool quiet, DataParallel& dp);
+
+}  // namespace ggtrain::train
