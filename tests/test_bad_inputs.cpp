@@ -6,8 +6,6 @@
 // To print the table rows for the current messages:
 //   GGTRAIN_BAD_INPUTS_DOC=1 build/tests/ggtrain_reliability_tests --gtest_filter='BadInputs/*' | grep '^| `'
 #include <gtest/gtest.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +18,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "support/cli_runner.h"
+#include "support/compress.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 
@@ -36,26 +35,6 @@ std::string slurp(const std::string& path) {
 
 void spit(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-std::string gzip_of(const std::string& text) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, uLong(text.size())) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
-  z.avail_in = uInt(text.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = uInt(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-std::string zstd_of(const std::string& text) {
-  std::string out(ZSTD_compressBound(text.size()), '\0');
-  out.resize(ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3));
-  return out;
 }
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
@@ -159,10 +138,10 @@ std::vector<Case> cases() {
                [](Env& e) { spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"body\": \"two\"}\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("docs.jsonl"); return a; },
                {"docs.jsonl:2", "text", "data.text_key"}});
   c.push_back({"truncated_gzip", "a `.gz` corpus cut short",
-               [](Env& e) { spit(e.t("corpus.txt.gz"), gzip_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.gz"); return a; },
+               [](Env& e) { spit(e.t("corpus.txt.gz"), test_support::gzip_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.gz"); return a; },
                {"corpus.txt.gz", "truncated"}});
   c.push_back({"truncated_zstd", "a `.zst` corpus cut short",
-               [](Env& e) { spit(e.t("corpus.txt.zst"), zstd_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.zst"); return a; },
+               [](Env& e) { spit(e.t("corpus.txt.zst"), test_support::zstd_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.zst"); return a; },
                {"corpus.txt.zst", "truncated"}});
   c.push_back({"bad_doc_separator", "`data.doc_separator` is not a known separator",
                [](Env& e) { return e.fresh({"data.doc_separator=paragraph"}); },

@@ -2,12 +2,9 @@
 // .gz/.zst files decompress, how bytes split into documents, and the exact
 // message of every bad input. All data is written by the tests themselves.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,6 +13,7 @@
 #include <vector>
 
 #include "data/input/documents.h"
+#include "support/compress.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
 
@@ -44,29 +42,8 @@ void write_file(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-// One gzip member (deflate with a gzip header: windowBits 15 + 16).
-std::string gzip(const std::string& data) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, uLong(data.size())) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  z.avail_in = uInt(data.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = uInt(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-// One zstd frame.
-std::string zstd(const std::string& data) {
-  std::string out(ZSTD_compressBound(data.size()), '\0');
-  size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
-  EXPECT_FALSE(ZSTD_isError(n));
-  out.resize(n);
-  return out;
-}
+std::string gzip(const std::string& data) { return ggtrain::test_support::gzip_of(data); }
+std::string zstd(const std::string& data) { return ggtrain::test_support::zstd_of(data); }
 
 // Lines that do not compress to nothing, so a cut lands inside the data.
 std::string varied_lines(int n) {
@@ -548,7 +525,7 @@ TEST(DocumentsExpand, UnknownOverrideFails) {
   TempDir t;
   write_file(t / "a.txt", "x");
   EXPECT_EQ(error_of([&] { expand_inputs({t / "a.txt"}, "xml", kKey); }),
-            "data.corpus: file type must be \"text\" or \"jsonl\" (or empty: by extension), got 'xml'");
+            "data.corpus: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got 'xml'");
 }
 
 TEST(DocumentsExpand, SizeAndModificationTimeFromStat) {

@@ -29,11 +29,14 @@ int run(const Opts& o) {
   if (!o.config.empty()) train::apply_toml_file(c, o.config);
   for (const auto& s : o.sets) train::apply_override(c, s);
   c.validate();
-  if (c.data.corpus.empty()) throw ggtrain::Error("config: data.corpus is not set (text or JSONL files, folders or globs)");
+  if (c.data.corpus.empty() && c.data.sources.empty())
+    throw ggtrain::Error("config: data.corpus is not set (text or JSONL files, folders or globs)");
   const auto tok = train::run_tokenizer(o.out, c, o.quiet, -1);
   train::DataParallel one(train::single_process(), c.train.batch, c.train.seq_len, 0);
   const auto tokens = train::open_run_tokens(c, o.out, tok, false, o.quiet, one);
-  fmt::print("prepared {}/data: {} training and {} validation tokens\n", o.out, tokens.train->size(),
+  int64_t train_tokens = 0;
+  for (const auto& t : tokens.train) train_tokens += t->size();
+  fmt::print("prepared {}/data: {} training and {} validation tokens\n", o.out, train_tokens,
              tokens.val ? tokens.val->size() : 0);
   return 0;
 }

@@ -64,8 +64,17 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
   w.set("ggtrain.run_id", Value::str(meta.run_id));
   w.set("ggtrain.step", Value::u64(uint64_t(meta.step)));
-  w.set("ggtrain.data.epoch", Value::u64(meta.loader.epoch));
-  w.set("ggtrain.data.cursor", Value::u64(meta.loader.cursor));
+  // Source 0 under the keys a single-source run always had; a mixture adds
+  // the window count and one pair per further source.
+  w.set("ggtrain.data.epoch", Value::u64(meta.loader.sources.at(0).epoch));
+  w.set("ggtrain.data.cursor", Value::u64(meta.loader.sources.at(0).cursor));
+  if (meta.loader.sources.size() > 1) {
+    w.set("ggtrain.data.windows_drawn", Value::u64(meta.loader.drawn));
+    for (size_t k = 1; k < meta.loader.sources.size(); ++k) {
+      w.set(fmt::format("ggtrain.data.source.{}.epoch", k), Value::u64(meta.loader.sources[k].epoch));
+      w.set(fmt::format("ggtrain.data.source.{}.cursor", k), Value::u64(meta.loader.sources[k].cursor));
+    }
+  }
   w.set("ggtrain.config", Value::str(meta.config_toml));
   if (d.lora_base) {
     w.set("ggtrain.lora.base.path", Value::str(d.lora_base->path()));
@@ -157,8 +166,13 @@ CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
     fail("{}: ggtrain.step is {}, expected {}", s.path(), m.step, expect_step);
   m.run_id = s.get_string("ggtrain.run_id");
   m.config_toml = s.get_string("ggtrain.config");
-  m.loader.epoch = s.get_uint("ggtrain.data.epoch");
-  m.loader.cursor = s.get_uint("ggtrain.data.cursor");
+  m.loader.sources.push_back({s.get_uint("ggtrain.data.epoch"), s.get_uint("ggtrain.data.cursor")});
+  if (s.find("ggtrain.data.windows_drawn")) {
+    m.loader.drawn = s.get_uint("ggtrain.data.windows_drawn");
+    for (size_t k = 1; s.find(fmt::format("ggtrain.data.source.{}.epoch", k)); ++k)
+      m.loader.sources.push_back({s.get_uint(fmt::format("ggtrain.data.source.{}.epoch", k)),
+                                  s.get_uint(fmt::format("ggtrain.data.source.{}.cursor", k))});
+  }
   return m;
 }
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/batch_loader.h"
+#include "data/mixture_loader.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "model/config.h"
@@ -21,7 +21,7 @@ struct CheckpointMeta {
   int64_t step = 0;
   std::string run_id;
   std::string config_toml;  // the resolved run config
-  data::LoaderState loader;
+  data::MixtureState loader;  // the data position: windows drawn, each source's (epoch, cursor)
 };
 
 struct CheckpointData {

@@ -17,7 +17,7 @@ namespace ggtrain::train {
 namespace {
 
 // The TOML value type a key takes (a float key also takes an integer).
-enum class Kind { Int, Float, Bool, String, List };
+enum class Kind { Int, Float, Bool, String, List, Sources };
 
 // One entry per config key: how to read it from text and write it as TOML.
 struct Key {
@@ -147,6 +147,47 @@ Key list_key(const std::string& name, T RunConfig::*sec, std::vector<std::string
           [=](const RunConfig& c) { return list_literal((c.*sec).*field); }, Kind::List};
 }
 
+// data.sources as --set writes it: "PATH@WEIGHT,PATH@WEIGHT" (weight 1
+// when "@WEIGHT" is left out).
+std::vector<DataSection::Source> parse_sources(const std::string& key, const std::string& v) {
+  std::vector<DataSection::Source> out;
+  for (const auto& item : parse_list(key, v)) {
+    const size_t at = item.rfind('@');
+    DataSection::Source s{item.substr(0, at), 1.0};
+    if (at != std::string::npos) s.weight = parse_float(key + " weight of " + s.path, item.substr(at + 1));
+    if (s.path.empty()) fail("config: {}: a source without a path ('{}')", key, item);
+    if (!(s.weight > 0)) fail("config: {}: the weight of {} must be positive, got {}", key, s.path, s.weight);
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string sources_literal(const std::vector<DataSection::Source>& sources) {
+  std::vector<std::string> items;
+  for (const auto& s : sources) items.push_back(fmt::format("{{path = {}, weight = {}}}", quote(s.path), float_literal(s.weight)));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+std::string sources_text(const toml::array& a, const Key& key, const std::string& source) {
+  std::vector<std::string> items;
+  for (const auto& e : a) {
+    const auto* t = e.as_table();
+    const auto* path = t ? t->get_as<std::string>("path") : nullptr;
+    if (!path) fail("{}: {} must be an array of {{path = \"...\", weight = number}} tables", source, key.name);
+    double weight = 1.0;
+    if (const auto* w = t->get("weight")) {
+      if (auto f = w->value<double>()) weight = *f;
+      else fail("{}: {}: the weight of {} must be a number", source, key.name, path->get());
+    }
+    for (const auto& [k, v] : *t)
+      if (k.str() != "path" && k.str() != "weight") fail("{}: {}: unknown field '{}' (path, weight)", source, key.name, std::string(k.str()));
+    if (path->get().find_first_of(",@") != std::string::npos)
+      fail("{}: {}: '{}' holds ',' or '@', which data.sources paths cannot", source, key.name, path->get());
+    items.push_back(fmt::format("{}@{}", path->get(), weight));
+  }
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
 const std::vector<Key>& keys() {
   using M = ModelSection;
   using D = DataSection;
@@ -165,6 +206,8 @@ const std::vector<Key>& keys() {
       float_key("model.rms_eps", &RunConfig::model, &M::rms_eps),
       list_key("data.corpus", &RunConfig::data, &D::corpus),
       list_key("data.val_corpus", &RunConfig::data, &D::val_corpus),
+      {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
+       [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources},
       string_key("data.file_type", &RunConfig::data, &D::file_type),
       string_key("data.doc_separator", &RunConfig::data, &D::doc_separator),
       string_key("data.text_key", &RunConfig::data, &D::text_key),
@@ -235,6 +278,7 @@ const char* kind_text(Kind k) {
     case Kind::Bool: return "true or false";
     case Kind::String: return "a string";
     case Kind::List: return "an array of strings";
+    case Kind::Sources: return "an array of {path = \"...\", weight = number} tables";
   }
   return "?";
 }
@@ -258,6 +302,8 @@ std::string node_text(const toml::node& n, const Key& key, const std::string& so
   } else if (auto v = n.as_boolean()) {
     if (key.kind == Kind::Bool) return v->get() ? "true" : "false";
     got = v->get() ? "true" : "false";
+  } else if (auto a = n.as_array(); a && key.kind == Kind::Sources) {
+    return sources_text(*a, key, source);
   } else if (auto a = n.as_array(); a && key.kind == Kind::List) {
     std::vector<std::string> items;
     for (const auto& e : *a) {
@@ -384,10 +430,16 @@ void RunConfig::validate() const {
   if (!init.donor.empty() && !data.tokenizer.empty())
     fail("config: init.donor brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
          data.tokenizer);
+  if (!data.sources.empty() && !data.corpus.empty())
+    fail("config: data.sources and data.corpus exclude each other (a mixture names its corpora in data.sources)");
+  if (!data.sources.empty() && !data.val_corpus.empty())
+    fail("config: data.val_corpus does not apply to data.sources (each source keeps data.val_fraction of its documents)");
   if (data.doc_separator != "line" && data.doc_separator != "blank_line" && data.doc_separator != "file")
     fail("config: data.doc_separator must be line, blank_line or file, got '{}'", data.doc_separator);
-  if (!data.file_type.empty() && data.file_type != "text" && data.file_type != "jsonl")
-    fail("config: data.file_type must be text or jsonl (or unset: by extension), got '{}'", data.file_type);
+  if (!data.file_type.empty() && data.file_type != "text" && data.file_type != "jsonl" && data.file_type != "llmc" &&
+      data.file_type != "nanogpt")
+    fail("config: data.file_type must be text, jsonl, llmc or nanogpt (or unset: by extension), got '{}'",
+         data.file_type);
   if (data.on_bad_document != "error" && data.on_bad_document != "skip")
     fail("config: data.on_bad_document must be error or skip, got '{}'", data.on_bad_document);
   if (data.text_key.empty()) fail("config: data.text_key is empty");

@@ -22,7 +22,16 @@ struct DataSection {
   // compressed as .gz or .zst (data/input/documents.h).
   std::vector<std::string> corpus;
   std::vector<std::string> val_corpus;  // a separate validation set; empty: val_fraction of corpus
-  std::string file_type;                // "" (by extension), "text" or "jsonl"
+  // A mixture instead of one corpus: each source (a corpus spec) is prepared
+  // on its own and training windows are drawn from them in proportion to
+  // the weights (data/mixture_loader.h).
+  struct Source {
+    std::string path;
+    double weight = 1.0;
+  };
+  std::vector<Source> sources;
+  // "" (by extension), "text", "jsonl", or pretokenized "llmc" / "nanogpt" (.bin)
+  std::string file_type;
   std::string doc_separator = "line";   // text files: "line", "blank_line" or "file"
   std::string text_key = "text";        // JSONL: the member holding the document
   std::string on_bad_document = "error";  // invalid UTF-8 / JSON: "error" or "skip" (counted)

@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 data::PrepareOptions prepare_options(const RunConfig& c, bool quiet) {
   data::PrepareOptions o;
   o.corpus = c.data.corpus;
+  for (const auto& s : c.data.sources) o.corpus.push_back(s.path);  // the tokenizer's sample: all of them
   o.val_corpus = c.data.val_corpus;
   o.file_type = c.data.file_type;
   o.documents.separator = c.data.doc_separator == "blank_line" ? data::DocSeparator::kBlankLine
@@ -94,25 +95,40 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
 
 namespace {
 
-RunTokens open_streams(const std::vector<std::string>& train, const std::vector<std::string>& val) {
-  RunTokens t;
-  t.train = std::make_unique<data::TokenStream>(train);
-  if (!val.empty()) t.val = std::make_unique<data::TokenStream>(val);
-  return t;
-}
-
-data::PreparedData prepare(const RunConfig& c, const std::string& dir, const data::Tokenizer& tok, bool resume,
-                           bool quiet) {
-  auto p = data::prepare_data(prepare_options(c, quiet), tok, dir,
-                              resume ? data::OnMismatch::kRefuse : data::OnMismatch::kPrepareAgain);
+// One corpus (data.corpus, or one entry of data.sources) prepared into dir.
+data::PreparedData prepare_one(const data::PrepareOptions& o, const std::string& dir, const data::Tokenizer& tok,
+                               bool resume) {
+  auto p = data::prepare_data(o, tok, dir, resume ? data::OnMismatch::kRefuse : data::OnMismatch::kPrepareAgain);
   const auto& m = p.manifest;
-  if (m.documents == 0)
-    fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(c.data.corpus, ", "));
-  if (!quiet)
+  if (m.documents == 0) fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(o.corpus, ", "));
+  if (!o.quiet)
     fmt::print(stderr, "data: {} documents{} -> {} train / {} validation tokens in {} shard(s){}\n", m.documents,
                m.skipped ? fmt::format(" ({} bad ones skipped)", m.skipped) : "", m.train_tokens, m.val_tokens,
                m.shards.size(), p.reused ? " (prepared before, reused)" : "");
   return p;
+}
+
+// Every corpus of the run prepared: data.corpus into RUN/data, or source k
+// of data.sources into RUN/data/source-k.
+std::vector<data::PreparedData> prepare_all(const RunConfig& c, const std::string& dir, const data::Tokenizer& tok,
+                                            bool resume, bool quiet) {
+  auto o = prepare_options(c, quiet);
+  if (c.data.sources.empty()) return {prepare_one(o, dir, tok, resume)};
+  std::vector<data::PreparedData> out;
+  for (size_t k = 0; k < c.data.sources.size(); ++k) {
+    o.corpus = {c.data.sources[k].path};
+    out.push_back(prepare_one(o, fmt::format("{}/source-{}", dir, k), tok, resume));
+  }
+  return out;
+}
+
+RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const std::vector<double>& weights,
+                       const std::vector<std::string>& val) {
+  RunTokens t;
+  for (const auto& shards : train) t.train.push_back(std::make_unique<data::TokenStream>(shards));
+  t.weights = weights;
+  if (!val.empty()) t.val = std::make_unique<data::TokenStream>(val);
+  return t;
 }
 
 }  // namespace
@@ -126,13 +142,22 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
     // exactly the tokens it started with.
     if (!quiet) fmt::print(stderr, "data: {} (prepared by an earlier ggtrain, without EOS): used as it is\n", legacy_train);
     data::TokenFile val(legacy_val);
-    return open_streams({legacy_train}, val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});
+    return open_streams({{legacy_train}}, {1.0},
+                        val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});
   }
-  data::PreparedData p;
-  if (dp.root()) p = prepare(c, dir, tok, resume, quiet);
+  std::vector<data::PreparedData> prepared;
+  if (dp.root()) prepared = prepare_all(c, dir, tok, resume, quiet);
   dp.barrier();
-  if (!dp.root()) p = prepare(c, dir, tok, resume, true);
-  return open_streams(p.train_shards, p.val_shards);
+  if (!dp.root()) prepared = prepare_all(c, dir, tok, resume, true);
+  std::vector<std::vector<std::string>> train;
+  std::vector<double> weights;
+  std::vector<std::string> val;  // validation: every source's, one after the other
+  for (size_t k = 0; k < prepared.size(); ++k) {
+    train.push_back(prepared[k].train_shards);
+    weights.push_back(c.data.sources.empty() ? 1.0 : c.data.sources[k].weight);
+    val.insert(val.end(), prepared[k].val_shards.begin(), prepared[k].val_shards.end());
+  }
+  return open_streams(train, weights, val);
 }
 
 }  // namespace ggtrain::train

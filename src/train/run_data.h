@@ -3,6 +3,7 @@
 // and the training and validation token streams prepared into RUN/data
 // (data/prepare/prepare.h) from the data.* keys.
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "data/prepare/prepare.h"
@@ -27,7 +28,9 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
 data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step);
 
 struct RunTokens {
-  std::unique_ptr<data::TokenStream> train, val;  // val is null when there is no validation text
+  std::vector<std::unique_ptr<data::TokenStream>> train;  // one per source (data.corpus: one)
+  std::vector<double> weights;                          // data.sources' weights
+  std::unique_ptr<data::TokenStream> val;               // null when there is no validation text
 };
 
 // Prepares (or reuses) RUN/data and opens its shards. On resume the data

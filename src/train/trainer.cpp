@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "data/batch_loader.h"
+#include "data/mixture_loader.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/generator.h"
@@ -274,8 +275,9 @@ class Run {
   std::string run_id_;
   int64_t start_step_ = 0;
   std::unique_ptr<data::Tokenizer> tok_;
-  std::unique_ptr<data::TokenStream> train_tokens_, val_tokens_;
-  std::unique_ptr<data::BatchLoader> loader_, val_loader_;
+  RunTokens tokens_;
+  std::unique_ptr<data::MixtureLoader> loader_;
+  std::unique_ptr<data::BatchLoader> val_loader_;
   model::LlamaConfig mc_;
   std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
   std::unique_ptr<gguf::GgufFile> base_;      // init.from, else null
@@ -297,7 +299,8 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
   const std::string& dir = opts_.run_dir;
   if (!opts_.resume && latest_step(dir) >= 0)
     fail("{}: this run folder already has checkpoints; use --resume to continue it", dir);
-  if (c_.data.corpus.empty()) fail("config: data.corpus is not set (text or JSONL files, folders or globs)");
+  if (c_.data.corpus.empty() && c_.data.sources.empty())
+    fail("config: data.corpus is not set (text or JSONL files, folders or globs)");
   inject_steps_ = injected_steps();
   inject_grad_ = inject_into_grad();
   if (fs::exists(dir) && !fs::is_directory(dir)) fail("{}: the run folder is not a directory", dir);
@@ -324,16 +327,16 @@ Run::Run(const TrainOptions& o) : opts_(o), c_(opts_.config) {
                           : c_.data.tokenizer.empty() ? dir + "/tokenizer.model"
                                                       : c_.data.tokenizer,
                           weights_path(dir, resume_step));
-  auto tokens = open_run_tokens(c_, dir, *tok_, opts_.resume, opts_.quiet, *dp_);
-  train_tokens_ = std::move(tokens.train);
-  val_tokens_ = std::move(tokens.val);
-  if (train_tokens_->vocab() != tok_->vocab_size())
-    fail("{}: token file vocabulary {} differs from the tokenizer's {}", train_tokens_->describe(),
-         train_tokens_->vocab(), tok_->vocab_size());
+  tokens_ = open_run_tokens(c_, dir, *tok_, opts_.resume, opts_.quiet, *dp_);
+  for (const auto& t : tokens_.train)
+    if (t->vocab() != tok_->vocab_size())
+      fail("{}: token file vocabulary {} differs from the tokenizer's {}", t->describe(), t->vocab(), tok_->vocab_size());
   const int64_t T = c_.train.seq_len;
-  loader_ = std::make_unique<data::BatchLoader>(*train_tokens_, T, c_.train.seed);
-  if (val_tokens_ && val_tokens_->size() > T)
-    val_loader_ = std::make_unique<data::BatchLoader>(*val_tokens_, T, c_.train.seed);
+  std::vector<const data::TokenStream*> sources;
+  for (const auto& t : tokens_.train) sources.push_back(t.get());
+  loader_ = std::make_unique<data::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed);
+  if (tokens_.val && tokens_.val->size() > T)
+    val_loader_ = std::make_unique<data::BatchLoader>(*tokens_.val, T, c_.train.seed);
 
   mc_ = c_.llama(tok_->vocab_size());
   if (donor_) attach_donor();

@@ -142,6 +142,9 @@ struct DocumentReader::Impl {
     switch (file.type) {
       case FileType::kJsonl: return next_record(doc);
       case FileType::kText: break;
+      case FileType::kLlmc:
+      case FileType::kNanoGpt:  // token files are read by TokenDocumentReader
+        fail("{}: a token file cannot be read as text", file.path);
     }
     switch (options.separator) {
       case DocSeparator::kLine: return next_line(doc);

@@ -4,6 +4,7 @@
 // zstd) and how its bytes split into documents (text lines, blank-line
 // paragraphs, whole files, JSONL records). Nothing here holds more than one
 // read buffer and one document in memory, whatever the corpus size.
+// Pretokenized files (llm.c, nanoGPT) are read by token_documents.h.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,7 +12,8 @@
 
 namespace ggtrain::data {
 
-enum class FileType { kText, kJsonl };
+// kLlmc and kNanoGpt hold token ids, not text (data/input/token_documents.h).
+enum class FileType { kText, kJsonl, kLlmc, kNanoGpt };
 enum class Compression { kNone, kGzip, kZstd };
 enum class DocSeparator { kLine, kBlankLine, kFile };
 enum class OnBadDocument { kError, kSkip };
@@ -32,9 +34,12 @@ struct InputFile {
 // literally even if it contains wildcard characters. Specs keep their
 // order; a file named by two specs is listed twice. The type comes from the
 // extension (.txt/.text/no known extension: text; .jsonl/.json/.ndjson:
-// JSONL; an outer .gz or .zst/.zstd selects the decompressor) unless
-// `file_type_override` is "text" or "jsonl" (the compression still comes
-// from the extension). Fails naming `key` and the spec when a spec matches
+// JSONL; .bin: llm.c tokens when its first int32 is an llm.c magic, else
+// nanoGPT tokens; an outer .gz or .zst/.zstd selects the decompressor)
+// unless `file_type_override` is "text", "jsonl", "llmc" or "nanogpt" (the
+// compression still comes from the extension). A token file's header or
+// size is checked here, so that a bad one fails before any work is done
+// (token_file_layout). Fails naming `key` and the spec when a spec matches
 // no file (`KEY: 'SPEC' matches no file`), and naming the file when it
 // cannot be read (`PATH: cannot read: REASON (KEY)`, also for a dangling
 // symlink) or a spec is neither a regular file nor a folder.

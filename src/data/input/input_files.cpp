@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "data/input/documents.h"
+#include "data/input/token_documents.h"
 #include "util/error.h"
 
 namespace ggtrain::data {
@@ -188,10 +190,22 @@ std::string strip_compression_suffix(const std::string& lower_name, Compression 
   return lower_name.substr(0, lower_name.rfind('.'));
 }
 
-FileType type_by_extension(const std::string& lower_name) {
+// `path` is read only for a .bin, whose content tells llm.c from nanoGPT.
+FileType type_by_extension(const std::string& lower_name, const std::string& path) {
   for (const char* ext : {".jsonl", ".json", ".ndjson"})
     if (ends_with(lower_name, ext)) return FileType::kJsonl;
+  if (ends_with(lower_name, ".bin")) return detect_bin_type(path);
   return FileType::kText;
+}
+
+// The values data.file_type takes besides "" (by extension).
+const std::pair<const char*, FileType> kOverrides[] = {
+    {"text", FileType::kText}, {"jsonl", FileType::kJsonl}, {"llmc", FileType::kLlmc}, {"nanogpt", FileType::kNanoGpt}};
+
+const FileType* override_type(const std::string& name) {
+  for (const auto& [n, t] : kOverrides)
+    if (name == n) return &t;
+  return nullptr;
 }
 
 // Checked at expansion time so that a run fails before it starts, not
@@ -210,14 +224,11 @@ InputFile describe_file(const std::string& path, const std::string& file_type_ov
   f.path = path;
   std::string name = lowercase(fs::path(path).filename().string());
   f.compression = compression_of(name);
-  if (file_type_override == "text")
-    f.type = FileType::kText;
-  else if (file_type_override == "jsonl")
-    f.type = FileType::kJsonl;
-  else
-    f.type = type_by_extension(strip_compression_suffix(name, f.compression));
+  const FileType* forced = override_type(file_type_override);
+  f.type = forced ? *forced : type_by_extension(strip_compression_suffix(name, f.compression), path);
   f.size = uint64_t(st.st_size);
   f.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (is_pretokenized(f.type)) token_file_layout(f);  // a bad header fails now, not hours in
   return f;
 }
 
@@ -225,9 +236,9 @@ InputFile describe_file(const std::string& path, const std::string& file_type_ov
 
 std::vector<InputFile> expand_inputs(const std::vector<std::string>& specs, const std::string& file_type_override,
                                      const std::string& key) {
-  if (!file_type_override.empty() && file_type_override != "text" && file_type_override != "jsonl")
-    fail("{}: file type must be \"text\" or \"jsonl\" (or empty: by extension), got '{}'", key,
-         file_type_override);
+  if (!file_type_override.empty() && !override_type(file_type_override))
+    fail("{}: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got '{}'",
+         key, file_type_override);
   std::vector<InputFile> files;
   for (const auto& spec : specs)
     for (const auto& path : expand_spec(spec, key)) files.push_back(describe_file(path, file_type_override, key));

@@ -2,12 +2,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
+#include "data/input/token_documents.h"
 #include "data/prepare/progress.h"
 #include "data/token_file.h"
 #include "util/atomic_file.h"
@@ -86,27 +88,45 @@ bool shard_intact(const std::string& path, int64_t n, int64_t vocab) {
   return !ec && size == uint64_t(32 + n * (vocab <= 65536 ? 2 : 4));
 }
 
+// One document of the corpus: text to tokenize, or, from a pretokenized
+// source (llm.c, nanoGPT), token ids to copy as they are.
+struct Document {
+  bool pretokenized = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+  // What it holds in memory, for the batch size.
+  int64_t bytes() const { return pretokenized ? int64_t(tokens.size() * sizeof(int32_t)) : int64_t(text.size()); }
+};
+
+// What a pretokenized source is read with: its ids are checked against the
+// vocabulary and split into documents at its EOS id.
+struct TokenVocab {
+  int64_t size = 0;
+  int32_t eos = -1;
+};
+
 // Documents in input order from a position (source, documents already read
-// from it), across files.
+// from it), across files of both kinds.
 class DocumentCursor {
  public:
-  DocumentCursor(const std::vector<InputFile>& files, const DocumentOptions& o, int64_t source, int64_t skip)
-      : files_(files), options_(o), source_(source) {
+  DocumentCursor(const std::vector<InputFile>& files, const DocumentOptions& o, TokenVocab vocab, int64_t source,
+                 int64_t skip)
+      : files_(files), options_(o), vocab_(vocab), source_(source) {
     for (int64_t i = 0; i < source && i < int64_t(files.size()); ++i) done_bytes_ += files[size_t(i)].size;
     open();
-    std::string doc;
-    while (reader_ && reader_->documents_read() < skip)
-      if (!reader_->next(&doc)) fail("{}: has fewer documents than the manifest recorded ({})", files_[size_t(source_)].path, skip);
+    Document doc;
+    while (open_now() && documents_in_source() < skip)
+      if (!read(&doc)) fail("{}: has fewer documents than the manifest recorded ({})", files_[size_t(source_)].path, skip);
   }
   // The next document that is not only white space; false at the end of
   // the last file.
-  bool next(std::string* doc) {
-    while (reader_) {
-      if (reader_->next(doc)) {
-        if (doc->find_first_not_of(" \t\r\n\v\f") != std::string::npos) return true;
+  bool next(Document* doc) {
+    while (open_now()) {
+      if (read(doc)) {
+        if (doc->pretokenized || doc->text.find_first_not_of(" \t\r\n\v\f") != std::string::npos) return true;
         continue;
       }
-      skipped_ += reader_->skipped();
+      skipped_ += text_ ? text_->skipped() : 0;
       done_bytes_ += files_[size_t(source_)].size;
       ++source_;
       open();
@@ -114,27 +134,45 @@ class DocumentCursor {
     return false;
   }
   int64_t source() const { return source_; }
-  int64_t documents_in_source() const { return reader_ ? reader_->documents_read() : 0; }
+  int64_t documents_in_source() const {
+    return text_ ? text_->documents_read() : tokens_ ? tokens_->documents_read() : 0;
+  }
   bool validation_source(const std::vector<SourceRecord>& r) const { return r[size_t(source_)].validation; }
-  uint64_t bytes_read() const { return done_bytes_ + (reader_ ? reader_->compressed_bytes_read() : 0); }
-  int64_t skipped() const { return skipped_ + (reader_ ? reader_->skipped() : 0); }
+  uint64_t bytes_read() const {
+    return done_bytes_ + (text_ ? text_->compressed_bytes_read() : tokens_ ? tokens_->compressed_bytes_read() : 0);
+  }
+  int64_t skipped() const { return skipped_ + (text_ ? text_->skipped() : 0); }
 
  private:
+  bool open_now() const { return text_ || tokens_; }
   void open() {
-    reader_.reset();
-    if (source_ < int64_t(files_.size())) reader_ = std::make_unique<DocumentReader>(files_[size_t(source_)], options_);
+    text_.reset();
+    tokens_.reset();
+    if (source_ >= int64_t(files_.size())) return;
+    const InputFile& f = files_[size_t(source_)];
+    if (is_pretokenized(f.type))
+      tokens_ = std::make_unique<TokenDocumentReader>(f, vocab_.size, vocab_.eos);
+    else
+      text_ = std::make_unique<DocumentReader>(f, options_);
+  }
+  // The open source's next document as it is; false at its end.
+  bool read(Document* doc) {
+    doc->pretokenized = tokens_ != nullptr;
+    return tokens_ ? tokens_->next(&doc->tokens) : text_->next(&doc->text);
   }
   const std::vector<InputFile>& files_;
   DocumentOptions options_;
+  TokenVocab vocab_;
   int64_t source_;
-  std::unique_ptr<DocumentReader> reader_;
+  std::unique_ptr<DocumentReader> text_;          // the open source, when it is text
+  std::unique_ptr<TokenDocumentReader> tokens_;  // or when it is pretokenized
   uint64_t done_bytes_ = 0;
   int64_t skipped_ = 0;
 };
 
 // One batch of documents and where each goes.
 struct Batch {
-  std::vector<std::string> text;
+  std::vector<Document> docs;
   std::vector<char> to_val;
   std::vector<std::vector<int32_t>> tokens;
   int64_t end_source = 0, end_documents_in_source = 0;
@@ -193,12 +231,20 @@ class ShardSet {
   std::unique_ptr<TokenFileWriter> train_, val_;
 };
 
+// Text documents become BOS + text + EOS (as add_bos/add_eos say).
+// Pretokenized documents are moved over as they are: their end-of-text
+// tokens are already in the stream, so add_bos/add_eos do not apply.
 void encode_batch(Batch& b, const Tokenizer& tok, const PrepareOptions& o) {
-  b.tokens.resize(b.text.size());
+  b.tokens.resize(b.docs.size());
   const int32_t eos = tok.eos_id();
 #pragma omp parallel for schedule(dynamic, 8)
-  for (size_t i = 0; i < b.text.size(); ++i) {
-    b.tokens[i] = tok.encode(b.text[i], o.add_bos);
+  for (size_t i = 0; i < b.docs.size(); ++i) {
+    Document& d = b.docs[i];
+    if (d.pretokenized) {
+      b.tokens[i] = std::move(d.tokens);
+      continue;
+    }
+    b.tokens[i] = tok.encode(d.text, o.add_bos);
     if (o.add_eos && eos >= 0) b.tokens[i].push_back(eos);
   }
 }
@@ -214,30 +260,33 @@ void run_pipeline(const Inputs& in, const PrepareOptions& o, const Tokenizer& to
                   Manifest& m) {
   const int64_t start_source = m.shards.empty() ? 0 : m.shards.back().end_source;
   const int64_t start_docs = m.shards.empty() ? 0 : m.shards.back().end_documents_in_source;
-  DocumentCursor cursor(in.files, o.documents, start_source, start_docs);
+  DocumentCursor cursor(in.files, o.documents, TokenVocab{tok.vocab_size(), tok.eos_id()}, start_source, start_docs);
   ShardSet shards(dir, o, m);
   uint64_t total = 0;
   for (const auto& f : in.files) total += f.size;
   ProgressLine progress("preparing " + dir, total, o.quiet);
   int64_t corpus_docs = 0;  // index of the next corpus document, for the split
   for (const auto& s : m.shards) corpus_docs += s.documents;
+  const int64_t batch_bytes = std::min(o.batch_bytes, std::max<int64_t>(o.shard_tokens, 64 << 10));
   Batch b;
   for (bool more = true; more;) {
-    b.text.clear();
+    b.docs.clear();
     b.to_val.clear();
     int64_t bytes = 0;
-    std::string doc;
-    while (bytes < o.batch_bytes && (more = cursor.next(&doc))) {
+    Document doc;
+    // Both kinds of document take the same split rule, so a pretokenized
+    // corpus resumes by (source, documents in it) as a text one does.
+    while (bytes < batch_bytes && (more = cursor.next(&doc))) {
       const bool val = cursor.validation_source(in.records) ||
                        (o.val_corpus.empty() && goes_to_validation(o.seed, corpus_docs, o.val_fraction));
-      bytes += int64_t(doc.size());
-      b.text.push_back(std::move(doc));
+      bytes += doc.bytes();
+      b.docs.push_back(std::move(doc));
       b.to_val.push_back(val);
       ++corpus_docs;
     }
     b.end_source = cursor.source();
     b.end_documents_in_source = cursor.documents_in_source();
-    if (b.text.empty()) break;
+    if (b.docs.empty()) break;
     encode_batch(b, tok, o);
     shards.add(b);
     m.skipped = cursor.skipped();
@@ -333,14 +382,32 @@ PreparedData prepare_data(const PrepareOptions& o, const Tokenizer& tok, const s
   return out;
 }
 
+namespace {
+
+// The text sources of `files`. Pretokenized ones have no text to sample; a
+// corpus of only those cannot train a tokenizer, and its ids only mean
+// something with the vocabulary they were made with.
+std::vector<InputFile> text_sources(const std::vector<InputFile>& files) {
+  std::vector<InputFile> text;
+  for (const auto& f : files)
+    if (!is_pretokenized(f.type)) text.push_back(f);
+  if (text.empty() && !files.empty())
+    fail("data.corpus: every source is pretokenized (llm.c or nanoGPT .bin, e.g. {}): pretokenized sources need "
+         "data.tokenizer (a GGUF with the vocabulary the tokens were made with)", files.front().path);
+  return text;
+}
+
+}  // namespace
+
 int64_t write_text_sample(const PrepareOptions& o, const std::string& out_path, int64_t max_lines) {
-  const Inputs in = expand_all(o);
-  DocumentCursor cursor(in.files, o.documents, 0, 0);
+  const std::vector<InputFile> files = text_sources(expand_all(o).files);
+  DocumentCursor cursor(files, o.documents, TokenVocab{}, 0, 0);
   std::vector<std::string> kept;
   Rng rng(o.seed ^ 0x5eed5a3b1e000001ULL);
   int64_t seen = 0;
-  std::string doc;
-  while (cursor.next(&doc)) {
+  Document d;
+  while (cursor.next(&d)) {
+    const std::string& doc = d.text;
     for (size_t pos = 0; pos < doc.size();) {
       size_t end = doc.find('\n', pos);
       if (end == std::string::npos) end = doc.size();

@@ -1,7 +1,8 @@
 #pragma once
 // Streaming corpus preparation: documents are read from the inputs in
 // order, tokenized in parallel in batches of a few MB (BOS + text + EOS by
-// default), split between training and validation per document, and
+// default; documents of pretokenized llm.c/nanoGPT files are copied as they
+// are), split between training and validation per document, and
 // appended to shard files of about `shard_tokens` training tokens each
 // (DIR/train-NNNNN.tok, DIR/val-NNNNN.tok). Memory stays bounded by the
 // batch, whatever the corpus size. DIR/manifest.json records every finished
@@ -20,16 +21,19 @@ namespace ggtrain::data {
 struct PrepareOptions {
   std::vector<std::string> corpus;      // files, folders, globs
   std::vector<std::string> val_corpus;  // a separate validation set (then val_fraction is unused)
-  std::string file_type;                // "" (by extension), "text", "jsonl"
+  std::string file_type;                // "" (by extension), "text", "jsonl", "llmc", "nanogpt"
   DocumentOptions documents;
-  bool add_bos = true, add_eos = true;
+  bool add_bos = true, add_eos = true;  // text documents only
   // A document is validation when a hash of (seed, its index among the
   // corpus documents) falls under val_fraction: deterministic, spread over
   // the whole corpus, independent of batch and shard sizes.
   double val_fraction = 0.01;
   uint64_t seed = 1337;
   int64_t shard_tokens = 100'000'000;
-  int64_t batch_bytes = 8 << 20;  // text tokenized at once
+  // Text tokenized at once: at most 8 MiB, and no more than about a
+  // quarter of a shard (a token is ~4 bytes of text), so shards end close to
+  // shard_tokens.
+  int64_t batch_bytes = 8 << 20;
   bool quiet = false;
 };
 
@@ -52,7 +56,8 @@ std::string tokenizer_fingerprint(const Tokenizer& tok);
 // The documents of `o` (corpus then val_corpus) in order, up to max_bytes of
 // text written to `out_path` one line per text line (for sentencepiece):
 // every document while they fit, then a seeded uniform sample of lines
-// (reservoir). Returns the number of lines written.
+// (reservoir). Pretokenized sources are left out; when every source is
+// one, fails: they need data.tokenizer. Returns the number of lines written.
 int64_t write_text_sample(const PrepareOptions& o, const std::string& out_path, int64_t max_lines);
 
 }  // namespace ggtrain::data
