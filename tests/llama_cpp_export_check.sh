@@ -2,9 +2,10 @@
 # Inference and export against llama.cpp itself (node-llama-cpp, see
 # tests/node/llama_cpp.mjs), on a tiny model trained here:
 #   1. `ggtrain export` to F16, BF16 and Q8_0: llama.cpp loads each, and its
-#      logits equal `ggtrain eval`'s on the same file to 1e-3 (F16) and 1e-2
-#      (BF16, Q8_0) max abs (llama.cpp also rounds activations for those types);
-#   2. greedy continuations of 32 tokens are identical (F32 and Q8_0);
+#      logits equal `ggtrain eval`'s on the same file to 1e-3 (F16), 1e-2
+#      (BF16) and 3e-2 (Q8_0) max abs (llama.cpp also rounds activations for those types);
+#   2. greedy continuations are identical (up to EOS), and after a whole
+#      verse llama.cpp's greedy next token is EOS (F32 and Q8_0);
 #   3. `ggtrain eval --text` perplexity equals the perplexity computed with
 #      llama.cpp's perplexity rule from llama.cpp's logits, to 1e-4 relative;
 #   4. a warm start with the Q8_0 export as donor (init.donor, lens folded
@@ -15,7 +16,7 @@
 #   6. LoRA: the adapter of a LoRA run, loaded by llama.cpp on its base, gives
 #      ggtrain's `eval --lora` logits (1e-4), and the merged export the same;
 #   7. LoRA on the Q8_0 export (held quantized while training): llama.cpp with
-#      the adapter on that base gives ggtrain's logits (1e-2, as for Q8_0).
+#      the adapter on that base gives ggtrain's logits (3e-2, as for Q8_0).
 #
 #   tests/llama_cpp_export_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -45,7 +46,12 @@ ids="1,$("$GGTRAIN" tokenize -m "$M" --lines prompt.txt)"
 # order; F32 logits agree to ~3e-6), so now and then one activation rounds to
 # the neighbouring bf16 value (a 2^-8 relative step) and moves the logits by
 # ~1e-3 (measured 1.8e-3 on one model after a training change, 9.5e-7 before).
-for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:1e-2; do
+# Q8_0 rounds activations to int8 steps of 1/127 of each 32-block's largest
+# value, far coarser than bf16: one activation on the other side of a step
+# moved the logits by 1.6e-2 on this model once its corpus had document ends
+# (EOS), 9.5e-7 before; 3e-2, and the greedy continuations of section 2 must
+# still be identical.
+for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:3e-2; do
   type=${spec%%:*} tol=${spec#*:}
   out="model-$type.gguf"
   "$GGTRAIN" export "$M" "$out" --type "$type" >/dev/null
@@ -55,13 +61,24 @@ for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:1e-2; do
   node "$CLI" compare "ours-$type.f32" "theirs-$type.f32" "$tol" || fail "$type logits differ from llama.cpp's"
 done
 
-# 2. greedy continuations
+# 2. greedy continuations. The model was trained on documents that end in
+# EOS (id 2, sentencepiece's </s>): after a whole verse llama.cpp's greedy
+# choice must be that EOS (the model stops), and after half a verse both
+# continuations must be identical, 48 tokens or up to an EOS (ggtrain's
+# generate stops there; the loop in tests/node goes on).
+echo "And God said, Let there be" >half.txt
+half="1,$("$GGTRAIN" tokenize -m "$M" --lines half.txt)"
+to_eos() { awk -F, '{ out = $1; for (i = 2; i <= NF && $(i - 1) != 2; i++) out = out "," $i; print out }'; }
 for type in f32 q8_0; do
-  ours=$("$GGTRAIN" generate -m "model-$type.gguf" --tokens "$ids" -n 32 --temp 0 --print-ids 2>/dev/null | tail -1)
-  theirs=$(node "$CLI" greedy "model-$type.gguf" "$ids" 32)
-  echo "greedy $type: ggtrain   $ours"
-  echo "greedy $type: llama.cpp $theirs"
-  [[ "$ours" == "$theirs" ]] || fail "greedy continuation ($type) differs from llama.cpp's"
+  for prompt in "$ids" "$half"; do
+    ours=$("$GGTRAIN" generate -m "model-$type.gguf" --tokens "$prompt" -n 48 --temp 0 --print-ids 2>/dev/null | tail -1)
+    theirs=$(node "$CLI" greedy "model-$type.gguf" "$prompt" 48)
+    echo "greedy $type after $prompt: ggtrain   $ours"
+    echo "greedy $type after $prompt: llama.cpp $theirs"
+    [[ "$ours" == "$(echo "$theirs" | to_eos)" ]] || fail "greedy continuation ($type) differs from llama.cpp's"
+  done
+  [[ "$(node "$CLI" greedy "model-$type.gguf" "$ids" 1)" == 2 ]] ||
+    fail "after a whole verse llama.cpp's greedy next token ($type) is not EOS: the model does not stop"
 done
 
 # 3. perplexity: one line of text (no newline), tokenized with BOS as llama.cpp does
@@ -116,8 +133,9 @@ if node "$CLI" compare ours-base.f32 theirs-lora.f32 1e-3 >/dev/null; then
 fi
 
 # 7. LoRA on the Q8_0 export of section 1, whose matrices stay Q8_0 in memory
-#    while training: its adapter on that base in llama.cpp == ggtrain (1e-2,
-#    the Q8_0 tolerance of section 1: both round activations to Q8_0 blocks).
+#    while training: its adapter on that base in llama.cpp == ggtrain (3e-2,
+#    the Q8_0 tolerance of section 1: both round activations to Q8_0 blocks;
+#    measured 1.8e-2 once the corpus had document ends, 9.5e-7 before).
 "$GGTRAIN" train --run-dir lora-q8 --set data.corpus=corpus.txt --set init.from=model-q8_0.gguf \
   --set train.lora.rank=8 --set train.lora.targets=attn_q,attn_v,ffn_down --set train.lr_max=1e-2 \
   --set train.steps=20 --set train.batch=4 --set train.seq_len=64 --set train.threads=1 2>train-q8.log >/dev/null
@@ -125,7 +143,7 @@ grep -q "Q8_0 matrices stay quantized" train-q8.log || fail "the LoRA run did no
 "$GGTRAIN" eval -m model-q8_0.gguf --lora lora-q8/weights/latest --tokens "$ids" --dump-logits ours-lora-q8.f32 >/dev/null
 node "$CLI" logits model-q8_0.gguf "$ids" theirs-lora-q8.f32 lora-q8/weights/latest 2>/dev/null
 echo -n "LoRA adapter trained on the Q8_0 base: "
-node "$CLI" compare ours-lora-q8.f32 theirs-lora-q8.f32 1e-2 || fail "Q8_0 base + adapter logits differ from llama.cpp's"
+node "$CLI" compare ours-lora-q8.f32 theirs-lora-q8.f32 3e-2 || fail "Q8_0 base + adapter logits differ from llama.cpp's"
 if node "$CLI" compare ours-q8_0.f32 theirs-lora-q8.f32 1e-3 >/dev/null; then
   fail "the Q8_0-base adapter leaves the logits unchanged (within 1e-3)"
 fi
