@@ -17,6 +17,7 @@
 #include "data/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "support/files.h"
 #include "support/cli_runner.h"
 #include "support/compress.h"
 #include "support/run_helpers.h"
@@ -27,15 +28,6 @@ using namespace ggtrain::test_support;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
 
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);

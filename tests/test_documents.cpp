@@ -13,10 +13,12 @@
 #include <vector>
 
 #include "data/input/documents.h"
+#include "support/files.h"
 #include "support/compress.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
 
+using ggtrain::test_support::error_of;
 namespace {
 
 using ggtrain::Error;
@@ -84,16 +86,6 @@ DocumentOptions skipping() {
   DocumentOptions o;
   o.on_bad = OnBadDocument::kSkip;
   return o;
-}
-
-// The ggtrain::Error message `f` throws; "" when it throws nothing.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 std::vector<std::string> paths_of(const std::vector<InputFile>& files) {

@@ -14,6 +14,7 @@
 
 #include "data/prepare/prepare.h"
 #include "data/token_file.h"
+#include "support/files.h"
 #include "support/compress.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
@@ -24,17 +25,10 @@ using namespace ggtrain;
 using test_support::TempDir;
 namespace fs = std::filesystem;
 
+using ggtrain::test_support::slurp;
+using ggtrain::test_support::spit;
+
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
 
 std::vector<int32_t> all_tokens(const std::vector<std::string>& shards) {
   if (shards.empty()) return {};

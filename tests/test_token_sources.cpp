@@ -16,6 +16,7 @@
 #include "data/prepare/prepare.h"
 #include "data/token_file.h"
 #include "gguf/reader.h"
+#include "support/files.h"
 #include "support/run_helpers.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -25,6 +26,10 @@ using data::FileType;
 using data::InputFile;
 using test_support::TempDir;
 namespace fs = std::filesystem;
+
+using ggtrain::test_support::slurp;
+using ggtrain::test_support::spit;
+using ggtrain::test_support::error_of;
 
 namespace {
 
@@ -37,15 +42,6 @@ std::string fixture(const std::string& name) { return std::string(GGTRAIN_FIXTUR
 const data::Tokenizer& gpt2_tokenizer() {
   static const data::Tokenizer t = data::Tokenizer::from_gguf(gguf::GgufFile(fixture("tiny-gpt2.gguf")));
   return t;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 void put_le(std::string* out, uint32_t v, int width) {
@@ -157,15 +153,6 @@ data::PrepareOptions options(const std::vector<std::string>& corpus, int64_t sha
 
 data::PreparedData prepare(const data::PrepareOptions& o, const std::string& dir) {
   return data::prepare_data(o, gpt2_tokenizer(), dir, data::OnMismatch::kRefuse);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 InputFile one_file(const std::string& path, const std::string& type_override = "") {

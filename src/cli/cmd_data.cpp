@@ -5,8 +5,6 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "train/data_parallel.h"
-#include "train/distributed.h"
 #include "train/run_data.h"
 #include "util/error.h"
 
@@ -32,12 +30,14 @@ int run(const Opts& o) {
   if (c.data.corpus.empty() && c.data.sources.empty())
     throw ggtrain::Error("config: data.corpus is not set (text or JSONL files, folders or globs)");
   const auto tok = train::run_tokenizer(o.out, c, o.quiet, -1);
-  train::DataParallel one(train::single_process(), c.train.batch, c.train.seq_len, 0);
-  const auto tokens = train::open_run_tokens(c, o.out, tok, false, o.quiet, one);
-  int64_t train_tokens = 0;
-  for (const auto& t : tokens.train) train_tokens += t->size();
-  fmt::print("prepared {}/data: {} training and {} validation tokens\n", o.out, train_tokens,
-             tokens.val ? tokens.val->size() : 0);
+  // The manifests' counts: opening the shards would map (and check) every
+  // token, which a preparation has no need for.
+  int64_t train_tokens = 0, val_tokens = 0;
+  for (const auto& p : train::prepare_run_data(c, o.out + "/data", tok, false, o.quiet)) {
+    train_tokens += p.manifest.train_tokens;
+    val_tokens += p.manifest.val_tokens;
+  }
+  fmt::print("prepared {}/data: {} training and {} validation tokens\n", o.out, train_tokens, val_tokens);
   return 0;
 }
 

@@ -108,10 +108,10 @@ data::PreparedData prepare_one(const data::PrepareOptions& o, const std::string&
   return p;
 }
 
-// Every corpus of the run prepared: data.corpus into RUN/data, or source k
-// of data.sources into RUN/data/source-k.
-std::vector<data::PreparedData> prepare_all(const RunConfig& c, const std::string& dir, const data::Tokenizer& tok,
-                                            bool resume, bool quiet) {
+}  // namespace
+
+std::vector<data::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
+                                                 const data::Tokenizer& tok, bool resume, bool quiet) {
   auto o = prepare_options(c, quiet);
   if (c.data.sources.empty()) return {prepare_one(o, dir, tok, resume)};
   std::vector<data::PreparedData> out;
@@ -121,6 +121,8 @@ std::vector<data::PreparedData> prepare_all(const RunConfig& c, const std::strin
   }
   return out;
 }
+
+namespace {
 
 RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const std::vector<double>& weights,
                        const std::vector<std::string>& val) {
@@ -146,9 +148,9 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
                         val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});
   }
   std::vector<data::PreparedData> prepared;
-  if (dp.root()) prepared = prepare_all(c, dir, tok, resume, quiet);
+  if (dp.root()) prepared = prepare_run_data(c, dir, tok, resume, quiet);
   dp.barrier();
-  if (!dp.root()) prepared = prepare_all(c, dir, tok, resume, true);
+  if (!dp.root()) prepared = prepare_run_data(c, dir, tok, resume, true);
   std::vector<std::vector<std::string>> train;
   std::vector<double> weights;
   std::vector<std::string> val;  // validation: every source's, one after the other

@@ -27,6 +27,12 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
 // missing; on resume without it, the vocabulary of the latest checkpoint).
 data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step);
 
+// Prepares (or reuses) every corpus of the run into DIR: data.corpus into
+// DIR itself, source k of data.sources into DIR/source-k. On resume a
+// mismatch with the manifest is refused.
+std::vector<data::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
+                                                 const data::Tokenizer& tok, bool resume, bool quiet);
+
 struct RunTokens {
   std::vector<std::unique_ptr<data::TokenStream>> train;  // one per source (data.corpus: one)
   std::vector<double> weights;                          // data.sources' weights
