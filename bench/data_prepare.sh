@@ -69,6 +69,17 @@ if [[ ! -s $WORK/debian-docs.txt ]]; then
   find /usr/share/doc -name 'changelog*.gz' -print0 | sort -z | xargs -0 zcat -f 2>/dev/null > "$WORK/debian-docs.txt" || true
 fi
 build/bench/bench_tokenize "$WORK/kjv.model" "$WORK/debian-docs.txt" 1 "$(nproc)"
+# A gpt2 (byte-level BPE) vocabulary of 4000 merges learned on the KJV
+# (tests/make_bpe_vocab), ggtrain's encoder vs llama.cpp's (node-llama-cpp),
+# one thread each, same lines.
+if [[ -d tests/node/node_modules/node-llama-cpp ]]; then
+  cmake --build build --target make_bpe_vocab -j "$(nproc)" >/dev/null
+  [[ -s $WORK/gpt2-kjv.gguf ]] || build/tests/make_bpe_vocab vocab gpt-2 "$WORK/kjv.txt" 4000 "$WORK/gpt2-kjv.gguf" >/dev/null
+  for text in kjv.txt debian-docs.txt; do
+    build/bench/bench_tokenize "$WORK/gpt2-kjv.gguf" "$WORK/$text" 1
+    NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node bench/llama_tokenize.mjs "$WORK/gpt2-kjv.gguf" "$WORK/$text"
+  done
+fi
 
 echo
 echo "== training peak RSS vs number of shards (s15, 30 steps on the 100 MB corpus) =="

@@ -2,8 +2,10 @@
 // algorithm from the model's vocabulary) against libsentencepiece's own
 // encoder, same model, same text, one line = one document, in MB of text
 // per second at 1 and N threads. Also counts lines whose ids differ.
+// With a .gguf (e.g. a gpt2 vocabulary) only ggtrain's encoder is timed
+// (bench/llama_tokenize.mjs times llama.cpp's on the same file).
 //
-//   bench_tokenize MODEL.model TEXT [threads...]      (default: 1 and all cores)
+//   bench_tokenize MODEL.model|MODEL.gguf TEXT [threads...]      (default: 1 and all cores)
 #include <omp.h>
 #include <sentencepiece_processor.h>
 
@@ -14,6 +16,7 @@
 
 #include "bench_util.h"
 #include "data/tokenizer.h"
+#include "gguf/reader.h"
 
 using namespace ggtrain;
 
@@ -53,9 +56,21 @@ int main(int argc, char** argv) {
   if (threads.empty()) threads = {1, omp_get_max_threads()};
   size_t bytes = 0;
   const auto lines = read_lines(argv[2], &bytes);
-  const auto tok = data::Tokenizer::from_sentencepiece(argv[1]);
+  const std::string model = argv[1];
+  const bool gguf_model = model.size() > 5 && model.substr(model.size() - 5) == ".gguf";
+  if (gguf_model) {
+    const auto tok = data::Tokenizer::from_gguf(gguf::GgufFile(model));
+    std::printf("%s: %zu lines, %.1f MB, %s vocabulary %lld\n", argv[2], lines.size(), double(bytes) / 1e6,
+                std::string(tok.model()).c_str(), (long long)tok.vocab_size());
+    for (int t : threads) {
+      const double s = time_encode(lines, t, [&](const std::string& l) { return tok.encode(l, false); });
+      std::printf("%-8d %-14s %10.2f %14.1f\n", t, "ggtrain", s, double(bytes) / 1e6 / s);
+    }
+    return 0;
+  }
+  const auto tok = data::Tokenizer::from_sentencepiece(model);
   sentencepiece::SentencePieceProcessor sp;
-  if (!sp.Load(argv[1]).ok()) return 1;
+  if (!sp.Load(model).ok()) return 1;
 
   size_t differ = 0;
   for (const auto& l : lines) {

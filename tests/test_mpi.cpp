@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "gguf/reader.h"
+#include "support/capture.h"
 #include "support/cli_runner.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
@@ -188,6 +189,18 @@ TEST_F(MpiTest, TwoRanksFollowTheSingleProcessRun) {
     expect_same_tensors(train::state_path(dir("one"), kSteps), train::state_path(dir(run), kSteps), kMomentLimit,
                         std::string(run) + " AdamW moments");
   }
+}
+
+// Negative control of the tensor comparison above: a single-process run
+// whose learning rate is 1% higher is told apart from the first one.
+TEST_F(MpiTest, TensorComparisonTellsANearbyRunApart) {
+  run_ok(train("one", sets(0)), out("one"));
+  run_ok(train("other", sets(0, {"train.lr_max=0.00303"})), out("other"));
+  const auto failed = test_support::failures_of([&] {
+    expect_same_tensors(train::weights_path(dir("one"), kSteps), train::weights_path(dir("other"), kSteps),
+                        kWeightLimit, "weights, lr_max 1% higher");
+  });
+  EXPECT_TRUE(test_support::any_contains(failed, "lr_max 1% higher")) << failed.size() << " failures";
 }
 
 class MpiResume : public MpiTest, public ::testing::WithParamInterface<int> {};

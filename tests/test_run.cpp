@@ -1,12 +1,12 @@
 // Whole training runs: checkpoints, the `latest` link, exact resume, and the
 // run config (presets, TOML, --set), on a synthetic corpus.
-#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "gguf/reader.h"
+#include "support/capture.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -114,31 +114,8 @@ TEST(RunConfig, OverridesAndErrorsNameTheKey) {
   }, "train.seq_len");
 }
 
-namespace {
-
-// The failures `check` records, captured instead of failing this test: the
-// negative controls below show the resume checks can fail.
-template <typename Check>
-std::vector<std::string> failures_of(Check check) {
-  testing::TestPartResultArray results;
-  {
-    testing::ScopedFakeTestPartResultReporter capture(
-        testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
-    check();
-  }
-  std::vector<std::string> out;
-  for (int i = 0; i < results.size(); ++i)
-    if (results.GetTestPartResult(i).failed()) out.push_back(results.GetTestPartResult(i).message());
-  return out;
-}
-
-bool any_contains(const std::vector<std::string>& messages, const std::string& part) {
-  for (const auto& m : messages)
-    if (m.find(part) != std::string::npos) return true;
-  return false;
-}
-
-}  // namespace
+using test_support::any_contains;
+using test_support::failures_of;
 
 // Negative control of expect_exact_resume: a "stop" at the last step is no
 // interruption, and the check says so instead of comparing two whole runs.
