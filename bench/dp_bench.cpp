@@ -95,7 +95,7 @@ void overlap(train::Communicator& comm, int iters) {
     const double t0 = bench::now_s();
     model.backward(dp.loss_share());
     const double t1 = bench::now_s();
-    if (reduce) dp.finish_backward(0.0, 1);
+    if (reduce) dp.finish_backward(0.0);
     const double t2 = bench::now_s();
     bwd->push_back(t1 - t0);
     if (after) after->push_back(t2 - t1);

@@ -17,6 +17,7 @@
 #include "support/compress.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 using ggtrain::test_support::error_of;
 namespace {
@@ -29,7 +30,7 @@ using ggtrain::data::DocumentOptions;
 using ggtrain::data::DocumentReader;
 using ggtrain::data::expand_inputs;
 using ggtrain::data::FileType;
-using ggtrain::data::first_invalid_utf8;
+using ggtrain::first_invalid_utf8;
 using ggtrain::data::InputFile;
 using ggtrain::data::OnBadDocument;
 using ggtrain::test_support::TempDir;

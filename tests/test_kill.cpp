@@ -63,7 +63,7 @@ int run_cli(const std::vector<std::string>& args, const std::string& dir, bool k
 std::vector<std::string> train_args(const std::string& dir, const std::string& corpus, bool resume) {
   std::vector<std::string> a{GGTRAIN_BIN, "train", "--run-dir", dir, "--quiet"};
   if (resume) return a.insert(a.end(), "--resume"), a;
-  for (const std::string s : {"train.steps=" + std::to_string(kSteps), std::string("train.threads=1"),
+  for (const std::string& s : {"train.steps=" + std::to_string(kSteps), std::string("train.threads=1"),
                               std::string("checkpoint.every=1"), std::string("checkpoint.keep_last=3"),
                               std::string("train.eval_every=0")}) {
     a.push_back("--set");

@@ -1,6 +1,7 @@
 // data.sources: windows drawn from several prepared corpora in proportion
 // to their weights, deterministically, with a data position that resumes
 // exactly; one source is the plain loader.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -25,7 +26,7 @@ constexpr int64_t kT = 8;
 std::string source_file(TempDir& tmp, int k, int64_t n) {
   std::vector<int32_t> ids(static_cast<size_t>(n), 0);
   for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t(k * 1000 + i % 1000);
-  const std::string p = tmp / ("s" + std::to_string(k) + ".tok");
+  const std::string p = tmp / fmt::format("s{}.tok", k);
   data::write_token_file(p, 4000, ids);
   return p;
 }

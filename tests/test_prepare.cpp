@@ -15,6 +15,7 @@
 #include "data/prepare/prepare.h"
 #include "data/token_file.h"
 #include "support/files.h"
+#include "support/prepare_options.h"
 #include "support/compress.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
@@ -46,13 +47,7 @@ data::Tokenizer tiny_tokenizer(TempDir& tmp, const std::string& corpus) {
 }
 
 data::PrepareOptions options(const std::vector<std::string>& corpus, int64_t shard_tokens) {
-  data::PrepareOptions o;
-  o.corpus = corpus;
-  o.val_fraction = 0.1;
-  o.shard_tokens = shard_tokens;
-  o.batch_bytes = 2000;  // many batches, so shards close mid-corpus
-  o.quiet = true;
-  return o;
+  return test_support::small_batch_options(corpus, 0.1, shard_tokens);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "data/token_file.h"
 #include "gguf/reader.h"
 #include "support/files.h"
+#include "support/prepare_options.h"
 #include "support/run_helpers.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -142,13 +143,7 @@ std::vector<bool> placement(const Docs& docs, const Tokens& train, const Tokens&
 }
 
 data::PrepareOptions options(const std::vector<std::string>& corpus, int64_t shard_tokens = int64_t(1) << 40) {
-  data::PrepareOptions o;
-  o.corpus = corpus;
-  o.val_fraction = 0.2;
-  o.shard_tokens = shard_tokens;
-  o.batch_bytes = 2000;  // many batches, so shards close mid-source
-  o.quiet = true;
-  return o;
+  return test_support::small_batch_options(corpus, 0.2, shard_tokens);
 }
 
 data::PreparedData prepare(const data::PrepareOptions& o, const std::string& dir) {

@@ -139,7 +139,7 @@ TEST(Zero, SingleProcessIsAPassThrough) {
   std::vector<float> m(size_t(model.n_trainable()), 1.f), v = m;
   dp.shard_moments(m, v);
   EXPECT_EQ(int64_t(m.size()), model.n_trainable());
-  EXPECT_EQ(dp.finish_backward(2.5, 1), 2.5);
+  EXPECT_EQ(dp.finish_backward(2.5), 2.5);
   EXPECT_EQ(dp.mean_over_ranks(3.0), 3.0);
   EXPECT_EQ(dp.prepare_checkpoint(1, m, v), nullptr);
 }

@@ -51,20 +51,6 @@ int run(const Opts& o) {
   return 0;
 }
 
-// Under mpirun a failure on any rank must end every rank (the others would
-// wait for it in the next collective forever) with one message: see
-// Communicator::abort_all. One process just returns to main's message.
-void end_all_ranks(const std::string& message) {
-  if (!train::world_started()) {
-    // Failed before the ranks met (arguments, config): every rank failed
-    // alike, so the launcher's rank 0 alone says why.
-    if (train::launcher_size() > 1 && train::launcher_rank() != 0) std::_Exit(1);
-    return;
-  }
-  if (train::world().size() > 1) train::world().abort_all(message);
-  train::world().finalize();
-}
-
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
@@ -89,17 +75,14 @@ Runner add_train_command(CLI::App& app) {
       const int rc = run(*o);
       if (train::world_started()) train::world().finalize();
       return rc;
-    } catch (const ggtrain::Error& e) {
-      end_all_ranks(e.what());
-      throw;
-    } catch (const std::bad_alloc&) {
-      end_all_ranks("out of memory");
-      throw;
     } catch (const std::exception& e) {
-      // A library's own exception (std::filesystem, JSON, ...) must still end
-      // in a message and a non-zero exit, never in std::terminate.
-      end_all_ranks(fmt::format("train: {}", e.what()));
-      throw ggtrain::Error(fmt::format("train: {}", e.what()));
+      const std::string message = train::failure_message(e);
+      train::end_every_rank(message);
+      if (train::world_started()) train::world().finalize();
+      if (dynamic_cast<const ggtrain::Error*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) throw;
+      // A library's own exception must still end in a message and a
+      // non-zero exit, never in std::terminate.
+      throw ggtrain::Error(message);
     }
   };
 }

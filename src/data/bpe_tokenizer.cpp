@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <queue>
+#include <optional>
 #include <string_view>
 
+#include "data/bigram_merge.h"
+#include "data/special_tokens.h"
 #include "data/tokenizer.h"
 #include "data/unicode.h"
 #include "gguf/reader.h"
@@ -223,28 +225,6 @@ std::string clean_spaces(const std::string& in) {
   return c;
 }
 
-// llm_symbol / llm_bigram_bpe of llm_tokenizer_bpe_session.
-struct Symbol {
-  int prev, next;
-  size_t off, n;  // bytes of the word
-};
-struct Bigram {
-  int left, right;
-  int32_t rank;
-  size_t size;
-};
-// Lowest rank first; on ties the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& l, const Bigram& r) const {
-    return l.rank > r.rank || (l.rank == r.rank && l.left > r.left);
-  }
-};
-
-size_t utf8_len(char c) {
-  static constexpr size_t lookup[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return lookup[static_cast<uint8_t>(c) >> 4];
-}
-
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
@@ -338,38 +318,10 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
 // vocabulary: tokenizer_st_partition cuts the user-defined tokens out (with
 // their strip flags), then each piece of text is pre-tokenized and merged.
 std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, bool add_bos) const {
-  struct Fragment {
-    int32_t token;  // -1: text [off, off + len)
-    size_t off, len;
-  };
-  std::vector<Fragment> frags;
-  if (!text.empty()) frags.push_back({-1, 0, text.size()});
-  auto is_space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };  // C isspace
-  for (int32_t id : bpe_->cut_first) {
-    const std::string& p = pieces_[id];
-    const uint32_t attr = bpe_->attrs[id];
-    std::vector<Fragment> next;
-    for (const Fragment& f : frags) {
-      if (f.token >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      size_t pos = f.off, end = f.off + f.len;
-      for (size_t m; pos < end && (m = text.substr(0, end).find(p, pos)) != std::string_view::npos;) {
-        size_t left_end = m;
-        if (attr & kAttrLstrip)
-          while (left_end > pos && is_space(text[left_end - 1])) --left_end;
-        if (left_end > pos) next.push_back({-1, pos, left_end - pos});
-        next.push_back({id, 0, 0});
-        pos = m + p.size();
-        if (attr & kAttrRstrip)
-          while (pos < end && is_space(text[pos])) ++pos;
-      }
-      if (pos < end) next.push_back({-1, pos, end - pos});
-    }
-    frags = std::move(next);
-  }
-
+  const std::vector<Fragment> frags = cut_special_tokens(text, bpe_->cut_first, pieces_, [&](int32_t id) {
+    const uint32_t attr = bpe_->attrs[size_t(id)];
+    return Strip{(attr & kAttrLstrip) != 0, (attr & kAttrRstrip) != 0};
+  });
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos) out.push_back(bos_);
@@ -394,51 +346,22 @@ void Tokenizer::encode_bpe_word(const std::string& word, std::vector<int32_t>& o
       out.push_back(id);
       return;
     }
-  std::vector<Symbol> sym;
-  sym.reserve(word.size());
-  for (size_t off = 0; off < word.size();) {
-    const size_t n = std::min(utf8_len(word[off]), word.size() - off);
-    const int index = static_cast<int>(sym.size());
-    sym.push_back({index - 1, off + n == word.size() ? -1 : index + 1, off, n});
-    off += n;
-  }
-  auto text = [&](const Symbol& s) { return std::string_view(word).substr(s.off, s.n); };
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  auto try_add = [&](int left, int right) {
-    if (left == -1 || right == -1) return;
-    const int32_t l = find(text(sym[left])), r = find(text(sym[right]));
-    if (l < 0 || r < 0) return;
+  // Ranked by the merge rule's rank, the lowest first.
+  auto rank = [&](std::string_view left, std::string_view right) -> std::optional<int64_t> {
+    const int32_t l = find(left), r = find(right);
+    if (l < 0 || r < 0) return std::nullopt;
     auto it = bpe_->ranks.find(pair_key(l, r));
-    if (it != bpe_->ranks.end()) queue.push({left, right, it->second, sym[left].n + sym[right].n});
+    if (it == bpe_->ranks.end()) return std::nullopt;
+    return -int64_t(it->second);
   };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = sym[b.left];
-    Symbol& r = sym[b.right];
-    // Stale: one side was merged away or grew since the pair was queued
-    // (llama.cpp compares the texts; for adjacent symbols that only grow,
-    // equal sizes mean equal texts).
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[r.next].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
-
-  for (int i = sym.empty() ? -1 : 0; i != -1; i = sym[i].next) {
-    const std::string_view s = text(sym[i]);
+  merge_bigrams(word, rank, [&](std::string_view s) {
     if (int32_t id = find(s); id >= 0) {
       out.push_back(id);
-      continue;
+      return;
     }
     for (char c : s)
       if (int32_t id = find(std::string_view(&c, 1)); id >= 0) out.push_back(id);
-  }
+  });
 }
 
 // token_to_piece(special = false) of a BPE vocabulary.

@@ -3,8 +3,10 @@
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
-#include <queue>
+#include <optional>
 
+#include "data/bigram_merge.h"
+#include "data/special_tokens.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "util/error.h"
@@ -28,13 +30,6 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
     out.append(to);
     pos = hit + from.size();
   }
-}
-
-// llama.cpp's unicode_len_utf8: the sequence length announced by a lead byte
-// (stray continuation bytes count as 1, exactly as llama.cpp splits them).
-size_t utf8_len(char c) {
-  static constexpr size_t lookup[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return lookup[static_cast<uint8_t>(c) >> 4];
 }
 
 int hex_digit(char c) {
@@ -62,24 +57,6 @@ const Value* get_array(const gguf::GgufFile& f, const std::string& key, bool req
     fail("{}: metadata '{}' must be an array, is {}", f.path(), key, value_type_name(v->type));
   return v;
 }
-
-// Symbols and bigrams of llama.cpp's llm_tokenizer_spm_session.
-struct Symbol {
-  int prev, next;
-  const char* text;
-  size_t n;
-};
-struct Bigram {
-  int left, right;
-  float score;
-  size_t size;
-};
-// Highest score first; on ties the leftmost pair (llm_bigram_spm::comparator).
-struct BigramOrder {
-  bool operator()(const Bigram& l, const Bigram& r) const {
-    return l.score < r.score || (l.score == r.score && l.left > r.left);
-  }
-};
 
 }  // namespace
 
@@ -226,42 +203,17 @@ int32_t Tokenizer::find(std::string_view text) const {
 // rev_merge re-segmentation never applies; what is left unmerged and is not
 // a piece goes out as byte tokens.
 void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) const {
-  std::vector<Symbol> sym;
-  sym.reserve(text.size());
-  for (size_t offs = 0; offs < text.size();) {
-    size_t n = std::min(utf8_len(text[offs]), text.size() - offs);
-    int index = static_cast<int>(sym.size());
-    sym.push_back({index - 1, offs + n == text.size() ? -1 : index + 1, text.data() + offs, n});
-    offs += n;
-  }
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
-  auto try_add = [&](int left, int right) {
-    if (left == -1 || right == -1) return;
-    size_t size = sym[left].n + sym[right].n;
-    int32_t id = find(std::string_view(sym[left].text, size));
-    if (id >= 0) queue.push({left, right, scores_[id], size});
+  // Ranked by the score of the merged piece (adjacent pieces are adjacent
+  // in text, so the merged piece is a view too).
+  auto rank = [&](std::string_view l, std::string_view r) -> std::optional<float> {
+    const int32_t id = find(std::string_view(l.data(), l.size() + r.size()));
+    if (id < 0) return std::nullopt;
+    return scores_[size_t(id)];
   };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = sym[b.left];
-    Symbol& r = sym[b.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale pair
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[r.next].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
-
-  for (int i = sym.empty() ? -1 : 0; i != -1; i = sym[i].next) {
-    std::string_view s(sym[i].text, sym[i].n);
+  merge_bigrams(text, rank, [&](std::string_view s) {
     if (int32_t id = find(s); id >= 0) {
       out.push_back(id);
-      continue;
+      return;
     }
     for (char c : s) {
       int32_t id = byte_to_id_[static_cast<uint8_t>(c)];
@@ -270,7 +222,7 @@ void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) c
              static_cast<uint8_t>(c), static_cast<uint8_t>(c));
       out.push_back(id);
     }
-  }
+  });
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
@@ -278,31 +230,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) cons
   // llama_vocab::impl::tokenize for SPM with parse_special = false: only
   // user-defined pieces are cut out of the text; every text fragment that
   // follows the start (or such a piece) gets the space prefix.
-  struct Fragment {
-    int32_t token;  // -1: text [off, off + len)
-    size_t off, len;
-  };
-  std::vector<Fragment> frags;
-  if (!text.empty()) frags.push_back({-1, 0, text.size()});
-  for (int32_t ud : user_defined_) {
-    const std::string& p = pieces_[ud];
-    std::vector<Fragment> next;
-    for (const Fragment& f : frags) {
-      if (f.token >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      size_t pos = f.off, end = f.off + f.len;
-      for (size_t m; (m = text.substr(0, end).find(p, pos)) != std::string_view::npos;) {
-        if (m > pos) next.push_back({-1, pos, m - pos});
-        next.push_back({ud, 0, 0});
-        pos = m + p.size();
-      }
-      if (pos < end) next.push_back({-1, pos, end - pos});
-    }
-    frags = std::move(next);
-  }
-
+  const std::vector<Fragment> frags =
+      cut_special_tokens(text, user_defined_, pieces_, [](int32_t) { return Strip{}; });
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos) out.push_back(bos_);

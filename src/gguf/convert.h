@@ -6,20 +6,20 @@
 #include <cstdint>
 
 #include "gguf/types.h"
+#include "kernels/number_formats.h"
 
 namespace ggtrain::gguf {
 
-float fp16_to_fp32(uint16_t h);
-uint16_t fp32_to_fp16(float f);  // round to nearest even
-float bf16_to_fp32(uint16_t h);
-uint16_t fp32_to_bf16(float f);  // round to nearest even; NaN stays quiet NaN
-
-constexpr size_t kQ8Block = 32;
-constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
-
-// n must be a multiple of 32.
-void quantize_q8_0(const float* x, uint8_t* out, size_t n);
-void dequantize_q8_0(const uint8_t* in, float* y, size_t n);
+// The element math itself (fp16, bf16, Q8_0 blocks) is the kernels'; the
+// format names it too.
+using kernels::bf16_to_fp32;
+using kernels::dequantize_q8_0;
+using kernels::fp16_to_fp32;
+using kernels::fp32_to_bf16;
+using kernels::fp32_to_fp16;
+using kernels::kQ8Block;
+using kernels::kQ8BlockBytes;
+using kernels::quantize_q8_0;
 
 // Bytes needed to store n elements of type t (n a multiple of its block size).
 size_t storage_bytes(TensorType t, size_t n);

@@ -7,32 +7,13 @@
 
 #include "gguf/convert.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace ggtrain::gguf {
 
 namespace {
 
 constexpr int kMaxArrayDepth = 8;
-
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-    for (size_t k = 1; k < n; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // RFC 3629: no overlong forms, no UTF-16 surrogates, nothing past U+10FFFF.
-    static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMinForLength[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
-    i += n;
-  }
-  return true;
-}
 
 // Bounds-checked little-endian cursor. `what` names the field being read so
 // that a truncated or corrupt file gives an error a user can act on.

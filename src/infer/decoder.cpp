@@ -23,9 +23,10 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx)
   output_norm_ = vec("output_norm.weight");
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
-    layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), matrix(n("attn_q")), matrix(n("attn_k")),
-                       matrix(n("attn_v")), matrix(n("attn_output")), matrix(n("ffn_gate")),
-                       matrix(n("ffn_up")), matrix(n("ffn_down"))});
+    auto mat = [&](model::BlockMatrix m) { return matrix(n(model::block_matrix_name(m))); };
+    layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), mat(model::kAttnQ), mat(model::kAttnK),
+                       mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate), mat(model::kFfnUp),
+                       mat(model::kFfnDown)});
   }
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, N = n_ctx_;
   k_cache_.assign(size_t(cfg_.n_layers * N * cfg_.kv_dim()), 0.f);
@@ -49,12 +50,9 @@ void Decoder::add_lora(const model::LoraAdapter& adapter, double user_scale) {
     if (std::sscanf(p.weight.c_str(), "blk.%ld.%31[a-z_].weight", &l, what) != 2 || l < 0 || l >= cfg_.n_layers)
       fail("LoRA: '{}' is not a block matrix of this model", p.weight);
     Layer& L = layers_[size_t(l)];
-    const std::string w = what;
-    WeightMatrix* m = w == "attn_q" ? &L.wq : w == "attn_k" ? &L.wk : w == "attn_v" ? &L.wv
-                    : w == "attn_output" ? &L.wo : w == "ffn_gate" ? &L.w_gate : w == "ffn_up" ? &L.w_up
-                    : w == "ffn_down" ? &L.w_down : nullptr;
-    if (!m) fail("LoRA: '{}' is not a block matrix of this model", p.weight);
-    m->add_lora(p.a, p.b, p.rank, float(adapter.scale_of(p, user_scale)));
+    const model::BlockMatrix m = model::block_matrix_from_name(what);
+    if (m == model::kNumBlockMatrices) fail("LoRA: '{}' is not a block matrix of this model", p.weight);
+    L.matrix(m).add_lora(p.a, p.b, p.rank, float(adapter.scale_of(p, user_scale)));
   }
 }
 

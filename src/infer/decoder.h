@@ -9,6 +9,7 @@
 #include "infer/weight_matrix.h"
 #include "model/config.h"
 #include "model/lora.h"
+#include "model/params.h"
 
 namespace ggtrain::infer {
 
@@ -35,6 +36,10 @@ class Decoder {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    WeightMatrix& matrix(model::BlockMatrix m) {
+      WeightMatrix* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
+      return *all[m];
+    }
   };
   void attention(int64_t l, int64_t n);
 

@@ -7,7 +7,7 @@
 namespace ggtrain::infer {
 
 namespace {
-model::ModelOptions holding(const model::QuantizedBase* quantized) {
+model::ModelOptions options_holding(const model::QuantizedBase* quantized) {
   model::ModelOptions o;
   o.quantized = quantized;
   return o;
@@ -15,7 +15,7 @@ model::ModelOptions holding(const model::QuantizedBase* quantized) {
 }  // namespace
 
 Generator::Generator(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized)
-    : model_(cfg, 1, cfg.ctx, model::ParamLayout(cfg).names(), holding(quantized)) {
+    : model_(cfg, 1, cfg.ctx, model::ParamLayout(cfg).names(), options_holding(quantized)) {
   std::copy(params, params + model_.n_params(), model_.params());
 }
 

@@ -38,16 +38,16 @@ float dot_f32(const float* w, const float* x, int64_t n) {
 float fp16_scale(const uint8_t* blk) {
   uint16_t dh;
   std::memcpy(&dh, blk, 2);
-  return gguf::fp16_to_fp32(dh);
+  return kernels::fp16_to_fp32(dh);
 }
 
 // Q8_0 row against Q8_0-quantized activations: per block an integer dot
 // product times both fp16 scales, as ggml_vec_dot_q8_0_q8_0 computes it.
 float dot_q8_0(const uint8_t* w, const uint8_t* x, int64_t n) {
   float acc = 0;
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const uint8_t* wb = w + b * gguf::kQ8BlockBytes;
-    const uint8_t* xb = x + b * gguf::kQ8BlockBytes;
+  for (int64_t b = 0; b < n / int64_t(kernels::kQ8Block); ++b) {
+    const uint8_t* wb = w + b * kernels::kQ8BlockBytes;
+    const uint8_t* xb = x + b * kernels::kQ8BlockBytes;
     const int8_t* qw = reinterpret_cast<const int8_t*>(wb + 2);
     const int8_t* qx = reinterpret_cast<const int8_t*>(xb + 2);
     int32_t s = 0;
@@ -64,8 +64,8 @@ const float* round_activations(TensorType t, const float* x, int64_t count) {
   thread_local std::vector<float> buf;
   buf.resize(size_t(count));
   for (int64_t i = 0; i < count; ++i)
-    buf[size_t(i)] = t == TensorType::F16 ? gguf::fp16_to_fp32(gguf::fp32_to_fp16(x[i]))
-                                          : gguf::bf16_to_fp32(gguf::fp32_to_bf16(x[i]));
+    buf[size_t(i)] = t == TensorType::F16 ? kernels::fp16_to_fp32(kernels::fp32_to_fp16(x[i]))
+                                          : kernels::bf16_to_fp32(kernels::fp32_to_bf16(x[i]));
   return buf.data();
 }
 
@@ -103,10 +103,10 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
     for (int64_t r = 0; r < rows_; ++r) y[r] = dot_f32(w + r * cols_, x, cols_);
     return;
   }
-  const int64_t row_bytes = cols_ / 32 * int64_t(gguf::kQ8BlockBytes);
+  const int64_t row_bytes = kernels::q8_0_row_bytes(cols_);
   thread_local std::vector<uint8_t> xq;
   xq.resize(size_t(n * row_bytes));
-  gguf::quantize_q8_0(x_in, xq.data(), size_t(n * cols_));
+  kernels::quantize_q8_0(x_in, xq.data(), size_t(n * cols_));
   const uint8_t* xqp = xq.data();
 #pragma omp parallel for schedule(static) if (n * rows_ * cols_ >= kernels::kMinParallelWork)
   for (int64_t r = 0; r < rows_; ++r)
@@ -118,8 +118,8 @@ void WeightMatrix::row(int64_t r, float* out) const {
     std::memcpy(out, reinterpret_cast<const float*>(data_) + r * cols_, size_t(cols_) * 4);
     return;
   }
-  const int64_t row_bytes = cols_ / 32 * int64_t(gguf::kQ8BlockBytes);
-  gguf::dequantize_q8_0(data_ + r * row_bytes, out, size_t(cols_));
+  const int64_t row_bytes = kernels::q8_0_row_bytes(cols_);
+  kernels::dequantize_q8_0(data_ + r * row_bytes, out, size_t(cols_));
 }
 
 }  // namespace ggtrain::infer

@@ -6,6 +6,10 @@
 // accumulator, D = rowsum(dO * O) and the gradients stay float. q, k, v and
 // dout come in float; each (batch, head) packs K and V into the layouts the
 // kernel reads, each tile packs its rows of Q, dO, P and dS.
+// The (batch, head) and tile loops repeat attention.h's on purpose: they are
+// the algorithm, written out as llm.c writes its kernels; what differs is
+// the packing between them. The non-GEMM steps both share live in
+// attention.h's detail.
 #include <omp.h>
 
 #include <cmath>

@@ -1,6 +1,6 @@
 #pragma once
 // Row-major GEMM: C[M,N] = alpha * op(A) * op(B) + beta * C.
-// float goes to oneDNN's dnnl_sgemm (fastest measured here, see bench/gemm);
+// float goes to oneDNN's dnnl_sgemm (the fastest of those compared in bench/gemm);
 // double is a plain loop used only by the double-precision gradient checks.
 #include <cstdint>
 

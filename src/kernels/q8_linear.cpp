@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "gguf/convert.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
@@ -11,7 +10,7 @@ namespace ggtrain::kernels {
 void q8_dequantize_rows(const Q8Rows& w, int64_t r0, int64_t r1, float* out) {
 #pragma omp parallel for if ((r1 - r0) * w.cols >= kMinParallelWork)
   for (int64_t r = r0; r < r1; ++r)
-    gguf::dequantize_q8_0(w.data + r * w.row_bytes(), out + (r - r0) * w.cols, size_t(w.cols));
+    dequantize_q8_0(w.data + r * w.row_bytes(), out + (r - r0) * w.cols, size_t(w.cols));
 }
 
 void q8_linear_forward(float* out, const float* inp, const Q8Rows& w, int64_t M, float* scratch,
@@ -38,7 +37,7 @@ void q8_linear_backward_input(float* dinp, const float* dout, const Q8Rows& w, i
 void q8_embedding_forward(float* x, const int32_t* tokens, const Q8Rows& table, int64_t N) {
 #pragma omp parallel for if (N * table.cols >= kMinParallelWork)
   for (int64_t n = 0; n < N; ++n)
-    gguf::dequantize_q8_0(table.data + int64_t(tokens[n]) * table.row_bytes(), x + n * table.cols,
+    dequantize_q8_0(table.data + int64_t(tokens[n]) * table.row_bytes(), x + n * table.cols,
                           size_t(table.cols));
 }
 

@@ -7,13 +7,15 @@
 // dequantized weights.
 #include <cstdint>
 
+#include "kernels/number_formats.h"
+
 namespace ggtrain::kernels {
 
 // W [rows, cols] row-major as Q8_0 blocks; cols is a multiple of 32.
 struct Q8Rows {
   const uint8_t* data = nullptr;
   int64_t rows = 0, cols = 0;
-  int64_t row_bytes() const { return cols / 32 * 34; }
+  int64_t row_bytes() const { return q8_0_row_bytes(cols); }
 };
 
 // out[r - r0, :] = W[r, :] for r in [r0, r1).

@@ -1,9 +1,50 @@
 #include "model/config.h"
 
+#include <fmt/format.h>
+
+#include <type_traits>
+
 #include "gguf/reader.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
+
+Recompute recompute_from_name(const std::string& name) {
+  if (name == "none") return Recompute::kNone;
+  if (name == "attn") return Recompute::kAttn;
+  if (name == "all") return Recompute::kAll;
+  fail("recompute must be \"none\", \"attn\" or \"all\", got \"{}\"", name);
+}
+
+Precision precision_from_name(const std::string& name) {
+  if (name == "fp32") return Precision::kFp32;
+  if (name == "bf16") return Precision::kBf16;
+  fail("precision must be \"fp32\" or \"bf16\", got \"{}\"", name);
+}
+
+const std::vector<LlamaField>& llama_fields() {
+  using C = LlamaConfig;
+  static const std::vector<LlamaField> fields = {
+      {"d_model", &C::d_model}, {"n_layers", &C::n_layers},   {"n_heads", &C::n_heads},
+      {"n_kv_heads", &C::n_kv_heads}, {"d_ff", &C::d_ff},     {"ctx", &C::ctx},
+      {"tied", &C::tied},       {"rope_freq_base", &C::rope_freq_base}, {"rms_eps", &C::rms_eps},
+  };
+  return fields;
+}
+
+std::string field_text(const LlamaConfig& c, const LlamaField& f) {
+  return std::visit([&](auto member) { return fmt::format("{}", c.*member); }, f.member);
+}
+
+bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32) {
+  return std::visit(
+      [&](auto member) {
+        if constexpr (std::is_same_v<decltype(member), double LlamaConfig::*>)
+          if (as_f32) return float(a.*member) == float(b.*member);
+        return a.*member == b.*member;
+      },
+      f.member);
+}
 
 void LlamaConfig::validate(const std::string& where) const {
   auto positive = [&](int64_t v, const char* name) {

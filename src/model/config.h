@@ -2,6 +2,7 @@
 // Shape and numerics of a Llama decoder, as stored in llama.* GGUF metadata.
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace ggtrain::gguf {
@@ -54,6 +55,35 @@ struct LlamaConfig {
   // 6*N + 12*n_layers*d_model*T: forward+backward FLOPs per trained token.
   double flops_per_token(int64_t seq_len) const;
 };
+
+// What backward recomputes instead of keeping from forward (train.recompute):
+// kAttn the attention block's activations (norm, q, k, v, attention output),
+// kAll every activation of a block: only the residual stream is kept per
+// block. Recomputed buffers are planned once and shared by all blocks.
+enum class Recompute { kNone, kAttn, kAll };
+Recompute recompute_from_name(const std::string& name);  // "none", "attn", "all"
+
+// train.precision: kBf16 runs every GEMM of the blocks and the head on bf16
+// inputs (weights rounded from the float master copy at each forward,
+// activations stored in bf16 where they only feed GEMMs) with float
+// accumulation; norms, softmax, loss, gradients and the optimizer stay float.
+enum class Precision { kFp32, kBf16 };
+Precision precision_from_name(const std::string& name);  // "fp32", "bf16"
+
+// The fields a user chooses (config keys model.<name>), one row each: the
+// config keys, the resume check and init.from's adoption all go through
+// this list. vocab comes from the tokenizer; donor_dim and lora are set by
+// the run (init.donor, train.lora).
+struct LlamaField {
+  const char* name;  // "d_model": config key model.d_model
+  std::variant<int64_t LlamaConfig::*, bool LlamaConfig::*, double LlamaConfig::*> member;
+};
+const std::vector<LlamaField>& llama_fields();
+// f's value in c, as text for messages.
+std::string field_text(const LlamaConfig& c, const LlamaField& f);
+// Whether a and b agree on f; `as_f32` compares doubles at the f32
+// precision GGUF metadata stores them in.
+bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32 = false);
 
 // From llama.* metadata of a llama-architecture GGUF; `tied` is inferred from
 // the absence of output.weight.

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <type_traits>
 #include <cstring>
 
@@ -16,24 +15,13 @@
 #include "kernels/q8_linear.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/quantized_base.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
 
 using namespace ggtrain::kernels;
-
-Recompute recompute_from_name(const std::string& name) {
-  if (name == "none") return Recompute::kNone;
-  if (name == "attn") return Recompute::kAttn;
-  if (name == "all") return Recompute::kAll;
-  fail("recompute must be \"none\", \"attn\" or \"all\", got \"{}\"", name);
-}
-
-Precision precision_from_name(const std::string& name) {
-  if (name == "fp32") return Precision::kFp32;
-  if (name == "bf16") return Precision::kBf16;
-  fail("precision must be \"fp32\" or \"bf16\", got \"{}\"", name);
-}
 
 int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
   return std::min(bt, std::max<int64_t>(256, int64_t(n_threads) * (int64_t(1) << 20) / vocab));
@@ -47,19 +35,14 @@ const char* OpProfile::name(int op) {
 }
 
 namespace {
-double now_seconds() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
 // Calls fn with the pointer a GemmIn holds: kernels that write or read it
 // are templated on the element type.
 template <typename T, typename Fn>
-void visit(const GemmIn<T>& g, Fn&& fn) {
-  if (g.h)
-    fn(g.h);
+void with_pointer(const GemmIn<T>& g, Fn&& fn) {
+  if (g.bf16)
+    fn(g.bf16);
   else
-    fn(g.f);
+    fn(g.fp32);
 }
 
 std::set<std::string> held_names(const ModelOptions& o) {
@@ -70,20 +53,20 @@ std::set<std::string> held_names(const ModelOptions& o) {
 template <typename T>
 LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
                           const std::set<std::string>& frozen, const ModelOptions& opts)
-    : cfg_(cfg), opts_(opts), layout_(cfg, held_names(opts)), grad_layout_(layout_.trainable(frozen)), B_(batch),
-      T_(seq_len), n_threads_(omp_get_max_threads()) {
+    : cfg_(cfg), opts_(opts), layout_(cfg, held_names(opts)), grad_layout_(layout_.trainable(frozen)), batch_(batch),
+      seq_len_(seq_len), n_threads_(omp_get_max_threads()) {
   cfg_.validate("model config");
   bf16_ = opts_.precision == Precision::kBf16;
   if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
   if (bf16_ && cfg_.lora.rank > 0)
     fail("model: LoRA adapters train in fp32 only; train.precision = \"bf16\" does not apply to a LoRA run");
-  if (B_ <= 0 || T_ <= 0) fail("model: batch {} and seq_len {} must be positive", B_, T_);
-  if (T_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", T_, cfg_.ctx);
-  attn_shape_ = {B_, T_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
+  if (batch_ <= 0 || seq_len_ <= 0) fail("model: batch {} and seq_len {} must be positive", batch_, seq_len_);
+  if (seq_len_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", seq_len_, cfg_.ctx);
+  attn_shape_ = {batch_, seq_len_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
   if (opts_.attn_tile_rows > 0) attn_shape_.tile_rows = opts_.attn_tile_rows;
   if (opts_.attn_tile_cols > 0) attn_shape_.tile_cols = opts_.attn_tile_cols;
-  chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, B_ * T_)
-                                           : default_logit_chunk_rows(cfg_.vocab, n_threads_, B_ * T_);
+  chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, batch_ * seq_len_)
+                                           : default_logit_chunk_rows(cfg_.vocab, n_threads_, batch_ * seq_len_);
   params_ = AlignedBuffer<T>(size_t(layout_.total()));
   const auto held = held_names(opts_);
   for (const auto& name : frozen)
@@ -103,7 +86,7 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
-  rope_tables(rope_cos_, rope_sin_, T_, cfg_.d_head(), cfg_.rope_freq_base);
+  rope_tables(rope_cos_, rope_sin_, seq_len_, cfg_.d_head(), cfg_.rope_freq_base);
 }
 
 // Points q8_blocks_, q8_embd_ and q8_output_ at the quantized matrices and
@@ -115,8 +98,8 @@ void LlamaModel<T>::bind_quantized() {
   const auto& q = *opts_.quantized;
   q8_blocks_.assign(size_t(cfg_.n_layers), {});
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
-    for (int t = 0; t < kNumLoraTargets; ++t)
-      if (const auto* m = q.find(fmt::format("blk.{}.{}.weight", l, lora_target_name(LoraTarget(t))))) {
+    for (int t = 0; t < kNumBlockMatrices; ++t)
+      if (const auto* m = q.find(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
         q8_blocks_[size_t(l)][size_t(t)] = m;
         q8_scratch_size_ = std::max(q8_scratch_size_, m->rows * m->cols);
       }
@@ -130,16 +113,16 @@ template <typename T>
 GemmIn<T> LlamaModel<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
   GemmIn<T> g;
   if (bf16_)
-    g.h = reinterpret_cast<kernels::bf16*>(p.take((n * int64_t(sizeof(kernels::bf16)) + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
+    g.bf16 = reinterpret_cast<kernels::bf16*>(p.take((n * int64_t(sizeof(kernels::bf16)) + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
   else
-    g.f = p.take(n);
+    g.fp32 = p.take(n);
   return g;
 }
 
 // The activations of one block: the attention part and/or the feed-forward part.
 template <typename T>
 void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   if (attn_part) {
     a.rstd_attn = p.take(BT);
@@ -165,7 +148,7 @@ void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_p
 // are planned once and shared by every block.
 template <typename T>
 void LlamaModel<T>::plan(BumpPlan<T>& p) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
   for (auto& r : residual_) r = p.take(BT * C);
@@ -179,24 +162,24 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
     a = shared;
     plan_layer_acts(p, a, !share_attn, !share_ffn);
     for (const auto& target : cfg_.lora.targets)
-      for (int t = 0; t < kNumLoraTargets; ++t)
-        if (target == lora_target_name(LoraTarget(t))) a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
+      for (int t = 0; t < kNumBlockMatrices; ++t)
+        if (target == block_matrix_name(BlockMatrix(t))) a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
   }
   rstd_final_ = p.take(BT);
   h_final_ = take_gemm_in(p, BT * C);
   lse_ = p.take(BT);
   losses_ = p.take(BT);
   logit_chunk_ = p.take(chunk_rows_ * V);
-  if (bf16_) logit_chunk_h_ = take_gemm_in(p, chunk_rows_ * V).h;
+  if (bf16_) logit_chunk_h_ = take_gemm_in(p, chunk_rows_ * V).bf16;
   if (g_.output) d_head_ = p.take(V * C);
-  rope_cos_ = p.take(T_ * cfg_.d_head() / 2);
-  rope_sin_ = p.take(T_ * cfg_.d_head() / 2);
+  rope_cos_ = p.take(seq_len_ * cfg_.d_head() / 2);
+  rope_sin_ = p.take(seq_len_ * cfg_.d_head() / 2);
   attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention()
                                                      ? attention_bf16_scratch_per_thread(attn_shape_)
                                                      : attention_scratch_per_thread(attn_shape_)));
   d_res_ = p.take(BT * C);
-  d_h_ = p.take(BT * C);
-  d_h_final_ = d_h_;  // written by forward, read first by backward; d_h_ is free until then
+  d_normed_ = p.take(BT * C);
+  d_h_final_ = d_normed_;  // written by forward, read first by backward; d_h_ is free until then
   d_q_ = p.take(BT * QD);
   d_k_ = p.take(BT * KD);
   d_v_ = p.take(BT * KD);
@@ -204,10 +187,10 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   d_gate_ = take_gemm_in(p, BT * F);
   d_up_ = take_gemm_in(p, BT * F);
   if (bf16_) {
-    d_res_h_ = take_gemm_in(p, BT * C).h;
-    d_q_h_ = take_gemm_in(p, BT * QD).h;
-    d_k_h_ = take_gemm_in(p, BT * KD).h;
-    d_v_h_ = take_gemm_in(p, BT * KD).h;
+    d_res_h_ = take_gemm_in(p, BT * C).bf16;
+    d_q_h_ = take_gemm_in(p, BT * QD).bf16;
+    d_k_h_ = take_gemm_in(p, BT * KD).bf16;
+    d_v_h_ = take_gemm_in(p, BT * KD).bf16;
   }
   d_act_ = p.take(BT * F);
   if (q8_scratch_size_ > 0) q8_scratch_ = p.take(q8_scratch_size_);
@@ -216,7 +199,7 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
 
 template <typename T>
 void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what) const {
-  for (int64_t i = 0; i < B_ * T_; ++i)
+  for (int64_t i = 0; i < batch_ * seq_len_; ++i)
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
       fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what,
            tokens[i], i, cfg_.vocab);
@@ -229,41 +212,41 @@ void LlamaModel<T>::check_threads() const {
 }
 
 template <typename T>
-void LlamaModel<T>::mark(OpProfile::Op op) {
+void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
   if (!profile_) return;
   const double t = now_seconds();
-  profile_->seconds[phase_][op] += t - last_mark_;
-  last_mark_ = t;
+  profile_->seconds[phase_][op] += t - last_charge_s_;
+  last_charge_s_ = t;
 }
 
 template <typename T>
-WeightRef<T> LlamaModel<T>::block_weight(int64_t l, LoraTarget t) const {
+WeightRef<T> LlamaModel<T>::block_weight(int64_t l, BlockMatrix t) const {
   if (!q8_blocks_.empty() && q8_blocks_[size_t(l)][size_t(t)]) return {nullptr, q8_blocks_[size_t(l)][size_t(t)]};
   const auto& w = w_.layers[size_t(l)];
-  const T* const m[kNumLoraTargets] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
+  const T* const m[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
   return {m[t], nullptr};
 }
 
 template <typename T>
 void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out) {
   if constexpr (std::is_same_v<T, float>) {
-    if (w.q) return q8_linear_forward(y, x.f, *w.q, M, q8_scratch_, q8_band_rows(n_in));
-    if (x.h) return kernels::linear_forward(y, x.h, bf16_weight(w.f), M, n_in, n_out);
+    if (w.q8) return q8_linear_forward(y, x.fp32, *w.q8, M, q8_scratch_, q8_band_rows(n_in));
+    if (x.bf16) return kernels::linear_forward(y, x.bf16, bf16_weight(w.fp32), M, n_in, n_out);
   }
-  linear_forward(y, x.f, w.f, M, n_in, n_out);
+  linear_forward(y, x.fp32, w.fp32, M, n_in, n_out);
 }
 
 template <typename T>
 void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
                                int64_t n_in, int64_t n_out, bool accumulate_dx) {
   if constexpr (std::is_same_v<T, float>) {
-    if (w.q) {  // frozen: dw is null
-      if (dx) q8_linear_backward_input(dx, dy.f, *w.q, M, q8_scratch_, q8_band_rows(n_in), accumulate_dx);
+    if (w.q8) {  // frozen: dw is null
+      if (dx) q8_linear_backward_input(dx, dy.fp32, *w.q8, M, q8_scratch_, q8_band_rows(n_in), accumulate_dx);
       return;
     }
-    if (dy.h) return kernels::linear_backward(dx, dw, dy.h, x.h, bf16_weight(w.f), M, n_in, n_out, accumulate_dx);
+    if (dy.bf16) return kernels::linear_backward(dx, dw, dy.bf16, x.bf16, bf16_weight(w.fp32), M, n_in, n_out, accumulate_dx);
   }
-  linear_backward(dx, dw, dy.f, x.f, w.f, M, n_in, n_out, accumulate_dx);
+  linear_backward(dx, dw, dy.fp32, x.fp32, w.fp32, M, n_in, n_out, accumulate_dx);
 }
 
 template <typename T>
@@ -278,23 +261,23 @@ GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
 }
 
 template <typename T>
-void LlamaModel<T>::lora_fwd(int64_t l, LoraTarget t, T* out, const T* inp, int64_t n_in, int64_t n_out) {
+void LlamaModel<T>::lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out) {
   const auto& w = w_.layers[size_t(l)];
   if (!w.lora_a[t]) return;
-  lora_forward(out, layer_acts_[size_t(l)].lora_u[t], inp, w.lora_a[t], w.lora_b[t], B_ * T_, n_in, n_out,
+  lora_forward(out, layer_acts_[size_t(l)].lora_u[t], inp, w.lora_a[t], w.lora_b[t], batch_ * seq_len_, n_in, n_out,
                cfg_.lora.rank, T(cfg_.lora.scale()));
-  mark(OpProfile::kLora);
+  charge_time_to(OpProfile::kLora);
 }
 
 template <typename T>
-void LlamaModel<T>::lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, const T* inp, int64_t n_in,
+void LlamaModel<T>::lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in,
                              int64_t n_out) {
   const auto& w = w_.layers[size_t(l)];
   if (!w.lora_a[t]) return;
   const auto& g = g_.layers[size_t(l)];
   lora_backward(dinp, g.lora_a[t], g.lora_b[t], d_lora_u_, dout, inp, layer_acts_[size_t(l)].lora_u[t],
-                w.lora_a[t], w.lora_b[t], B_ * T_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
-  mark(OpProfile::kLora);
+                w.lora_a[t], w.lora_b[t], batch_ * seq_len_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
+  charge_time_to(OpProfile::kLora);
 }
 
 // x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
@@ -302,38 +285,38 @@ void LlamaModel<T>::lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, co
 // null (recomputation for backward) it stops after attention.
 template <typename T>
 void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  visit(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
-  mark(OpProfile::kNorm);
+  with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
+  charge_time_to(OpProfile::kNorm);
   linear_fwd(a.q, a.h_attn, block_weight(l, kAttnQ), BT, C, QD);
   linear_fwd(a.k, a.h_attn, block_weight(l, kAttnK), BT, C, KD);
   linear_fwd(a.v, a.h_attn, block_weight(l, kAttnV), BT, C, KD);
-  mark(OpProfile::kQkv);
-  lora_fwd(l, kAttnQ, a.q, a.h_attn.f, C, QD);
-  lora_fwd(l, kAttnK, a.k, a.h_attn.f, C, KD);
-  lora_fwd(l, kAttnV, a.v, a.h_attn.f, C, KD);
-  rope_forward(a.q, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
-  rope_forward(a.k, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
-  mark(OpProfile::kRope);
-  visit(a.attn_out, [&](auto* o) {
+  charge_time_to(OpProfile::kQkv);
+  lora_fwd(l, kAttnQ, a.q, a.h_attn.fp32, C, QD);
+  lora_fwd(l, kAttnK, a.k, a.h_attn.fp32, C, KD);
+  lora_fwd(l, kAttnV, a.v, a.h_attn.fp32, C, KD);
+  rope_forward(a.q, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd);
+  rope_forward(a.k, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd);
+  charge_time_to(OpProfile::kRope);
+  with_pointer(a.attn_out, [&](auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
         return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
     }
     attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
   });
-  mark(OpProfile::kAttention);
+  charge_time_to(OpProfile::kAttention);
   if (!x_mid) return;
   linear_fwd(x_mid, a.attn_out, block_weight(l, kAttnOutput), BT, QD, C);
-  mark(OpProfile::kAttnOutput);
-  lora_fwd(l, kAttnOutput, x_mid, a.attn_out.f, QD, C);
-  visit(a.h_ffn, [&](auto* h) {
+  charge_time_to(OpProfile::kAttnOutput);
+  lora_fwd(l, kAttnOutput, x_mid, a.attn_out.fp32, QD, C);
+  with_pointer(a.h_ffn, [&](auto* h) {
     residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
   });
-  mark(OpProfile::kNorm);
+  charge_time_to(OpProfile::kNorm);
 }
 
 // x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
@@ -341,26 +324,26 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
 // stops after SwiGLU.
 template <typename T>
 void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
   linear_fwd(a.gate, a.h_ffn, block_weight(l, kFfnGate), BT, C, F);
   linear_fwd(a.up, a.h_ffn, block_weight(l, kFfnUp), BT, C, F);
-  mark(OpProfile::kGateUp);
-  lora_fwd(l, kFfnGate, a.gate, a.h_ffn.f, C, F);
-  lora_fwd(l, kFfnUp, a.up, a.h_ffn.f, C, F);
-  visit(a.act, [&](auto* act) { swiglu_forward(act, a.gate, a.up, BT * F); });
-  mark(OpProfile::kSwiglu);
+  charge_time_to(OpProfile::kGateUp);
+  lora_fwd(l, kFfnGate, a.gate, a.h_ffn.fp32, C, F);
+  lora_fwd(l, kFfnUp, a.up, a.h_ffn.fp32, C, F);
+  with_pointer(a.act, [&](auto* act) { swiglu_forward(act, a.gate, a.up, BT * F); });
+  charge_time_to(OpProfile::kSwiglu);
   if (!x_out) return;
   linear_fwd(x_out, a.act, block_weight(l, kFfnDown), BT, F, C);
-  mark(OpProfile::kDown);
-  lora_fwd(l, kFfnDown, x_out, a.act.f, F, C);
+  charge_time_to(OpProfile::kDown);
+  lora_fwd(l, kFfnDown, x_out, a.act.fp32, F, C);
   residual_forward(x_out, x_out, x_mid, BT * C);
-  mark(OpProfile::kResidual);
+  charge_time_to(OpProfile::kResidual);
 }
 
 template <typename T>
 void LlamaModel<T>::embed(const int32_t* inputs) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
     embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
     linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
@@ -369,21 +352,21 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
   } else {
     embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
   }
-  mark(OpProfile::kEmbedding);
+  charge_time_to(OpProfile::kEmbedding);
 }
 
 template <typename T>
-void LlamaModel<T>::trunk(const int32_t* inputs) {
+void LlamaModel<T>::embed_and_blocks(const int32_t* inputs) {
   check_threads();
   check_tokens(inputs, "input");
   inputs_ = inputs;
   targets_ = nullptr;
   phase_ = OpProfile::kForward;
-  if (profile_) last_mark_ = now_seconds();
+  if (profile_) last_charge_s_ = now_seconds();
   if constexpr (std::is_same_v<T, float>) {
     if (bf16_) {  // the weights may have changed since the last forward
       kernels::to_bf16(wbf16_.data(), params_.data(), layout_.total());
-      mark(OpProfile::kEmbedding);
+      charge_time_to(OpProfile::kEmbedding);
     }
   }
   embed(inputs);
@@ -392,34 +375,34 @@ void LlamaModel<T>::trunk(const int32_t* inputs) {
     attn_block_forward(l, residual_[size_t(l)], a.x_mid);
     ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
   }
-  visit(h_final_, [&](auto* h) {
-    rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, B_ * T_, cfg_.d_model, T(cfg_.rms_eps));
+  with_pointer(h_final_, [&](auto* h) {
+    rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
   });
-  mark(OpProfile::kNorm);
+  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
 T LlamaModel<T>::head_loss(bool prepare_backward) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
     const GemmIn<T> h = h_final_.at(r0 * C);
     linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
-    mark(OpProfile::kHead);
+    charge_time_to(OpProfile::kHead);
     if (!prepare_backward) {
       cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
-      mark(OpProfile::kLoss);
+      charge_time_to(OpProfile::kLoss);
       continue;
     }
     // The chunk's logits become d(mean loss)/d(logits), then flow through
     // the head at once: no logits outlive their chunk.
     cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, T(1) / T(BT));
-    mark(OpProfile::kLoss);
+    charge_time_to(OpProfile::kLoss);
     phase_ = OpProfile::kBackward;
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
     linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
-    mark(OpProfile::kHead);
+    charge_time_to(OpProfile::kHead);
     phase_ = OpProfile::kForward;
   }
   double sum = 0;  // in order: deterministic whatever the thread count
@@ -429,13 +412,13 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
 
 template <typename T>
 T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   if (targets) check_tokens(targets, "target");
-  trunk(inputs);
+  embed_and_blocks(inputs);
   if (!targets) {
     if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
     linear_fwd(logits_.data(), h_final_, head_weight(), BT, C, V);
-    mark(OpProfile::kHead);
+    charge_time_to(OpProfile::kHead);
     return T(0);
   }
   targets_ = targets;
@@ -445,7 +428,7 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
 template <typename T>
 T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets) {
   check_tokens(targets, "target");
-  trunk(inputs);
+  embed_and_blocks(inputs);
   targets_ = targets;
   const T loss = head_loss(false);
   targets_ = nullptr;  // nothing prepared for backward()
@@ -459,33 +442,33 @@ void LlamaModel<T>::zero_grad() {
 
 template <typename T>
 void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model, F = cfg_.d_ff;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_out) and becomes dL/d(x_mid)
   const GemmIn<T> dy = gemm_in(d_res, d_res_h_, BT * C);
   linear_bwd(d_act_, g.w_down, dy, a.act, block_weight(l, kFfnDown), BT, F, C, false);
-  mark(OpProfile::kDown);
-  lora_bwd(l, kFfnDown, d_act_, d_res, a.act.f, F, C);
-  if (d_gate_.h)  // bf16: d_gate and d_up only feed GEMMs
-    swiglu_backward(d_gate_.h, d_up_.h, d_act_, a.gate, a.up, BT * F);
+  charge_time_to(OpProfile::kDown);
+  lora_bwd(l, kFfnDown, d_act_, d_res, a.act.fp32, F, C);
+  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
+    swiglu_backward(d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
   else
-    swiglu_backward(d_gate_.f, d_up_.f, d_act_, a.gate, a.up, BT * F);
-  mark(OpProfile::kSwiglu);
-  linear_bwd(d_h_, g.w_gate, d_gate_, a.h_ffn, block_weight(l, kFfnGate), BT, C, F, false);
-  mark(OpProfile::kGateUp);
-  lora_bwd(l, kFfnGate, d_h_, d_gate_.f, a.h_ffn.f, C, F);
-  linear_bwd(d_h_, g.w_up, d_up_, a.h_ffn, block_weight(l, kFfnUp), BT, C, F, true);
-  mark(OpProfile::kGateUp);
-  lora_bwd(l, kFfnUp, d_h_, d_up_.f, a.h_ffn.f, C, F);
-  rmsnorm_backward(d_res, g.ffn_norm, d_h_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
-  mark(OpProfile::kNorm);
+    swiglu_backward(d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
+  charge_time_to(OpProfile::kSwiglu);
+  linear_bwd(d_normed_, g.w_gate, d_gate_, a.h_ffn, block_weight(l, kFfnGate), BT, C, F, false);
+  charge_time_to(OpProfile::kGateUp);
+  lora_bwd(l, kFfnGate, d_normed_, d_gate_.fp32, a.h_ffn.fp32, C, F);
+  linear_bwd(d_normed_, g.w_up, d_up_, a.h_ffn, block_weight(l, kFfnUp), BT, C, F, true);
+  charge_time_to(OpProfile::kGateUp);
+  lora_bwd(l, kFfnUp, d_normed_, d_up_.fp32, a.h_ffn.fp32, C, F);
+  rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
+  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
 void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
-  const int64_t BT = B_ * T_, C = cfg_.d_model;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
@@ -493,9 +476,9 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   // d_res is dL/d(x_mid) and becomes dL/d(x_in)
   linear_bwd(d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), a.attn_out, block_weight(l, kAttnOutput), BT,
              QD, C, false);
-  mark(OpProfile::kAttnOutput);
-  lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out.f, QD, C);
-  visit(a.attn_out, [&](const auto* o) {
+  charge_time_to(OpProfile::kAttnOutput);
+  lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out.fp32, QD, C);
+  with_pointer(a.attn_out, [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
         return attention_backward_bf16(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v,
@@ -503,23 +486,23 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
     }
     attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape_);
   });
-  mark(OpProfile::kAttention);
-  rope_backward(d_q_, rope_cos_, rope_sin_, B_, T_, cfg_.n_heads, hd);
-  rope_backward(d_k_, rope_cos_, rope_sin_, B_, T_, cfg_.n_kv_heads, hd);
+  charge_time_to(OpProfile::kAttention);
+  rope_backward(d_q_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd);
+  rope_backward(d_k_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd);
   const GemmIn<T> dq = gemm_in(d_q_, d_q_h_, BT * QD), dk = gemm_in(d_k_, d_k_h_, BT * KD),
                   dv = gemm_in(d_v_, d_v_h_, BT * KD);
-  mark(OpProfile::kRope);
-  linear_bwd(d_h_, g.wq, dq, a.h_attn, block_weight(l, kAttnQ), BT, C, QD, false);
-  mark(OpProfile::kQkv);
-  lora_bwd(l, kAttnQ, d_h_, d_q_, a.h_attn.f, C, QD);
-  linear_bwd(d_h_, g.wk, dk, a.h_attn, block_weight(l, kAttnK), BT, C, KD, true);
-  mark(OpProfile::kQkv);
-  lora_bwd(l, kAttnK, d_h_, d_k_, a.h_attn.f, C, KD);
-  linear_bwd(d_h_, g.wv, dv, a.h_attn, block_weight(l, kAttnV), BT, C, KD, true);
-  mark(OpProfile::kQkv);
-  lora_bwd(l, kAttnV, d_h_, d_v_, a.h_attn.f, C, KD);
-  rmsnorm_backward(d_res, g.attn_norm, d_h_, x_in, w.attn_norm, a.rstd_attn, BT, C);
-  mark(OpProfile::kNorm);
+  charge_time_to(OpProfile::kRope);
+  linear_bwd(d_normed_, g.wq, dq, a.h_attn, block_weight(l, kAttnQ), BT, C, QD, false);
+  charge_time_to(OpProfile::kQkv);
+  lora_bwd(l, kAttnQ, d_normed_, d_q_, a.h_attn.fp32, C, QD);
+  linear_bwd(d_normed_, g.wk, dk, a.h_attn, block_weight(l, kAttnK), BT, C, KD, true);
+  charge_time_to(OpProfile::kQkv);
+  lora_bwd(l, kAttnK, d_normed_, d_k_, a.h_attn.fp32, C, KD);
+  linear_bwd(d_normed_, g.wv, dv, a.h_attn, block_weight(l, kAttnV), BT, C, KD, true);
+  charge_time_to(OpProfile::kQkv);
+  lora_bwd(l, kAttnV, d_normed_, d_v_, a.h_attn.fp32, C, KD);
+  rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
+  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
@@ -544,27 +527,27 @@ template <typename T>
 void LlamaModel<T>::backward(T loss_scale) {
   if (!targets_) fail("model: backward() needs a forward() with targets");
   check_threads();
-  const int64_t BT = B_ * T_, C = cfg_.d_model, V = cfg_.vocab;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   phase_ = OpProfile::kBackward;
-  if (profile_) last_mark_ = now_seconds();
+  if (profile_) last_charge_s_ = now_seconds();
   // forward() left the head's gradients at unit loss scale; both are linear in it
   if (d_head_) axpy(g_.output, loss_scale, d_head_, V * C);
   if (loss_scale != T(1)) scale_inplace(d_h_final_, loss_scale, BT * C);
-  mark(OpProfile::kHead);
+  charge_time_to(OpProfile::kHead);
   std::memset(d_res_, 0, size_t(BT * C) * sizeof(T));
   rmsnorm_backward(d_res_, g_.output_norm, d_h_final_, residual_.back(), w_.output_norm, rstd_final_,
                    BT, C);
-  mark(OpProfile::kNorm);
+  charge_time_to(OpProfile::kNorm);
   for (int64_t l = cfg_.n_layers - 1; l >= 0; --l) {
     layer_backward(l, residual_[size_t(l)], d_res_);
     if (on_layer_grads) on_layer_grads(l);
-    if (profile_) last_mark_ = now_seconds();  // the hook's time is not the model's
+    if (profile_) last_charge_s_ = now_seconds();  // the hook's time is not the model's
   }
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
     linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
   else if (g_.token_embd)
     embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
-  mark(OpProfile::kEmbedding);
+  charge_time_to(OpProfile::kEmbedding);
   targets_ = nullptr;  // once per forward: the head's prepared gradients are used up
 }
 

@@ -14,32 +14,21 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/q8_linear.h"
 #include "kernels/tile_gemm_bf16.h"
 #include "model/config.h"
 #include "model/params.h"
-#include "model/quantized_base.h"
 #include "util/aligned_buffer.h"
 
 namespace ggtrain::model {
 
-// What backward recomputes instead of keeping from forward (train.recompute):
-// kAttn the attention block's activations (norm, q, k, v, attention output),
-// kAll every activation of a block: only the residual stream is kept per
-// block. Recomputed buffers are planned once and shared by all blocks.
-enum class Recompute { kNone, kAttn, kAll };
-Recompute recompute_from_name(const std::string& name);  // "none", "attn", "all"
-
-// train.precision: kBf16 runs every GEMM of the blocks and the head on bf16
-// inputs (weights rounded from the float master copy at each forward,
-// activations stored in bf16 where they only feed GEMMs) with float
-// accumulation; norms, softmax, loss, gradients and the optimizer stay float.
-enum class Precision { kFp32, kBf16 };
-Precision precision_from_name(const std::string& name);  // "fp32", "bf16"
+// model/quantized_base.h: users of the model that hold no quantized base
+// need not see the GGUF reader.
+class QuantizedBase;
 
 // Rows of logits the loss computes at once by default: about 1 Mi floats per
-// thread, at least 256 rows (the head's GEMMs on fewer rows ran at 60-70% of
-// their speed on 256: SmolLM2's 49152-word head lost 5% of a step), at most
-// all BT rows.
+// thread, at least 256 rows (the head's GEMMs lose speed on fewer rows:
+// bench/README.md, "Memory"), at most all BT rows.
 int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt);
 
 struct ModelOptions {
@@ -59,8 +48,8 @@ struct ModelOptions {
 // A weight matrix as a linear layer reads it: float parameters, or Q8_0 rows.
 template <typename T>
 struct WeightRef {
-  const T* f = nullptr;
-  const kernels::Q8Rows* q = nullptr;
+  const T* fp32 = nullptr;
+  const kernels::Q8Rows* q8 = nullptr;
 };
 
 // Wall time per operation, summed over layers and steps, when attached with
@@ -77,9 +66,11 @@ struct OpProfile {
 // one of the two is set).
 template <typename T>
 struct GemmIn {
-  T* f = nullptr;
-  kernels::bf16* h = nullptr;
-  GemmIn at(int64_t offset) const { return {f ? f + offset : nullptr, h ? h + offset : nullptr}; }
+  T* fp32 = nullptr;
+  kernels::bf16* bf16 = nullptr;
+  GemmIn at(int64_t offset) const {
+    return {fp32 ? fp32 + offset : nullptr, bf16 ? bf16 + offset : nullptr};
+  }
 };
 
 template <typename T>
@@ -97,7 +88,7 @@ struct LayerActs {
   T* gate;               // [BT, F]
   T* up;                 // [BT, F]
   GemmIn<T> act;         // [BT, F]   silu(gate) * up
-  std::array<T*, kNumLoraTargets> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
+  std::array<T*, kNumBlockMatrices> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
 };
 
 template <typename T>
@@ -114,8 +105,8 @@ class LlamaModel {
   // Layout of grads() (and of the optimizer moments): the trainable tensors.
   const ParamLayout& grad_layout() const { return grad_layout_; }
   int64_t n_trainable() const { return grad_layout_.total(); }
-  int64_t batch() const { return B_; }
-  int64_t seq_len() const { return T_; }
+  int64_t batch() const { return batch_; }
+  int64_t seq_len() const { return seq_len_; }
   T* params() { return params_.data(); }
   const T* params() const { return params_.data(); }
   T* grads() { return grads_.data(); }
@@ -156,7 +147,7 @@ class LlamaModel {
   void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
                   int64_t n_in, int64_t n_out, bool accumulate_dx);
   // Matrix t of block l, and the head: float or held quantized.
-  WeightRef<T> block_weight(int64_t l, LoraTarget t) const;
+  WeightRef<T> block_weight(int64_t l, BlockMatrix t) const;
   WeightRef<T> head_weight() const { return {w_.output, q8_output_}; }
   // Rows of a quantized matrix with `cols` columns that fit the scratch.
   int64_t q8_band_rows(int64_t cols) const { return std::max<int64_t>(1, q8_scratch_size_ / cols); }
@@ -170,7 +161,7 @@ class LlamaModel {
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
-  void trunk(const int32_t* inputs);
+  void embed_and_blocks(const int32_t* inputs);
   void attn_block_forward(int64_t l, const T* x_in, T* x_mid);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
   void attn_block_backward(int64_t l, const T* x_in, T* d_res);
@@ -183,16 +174,16 @@ class LlamaModel {
   void check_threads() const;
   // The LoRA branch of target t in layer l (nothing when it is not a target):
   // out += s (inp A^T) B^T, and its backward (dinp accumulated).
-  void lora_fwd(int64_t l, LoraTarget t, T* out, const T* inp, int64_t n_in, int64_t n_out);
-  void lora_bwd(int64_t l, LoraTarget t, T* dinp, const T* dout, const T* inp, int64_t n_in,
+  void lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out);
+  void lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in,
                 int64_t n_out);
-  // Profiling: the time since the previous mark goes to `op` in phase_.
-  void mark(OpProfile::Op op);
+  // Profiling: the time since the previous call goes to `op` in phase_.
+  void charge_time_to(OpProfile::Op op);
 
   LlamaConfig cfg_;
   ModelOptions opts_;
   ParamLayout layout_, grad_layout_;
-  int64_t B_, T_;
+  int64_t batch_, seq_len_;
   int n_threads_;
   int64_t chunk_rows_;  // rows of logits per loss chunk
   AlignedBuffer<T> params_, grads_, acts_, donor_, logits_;
@@ -201,7 +192,7 @@ class LlamaModel {
   ModelWeights<T> w_, g_;
   // Q8_0 matrices (ModelOptions::quantized) per block and target, and of the
   // embedding and head; null where the matrix is float.
-  std::vector<std::array<const kernels::Q8Rows*, kNumLoraTargets>> q8_blocks_;
+  std::vector<std::array<const kernels::Q8Rows*, kNumBlockMatrices>> q8_blocks_;
   const kernels::Q8Rows *q8_embd_ = nullptr, *q8_output_ = nullptr;
   int64_t q8_scratch_size_ = 0;  // floats of dequantized rows at a time
   T* q8_scratch_ = nullptr;
@@ -220,7 +211,8 @@ class LlamaModel {
   T *rope_cos_, *rope_sin_;
   T* attn_scratch_;  // per-thread tiles of the attention kernels
   // backward scratch, shared by all layers
-  T *d_res_, *d_h_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_act_;
+  // d_normed_: the gradient of a block's normed input (h_attn or h_ffn).
+  T *d_res_, *d_normed_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_act_;
   GemmIn<T> d_gate_, d_up_;
   // bf16 roundings of gradients that feed GEMMs (bf16 training)
   kernels::bf16 *d_res_h_ = nullptr, *d_q_h_ = nullptr, *d_k_h_ = nullptr, *d_v_h_ = nullptr;
@@ -229,7 +221,7 @@ class LlamaModel {
   const int32_t* targets_ = nullptr;
   OpProfile* profile_ = nullptr;
   OpProfile::Phase phase_ = OpProfile::kForward;
-  double last_mark_ = 0;
+  double last_charge_s_ = 0;
 };
 
 extern template class LlamaModel<float>;

@@ -6,19 +6,38 @@
 
 namespace ggtrain::model {
 
-namespace {
-// [out, in] of a block matrix, by its llama.cpp name.
-std::pair<int64_t, int64_t> lora_target_shape(const LlamaConfig& c, const std::string& target) {
-  const int64_t C = c.d_model;
-  if (target == "attn_q") return {c.q_dim(), C};
-  if (target == "attn_k" || target == "attn_v") return {c.kv_dim(), C};
-  if (target == "attn_output") return {C, c.q_dim()};
-  if (target == "ffn_gate" || target == "ffn_up") return {c.d_ff, C};
-  if (target == "ffn_down") return {C, c.d_ff};
-  fail("model: '{}' is not a LoRA target (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down)",
-       target);
+const char* block_matrix_name(BlockMatrix m) {
+  static const char* names[kNumBlockMatrices] = {"attn_q", "attn_k",   "attn_v",  "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+  return names[m];
 }
-}  // namespace
+
+BlockMatrix block_matrix_from_name(std::string_view name) {
+  for (int m = 0; m < kNumBlockMatrices; ++m)
+    if (name == block_matrix_name(BlockMatrix(m))) return BlockMatrix(m);
+  return kNumBlockMatrices;
+}
+
+std::string block_matrix_names_text() {
+  std::string out;
+  for (int m = 0; m < kNumBlockMatrices; ++m) out += std::string(m ? ", " : "") + block_matrix_name(BlockMatrix(m));
+  return out;
+}
+
+std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix m) {
+  const int64_t C = c.d_model;
+  switch (m) {
+    case kAttnQ: return {c.q_dim(), C};
+    case kAttnK:
+    case kAttnV: return {c.kv_dim(), C};
+    case kAttnOutput: return {C, c.q_dim()};
+    case kFfnGate:
+    case kFfnUp: return {c.d_ff, C};
+    case kFfnDown: return {C, c.d_ff};
+    case kNumBlockMatrices: break;
+  }
+  fail("model: block matrix {} does not exist", int(m));
+}
 
 ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held_elsewhere) {
   const int64_t C = c.d_model;
@@ -31,15 +50,14 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
     add("token_embd.weight", {c.vocab, C});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
+    auto matrix = [&](BlockMatrix m) {
+      const auto [out, in] = block_matrix_shape(c, m);
+      add(n(block_matrix_name(m)), {out, in});
+    };
     add(n("attn_norm"), {C});
-    add(n("attn_q"), {c.q_dim(), C});
-    add(n("attn_k"), {c.kv_dim(), C});
-    add(n("attn_v"), {c.kv_dim(), C});
-    add(n("attn_output"), {C, c.q_dim()});
+    for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
     add(n("ffn_norm"), {C});
-    add(n("ffn_gate"), {c.d_ff, C});
-    add(n("ffn_up"), {c.d_ff, C});
-    add(n("ffn_down"), {C, c.d_ff});
+    for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
   }
   add("output_norm.weight", {C});
   if (!c.tied) add("output.weight", {c.vocab, C});
@@ -47,17 +65,14 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
   // plain model's layout (a base GGUF loads into the same places).
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
     for (const auto& target : c.lora.targets) {
-      const auto [out, in] = lora_target_shape(c, target);
+      const BlockMatrix m = block_matrix_from_name(target);
+      if (m == kNumBlockMatrices)
+        fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
+      const auto [out, in] = block_matrix_shape(c, m);
       const std::string w = fmt::format("blk.{}.{}.weight", l, target);
       add(w + ".lora_a", {c.lora.rank, in});
       add(w + ".lora_b", {out, c.lora.rank});
     }
-}
-
-const char* lora_target_name(LoraTarget t) {
-  static const char* names[kNumLoraTargets] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                               "ffn_gate", "ffn_up", "ffn_down"};
-  return names[t];
 }
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
@@ -115,10 +130,11 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConf
   w.lens = c.donor_dim > 0 ? at("lens.proj.weight") : nullptr;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(fmt::format("blk.{}.{}.weight", l, what)); };
-    LayerWeights<T> lw{n("attn_norm"), n("attn_q"), n("attn_k"), n("attn_v"), n("attn_output"),
-                       n("ffn_norm"), n("ffn_gate"), n("ffn_up"), n("ffn_down")};
-    for (int t = 0; c.lora.rank > 0 && t < kNumLoraTargets; ++t) {
-      const std::string w = fmt::format("blk.{}.{}.weight", l, lora_target_name(LoraTarget(t)));
+    auto mat = [&](BlockMatrix m) { return n(block_matrix_name(m)); };
+    LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),  mat(kAttnK),   mat(kAttnV),   mat(kAttnOutput),
+                       n("ffn_norm"),  mat(kFfnGate), mat(kFfnUp), mat(kFfnDown)};
+    for (int t = 0; c.lora.rank > 0 && t < kNumBlockMatrices; ++t) {
+      const std::string w = fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t)));
       if (!layout.find(w + ".lora_a")) continue;  // not a target
       lw.lora_a[size_t(t)] = at(w + ".lora_a");
       lw.lora_b[size_t(t)] = at(w + ".lora_b");

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -46,15 +48,22 @@ class ParamLayout {
 };
 
 // Typed pointers into a buffer laid out by ParamLayout (parameters or grads).
-// The block matrices a LoRA adapter can target, in llama.cpp's names.
-enum LoraTarget { kAttnQ, kAttnK, kAttnV, kAttnOutput, kFfnGate, kFfnUp, kFfnDown, kNumLoraTargets };
-const char* lora_target_name(LoraTarget t);  // "attn_q", ...
+// The seven weight matrices of a block (blk.N.<name>.weight in llama.cpp's
+// names); each can be a LoRA target. This is the one list of them.
+enum BlockMatrix { kAttnQ, kAttnK, kAttnV, kAttnOutput, kFfnGate, kFfnUp, kFfnDown, kNumBlockMatrices };
+const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
+// The matrix called `name` ("attn_q"), or kNumBlockMatrices when none is.
+BlockMatrix block_matrix_from_name(std::string_view name);
+// "attn_q, attn_k, ..., ffn_down", for messages.
+std::string block_matrix_names_text();
+// [out, in] of matrix m.
+std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix m);
 
 template <typename T>
 struct LayerWeights {
   T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
-  std::array<T*, kNumLoraTargets> lora_a{}, lora_b{};
+  std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
 };
 
 template <typename T>

@@ -18,9 +18,9 @@ QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c) {
       fail("{}: tensor '{}' has ne [{}], expected [{}]", f.path(), t.name, fmt::join(ti->shape(), ", "),
            fmt::join(ggml_ne(t.shape), ", "));
     const kernels::Q8Rows rows{ti->data, t.shape[0], t.shape[1]};
-    if (t.shape[1] % 32 != 0 || uint64_t(rows.rows * rows.row_bytes()) != ti->n_bytes)
+    if (t.shape[1] % int64_t(kernels::kQ8Block) != 0 || uint64_t(rows.rows * rows.row_bytes()) != ti->n_bytes)
       fail("{}: Q8_0 tensor '{}' holds {} bytes, not {} rows of {} blocks", f.path(), t.name, ti->n_bytes,
-           rows.rows, t.shape[1] / 32);
+           rows.rows, t.shape[1] / int64_t(kernels::kQ8Block));
     rows_[t.name] = rows;
     names_.insert(t.name);
     bytes_ += int64_t(ti->n_bytes);

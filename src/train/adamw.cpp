@@ -40,7 +40,7 @@ void adamw_step(const model::ParamLayout& layout, float* params, const float* gr
   adamw_step_range(layout, 0, layout.total(), params, grads, m, v, t, lr, cfg, grad_scale);
 }
 
-double grad_global_norm(const float* grads, int64_t n) {
+double grad_sum_of_squares(const float* grads, int64_t n) {
   constexpr int64_t kBlock = 1 << 14;
   const int64_t n_blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(size_t(n_blocks), 0.0);
@@ -56,8 +56,10 @@ double grad_global_norm(const float* grads, int64_t n) {
   }
   double total = 0;
   for (double s : partial) total += s;
-  return std::sqrt(total);
+  return total;
 }
+
+double grad_global_norm(const float* grads, int64_t n) { return std::sqrt(grad_sum_of_squares(grads, n)); }
 
 float clip_scale(double norm, double max_norm) {
   if (max_norm <= 0 || !(norm > max_norm)) return 1.0f;

@@ -30,8 +30,10 @@ void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, 
                       const float* grads, float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg,
                       float grad_scale = 1.0f);
 
-// sqrt(sum g^2) in double, summed in fixed-size blocks in a fixed order so the
-// value is the same for any thread count.
+// sum g^2 in double, summed in fixed-size blocks in a fixed order so the
+// value is the same for any thread count (a ZeRO-1 rank sums its shard).
+double grad_sum_of_squares(const float* grads, int64_t n);
+// sqrt(grad_sum_of_squares).
 double grad_global_norm(const float* grads, int64_t n);
 
 // torch.nn.utils.clip_grad_norm_: scale = max_norm / (norm + 1e-6) when the

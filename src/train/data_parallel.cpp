@@ -3,64 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "util/clock.h"
 #include "util/error.h"
+#include "util/hash.h"
 
 namespace ggtrain::train {
 
 namespace {
-
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-// GGTRAIN_INJECT_RANK_FAILURE=R:S: rank R fails at step S (from 1) after its
-// backward, while the other ranks wait in the gradient reduction: the test
-// of "a failure on one rank ends every rank".
-void read_injected_failure(int64_t& rank, int64_t& step) {
-  const char* env = std::getenv("GGTRAIN_INJECT_RANK_FAILURE");
-  if (!env || !*env) return;
-  long long r = -1, s = -1;
-  char tail = 0;
-  if (std::sscanf(env, "%lld:%lld%c", &r, &s, &tail) != 2 || r < 0 || s < 1)
-    fail("GGTRAIN_INJECT_RANK_FAILURE='{}': expected RANK:STEP such as 1:5", env);
-  rank = r;
-  step = s;
-}
-
-// FNV-1a over the bits, a word (two floats) at a time.
-uint64_t hash_floats(const float* x, int64_t n) {
-  uint64_t h = 1469598103934665603ULL;
-  for (int64_t i = 0; i < n; i += 2) {
-    uint64_t w = 0;
-    std::memcpy(&w, x + i, i + 1 < n ? 8 : 4);
-    h = (h ^ w) * 1099511628211ULL;
-  }
-  return h;
-}
-
-// Sum of squares in double, in fixed blocks summed in order: the same value
-// for any thread count.
-double sum_of_squares(const float* g, int64_t n) {
-  constexpr int64_t kBlock = 1 << 14;
-  const int64_t n_blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(size_t(n_blocks), 0.0);
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    double s = 0;
-    for (int64_t i = b * kBlock, end = std::min(n, (b + 1) * kBlock); i < end; ++i) s += double(g[i]) * double(g[i]);
-    partial[size_t(b)] = s;
-  }
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
-}
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
 
@@ -74,7 +28,6 @@ DataParallel::DataParallel(Communicator& comm, int64_t global_batch, int64_t seq
          global_batch, comm_.size());
   local_batch_ = global_batch / comm_.size();
   first_token_ = int64_t(comm_.rank()) * local_batch_ * seq_len;
-  read_injected_failure(fail_rank_, fail_step_);
 }
 
 void DataParallel::attach(model::LlamaModel<float>& model) {
@@ -120,17 +73,15 @@ void DataParallel::on_block_done(int64_t layer) {
   comm_.progress();  // MPI advances non-blocking collectives only inside its calls
 }
 
-double DataParallel::finish_backward(double local_loss, int64_t step) {
-  if (rank() == fail_rank_ && step == fail_step_)
-    fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", step, rank());
+double DataParallel::finish_backward(double local_loss) {
   if (size() == 1) return local_loss;
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   for (size_t i = 0; i < plan_.buckets.size(); ++i)  // the same order on every rank
     if (!started_[i]) start(i);
   comm_.wait_all();
   std::fill(started_.begin(), started_.end(), 0);
   armed_ = false;
-  wait_s_ += now_s() - t0;
+  wait_s_ += now_seconds() - t0;
   return mean_over_ranks(local_loss);
 }
 
@@ -146,7 +97,7 @@ double DataParallel::grad_norm() {
   if (!sharded()) return grad_global_norm(model_->grads(), model_->n_trainable());
   // Sum of squares of this rank's slices (padding between tensors is zero),
   // then over ranks: the same value everywhere.
-  double sq = sum_of_squares(gshard_.data(), plan_.shard_size);
+  double sq = grad_sum_of_squares(gshard_.data(), plan_.shard_size);
   comm_.allreduce_sum(&sq, 1);
   return std::sqrt(sq);
 }
@@ -165,9 +116,9 @@ void DataParallel::adamw(std::vector<float>& m, std::vector<float>& v, int64_t t
     adamw_step_range(gl, lo, lo + b.counts[r], model_->params(), gshard_.data() + b.shard_at,
                      m.data() + b.shard_at, v.data() + b.shard_at, t, lr, cfg, grad_scale);
   }
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   share_params();
-  gather_s_ += now_s() - t0;
+  gather_s_ += now_seconds() - t0;
 }
 
 // ZeRO-1: every rank updated its slices; all-gather them. With nothing
@@ -242,7 +193,7 @@ std::unique_ptr<DataParallel::FullMoments> DataParallel::prepare_checkpoint(int6
   // the same bits (each sum is formed in one fixed order), and this says
   // so loudly if an MPI library ever did otherwise.
   std::vector<uint64_t> all(static_cast<size_t>(size()));
-  comm_.allgather(hash_floats(model_->params(), model_->layout().total()), all.data());
+  comm_.allgather(fnv1a_words(model_->params(), size_t(model_->layout().total()) * sizeof(float)), all.data());
   for (int r = 1; r < size(); ++r)
     if (all[size_t(r)] != all[0])
       fail("step {}: the weights of rank {} differ from rank 0's; the ranks no longer train one model "

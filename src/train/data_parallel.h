@@ -66,9 +66,9 @@ class DataParallel {
 
   // Before each micro-batch's forward: `last` arms the per-block reduction.
   void begin_micro_batch(bool last) { armed_ = last && size() > 1; }
-  // After the last backward of step `step` (from 1): every gradient reduced
-  // (ZeRO-1: this rank's slices). Returns the mean of the ranks' losses.
-  double finish_backward(double local_loss, int64_t step);
+  // After a step's last backward: every gradient reduced (ZeRO-1: this
+  // rank's slices). Returns the mean of the ranks' losses.
+  double finish_backward(double local_loss);
   // Test hook (GGTRAIN_INJECT_NAN_INTO=grad): the first trainable gradient
   // element becomes +Inf on the rank that holds it after the reduction.
   void inject_nonfinite_gradient();
@@ -122,7 +122,6 @@ class DataParallel {
   std::vector<char> started_;
   std::vector<float> gshard_;  // ZeRO-1: this rank's reduced gradient slices
   bool armed_ = false, identity_layout_ = true;
-  int64_t fail_rank_ = -1, fail_step_ = -1;  // GGTRAIN_INJECT_RANK_FAILURE
   double wait_s_ = 0, gather_s_ = 0;
 };
 

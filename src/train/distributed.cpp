@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "util/error.h"
 
@@ -89,6 +90,20 @@ Communicator& single_process() {
 }
 
 bool world_started() { return g_world != nullptr; }
+
+std::string failure_message(const std::exception& e) {
+  if (dynamic_cast<const Error*>(&e)) return e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return "out of memory";
+  return fmt::format("train: {}", e.what());
+}
+
+void end_every_rank(const std::string& message) {
+  if (!world_started()) {
+    if (launcher_size() > 1 && launcher_rank() != 0) std::_Exit(1);
+    return;
+  }
+  if (world().size() > 1) world().abort_all(message);
+}
 
 Communicator& world() {
   if (g_world) return *g_world;

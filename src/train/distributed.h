@@ -9,6 +9,7 @@
 // together by wait_all().
 #include <cstdint>
 #include <span>
+#include <exception>
 #include <string>
 
 namespace ggtrain::train {
@@ -70,5 +71,16 @@ int launcher_rank();
 
 // The single-process communicator (also what world() is without a launcher).
 Communicator& single_process();
+
+// What a failure says when it ends a run: an Error's text, "out of memory",
+// or "train: " and another exception's text (std::filesystem, JSON, ...).
+std::string failure_message(const std::exception& e);
+
+// The one place a failure on this rank ends the others: under mpirun they
+// would wait for it in their next collective forever. With several ranks
+// started, abort_all(message) (does not return). Before the ranks met
+// (arguments, config: every rank failed alike) every rank but the
+// launcher's rank 0 exits at once, so one says why. One process: returns.
+void end_every_rank(const std::string& message);
 
 }  // namespace ggtrain::train

@@ -30,9 +30,8 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator() {
     // Open MPI allocates a temporary buffer in each (non-blocking)
     // collective. Fresh mmap()s every step (glibc's default above 128 KiB)
-    // cost first-touch page faults each time: ~20 us per 4 KiB page on the
-    // VM this was measured on, which made a 4 MB all-reduce take 8.6 ms
-    // instead of 0.4 ms. Blocks up to 32 MiB (glibc's largest threshold;
+    // cost first-touch page faults each time, which made a 4 MB all-reduce
+    // 20-50x slower (docs/scaling.md). Blocks up to 32 MiB (glibc's largest threshold;
     // gradient buckets stay below it, train/zero.h) come from the heap and
     // are reused instead; the heap gives memory back above 128 MiB free.
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
@@ -168,7 +167,7 @@ class MpiCommunicator final : public Communicator {
 
   // Open MPI advances a non-blocking collective only inside MPI calls; the
   // rounds of a bucket's all-reduce would otherwise wait for the next
-  // block's hook (measured: as little as 4% of the reduction hidden). This
+  // block's hook (little of the reduction hidden: docs/scaling.md). This
   // thread calls MPI_Testall every 50 us while operations are pending and
   // sleeps otherwise; it holds mu_ only for the call itself.
   void progress_loop() {

@@ -7,10 +7,14 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 #include <toml++/toml.h>
 
+#include "model/params.h"
 #include "train/schedule.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace ggtrain::train {
 
@@ -84,29 +88,10 @@ Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field) {
           Kind::Bool};
 }
 
-// RFC 3629 UTF-8: no stray continuation bytes, overlong forms, surrogates.
-bool valid_utf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-    for (size_t k = 1; k < n; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return false;
-    i += n;
-  }
-  return true;
-}
-
 // String values must be UTF-8: the resolved config is saved as TOML (with
 // the run and in every checkpoint), and TOML cannot hold other bytes, so a
-// path in another encoding would come back changed on --resume (fuzz
-// finding, input in fuzz/regressions/config/).
+// path in another encoding would come back changed on --resume (the input
+// is kept in fuzz/regressions/config/).
 template <typename T>
 Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field) {
   return {name,
@@ -188,22 +173,34 @@ std::string sources_text(const toml::array& a, const Key& key, const std::string
   return fmt::format("{}", fmt::join(items, ","));
 }
 
+// model.<name> for each of model::llama_fields().
+std::vector<Key> model_keys() {
+  std::vector<Key> k;
+  for (const auto& f : model::llama_fields()) {
+    const std::string name = std::string("model.") + f.name;
+    k.push_back(std::visit(
+        [&](auto member) -> Key {
+          using Member = decltype(member);
+          if constexpr (std::is_same_v<Member, int64_t model::LlamaConfig::*>)
+            return int_key(name, &RunConfig::model, member);
+          else if constexpr (std::is_same_v<Member, bool model::LlamaConfig::*>)
+            return bool_key(name, &RunConfig::model, member);
+          else
+            return float_key(name, &RunConfig::model, member);
+        },
+        f.member));
+  }
+  return k;
+}
+
 const std::vector<Key>& keys() {
-  using M = ModelSection;
   using D = DataSection;
   using T = TrainSection;
   using K = CheckpointSection;
   using I = InitSection;
-  static const std::vector<Key> k = {
-      int_key("model.d_model", &RunConfig::model, &M::d_model),
-      int_key("model.n_layers", &RunConfig::model, &M::n_layers),
-      int_key("model.n_heads", &RunConfig::model, &M::n_heads),
-      int_key("model.n_kv_heads", &RunConfig::model, &M::n_kv_heads),
-      int_key("model.d_ff", &RunConfig::model, &M::d_ff),
-      int_key("model.ctx", &RunConfig::model, &M::ctx),
-      bool_key("model.tied", &RunConfig::model, &M::tied),
-      float_key("model.rope_freq_base", &RunConfig::model, &M::rope_freq_base),
-      float_key("model.rms_eps", &RunConfig::model, &M::rms_eps),
+  static const std::vector<Key> k = [] {
+    std::vector<Key> all = model_keys();
+    const std::vector<Key> rest = {
       list_key("data.corpus", &RunConfig::data, &D::corpus),
       list_key("data.val_corpus", &RunConfig::data, &D::val_corpus),
       {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
@@ -261,7 +258,10 @@ const std::vector<Key>& keys() {
       int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
       string_key("init.donor", &RunConfig::init, &I::donor),
       string_key("init.from", &RunConfig::init, &I::from),
-  };
+    };
+    all.insert(all.end(), rest.begin(), rest.end());
+    return all;
+  }();
   return k;
 }
 
@@ -381,18 +381,25 @@ void check_non_ascii(const std::string& text, const std::string& source) {
 
 }  // namespace
 
+model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                               int64_t d_ff, int64_t ctx, bool tied, double rope_freq_base) {
+  model::LlamaConfig c;
+  c.d_model = d_model;
+  c.n_layers = n_layers;
+  c.n_heads = n_heads;
+  c.n_kv_heads = n_kv_heads;
+  c.d_ff = d_ff;
+  c.ctx = ctx;
+  c.tied = tied;
+  c.rope_freq_base = rope_freq_base;
+  return c;
+}
+
 model::LlamaConfig RunConfig::llama(int64_t vocab) const {
   model::LlamaConfig c;
   c.vocab = vocab;
-  c.d_model = model.d_model;
-  c.n_layers = model.n_layers;
-  c.n_heads = model.n_heads;
-  c.n_kv_heads = model.n_kv_heads;
-  c.d_ff = model.d_ff;
-  c.ctx = model.ctx;
-  c.tied = model.tied;
-  c.rope_freq_base = model.rope_freq_base;
-  c.rms_eps = model.rms_eps;
+  for (const auto& f : model::llama_fields())
+    std::visit([&](auto member) { c.*member = model.*member; }, f.member);
   return c;
 }
 
@@ -418,12 +425,9 @@ void RunConfig::validate() const {
     if (init.from.empty()) fail("config: train.lora needs a base model: set init.from");
     if (!(train.lora.alpha > 0)) fail("config: train.lora.alpha must be positive, got {}", train.lora.alpha);
     if (train.lora.targets.empty()) fail("config: train.lora.targets is empty");
-    static const std::set<std::string> kTargets = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                                   "ffn_gate", "ffn_up", "ffn_down"};
     for (const auto& t : train.lora.targets)
-      if (!kTargets.count(t))
-        fail("config: train.lora.targets: '{}' is not one of attn_q, attn_k, attn_v, attn_output, "
-             "ffn_gate, ffn_up, ffn_down", t);
+      if (model::block_matrix_from_name(t) == model::kNumBlockMatrices)
+        fail("config: train.lora.targets: '{}' is not one of {}", t, model::block_matrix_names_text());
     if (!train.freeze.empty())
       fail("config: train.freeze does not apply to a LoRA run (the whole base model is frozen)");
   }
@@ -467,10 +471,13 @@ void RunConfig::validate() const {
     fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
   if (train.zero != 0 && train.zero != 1)
     fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
-  if (train.recompute != "none" && train.recompute != "attn" && train.recompute != "all")
-    fail("config: train.recompute must be \"none\", \"attn\" or \"all\", got \"{}\"", train.recompute);
-  if (train.precision != "fp32" && train.precision != "bf16")
-    fail("config: train.precision must be \"fp32\" or \"bf16\", got \"{}\"", train.precision);
+  // The model's parsers are the one definition of these names.
+  try {
+    model::recompute_from_name(train.recompute);
+    model::precision_from_name(train.precision);
+  } catch (const Error& e) {
+    fail("config: train.{}", e.what());
+  }
   if (train.precision == "bf16" && train.lora.rank > 0)
     fail("config: train.precision = \"bf16\" does not apply to a LoRA run (adapters train in fp32)");
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
@@ -483,7 +490,7 @@ RunConfig preset(const std::string& name) {
   RunConfig c;  // the defaults are s15
   if (name == "s15") return c;
   if (name == "tiny") {
-    c.model = {64, 2, 4, 2, 160, 64, false, 10000.0, 1e-5};
+    c.model = model_shape(64, 2, 4, 2, 160, 64, false);
     c.data.vocab_size = 320;
     c.data.val_fraction = 0.05;
     c.train.steps = 40;
@@ -501,7 +508,7 @@ RunConfig preset(const std::string& name) {
     return c;
   }
   if (name == "smol135") {
-    c.model = {576, 30, 9, 3, 1536, 2048, true, 100000.0, 1e-5};
+    c.model = model_shape(576, 30, 9, 3, 1536, 2048, true, 100000.0);
     c.data.vocab_size = 49152;
     c.train.seq_len = 512;
     c.train.batch = 4;

@@ -11,12 +11,6 @@
 
 namespace ggtrain::train {
 
-struct ModelSection {
-  int64_t d_model = 288, n_layers = 6, n_heads = 6, n_kv_heads = 6, d_ff = 768, ctx = 256;
-  bool tied = true;
-  double rope_freq_base = 10000.0, rms_eps = 1e-5;
-};
-
 struct DataSection {
   // Files, folders (recursively) and globs; .txt, .jsonl/.json, either
   // compressed as .gz or .zst (data/input/documents.h).
@@ -96,8 +90,15 @@ struct CheckpointSection {
   int64_t keep_last = 3;  // 0 keeps all
 };
 
+// A model.* section: d_model, n_layers, n_heads, n_kv_heads, d_ff, ctx,
+// tied, and RoPE's base.
+model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
+                               int64_t d_ff, int64_t ctx, bool tied, double rope_freq_base = 10000.0);
+
 struct RunConfig {
-  ModelSection model;
+  // model.*: the fields of model::llama_fields() (the defaults are s15's);
+  // vocab, donor_dim and lora stay unset here (see llama()).
+  model::LlamaConfig model = model_shape(288, 6, 6, 6, 768, 256, true);
   DataSection data;
   TrainSection train;
   CheckpointSection checkpoint;

@@ -8,7 +8,6 @@
 #include "data/sentencepiece_train.h"
 #include "gguf/reader.h"
 #include "train/run_checkpoint.h"
-#include "train/data_parallel.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -136,7 +135,7 @@ RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const
 }  // namespace
 
 RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const data::Tokenizer& tok, bool resume,
-                          bool quiet, DataParallel& dp) {
+                          bool quiet) {
   const std::string dir = run_dir + "/data";
   const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
   if (resume && !fs::exists(data::manifest_path(dir)) && fs::exists(legacy_train)) {
@@ -147,10 +146,7 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
     return open_streams({{legacy_train}}, {1.0},
                         val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});
   }
-  std::vector<data::PreparedData> prepared;
-  if (dp.root()) prepared = prepare_run_data(c, dir, tok, resume, quiet);
-  dp.barrier();
-  if (!dp.root()) prepared = prepare_run_data(c, dir, tok, resume, true);
+  const std::vector<data::PreparedData> prepared = prepare_run_data(c, dir, tok, resume, quiet);
   std::vector<std::vector<std::string>> train;
   std::vector<double> weights;
   std::vector<std::string> val;  // validation: every source's, one after the other

@@ -13,8 +13,6 @@
 
 namespace ggtrain::train {
 
-class DataParallel;
-
 data::PrepareOptions prepare_options(const RunConfig& c, bool quiet);
 
 // Trains a sentencepiece BPE tokenizer of data.vocab_size pieces on a
@@ -43,9 +41,11 @@ struct RunTokens {
 // must be what the run was prepared with (sources, options, tokenizer), or
 // this refuses naming what changed; a folder prepared by ggtrain 0.1's
 // single-file format (data/train.tok, no manifest) is used as it is. Under
-// mpirun rank 0 prepares first; the others then find it complete (or, on
-// another machine without the folder, prepare the same files).
+// mpirun run_training builds rank 0's run (this included) before any other
+// rank starts: the others find the folder complete (or, on another machine
+// without it, prepare the same files). No collective here: one would pair
+// with run_training's barrier and let the other ranks start early.
 RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const data::Tokenizer& tok, bool resume,
-                          bool quiet, DataParallel& dp);
+                          bool quiet);
 
 }  // namespace ggtrain::train

@@ -31,15 +31,10 @@ struct TrainSummary {
 // step finishes, a checkpoint is written, a line saying how to resume is
 // printed and run_training returns normally (interrupted_by set). A second
 // signal ends the process at once (the last complete checkpoint stays intact).
-// No signal handler is involved: the two signals are blocked in every thread
-// during run_training and taken by a thread of its own (see StopSignals in
-// trainer.cpp for why); the calling thread's signal mask is restored when it
-// returns. Before the step loop starts the signals act as usual.
-//
-// Fault injection for tests: GGTRAIN_INJECT_NAN_AT_STEP=LIST (steps counted
-// from 1, e.g. "5" or "3,4,7-9") makes those steps non-finite: the loss
-// becomes NaN, or with GGTRAIN_INJECT_NAN_INTO=grad one gradient becomes
-// +Inf (so the gradient norm is not finite).
+// No signal handler is involved (train/stop_signals.h says why); the
+// calling thread's signal mask is restored when it returns. Before the step
+// loop starts the signals act as usual. Tests inject faults through the
+// environment: train/fault_injection.h.
 TrainSummary run_training(const TrainOptions& opts);
 
 // Config of a run to resume: the one saved with its latest checkpoint.

@@ -8,40 +8,13 @@
 
 #include "data/input/documents.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace ggtrain::data {
 
 namespace {
 
 constexpr size_t kReadBufferBytes = size_t(1) << 20;
-
-// The length of the well-formed UTF-8 sequence at p (Unicode table 3-7), or
-// 0 when it is not one: the second byte's range excludes overlongs (E0, F0),
-// surrogates (ED) and code points past U+10FFFF (F4); C0, C1 and F5..FF
-// never lead.
-size_t valid_sequence_length(const unsigned char* p, size_t avail) {
-  unsigned char c = p[0];
-  if (c < 0x80) return 1;
-  size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (avail < len || p[1] < lo || p[1] > hi) return 0;
-  for (size_t k = 2; k < len; ++k)
-    if ((p[k] & 0xC0) != 0x80) return 0;
-  return len;
-}
 
 // Spaces and tabs only (a '\r' is already gone): no paragraph, no record.
 bool is_blank(const std::string& line) {
@@ -123,17 +96,6 @@ class LineSource {
 };
 
 }  // namespace
-
-int64_t first_invalid_utf8(const char* s, size_t n) {
-  if (simdjson::validate_utf8(s, n)) return -1;  // the fast common case
-  const auto* p = reinterpret_cast<const unsigned char*>(s);
-  for (size_t i = 0; i < n;) {
-    size_t len = valid_sequence_length(p + i, n - i);
-    if (len == 0) return int64_t(i);
-    i += len;
-  }
-  return -1;
-}
 
 struct DocumentReader::Impl {
   Impl(const InputFile& f, const DocumentOptions& o) : file(f), options(o), lines(f) {}

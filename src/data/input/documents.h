@@ -103,9 +103,4 @@ class DocumentReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// The offset of the first byte of the first ill-formed UTF-8 sequence in s
-// (overlong, surrogate, past U+10FFFF, truncated, stray continuation), or -1
-// when s is valid.
-int64_t first_invalid_utf8(const char* s, size_t n);
-
 }  // namespace ggtrain::data

@@ -3,16 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 
-namespace ggtrain::data {
+#include "util/clock.h"
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
+namespace ggtrain::data {
 
 std::string human_count(double n) {
   if (n >= 1e9) return fmt::format("{:.2f}G", n / 1e9);
@@ -22,10 +17,10 @@ std::string human_count(double n) {
 }
 
 ProgressLine::ProgressLine(std::string what, uint64_t total_bytes, bool quiet)
-    : what_(std::move(what)), total_(total_bytes), quiet_(quiet), tty_(::isatty(2) == 1), start_(now_s()) {}
+    : what_(std::move(what)), total_(total_bytes), quiet_(quiet), tty_(::isatty(2) == 1), start_(now_seconds()) {}
 
 std::string ProgressLine::text(uint64_t bytes, int64_t documents, int64_t tokens) const {
-  const double dt = std::max(1e-9, now_s() - start_);
+  const double dt = std::max(1e-9, now_seconds() - start_);
   const double rate = double(bytes) / dt;
   const double pct = total_ > 0 ? 100.0 * double(bytes) / double(total_) : 100.0;
   const double left = rate > 0 && total_ > bytes ? double(total_ - bytes) / rate : 0;
@@ -36,7 +31,7 @@ std::string ProgressLine::text(uint64_t bytes, int64_t documents, int64_t tokens
 
 void ProgressLine::update(uint64_t bytes, int64_t documents, int64_t tokens) {
   if (quiet_) return;
-  const double t = now_s();
+  const double t = now_seconds();
   if (t - last_ < (tty_ ? 0.25 : 30.0)) return;
   last_ = t;
   const std::string line = text(bytes, documents, tokens);
@@ -46,7 +41,7 @@ void ProgressLine::update(uint64_t bytes, int64_t documents, int64_t tokens) {
 
 void ProgressLine::finish(uint64_t bytes, int64_t documents, int64_t tokens) {
   if (quiet_) return;
-  fmt::print(stderr, "{}{}, {:.1f} s{}\n", tty_ ? "\r" : "", text(bytes, documents, tokens), now_s() - start_,
+  fmt::print(stderr, "{}{}, {:.1f} s{}\n", tty_ ? "\r" : "", text(bytes, documents, tokens), now_seconds() - start_,
              tty_ ? "\033[K" : "");
 }
 

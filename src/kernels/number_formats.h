@@ -1,0 +1,26 @@
+#pragma once
+// Scalar and block number formats: fp16 and bf16 (round to nearest even),
+// and Q8_0 blocks (an fp16 scale and 32 int8, ggml's layout). The rounding
+// matches ggml's reference routines bit for bit, so the files written with
+// them equal what llama.cpp's own tools would write.
+#include <cstddef>
+#include <cstdint>
+
+namespace ggtrain::kernels {
+
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);  // round to nearest even
+float bf16_to_fp32(uint16_t h);
+uint16_t fp32_to_bf16(float f);  // round to nearest even; NaN stays quiet NaN
+
+constexpr size_t kQ8Block = 32;
+constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
+
+// Bytes of a row of `cols` weights as Q8_0 (cols a multiple of kQ8Block).
+constexpr int64_t q8_0_row_bytes(int64_t cols) { return cols / int64_t(kQ8Block) * int64_t(kQ8BlockBytes); }
+
+// n must be a multiple of 32.
+void quantize_q8_0(const float* x, uint8_t* out, size_t n);
+void dequantize_q8_0(const uint8_t* in, float* y, size_t n);
+
+}  // namespace ggtrain::kernels

@@ -1,0 +1,71 @@
+#include "train/fault_injection.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "util/error.h"
+
+namespace ggtrain::train {
+
+namespace {
+
+std::set<int64_t> nan_steps() {
+  const char* env = std::getenv("GGTRAIN_INJECT_NAN_AT_STEP");
+  std::set<int64_t> steps;
+  if (!env || !*env) return steps;
+  const std::string s(env);
+  auto bad = [&]() {
+    fail("GGTRAIN_INJECT_NAN_AT_STEP='{}': expected step numbers such as 5 or 3,4,7-9", s);
+  };
+  auto number = [&](std::string_view t) {
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || p != t.data() + t.size() || v < 1) bad();
+    return v;
+  };
+  for (size_t pos = 0; pos <= s.size();) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string_view item(s.data() + pos, end - pos);
+    const size_t dash = item.find('-');
+    const int64_t a = number(item.substr(0, dash));
+    const int64_t b = dash == std::string_view::npos ? a : number(item.substr(dash + 1));
+    if (b < a || b - a > 1000000) bad();
+    for (int64_t x = a; x <= b; ++x) steps.insert(x);
+    pos = end + 1;
+  }
+  return steps;
+}
+
+bool nan_into_grad() {
+  const char* env = std::getenv("GGTRAIN_INJECT_NAN_INTO");
+  if (!env || !*env || std::string(env) == "loss") return false;
+  if (std::string(env) == "grad") return true;
+  fail("GGTRAIN_INJECT_NAN_INTO='{}': expected loss or grad", env);
+}
+
+void rank_failure(int64_t& rank, int64_t& step) {
+  const char* env = std::getenv("GGTRAIN_INJECT_RANK_FAILURE");
+  if (!env || !*env) return;
+  long long r = -1, s = -1;
+  char tail = 0;
+  if (std::sscanf(env, "%lld:%lld%c", &r, &s, &tail) != 2 || r < 0 || s < 1)
+    fail("GGTRAIN_INJECT_RANK_FAILURE='{}': expected RANK:STEP such as 1:5", env);
+  rank = r;
+  step = s;
+}
+
+}  // namespace
+
+InjectedFaults injected_faults() {
+  InjectedFaults f;
+  f.nan_steps = nan_steps();
+  f.nan_into_grad = nan_into_grad();
+  rank_failure(f.failing_rank, f.failing_step);
+  return f;
+}
+
+}  // namespace ggtrain::train
