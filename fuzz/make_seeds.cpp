@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../tests/support/compress.h"
 #include "data/token_file.h"
 #include "data/unicode.h"
 #include "gguf/convert.h"
@@ -156,6 +157,25 @@ void shrink_fixture(const std::string& in, const std::string& out, bool tensors,
 
 }  // namespace
 
+// Seeds of the documents target: a mode byte (bit 0 JSONL, bits 1-2
+// compression none/gzip/zstd, bits 3-4 separator line/blank_line/file,
+// bit 5 skip bad documents), then the file.
+void document_seeds(const std::string& dir) {
+  using test_support::gzip_of;
+  using test_support::zstd_of;
+  const std::string text = "In the beginning\nGod created\r\n\nthe heaven \xc3\xa9\n  \nand the earth.";
+  const std::string jsonl =
+      "{\"text\": \"a\\nb\"}\n{\"text\": \"\\u00e9 \xe2\x96\x81\", \"id\": 2}\n\n{\"text\": \"\"}\n";
+  write_text(dir + "line.txt", std::string(1, '\x00') + text);
+  write_text(dir + "blank_line.txt", std::string(1, '\x08') + text);
+  write_text(dir + "file.txt", std::string(1, '\x10') + text);
+  write_text(dir + "text.gz", std::string(1, '\x02') + gzip_of(text));
+  write_text(dir + "plain.jsonl", std::string(1, '\x01') + jsonl);
+  write_text(dir + "jsonl.gz", std::string(1, '\x03') + gzip_of(jsonl));
+  write_text(dir + "jsonl.zst", std::string(1, '\x05') + zstd_of(jsonl));
+  write_text(dir + "skip_bad.jsonl", std::string(1, '\x21') + "{\"text\": 1}\nnot json\n{\"text\":\"ok\"}\n\xff\n");
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR [FIXTURES_DIR]\n", argv[0]);
@@ -164,10 +184,11 @@ int main(int argc, char** argv) {
   const std::string out = argv[1];
   const std::string fixtures = argc > 2 ? argv[2] : "";
   try {
-    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file"})
+    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file", "documents"})
       fs::create_directories(out + "/" + t);
     const std::string g = out + "/gguf_reader/", tk = out + "/tokenizer/", c = out + "/config/",
                       tf = out + "/token_file/";
+    document_seeds(out + "/documents/");
     sample_gguf(g + "sample.gguf", 32);
     sample_gguf(g + "sample_align64.gguf", 64);
     vocab_gguf(tk + "vocab.gguf", true, true);
