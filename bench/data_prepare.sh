@@ -8,12 +8,15 @@
 #
 #   bash bench/data_prepare.sh [WORK_DIR]     (default /tmp/ggtrain-data-bench; needs ~12 GB)
 #   SIZES_MB="100 1000" bash bench/data_prepare.sh
+#   PARTS="tokenize" bash bench/data_prepare.sh   (any of: prepare json tokenize train)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/build/src/ggtrain
 WORK=${1:-/tmp/ggtrain-data-bench}
 SIZES_MB=${SIZES_MB:-"100 1000 4000"}
+PARTS=" ${PARTS:-prepare json tokenize train} "
+part() { [[ $PARTS == *" $1 "* ]]; }
 mkdir -p "$WORK"
 cmake --build build --target ggtrain bench_tokenize bench_json -j "$(nproc)" >/dev/null
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) threads"
@@ -46,6 +49,7 @@ make_jsonl() {
     }' "$WORK/kjv.txt" > "$out.tmp" && mv "$out.tmp" "$out"
 }
 
+if part prepare; then
 echo
 echo "== ggtrain data prepare (s15 config, data.tokenizer = the KJV model, all threads) =="
 for mb in $SIZES_MB; do
@@ -55,12 +59,16 @@ for mb in $SIZES_MB; do
     --set data.corpus="$WORK/corpus-${mb}mb.jsonl" --set data.tokenizer="$WORK/kjv.model")"
   python3 -c "import json,sys; m=json.load(open(sys.argv[1])); t=m['totals']; print('   ', t['documents'], 'documents,', t['train_tokens'] + t['val_tokens'], 'tokens,', len(m['shards']), 'shard(s)')" "$WORK/run-$mb/data/manifest.json"
 done
+fi
 
+if part json; then
 echo
 echo "== JSONL parser, 1 thread =="
 make_jsonl 1000
 build/bench/bench_json "$WORK/corpus-1000mb.jsonl"
+fi
 
+if part tokenize; then
 echo
 echo "== tokenizer throughput (same model, same text) =="
 build/bench/bench_tokenize "$WORK/kjv.model" "$WORK/kjv.txt" 1 "$(nproc)"
@@ -80,7 +88,10 @@ if [[ -d tests/node/node_modules/node-llama-cpp ]]; then
     NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node bench/llama_tokenize.mjs "$WORK/gpt2-kjv.gguf" "$WORK/$text"
   done
 fi
+fi
 
+if part train; then
+make_jsonl 100
 echo
 echo "== training peak RSS vs number of shards (s15, 30 steps on the 100 MB corpus) =="
 for shard in 1000000000 1000000; do
@@ -92,3 +103,4 @@ for shard in 1000000000 1000000; do
   echo "data.shard_tokens=$shard: $(measure "$BIN" train --quiet --preset s15 --run-dir "$WORK/train-$shard" "${sets[@]}")"
   python3 -c "import json,sys; print('   ', len(json.load(open(sys.argv[1]))['shards']), 'shard(s)')" "$WORK/train-$shard/data/manifest.json"
 done
+fi

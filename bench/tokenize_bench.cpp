@@ -60,8 +60,10 @@ int main(int argc, char** argv) {
   const bool gguf_model = model.size() > 5 && model.substr(model.size() - 5) == ".gguf";
   if (gguf_model) {
     const auto tok = data::Tokenizer::from_gguf(gguf::GgufFile(model));
-    std::printf("%s: %zu lines, %.1f MB, %s vocabulary %lld\n", argv[2], lines.size(), double(bytes) / 1e6,
-                std::string(tok.model()).c_str(), (long long)tok.vocab_size());
+    size_t tokens = 0;  // to compare with llama.cpp's count (bench/llama_tokenize.mjs)
+    for (const auto& l : lines) tokens += tok.encode(l, false).size();
+    std::printf("%s: %zu lines, %.1f MB, %s vocabulary %lld, %zu tokens\n", argv[2], lines.size(), double(bytes) / 1e6,
+                std::string(tok.model()).c_str(), (long long)tok.vocab_size(), tokens);
     for (int t : threads) {
       const double s = time_encode(lines, t, [&](const std::string& l) { return tok.encode(l, false); });
       std::printf("%-8d %-14s %10.2f %14.1f\n", t, "ggtrain", s, double(bytes) / 1e6 / s);
