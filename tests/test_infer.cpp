@@ -2,6 +2,7 @@
 // to F16/BF16/Q8_0, the perplexity rule, and the samplers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "infer/decoder.h"
+#include "infer/generate.h"
 #include "infer/perplexity.h"
 #include "infer/sampler.h"
 #include "model/checkpoint.h"
@@ -22,6 +24,7 @@
 using namespace ggtrain;
 using test_support::compare;
 using test_support::TempDir;
+using test_support::within_abs;
 using test_support::within_rel_to_max;
 
 namespace {
@@ -86,6 +89,56 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads) {
 
 TEST(Decoder, MatchesTrainingForwardGqaUntied) { check_decoder_matches_training_forward(false, 2); }
 TEST(Decoder, MatchesTrainingForwardMqaTied) { check_decoder_matches_training_forward(true, 1); }
+
+// The decoder over parameters in memory (a training run's) computes what the
+// decoder over the GGUF written from them computes, bit for bit.
+TEST(Decoder, InMemoryParametersEqualTheirGguf) {
+  TempDir tmp;
+  for (bool tied : {false, true}) {
+    const auto c = config(tied, 2);
+    const auto p = write_model(c, tmp / "m.gguf");
+    gguf::GgufFile f(tmp / "m.gguf");
+    infer::Decoder from_file(f), in_memory(c, p.data());
+    const auto toks = tokens(30, c.vocab);
+    from_file.eval(toks.data(), 30, true);
+    in_memory.eval(toks.data(), 30, true);
+    EXPECT_TRUE(within_abs(compare(in_memory.logits(), from_file.logits(), size_t(30 * c.vocab)), 0.0))
+        << "tied " << tied;
+  }
+  auto lens = config(false, 2);
+  lens.donor_dim = 16;  // a lens model must be folded first
+  const std::vector<float> none(size_t(model::ParamLayout(lens).total()));
+  EXPECT_THROW(infer::Decoder(lens, none.data()), Error);
+}
+
+// The generation loop: the prompt once, then one token at a time; it stops
+// after the stop token, at n tokens, or when the context is full, and the
+// greedy continuation is the argmax of the full forward pass at each step.
+TEST(Generate, GreedyFollowsTheFullForwardAndStops) {
+  TempDir tmp;
+  const auto c = config(false, 2);
+  const auto p = write_model(c, tmp / "m.gguf");
+  infer::Decoder dec(c, p.data(), nullptr, 20);
+  infer::SamplerConfig greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = tokens(5, c.vocab);
+  std::vector<int32_t> seen;
+  const auto g = infer::generate(dec, prompt, 8, greedy, 1, -1, [&](int32_t t) { seen.push_back(t); });
+  ASSERT_EQ(g.tokens.size(), 8u);
+  EXPECT_EQ(seen, g.tokens);
+  std::vector<int32_t> ctx = prompt;
+  for (int32_t t : g.tokens) {
+    infer::Decoder full(c, p.data(), nullptr, 20);
+    full.eval(ctx.data(), int64_t(ctx.size()), false);
+    EXPECT_EQ(t, int32_t(std::max_element(full.logits(), full.logits() + c.vocab) - full.logits()));
+    ctx.push_back(t);
+  }
+  // Stops after the stop token (kept), and when the context (20) is full.
+  const auto stop_at = std::find(g.tokens.begin(), g.tokens.end(), g.tokens[2]);  // its first time
+  EXPECT_EQ(infer::generate(dec, prompt, 8, greedy, 1, g.tokens[2]).tokens,
+            std::vector<int32_t>(g.tokens.begin(), stop_at + 1));
+  EXPECT_EQ(infer::generate(dec, prompt, 100, greedy, 1, -1).tokens.size(), size_t(20 - 5 + 1));
+}
 
 TEST(Decoder, RefusesTokensPastTheContext) {
   TempDir tmp;

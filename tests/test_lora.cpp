@@ -186,6 +186,18 @@ TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
     plain.forward(inputs.data(), nullptr);
     EXPECT_TRUE(within_abs(compare(held.logits(), plain.logits(), size_t(B * T * c.vocab)), 1e-5))
         << "logits, tied " << tied;
+
+    // The decoder over the run's memory (what samples during training run)
+    // is the decoder over the base file with the run's adapter applied.
+    gguf::GgufWriter aw;
+    model::add_lora_adapter(aw, lc, held.layout(), held.params());
+    aw.write(tmp / "adapter.gguf");
+    infer::Decoder in_memory(lc, held.params(), &q), from_files(f);
+    from_files.add_lora(model::read_lora_adapter(gguf::GgufFile(tmp / "adapter.gguf"), c), 1.0);
+    in_memory.eval(inputs.data(), T, true);
+    from_files.eval(inputs.data(), T, true);
+    EXPECT_TRUE(within_abs(compare(in_memory.logits(), from_files.logits(), size_t(T * c.vocab)), 0.0))
+        << "in-memory decoder vs base file + adapter, tied " << tied;
   }
 }
 

@@ -10,11 +10,13 @@
 
 #include "cli/commands.h"
 #include "cli/lora_options.h"
+#include "cli/threads_option.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "infer/perplexity.h"
+#include "kernels/cross_entropy.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -28,12 +30,7 @@ int eval_tokens(infer::Decoder& dec, const std::string& csv, const std::string& 
   const int64_t V = dec.config().vocab;
   if (ids.size() > 1) {
     double nll = 0;  // mean next-token loss over the given tokens
-    for (size_t i = 0; i + 1 < ids.size(); ++i) {
-      const float* z = dec.logits() + int64_t(i) * V;
-      double mx = *std::max_element(z, z + V), s = 0;
-      for (int64_t v = 0; v < V; ++v) s += std::exp(double(z[v]) - mx);
-      nll += mx + std::log(s) - z[ids[i + 1]];
-    }
+    for (size_t i = 0; i + 1 < ids.size(); ++i) nll += kernels::token_nll(dec.logits() + int64_t(i) * V, V, ids[i + 1]);
     nll /= double(ids.size() - 1);
     fmt::print("{} tokens: mean next-token loss {:.6f}, perplexity {:.4f}\n", ids.size(), nll, std::exp(nll));
   }
@@ -67,7 +64,7 @@ int eval_text(const gguf::GgufFile& f, infer::Decoder& dec, const std::string& p
 Runner add_eval_command(CLI::App& app) {
   struct Opts {
     std::string model, tokens, text, dump_logits;
-    int64_t ctx = 0;
+    int64_t ctx = 0, threads = 0;
     LoraOptions lora;
   };
   auto o = std::make_shared<Opts>();
@@ -79,8 +76,10 @@ Runner add_eval_command(CLI::App& app) {
   cmd->add_option("-c,--ctx", o->ctx, "Context for --text (default: the model's)");
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
   add_lora_options(cmd, o->lora);
+  add_threads_option(cmd, o->threads);
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
+    apply_threads_option(o->threads);
     if (o->tokens.empty() == o->text.empty()) fail("eval: give exactly one of --tokens and --text");
     gguf::GgufFile f(o->model);
     infer::Decoder dec(f, o->ctx);

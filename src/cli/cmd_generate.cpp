@@ -1,33 +1,28 @@
 #include <fmt/core.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/lora_options.h"
+#include "cli/threads_option.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
+#include "infer/generate.h"
 #include "infer/sampler.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
 
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
     std::string model, prompt, tokens;
-    int64_t n = 64, ctx = 0;
+    int64_t n = 64, ctx = 0, threads = 0;
     infer::SamplerConfig sampler;
     uint64_t seed = 42;
-    bool print_ids = false;
+    bool print_ids = false, ignore_eos = false;
     LoraOptions lora;
   };
   auto o = std::make_shared<Opts>();
@@ -45,35 +40,28 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "History the penalty sees (default 64)");
   cmd->add_option("--seed", o->seed, "Sampling seed (default 42)");
   add_lora_options(cmd, o->lora);
+  add_threads_option(cmd, o->threads);
   cmd->add_flag("--print-ids", o->print_ids, "End with one line of the generated ids, comma-separated");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "Go on after the end-of-text token (speed measurements)");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
+    apply_threads_option(o->threads);
     gguf::GgufFile f(o->model);
     infer::Decoder dec(f, o->ctx);
     apply_lora_options(o->lora, dec);
     auto tok = data::Tokenizer::from_gguf(f);
     std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, tok.add_bos()) : parse_token_list(o->tokens);
-    if (prompt.empty()) fail("generate: the prompt is empty");
     if (o->tokens.empty()) fmt::print("{}", o->prompt);
     std::fflush(stdout);
 
-    const auto t0 = std::chrono::steady_clock::now();
-    dec.eval(prompt.data(), int64_t(prompt.size()), false);
-    const double prompt_s = seconds_since(t0);
-    std::vector<int32_t> history = prompt, out;
-    Rng rng(o->seed);
-    const auto t1 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < o->n; ++i) {
-      int32_t next = infer::sample_token(dec.logits(), dec.config().vocab, o->sampler, rng, history);
-      out.push_back(next);
-      history.push_back(next);
-      if (next == tok.eos_id()) break;
-      fmt::print("{}", tok.token_to_piece(next));
-      std::fflush(stdout);
-      if (i + 1 == o->n || dec.position() >= dec.n_ctx()) break;
-      dec.eval(&next, 1, false);
-    }
-    const double decode_s = seconds_since(t1);
+    const infer::Generation g =
+        infer::generate(dec, prompt, o->n, o->sampler, o->seed, o->ignore_eos ? -1 : tok.eos_id(), [&](int32_t next) {
+          if (next == tok.eos_id()) return;
+          fmt::print("{}", tok.token_to_piece(next));
+          std::fflush(stdout);
+        });
+    const auto& out = g.tokens;
+    const double prompt_s = g.prompt_seconds, decode_s = g.decode_seconds;
     fmt::print("\n");
     if (o->print_ids) fmt::print("{}\n", fmt::join(out, ","));
     std::fflush(stdout);

@@ -10,14 +10,45 @@
 #include "kernels/parallel.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/quantized_base.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
 
 Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx)
     : cfg_(model::config_from_llama_gguf(f)), n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx) {
-  auto matrix = [&](const std::string& name) { return WeightMatrix(f, f.tensor(name)); };
-  auto vec = [&](const std::string& name) { return f.to_float(f.tensor(name)); };
+  build([&](const std::string& name) { return WeightMatrix(f, f.tensor(name)); },
+        [&](const std::string& name) { return f.to_float(f.tensor(name)); });
+}
+
+Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized,
+                 int64_t n_ctx)
+    : cfg_(cfg), n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx) {
+  if (cfg.donor_dim > 0) fail("decoder: a model with a donor lens runs folded (model::fold_donor_model)");
+  const model::ParamLayout layout(cfg, quantized ? quantized->names() : std::set<std::string>{});
+  auto at = [&](const std::string& name) { return params + layout.get(name).offset; };
+  build(
+      [&](const std::string& name) {
+        if (const kernels::Q8Rows* q = quantized ? quantized->find(name) : nullptr) return WeightMatrix(*q);
+        const auto& t = layout.get(name);
+        return WeightMatrix(at(name), t.shape[0], t.shape[1]);
+      },
+      [&](const std::string& name) { return std::vector<float>(at(name), at(name) + layout.get(name).size); });
+  // A LoRA run's adapters, unmerged, as add_lora applies a file's.
+  for (int64_t l = 0; cfg.lora.rank > 0 && l < cfg.n_layers; ++l)
+    for (const auto& target : cfg.lora.targets) {
+      const std::string w = fmt::format("blk.{}.{}.weight", l, target);
+      const auto& a = layout.get(w + ".lora_a");
+      const auto& b = layout.get(w + ".lora_b");
+      layers_[size_t(l)]
+          .matrix(model::block_matrix_from_name(target))
+          .add_lora(std::vector<float>(at(a.name), at(a.name) + a.size),
+                    std::vector<float>(at(b.name), at(b.name) + b.size), cfg.lora.rank, float(cfg.lora.scale()));
+    }
+}
+
+template <typename Matrix, typename Vector>
+void Decoder::build(Matrix matrix, Vector vec) {
   token_embd_ = matrix("token_embd.weight");
   if (!cfg_.tied) output_ = matrix("output.weight");
   output_norm_ = vec("output_norm.weight");

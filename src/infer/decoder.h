@@ -11,6 +11,10 @@
 #include "model/lora.h"
 #include "model/params.h"
 
+namespace ggtrain::model {
+class QuantizedBase;
+}
+
 namespace ggtrain::infer {
 
 class Decoder {
@@ -18,6 +22,12 @@ class Decoder {
   // `f` must outlive the decoder (weights are views into its map).
   // n_ctx: cache length, 0 for the model's context length.
   explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0);
+  // A model in memory: `params` laid out as model::ParamLayout(cfg) without
+  // the matrices `quantized` holds (a LoRA run on a Q8_0 base), LoRA tensors
+  // included (applied unmerged). Views, not copies: params and quantized
+  // must outlive the decoder and not change while it is used.
+  Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized = nullptr,
+          int64_t n_ctx = 0);
 
   const model::LlamaConfig& config() const { return cfg_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -41,6 +51,9 @@ class Decoder {
       return *all[m];
     }
   };
+  // The weights, by llama.cpp name, and the buffers for n_ctx_ tokens.
+  template <typename Matrix, typename Vector>
+  void build(Matrix matrix, Vector vec);
   void attention(int64_t l, int64_t n);
 
   model::LlamaConfig cfg_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cross_entropy.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -24,11 +25,7 @@ PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, in
     dec.reset();
     dec.eval(window.data(), n_ctx, true);
     for (int64_t k = first; k < n_ctx - 1; ++k) {
-      const float* z = dec.logits() + k * V;
-      const float maxl = *std::max_element(z, z + V);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v] - maxl));
-      nll -= double(z[tokens[size_t(c * n_ctx + k + 1)]] - maxl) - std::log(sum);
+      nll += kernels::token_nll(dec.logits() + k * V, V, tokens[size_t(c * n_ctx + k + 1)]);
     }
     r.scored += n_ctx - 1 - first;
     if (on_chunk) on_chunk(c, std::exp(nll / double(r.scored)));

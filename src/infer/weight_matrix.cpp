@@ -26,6 +26,12 @@ WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
   }
 }
 
+WeightMatrix::WeightMatrix(const float* data, int64_t rows, int64_t cols)
+    : data_(reinterpret_cast<const uint8_t*>(data)), rows_(rows), cols_(cols) {}
+
+WeightMatrix::WeightMatrix(const kernels::Q8Rows& q)
+    : type_(TensorType::Q8_0), act_type_(TensorType::Q8_0), data_(q.data), rows_(q.rows), cols_(q.cols) {}
+
 namespace {
 
 float dot_f32(const float* w, const float* x, int64_t n) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "kernels/q8_linear.h"
 
 namespace ggtrain::infer {
 
@@ -15,6 +16,10 @@ class WeightMatrix {
   WeightMatrix() = default;
   // rows x cols row-major, i.e. ggml ne = [cols, rows].
   WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t);
+  // Views of weights in memory (a training run's parameters, a Q8_0 base it
+  // holds); `data` must outlive the matrix.
+  WeightMatrix(const float* data, int64_t rows, int64_t cols);
+  explicit WeightMatrix(const kernels::Q8Rows& q);
   // Movable, not copyable: data_ may point into owned_.
   WeightMatrix(WeightMatrix&&) = default;
   WeightMatrix& operator=(WeightMatrix&&) = default;

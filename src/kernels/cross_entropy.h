@@ -10,6 +10,18 @@
 
 namespace ggtrain::kernels {
 
+// -log softmax(z)[target] of one row of V logits, summed in double: what
+// scoring (perplexity, `ggtrain eval`) reports. llama.cpp's perplexity tool
+// forms it the same way (differences to the row's maximum in float, the sum
+// of their exponentials in double).
+inline double token_nll(const float* z, int64_t V, int32_t target) {
+  float maxv = z[0];
+  for (int64_t v = 1; v < V; ++v) maxv = z[v] > maxv ? z[v] : maxv;
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v] - maxv));
+  return std::log(sum) - double(z[target] - maxv);
+}
+
 // losses[n] = lse(logits[n]) - logits[n][target[n]]; lse[n] saved. The
 // logits are left intact.
 template <typename T>

@@ -14,7 +14,8 @@
 #include "data/mixture_loader.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
-#include "infer/generator.h"
+#include "infer/decoder.h"
+#include "infer/generate.h"
 #include "kernels/gemm_bf16.h"
 #include "model/checkpoint.h"
 #include "model/donor.h"
@@ -443,12 +444,13 @@ double Run::evaluate() {
 // A generated text on rank 0 every train.sample_every steps.
 void Run::maybe_sample(int64_t step) {
   if (c_.train.sample_every <= 0 || step % c_.train.sample_every != 0 || !dp_->root()) return;
-  std::optional<model::FoldedModel> folded;  // the generator runs a standard model
+  std::optional<model::FoldedModel> folded;  // the decoder runs a standard model
   if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
-  infer::Generator gen(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
-                       folded ? nullptr : quantized_.get());
-  std::vector<int32_t> prompt{tok_->bos_id()};
-  auto ids = gen.generate(prompt, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step), tok_->eos_id());
+  infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
+                     folded ? nullptr : quantized_.get());
+  const auto ids = infer::generate(dec, {tok_->bos_id()}, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step),
+                                   tok_->eos_id())
+                       .tokens;
   if (!quiet_) fmt::print(stderr, "\nsample at step {}: {}\n", step, tok_->decode(ids));
 }
 
