@@ -1,30 +1,54 @@
 #!/usr/bin/env bash
-# Generation speed of ggtrain and llama.cpp (node-llama-cpp's prebuilt build)
-# on the same GGUF, same threads, in one run: prompt processing and decode
-# tokens/s for the F32 model and its Q8_0 export, and the ratios.
-# Usage: bench/compare_llamacpp.sh [MODEL.gguf (default runs/kjv/weights/latest)] [THREADS]
+# Inference speed of ggtrain and llama.cpp on the same GGUF, same threads, in
+# one run: pp P (a prompt of P tokens, BOS then random ids, into an empty
+# cache) and tg N (N tokens one at a time), for the F32 model and its Q8_0
+# export, and the ratios. llama.cpp runs through its C API
+# (bench/llamacpp_anchor.cpp, llama-bench's definitions), built here against
+# the shared libraries of the npm package @node-llama-cpp/linux-x64 (installed
+# by scripts/test.sh) and the llama.h of the same release (node-llama-cpp's
+# llama/gitRelease.bundle, cloned into build/llama.cpp-src). Never part of
+# ggtrain or its tests. ggtrain runs `generate --temp 0 --ignore-eos`, which
+# includes the greedy pick of each token (llama-bench's tg samples nothing).
+#
+#   bench/compare_llamacpp.sh [MODEL.gguf (default runs/kjv/weights/latest)] [THREADS (2)] [P (128)] [N (128)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-runs/kjv/weights/latest}
 THREADS=${2:-2}
+P=${3:-128}
+N=${4:-128}
 [[ -f "$MODEL" ]] || { echo "no model at $MODEL (run scripts/run.sh first)" >&2; exit 1; }
-[[ -d tests/node/node_modules/node-llama-cpp ]] || { echo "run scripts/test.sh once (installs tests/node)" >&2; exit 1; }
+NLC=tests/node/node_modules
+LIB=$NLC/@node-llama-cpp/linux-x64/bins/linux-x64
+BUNDLE=$NLC/node-llama-cpp/llama/gitRelease.bundle
+[[ -d $LIB && -f $BUNDLE ]] || { echo "no llama.cpp libraries in $NLC (run scripts/test.sh once)" >&2; exit 1; }
 GG=build/src/ggtrain
+ANCHOR=build/bench/bench_llamacpp_anchor
+cmake --build build --target ggtrain -j "$(nproc)" >/dev/null
+if [[ ! -x $ANCHOR || bench/llamacpp_anchor.cpp -nt $ANCHOR ]]; then
+  [[ -d build/llama.cpp-src ]] || git clone -q "$BUNDLE" build/llama.cpp-src 2>/dev/null
+  mkdir -p build/bench
+  g++ -O2 -std=c++17 bench/llamacpp_anchor.cpp -o "$ANCHOR" \
+    -Ibuild/llama.cpp-src/include -Ibuild/llama.cpp-src/ggml/include \
+    "$(ls "$LIB"/libllama.*so | head -1)" "$(ls "$LIB"/libggml.*so | head -1)" "$LIB/libggml-base.so" \
+    -Wl,-rpath,"$PWD/$LIB"
+fi
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), flags: $(grep -o -w 'avx512f\|avx512_vnni\|avx_vnni\|amx_int8\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "llama.cpp: $(sed -n 's/.*"tag": "\(.*\)".*/\1/p' "$NLC/node-llama-cpp/llama/llama.cpp.info.json") (node-llama-cpp's release)"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$GG" export "$MODEL" "$tmp/q8_0.gguf" --type q8_0 >/dev/null
 cp "$MODEL" "$tmp/f32.gguf"
-echo "And it came to pass after these things, that God did tempt Abraham, and said unto him, Abraham: and he said, Behold, here I am. And he said, Take now thy son, thine only son Isaac, whom thou lovest, and get thee into the land of Moriah" > "$tmp/prompt.txt"
-ids="1,$("$GG" tokenize -m "$MODEL" --lines "$tmp/prompt.txt")"
-N=128
+vocab=$("$GG" inspect "$MODEL" --json | sed -n 's/.*"llama.vocab_size": *\([0-9]*\).*/\1/p' | head -1)
+ids=$(awk -v p="$P" -v v="${vocab:-4096}" 'BEGIN { srand(1); s = "1"; for (i = 1; i < p; i++) s = s "," int(rand() * v); print s }')
 for t in f32 q8_0; do
-  ours=$(OMP_NUM_THREADS=$THREADS "$GG" generate -m "$tmp/$t.gguf" --tokens "$ids" -n $N --temp 0 2>&1 >/dev/null | tail -1)
-  theirs=$(NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node tests/node/llama_cpp.mjs bench "$tmp/$t.gguf" "$ids" $N "$THREADS")
-  echo "$t ggtrain:   $ours"
-  echo "$t $theirs"
-  op=$(sed -n 's/.*prompt: [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tokens\/s).*/\1/p' <<<"$ours")
-  od=$(sed -n 's/.*generated [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tokens\/s).*/\1/p' <<<"$ours")
-  tp=$(sed -n 's/.*prompt [0-9]* tokens \([0-9.]*\) tokens\/s.*/\1/p' <<<"$theirs")
-  td=$(sed -n 's/.*decode [0-9]* tokens \([0-9.]*\) tokens\/s.*/\1/p' <<<"$theirs")
-  awk -v op="$op" -v od="$od" -v tp="$tp" -v td="$td" -v t="$t" \
-    'BEGIN { printf "%s ratio ggtrain/llama.cpp: prompt %.2f, decode %.2f\n", t, op/tp, od/td }'
+  "$ANCHOR" "$tmp/$t.gguf" "$LIB" -p "$P" -n "$N" -t "$THREADS" -r 5 | sed "s/^/$t /"
+  pp=0 tg=0
+  for r in 1 2 3; do
+    line=$("$GG" generate -m "$tmp/$t.gguf" --tokens "$ids" -n "$N" --temp 0 --ignore-eos -t "$THREADS" 2>&1 >/dev/null | tail -1)
+    p1=$(sed -n 's/^prompt: [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tokens\/s).*/\1/p' <<<"$line")
+    t1=$(sed -n 's/.*generated [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tokens\/s).*/\1/p' <<<"$line")
+    pp=$(awk -v a="$pp" -v x="$p1" 'BEGIN { print a + x / 3 }')
+    tg=$(awk -v a="$tg" -v x="$t1" 'BEGIN { print a + x / 3 }')
+  done
+  printf '%s ggtrain generate: pp%d %.1f tokens/s, tg%d %.1f tokens/s (mean of 3)\n' "$t" "$P" "$pp" "$N" "$tg"
 done
