@@ -225,6 +225,68 @@ std::string clean_spaces(const std::string& in) {
   return c;
 }
 
+// tokenizer.ggml.token_type (every token normal when absent), checked.
+std::vector<int32_t> token_types(const gguf::GgufFile& f, size_t n) {
+  std::vector<int32_t> types(n, kNormal);
+  if (!f.find("tokenizer.ggml.token_type")) return types;
+  const Value& ty = array_of(f, "tokenizer.ggml.token_type", ValueType::I32);
+  if (ty.items.size() != n)
+    fail("{}: metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", f.path(), ty.items.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t type = ty.items[i].i;
+    if (type < kUndefined || type > kByte)
+      fail("{}: metadata 'tokenizer.ggml.token_type' has type {} at id {}", f.path(), type, i);
+    types[i] = int32_t(type);
+  }
+  return types;
+}
+
+// Scores mean nothing to BPE, but llama.cpp refuses the file if they are
+// not numbers for every token.
+void check_scores(const gguf::GgufFile& f, size_t n) {
+  const Value* s = f.find("tokenizer.ggml.scores");
+  if (!s) return;
+  if (s->type != ValueType::ARRAY || (s->elem_type != ValueType::F32 && s->elem_type != ValueType::I32))
+    fail("{}: metadata 'tokenizer.ggml.scores' must be an array of f32", f.path());
+  if (s->items.size() != n)
+    fail("{}: metadata 'tokenizer.ggml.scores' has {} entries for {} tokens", f.path(), s->items.size(), n);
+}
+
+// Pre-tokenizer; an absent key is "default", as in llama.cpp.
+const PreTokenizer* pre_tokenizer_of(const gguf::GgufFile& f) {
+  const std::string pre = f.find("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "";
+  const PreTokenizer* p = find_pre_tokenizer(pre);
+  if (!p)
+    fail("{}: metadata 'tokenizer.ggml.pre' is '{}': not a pre-tokenizer ggtrain implements "
+         "(known: {}){}", f.path(), pre, pre_tokenizer_names(),
+         pre == "gpt2" ? "; llama.cpp spells GPT-2's 'gpt-2'" : "");
+  return p;
+}
+
+// Merges "LEFT RIGHT" (split at the first space after the first byte, as
+// llama.cpp does); rank = position, the first of duplicates counts. `find`
+// gives a token's id or -1.
+template <typename Find>
+std::unordered_map<uint64_t, int32_t> merge_ranks(const gguf::GgufFile& f, Find find) {
+  const Value& merges = array_of(f, "tokenizer.ggml.merges", ValueType::STRING);
+  std::unordered_map<uint64_t, int32_t> ranks;
+  ranks.reserve(merges.items.size());
+  for (size_t i = 0; i < merges.items.size(); ++i) {
+    const std::string& m = merges.items[i].s;
+    const size_t space = m.find(' ', 1);
+    if (space == std::string::npos)
+      fail("{}: metadata 'tokenizer.ggml.merges' entry {} '{}' is not 'LEFT RIGHT'", f.path(), i, m);
+    const std::string left = m.substr(0, space), right = m.substr(space + 1);
+    const int32_t l = find(left), r = find(right);
+    for (auto [id, text] : {std::pair{l, left}, std::pair{r, right}, std::pair{find(left + right), left + right}})
+      if (id < 0)
+        fail("{}: metadata 'tokenizer.ggml.merges' entry {} '{}' names '{}', which is not in "
+             "tokenizer.ggml.tokens", f.path(), i, m, text);
+    ranks.try_emplace(pair_key(l, r), int32_t(std::min<size_t>(i, INT32_MAX)));
+  }
+  return ranks;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
@@ -237,35 +299,9 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
   const size_t n = tokens.items.size();
   if (n == 0 || n > INT32_MAX) fail("{}: metadata 'tokenizer.ggml.tokens' has {} entries", path, n);
   for (const auto& it : tokens.items) t.pieces_.push_back(it.s);
-  t.types_.assign(n, kNormal);
-  if (f.find("tokenizer.ggml.token_type")) {
-    const Value& ty = array_of(f, "tokenizer.ggml.token_type", ValueType::I32);
-    if (ty.items.size() != n)
-      fail("{}: metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", path,
-           ty.items.size(), n);
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t type = ty.items[i].i;
-      if (type < kUndefined || type > kByte)
-        fail("{}: metadata 'tokenizer.ggml.token_type' has type {} at id {}", path, type, i);
-      t.types_[i] = int32_t(type);
-    }
-  }
-  // Scores mean nothing to BPE, but llama.cpp refuses the file if they are
-  // not numbers for every token.
-  if (const Value* s = f.find("tokenizer.ggml.scores")) {
-    if (s->type != ValueType::ARRAY || (s->elem_type != ValueType::F32 && s->elem_type != ValueType::I32))
-      fail("{}: metadata 'tokenizer.ggml.scores' must be an array of f32", path);
-    if (s->items.size() != n)
-      fail("{}: metadata 'tokenizer.ggml.scores' has {} entries for {} tokens", path, s->items.size(), n);
-  }
-
-  // Pre-tokenizer; an absent key is "default", as in llama.cpp.
-  const std::string pre = f.find("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "";
-  v->pre = find_pre_tokenizer(pre);
-  if (!v->pre)
-    fail("{}: metadata 'tokenizer.ggml.pre' is '{}': not a pre-tokenizer ggtrain implements "
-         "(known: {}){}", path, pre, pre_tokenizer_names(),
-         pre == "gpt2" ? "; llama.cpp spells GPT-2's 'gpt-2'" : "");
+  t.types_ = token_types(f, n);
+  check_scores(f, n);
+  v->pre = pre_tokenizer_of(f);
 
   v->bos = special_id(f, "tokenizer.ggml.bos_token_id", kBpeDefaultSpecialId, n);
   v->eos = special_id(f, "tokenizer.ggml.eos_token_id", kBpeDefaultSpecialId, n);
@@ -281,24 +317,7 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
   t.add_bos_ = v->add_bos;
   t.add_space_prefix_ = v->add_space_prefix;
   t.finish(path);
-
-  // Merges "LEFT RIGHT" (split at the first space after the first byte, as
-  // llama.cpp does); rank = position, the first of duplicates counts.
-  const Value& merges = array_of(f, "tokenizer.ggml.merges", ValueType::STRING);
-  v->ranks.reserve(merges.items.size());
-  for (size_t i = 0; i < merges.items.size(); ++i) {
-    const std::string& m = merges.items[i].s;
-    const size_t space = m.find(' ', 1);
-    if (space == std::string::npos)
-      fail("{}: metadata 'tokenizer.ggml.merges' entry {} '{}' is not 'LEFT RIGHT'", path, i, m);
-    const std::string left = m.substr(0, space), right = m.substr(space + 1);
-    const int32_t l = t.find(left), r = t.find(right);
-    for (auto [id, text] : {std::pair{l, left}, std::pair{r, right}, std::pair{t.find(left + right), left + right}})
-      if (id < 0)
-        fail("{}: metadata 'tokenizer.ggml.merges' entry {} '{}' names '{}', which is not in "
-             "tokenizer.ggml.tokens", path, i, m, text);
-    v->ranks.try_emplace(pair_key(l, r), int32_t(std::min<size_t>(i, INT32_MAX)));
-  }
+  v->ranks = merge_ranks(f, [&](std::string_view text) { return t.find(text); });
 
   v->attrs.resize(n);
   for (size_t i = 0; i < n; ++i) v->attrs[i] = attr_of_type(t.types_[i]);

@@ -112,102 +112,121 @@ uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& path, const std:
   return a * b;
 }
 
-}  // namespace
+using Metadata = std::vector<std::pair<std::string, Value>>;
 
-GgufFile::GgufFile(const std::string& path) : map_(path) { parse(); }
-
-void GgufFile::parse() {
-  Cursor c(map_);
-  const std::string& path = map_.path();
-  uint32_t magic = c.read<uint32_t>("magic");
-  if (magic != kMagic) fail("{}: not a GGUF file (magic 0x{:08x})", path, magic);
-  version_ = c.read<uint32_t>("version");
-  if (version_ != 2 && version_ != 3)
-    fail("{}: unsupported GGUF version {} (supported: 2, 3)", path, version_);
-  uint64_t n_tensors = c.read<uint64_t>("tensor count");
-  uint64_t n_kv = c.read<uint64_t>("metadata count");
-  // A key/value takes at least 13 bytes and a tensor info at least 28.
-  if (n_kv > c.left() / 13)
-    fail("{}: metadata count {} cannot fit in the file ({} bytes)", path, n_kv, map_.size());
-  if (n_tensors > c.left() / 28)
-    fail("{}: tensor count {} cannot fit in the file ({} bytes)", path, n_tensors, map_.size());
-
+// The key/value section: UTF-8 keys, each once, values of valid types.
+Metadata read_metadata(Cursor& c, uint64_t n_kv) {
+  const std::string& path = c.path();
+  Metadata kv;
   std::unordered_set<std::string> keys;
-  kv_.reserve(static_cast<size_t>(n_kv));
+  kv.reserve(static_cast<size_t>(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string(fmt::format("metadata key #{}", i));
     if (!valid_utf8(key)) fail("{}: metadata key #{} is not valid UTF-8", path, i);
     if (!keys.insert(key).second) fail("{}: duplicate metadata key '{}'", path, key);
     uint32_t t = c.read<uint32_t>("type of '" + key + "'");
     if (!is_valid_value_type(t)) fail("{}: metadata '{}' has invalid type {}", path, key, t);
-    kv_.emplace_back(key, read_value(c, static_cast<ValueType>(t), "metadata '" + key + "'", 0));
+    kv.emplace_back(key, read_value(c, static_cast<ValueType>(t), "metadata '" + key + "'", 0));
   }
+  return kv;
+}
 
-  if (const Value* a = find("general.alignment")) {
-    if (a->type != ValueType::U32)
-      fail("{}: general.alignment must be u32, is {}", path, value_type_name(a->type));
-    if (a->u == 0 || (a->u & (a->u - 1)) != 0)
-      fail("{}: general.alignment {} is not a power of two", path, a->u);
-    alignment_ = a->u;
+// general.alignment: a u32 power of two, or the default.
+uint64_t alignment_of(const Metadata& kv, const std::string& path) {
+  for (const auto& [key, a] : kv) {
+    if (key != "general.alignment") continue;
+    if (a.type != ValueType::U32)
+      fail("{}: general.alignment must be u32, is {}", path, value_type_name(a.type));
+    if (a.u == 0 || (a.u & (a.u - 1)) != 0) fail("{}: general.alignment {} is not a power of two", path, a.u);
+    return a.u;
   }
+  return kDefaultAlignment;
+}
 
-  std::unordered_set<std::string> names;
-  tensors_.reserve(static_cast<size_t>(n_tensors));
-  for (uint64_t i = 0; i < n_tensors; ++i) {
-    TensorInfo t;
-    t.name = c.read_string(fmt::format("tensor #{} name", i));
-    const std::string what = fmt::format("tensor '{}'", t.name);
-    if (t.name.size() > kMaxTensorName)
-      fail("{}: tensor #{} name is {} bytes (max {})", path, i, t.name.size(), kMaxTensorName);
-    if (!valid_utf8(t.name)) fail("{}: tensor #{} name is not valid UTF-8", path, i);
-    if (!names.insert(t.name).second) fail("{}: duplicate tensor name '{}'", path, t.name);
-    t.n_dims = c.read<uint32_t>(what + " n_dims");
-    if (t.n_dims == 0 || t.n_dims > kMaxDims)
-      fail("{}: {} has {} dimensions (1..{} allowed)", path, what, t.n_dims, kMaxDims);
-    t.n_elements = 1;
-    for (uint32_t d = 0; d < t.n_dims; ++d) {
-      t.ne[d] = c.read<uint64_t>(fmt::format("{} ne[{}]", what, d));
-      if (t.ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail("{}: {} ne[{}] = {} is negative", path, what, d, t.ne[d]);
-      t.n_elements = checked_mul(t.n_elements, t.ne[d], path, what);
-    }
-    uint32_t type_id = c.read<uint32_t>(what + " type");
-    auto tr = type_traits(type_id);
-    if (!tr) fail("{}: {} has unknown ggml type id {}", path, what, type_id);
-    t.type = static_cast<TensorType>(type_id);
-    if (t.ne[0] % tr->block_size != 0)
-      fail("{}: {} ne[0] = {} is not a multiple of the {} block size {}", path, what, t.ne[0],
-           tr->name, tr->block_size);
-    t.n_bytes = checked_mul(t.n_elements / tr->block_size, tr->type_size, path, what);
-    t.offset = c.read<uint64_t>(what + " offset");
-    if (t.offset % alignment_ != 0)
-      fail("{}: {} offset {} is not aligned to {}", path, what, t.offset, alignment_);
-    tensors_.push_back(std::move(t));
+// Tensor info #i: a unique UTF-8 name, 1..kMaxDims dimensions whose element
+// count does not overflow, a known type whose blocks divide ne[0], an
+// aligned offset. Where its data lies is checked by place_tensor_data.
+TensorInfo read_tensor_info(Cursor& c, uint64_t i, uint64_t alignment, std::unordered_set<std::string>& names) {
+  const std::string& path = c.path();
+  TensorInfo t;
+  t.name = c.read_string(fmt::format("tensor #{} name", i));
+  const std::string what = fmt::format("tensor '{}'", t.name);
+  if (t.name.size() > kMaxTensorName)
+    fail("{}: tensor #{} name is {} bytes (max {})", path, i, t.name.size(), kMaxTensorName);
+  if (!valid_utf8(t.name)) fail("{}: tensor #{} name is not valid UTF-8", path, i);
+  if (!names.insert(t.name).second) fail("{}: duplicate tensor name '{}'", path, t.name);
+  t.n_dims = c.read<uint32_t>(what + " n_dims");
+  if (t.n_dims == 0 || t.n_dims > kMaxDims)
+    fail("{}: {} has {} dimensions (1..{} allowed)", path, what, t.n_dims, kMaxDims);
+  t.n_elements = 1;
+  for (uint32_t d = 0; d < t.n_dims; ++d) {
+    t.ne[d] = c.read<uint64_t>(fmt::format("{} ne[{}]", what, d));
+    if (t.ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail("{}: {} ne[{}] = {} is negative", path, what, d, t.ne[d]);
+    t.n_elements = checked_mul(t.n_elements, t.ne[d], path, what);
   }
+  uint32_t type_id = c.read<uint32_t>(what + " type");
+  auto tr = type_traits(type_id);
+  if (!tr) fail("{}: {} has unknown ggml type id {}", path, what, type_id);
+  t.type = static_cast<TensorType>(type_id);
+  if (t.ne[0] % tr->block_size != 0)
+    fail("{}: {} ne[0] = {} is not a multiple of the {} block size {}", path, what, t.ne[0], tr->name,
+         tr->block_size);
+  t.n_bytes = checked_mul(t.n_elements / tr->block_size, tr->type_size, path, what);
+  t.offset = c.read<uint64_t>(what + " offset");
+  if (t.offset % alignment != 0) fail("{}: {} offset {} is not aligned to {}", path, what, t.offset, alignment);
+  return t;
+}
 
-  uint64_t header_end = c.pos();
-  data_offset_ = (header_end + alignment_ - 1) / alignment_ * alignment_;
-  if (n_tensors > 0 && data_offset_ > map_.size())
-    fail("{}: data section would start at {}, past the end of the file ({} bytes)", path,
-         data_offset_, map_.size());
-  const uint64_t data_size = data_offset_ <= map_.size() ? map_.size() - data_offset_ : 0;
-
-  for (auto& t : tensors_) {
+// Points every tensor at its data: inside the data section, no two
+// overlapping (a writer bug or a crafted file).
+void place_tensor_data(std::vector<TensorInfo>& tensors, const MappedFile& map, uint64_t data_offset) {
+  const std::string& path = map.path();
+  if (!tensors.empty() && data_offset > map.size())
+    fail("{}: data section would start at {}, past the end of the file ({} bytes)", path, data_offset, map.size());
+  const uint64_t data_size = data_offset <= map.size() ? map.size() - data_offset : 0;
+  for (auto& t : tensors) {
     if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-      fail("{}: tensor '{}' data [{}, +{}) lies outside the {}-byte data section", path, t.name,
-           t.offset, t.n_bytes, data_size);
-    t.data = map_.data() + data_offset_ + t.offset;
+      fail("{}: tensor '{}' data [{}, +{}) lies outside the {}-byte data section", path, t.name, t.offset,
+           t.n_bytes, data_size);
+    t.data = map.data() + data_offset + t.offset;
   }
-  // Tensor data ranges must not overlap (a writer bug or a crafted file).
   std::vector<const TensorInfo*> by_offset;
-  for (const auto& t : tensors_) by_offset.push_back(&t);
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](auto* a, auto* b) { return a->offset < b->offset; });
+  for (const auto& t : tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const auto* prev = by_offset[i - 1];
     if (prev->n_bytes > 0 && prev->offset + prev->n_bytes > by_offset[i]->offset)
       fail("{}: tensors '{}' and '{}' overlap", path, prev->name, by_offset[i]->name);
   }
+}
+
+}  // namespace
+
+GgufFile::GgufFile(const std::string& path) : map_(path) { parse(); }
+
+// Header, metadata, tensor infos, then where each tensor's data lies; every
+// count and size checked against the file before anything is allocated.
+void GgufFile::parse() {
+  Cursor c(map_);
+  const std::string& path = map_.path();
+  uint32_t magic = c.read<uint32_t>("magic");
+  if (magic != kMagic) fail("{}: not a GGUF file (magic 0x{:08x})", path, magic);
+  version_ = c.read<uint32_t>("version");
+  if (version_ != 2 && version_ != 3) fail("{}: unsupported GGUF version {} (supported: 2, 3)", path, version_);
+  uint64_t n_tensors = c.read<uint64_t>("tensor count");
+  uint64_t n_kv = c.read<uint64_t>("metadata count");
+  // A key/value takes at least 13 bytes and a tensor info at least 28.
+  if (n_kv > c.left() / 13) fail("{}: metadata count {} cannot fit in the file ({} bytes)", path, n_kv, map_.size());
+  if (n_tensors > c.left() / 28)
+    fail("{}: tensor count {} cannot fit in the file ({} bytes)", path, n_tensors, map_.size());
+  kv_ = read_metadata(c, n_kv);
+  alignment_ = alignment_of(kv_, path);
+  std::unordered_set<std::string> names;
+  tensors_.reserve(static_cast<size_t>(n_tensors));
+  for (uint64_t i = 0; i < n_tensors; ++i) tensors_.push_back(read_tensor_info(c, i, alignment_, names));
+  data_offset_ = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
+  place_tensor_data(tensors_, map_, data_offset_);
 }
 
 const Value* GgufFile::find(const std::string& key) const {

@@ -1,0 +1,449 @@
+// The run config as text: the table of keys (one row per config key: how
+// it is parsed, printed and what kind of value it takes), TOML documents,
+// `--set section.key=value` overrides, and the resolved config written back
+// as TOML (saved with the run and in every state file).
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <toml++/toml.h>
+#include <type_traits>
+#include <variant>
+
+#include "train/run_config.h"
+#include "util/error.h"
+#include "util/utf8.h"
+
+namespace ggtrain::train {
+
+namespace {
+
+// The TOML value type a key takes (a float key also takes an integer).
+enum class Kind { Int, Float, Bool, String, List, Sources };
+
+// One entry per config key: how to read it from text and write it as TOML.
+struct Key {
+  std::string name;  // "section.key"
+  std::function<void(RunConfig&, const std::string&)> set;
+  std::function<std::string(const RunConfig&)> get;  // TOML literal
+  Kind kind;
+};
+
+int64_t parse_int(const std::string& key, const std::string& v) {
+  int64_t x = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || p != v.data() + v.size()) fail("config: {} must be an integer, got '{}'", key, v);
+  return x;
+}
+
+double parse_float(const std::string& key, const std::string& v) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  fail("config: {} must be a number, got '{}'", key, v);
+}
+
+bool parse_bool(const std::string& key, const std::string& v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  fail("config: {} must be true or false, got '{}'", key, v);
+}
+
+std::string quote(const std::string& s) {
+  std::ostringstream os;
+  os << toml::value<std::string>(s);
+  return os.str();
+}
+
+template <typename T>
+Key int_key(const std::string& name, T RunConfig::*sec, int64_t T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_int(name, v); },
+          [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }, Kind::Int};
+}
+
+// A TOML float literal that reads back as the same double: "{}" prints the
+// shortest round-trip digits, but 10000 or -0 would read back as integers
+// (and -0 as +0), so a fraction is added when the digits have none.
+std::string float_literal(double v) {
+  std::string t = fmt::format("{}", v);
+  if (t.find_first_of(".eEni") == std::string::npos) t += ".0";
+  return t;
+}
+
+template <typename T>
+Key float_key(const std::string& name, T RunConfig::*sec, double T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_float(name, v); },
+          [=](const RunConfig& c) { return float_literal((c.*sec).*field); }, Kind::Float};
+}
+
+template <typename T>
+Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_bool(name, v); },
+          [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); },
+          Kind::Bool};
+}
+
+// String values must be UTF-8: the resolved config is saved as TOML (with
+// the run and in every checkpoint), and TOML cannot hold other bytes, so a
+// path in another encoding would come back changed on --resume (the input
+// is kept in fuzz/regressions/config/).
+template <typename T>
+Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field) {
+  return {name,
+          [=](RunConfig& c, const std::string& v) {
+            if (!valid_utf8(v))
+              fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not",
+                   name);
+            (c.*sec).*field = v;
+          },
+          [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String};
+}
+
+// A list of names: a TOML array of strings, or through --set the names
+// separated by commas ("token_embd,blk.0-3").
+std::vector<std::string> parse_list(const std::string& key, const std::string& v) {
+  if (!valid_utf8(v)) fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not", key);
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= v.size();) {
+    size_t end = v.find(',', pos);
+    if (end == std::string::npos) end = v.size();
+    std::string item = v.substr(pos, end - pos);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string list_literal(const std::vector<std::string>& names) {
+  std::vector<std::string> q;
+  for (const auto& x : names) q.push_back(quote(x));
+  return fmt::format("[{}]", fmt::join(q, ", "));
+}
+
+template <typename T>
+Key list_key(const std::string& name, T RunConfig::*sec, std::vector<std::string> T::*field) {
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_list(name, v); },
+          [=](const RunConfig& c) { return list_literal((c.*sec).*field); }, Kind::List};
+}
+
+// data.sources as --set writes it: "PATH@WEIGHT,PATH@WEIGHT" (weight 1
+// when "@WEIGHT" is left out).
+std::vector<DataSection::Source> parse_sources(const std::string& key, const std::string& v) {
+  std::vector<DataSection::Source> out;
+  for (const auto& item : parse_list(key, v)) {
+    const size_t at = item.rfind('@');
+    DataSection::Source s{item.substr(0, at), 1.0};
+    if (at != std::string::npos) s.weight = parse_float(key + " weight of " + s.path, item.substr(at + 1));
+    if (s.path.empty()) fail("config: {}: a source without a path ('{}')", key, item);
+    if (!(s.weight > 0)) fail("config: {}: the weight of {} must be positive, got {}", key, s.path, s.weight);
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string sources_literal(const std::vector<DataSection::Source>& sources) {
+  std::vector<std::string> items;
+  for (const auto& s : sources) items.push_back(fmt::format("{{path = {}, weight = {}}}", quote(s.path), float_literal(s.weight)));
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+std::string sources_text(const toml::array& a, const Key& key, const std::string& source) {
+  std::vector<std::string> items;
+  for (const auto& e : a) {
+    const auto* t = e.as_table();
+    const auto* path = t ? t->get_as<std::string>("path") : nullptr;
+    if (!path) fail("{}: {} must be an array of {{path = \"...\", weight = number}} tables", source, key.name);
+    double weight = 1.0;
+    if (const auto* w = t->get("weight")) {
+      if (auto f = w->value<double>()) weight = *f;
+      else fail("{}: {}: the weight of {} must be a number", source, key.name, path->get());
+    }
+    for (const auto& [k, v] : *t)
+      if (k.str() != "path" && k.str() != "weight") fail("{}: {}: unknown field '{}' (path, weight)", source, key.name, std::string(k.str()));
+    if (path->get().find_first_of(",@") != std::string::npos)
+      fail("{}: {}: '{}' holds ',' or '@', which data.sources paths cannot", source, key.name, path->get());
+    items.push_back(fmt::format("{}@{}", path->get(), weight));
+  }
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
+// model.<name> for each of model::llama_fields().
+std::vector<Key> model_keys() {
+  std::vector<Key> k;
+  for (const auto& f : model::llama_fields()) {
+    const std::string name = std::string("model.") + f.name;
+    k.push_back(std::visit(
+        [&](auto member) -> Key {
+          using Member = decltype(member);
+          if constexpr (std::is_same_v<Member, int64_t model::LlamaConfig::*>)
+            return int_key(name, &RunConfig::model, member);
+          else if constexpr (std::is_same_v<Member, bool model::LlamaConfig::*>)
+            return bool_key(name, &RunConfig::model, member);
+          else
+            return float_key(name, &RunConfig::model, member);
+        },
+        f.member));
+  }
+  return k;
+}
+
+const std::vector<Key>& keys() {
+  using D = DataSection;
+  using T = TrainSection;
+  using K = CheckpointSection;
+  using I = InitSection;
+  static const std::vector<Key> k = [] {
+    std::vector<Key> all = model_keys();
+    const std::vector<Key> rest = {
+      list_key("data.corpus", &RunConfig::data, &D::corpus),
+      list_key("data.val_corpus", &RunConfig::data, &D::val_corpus),
+      {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
+       [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources},
+      string_key("data.file_type", &RunConfig::data, &D::file_type),
+      string_key("data.doc_separator", &RunConfig::data, &D::doc_separator),
+      string_key("data.text_key", &RunConfig::data, &D::text_key),
+      string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document),
+      bool_key("data.add_bos", &RunConfig::data, &D::add_bos),
+      bool_key("data.add_eos", &RunConfig::data, &D::add_eos),
+      int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens),
+      int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines),
+      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer),
+      int_key("data.vocab_size", &RunConfig::data, &D::vocab_size),
+      float_key("data.val_fraction", &RunConfig::data, &D::val_fraction),
+      int_key("train.steps", &RunConfig::train, &T::steps),
+      int_key("train.batch", &RunConfig::train, &T::batch),
+      int_key("train.seq_len", &RunConfig::train, &T::seq_len),
+      int_key("train.grad_accum", &RunConfig::train, &T::grad_accum),
+      float_key("train.lr_max", &RunConfig::train, &T::lr_max),
+      float_key("train.lr_min", &RunConfig::train, &T::lr_min),
+      int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps),
+      string_key("train.schedule", &RunConfig::train, &T::schedule),
+      float_key("train.weight_decay", &RunConfig::train, &T::weight_decay),
+      float_key("train.beta1", &RunConfig::train, &T::beta1),
+      float_key("train.beta2", &RunConfig::train, &T::beta2),
+      float_key("train.eps", &RunConfig::train, &T::eps),
+      float_key("train.grad_clip", &RunConfig::train, &T::grad_clip),
+      {"train.seed",
+       [](RunConfig& c, const std::string& v) {
+         int64_t s = parse_int("train.seed", v);
+         if (s < 0) fail("config: train.seed must be >= 0, got {}", s);
+         c.train.seed = uint64_t(s);
+       },
+       [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); },
+       Kind::Int},
+      int_key("train.threads", &RunConfig::train, &T::threads),
+      int_key("train.eval_every", &RunConfig::train, &T::eval_every),
+      int_key("train.eval_batches", &RunConfig::train, &T::eval_batches),
+      int_key("train.sample_every", &RunConfig::train, &T::sample_every),
+      int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens),
+      string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite),
+      int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite),
+      int_key("train.zero", &RunConfig::train, &T::zero),
+      string_key("train.recompute", &RunConfig::train, &T::recompute),
+      string_key("train.precision", &RunConfig::train, &T::precision),
+      list_key("train.freeze", &RunConfig::train, &T::freeze),
+      {"train.lora.rank", [](RunConfig& c, const std::string& v) { c.train.lora.rank = parse_int("train.lora.rank", v); },
+       [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int},
+      {"train.lora.alpha", [](RunConfig& c, const std::string& v) { c.train.lora.alpha = parse_float("train.lora.alpha", v); },
+       [](const RunConfig& c) { return float_literal(c.train.lora.alpha); }, Kind::Float},
+      {"train.lora.targets", [](RunConfig& c, const std::string& v) { c.train.lora.targets = parse_list("train.lora.targets", v); },
+       [](const RunConfig& c) { return list_literal(c.train.lora.targets); }, Kind::List},
+      int_key("checkpoint.every", &RunConfig::checkpoint, &K::every),
+      int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
+      string_key("init.donor", &RunConfig::init, &I::donor),
+      string_key("init.from", &RunConfig::init, &I::from),
+    };
+    all.insert(all.end(), rest.begin(), rest.end());
+    return all;
+  }();
+  return k;
+}
+
+const Key& find_key(const std::string& name, const std::string& source) {
+  for (const auto& k : keys())
+    if (k.name == name) return k;
+  fail("{}: unknown config key '{}'", source, name);
+}
+
+const char* kind_text(Kind k) {
+  switch (k) {
+    case Kind::Int: return "an integer";
+    case Kind::Float: return "a number";
+    case Kind::Bool: return "true or false";
+    case Kind::String: return "a string";
+    case Kind::List: return "an array of strings";
+    case Kind::Sources: return "an array of {path = \"...\", weight = number} tables";
+  }
+  return "?";
+}
+
+// A TOML value as the text the key's parser takes; a value of the wrong
+// TOML type (`steps = "10"`, `tied = 1`, `corpus = 5`) is an error naming
+// the key, the type it needs and the value it got.
+std::string node_text(const toml::node& n, const Key& key, const std::string& source) {
+  std::string got;
+  if (auto v = n.as_string()) {
+    // A list key also takes one string (`corpus = "kjv.txt"`, as older
+    // configs hold it), split at commas like --set.
+    if (key.kind == Kind::String || key.kind == Kind::List) return v->get();
+    got = "the string " + quote(v->get());
+  } else if (auto v = n.as_integer()) {
+    if (key.kind == Kind::Int || key.kind == Kind::Float) return std::to_string(v->get());
+    got = fmt::format("the integer {}", v->get());
+  } else if (auto v = n.as_floating_point()) {
+    if (key.kind == Kind::Float) return fmt::format("{}", v->get());
+    got = fmt::format("the number {}", v->get());
+  } else if (auto v = n.as_boolean()) {
+    if (key.kind == Kind::Bool) return v->get() ? "true" : "false";
+    got = v->get() ? "true" : "false";
+  } else if (auto a = n.as_array(); a && key.kind == Kind::Sources) {
+    return sources_text(*a, key, source);
+  } else if (auto a = n.as_array(); a && key.kind == Kind::List) {
+    std::vector<std::string> items;
+    for (const auto& e : *a) {
+      const auto* str = e.as_string();
+      if (!str) {
+        std::ostringstream os;
+        os << e.type();
+        fail("{}: {} must be an array of strings, got an array holding a TOML {}", source, key.name, os.str());
+      }
+      if (str->get().find(',') != std::string::npos)
+        fail("{}: {}: '{}' is not a name (names hold no commas)", source, key.name, str->get());
+      items.push_back(str->get());
+    }
+    return fmt::format("{}", fmt::join(items, ","));
+  } else {
+    std::ostringstream os;
+    os << n.type();
+    got = "a TOML " + os.str();
+  }
+  fail("{}: {} must be {}, got {}", source, key.name, kind_text(key.kind), got);
+}
+
+// toml++ 3.3.0 (Debian 12) reaches __builtin_unreachable() when it asks
+// whether certain non-ASCII code points are whitespace, which it does for a
+// non-ASCII character in a key, after a value or after a line-ending
+// backslash in a multi-line string (marzer/tomlplusplus#190; found here by
+// fuzz/config.cpp, inputs in fuzz/regressions/config/). Config keys and
+// non-string values are ASCII, so non-ASCII text is let through only where
+// it can be meant: one-line strings (paths) and comments.
+void check_non_ascii(const std::string& text, const std::string& source) {
+  enum class In { Normal, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Normal;
+  size_t line = 1, col = 1;
+  auto at = [&](size_t i, const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x80 && in != In::Comment && in != In::Basic && in != In::Literal)
+      fail("{}:{}:{}: invalid TOML: non-ASCII character {}", source, line, col,
+           in == In::Normal ? "outside a string or comment" : "in a multi-line string");
+    size_t skip = 0;  // further bytes consumed together with this one
+    switch (in) {
+      case In::Normal:
+        if (ch == '#') in = In::Comment;
+        else if (at(i, "\"\"\"")) in = In::MultiBasic, skip = 2;
+        else if (at(i, "'''")) in = In::MultiLiteral, skip = 2;
+        else if (ch == '"') in = In::Basic;
+        else if (ch == '\'') in = In::Literal;
+        break;
+      case In::Comment:
+        if (ch == '\n') in = In::Normal;
+        break;
+      case In::Basic:
+        if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
+        else if (ch == '"' || ch == '\n') in = In::Normal;
+        break;
+      case In::Literal:
+        if (ch == '\'' || ch == '\n') in = In::Normal;
+        break;
+      case In::MultiBasic:
+        if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
+        else if (at(i, "\"\"\"")) in = In::Normal, skip = 2;
+        break;
+      case In::MultiLiteral:
+        if (at(i, "'''")) in = In::Normal, skip = 2;
+        break;
+    }
+    for (size_t k = 0; k <= skip && i + k < text.size(); ++k) {
+      const char c = text[i + k];
+      if (c == '\n') line += 1, col = 1;
+      else if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++col;
+    }
+    i += skip;
+  }
+}
+
+}  // namespace
+
+namespace {
+// Keys of a section; a sub-table ([train.lora], `lora = {...}` or the dotted
+// `lora.rank = 8`) names keys one level down ("train.lora.rank").
+void apply_table(RunConfig& c, const std::string& prefix, const toml::table& table,
+                 const std::string& source) {
+  for (const auto& [key, value] : table) {
+    const std::string name = fmt::format("{}.{}", prefix, key.str());
+    if (const auto* sub = value.as_table()) {
+      apply_table(c, name, *sub, source);
+      continue;
+    }
+    const Key& k = find_key(name, source);
+    k.set(c, node_text(value, k, source));
+    c.set_keys.insert(name);
+  }
+}
+}  // namespace
+
+void apply_toml(RunConfig& c, const std::string& toml_text, const std::string& source) {
+  check_non_ascii(toml_text, source);
+  toml::table doc;
+  try {
+    doc = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    fail("{}:{}:{}: invalid TOML: {}", source, b.line, b.column, e.description());
+  }
+  for (const auto& [section, node] : doc) {
+    const auto* table = node.as_table();
+    if (!table) fail("{}: '{}' must be a [section] table", source, std::string(section.str()));
+    apply_table(c, std::string(section.str()), *table, source);
+  }
+}
+
+void apply_toml_file(RunConfig& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot read config file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  apply_toml(c, ss.str(), path);
+}
+
+void apply_override(RunConfig& c, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos)
+    fail("--set {}: expected section.key=value", assignment);
+  const std::string name = assignment.substr(0, eq);
+  find_key(name, "--set").set(c, assignment.substr(eq + 1));
+  c.set_keys.insert(name);
+}
+
+std::string to_toml(const RunConfig& c) {
+  std::string out, section;
+  for (const auto& k : keys()) {
+    const std::string sec = k.name.substr(0, k.name.find('.'));
+    if (sec != section) {
+      out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", sec);
+      section = sec;
+    }
+    out += fmt::format("{} = {}\n", k.name.substr(k.name.find('.') + 1), k.get(c));
+  }
+  return out;
+}
+
+}  // namespace ggtrain::train
