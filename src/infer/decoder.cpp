@@ -34,17 +34,8 @@ Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model
         return WeightMatrix(at(name), t.shape[0], t.shape[1]);
       },
       [&](const std::string& name) { return std::vector<float>(at(name), at(name) + layout.get(name).size); });
-  // A LoRA run's adapters, unmerged, as add_lora applies a file's.
-  for (int64_t l = 0; cfg.lora.rank > 0 && l < cfg.n_layers; ++l)
-    for (const auto& target : cfg.lora.targets) {
-      const std::string w = fmt::format("blk.{}.{}.weight", l, target);
-      const auto& a = layout.get(w + ".lora_a");
-      const auto& b = layout.get(w + ".lora_b");
-      layers_[size_t(l)]
-          .matrix(model::block_matrix_from_name(target))
-          .add_lora(std::vector<float>(at(a.name), at(a.name) + a.size),
-                    std::vector<float>(at(b.name), at(b.name) + b.size), cfg.lora.rank, float(cfg.lora.scale()));
-    }
+  // A LoRA run's adapters, applied as a file's are (unmerged).
+  if (cfg.lora.rank > 0) add_lora(model::lora_adapter_of(cfg, layout, params), 1.0);
 }
 
 template <typename Matrix, typename Vector>

@@ -36,6 +36,10 @@ std::string field_text(const LlamaConfig& c, const LlamaField& f) {
   return std::visit([&](auto member) { return fmt::format("{}", c.*member); }, f.member);
 }
 
+void copy_fields(LlamaConfig& to, const LlamaConfig& from) {
+  for (const auto& f : llama_fields()) std::visit([&](auto member) { to.*member = from.*member; }, f.member);
+}
+
 bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32) {
   return std::visit(
       [&](auto member) {

@@ -81,6 +81,9 @@ struct LlamaField {
 const std::vector<LlamaField>& llama_fields();
 // f's value in c, as text for messages.
 std::string field_text(const LlamaConfig& c, const LlamaField& f);
+// Copies every field of llama_fields() from `from` into `to` (vocab,
+// donor_dim and lora stay as `to` has them).
+void copy_fields(LlamaConfig& to, const LlamaConfig& from);
 // Whether a and b agree on f; `as_f32` compares doubles at the f32
 // precision GGUF metadata stores them in.
 bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32 = false);

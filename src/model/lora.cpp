@@ -42,6 +42,26 @@ void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayo
       w.add_tensor_f32(t.name, gguf::TensorType::F32, ggml_ne(t.shape), params + t.offset);
 }
 
+LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, const float* params) {
+  LoraAdapter out;
+  out.alpha = c.lora.alpha;
+  auto copy = [&](const ParamTensor& t) { return std::vector<float>(params + t.offset, params + t.offset + t.size); };
+  for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
+    for (const auto& target : c.lora.targets) {
+      LoraPair p;
+      p.weight = fmt::format("blk.{}.{}.weight", l, target);
+      const ParamTensor& a = layout.get(p.weight + ".lora_a");
+      const ParamTensor& b = layout.get(p.weight + ".lora_b");
+      p.rank = a.shape[0];
+      p.in = a.shape[1];
+      p.out = b.shape[0];
+      p.a = copy(a);
+      p.b = copy(b);
+      out.pairs.push_back(std::move(p));
+    }
+  return out;
+}
+
 LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) {
   auto str = [&](const char* key) {
     const auto* v = f.find(key);

@@ -40,6 +40,10 @@ struct LoraAdapter {
   }
 };
 
+// The adapter of a run in memory: every *.lora_a / *.lora_b pair of
+// `layout` (c.lora's targets) copied out of `params`, alpha = c.lora.alpha.
+LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, const float* params);
+
 // Reads and checks an adapter against the base model's config: every pair
 // complete, names of block matrices, shapes matching; errors name the file
 // and the tensor.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <variant>
 #include <vector>
 
 #include "model/config.h"
@@ -23,8 +22,7 @@ void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
   if (!diffs.empty())
     fail("{}: init.from decides the model, and the config contradicts it: {} (leave model.* unset)",
          f.path(), fmt::join(diffs, "; "));
-  for (const auto& field : model::llama_fields())
-    std::visit([&](auto member) { c.model.*member = from.*member; }, field.member);
+  model::copy_fields(c.model, from);
 }
 
 }  // namespace ggtrain::train

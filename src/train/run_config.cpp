@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <variant>
 
 #include "model/params.h"
 #include "train/schedule.h"
@@ -28,8 +27,7 @@ model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_head
 model::LlamaConfig RunConfig::llama(int64_t vocab) const {
   model::LlamaConfig c;
   c.vocab = vocab;
-  for (const auto& f : model::llama_fields())
-    std::visit([&](auto member) { c.*member = model.*member; }, f.member);
+  model::copy_fields(c, model);
   return c;
 }
 
