@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -446,8 +445,9 @@ void Run::maybe_sample(int64_t step) {
   if (c_.train.sample_every <= 0 || step % c_.train.sample_every != 0 || !dp_->root()) return;
   std::optional<model::FoldedModel> folded;  // the decoder runs a standard model
   if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
+  // Room for the sample only (BOS and sample_tokens), not the whole context.
   infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
-                     folded ? nullptr : quantized_.get());
+                     folded ? nullptr : quantized_.get(), std::min(c_.train.sample_tokens + 1, mc_.ctx));
   const auto ids = infer::generate(dec, {tok_->bos_id()}, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step),
                                    tok_->eos_id())
                        .tokens;
