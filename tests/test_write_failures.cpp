@@ -159,15 +159,20 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
   TempDir tmp;
   const std::string corpus = tmp / "corpus.txt", dir = tmp / "r";
   write_synthetic_corpus(corpus, 800);
-  // Root ignores permissions: run the CLI as an unprivileged user then.
+  // Root ignores permissions: run the CLI as an unprivileged user then, from
+  // a copy of the binary in this test's folder (the build folder may sit
+  // under one only root can enter, as a clone in `mktemp -d` does).
   CliOptions o;
   o.as_nobody = ::geteuid() == 0;
+  auto args = run_args(dir, corpus, 1000000);
   if (o.as_nobody) {
     fs::permissions(tmp.path(), fs::perms::all);
-    auto v = run_cli({GGTRAIN_BIN, "--version"}, tmp / "version.txt", o);
+    args[0] = tmp / "ggtrain";
+    fs::copy_file(GGTRAIN_BIN, args[0]);
+    auto v = run_cli({args[0], "--version"}, tmp / "version.txt", o);
     if (v.status != 0) GGTRAIN_SKIP("the ggtrain binary cannot run as uid 65534 here (status " + std::to_string(v.status) + ")");
   }
-  const pid_t pid = spawn_cli(run_args(dir, corpus, 1000000), tmp / "out.txt", o);
+  const pid_t pid = spawn_cli(args, tmp / "out.txt", o);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (train::latest_step(dir) < 10 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
