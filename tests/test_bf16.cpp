@@ -145,10 +145,14 @@ TEST(Bf16, TileGemmMatchesFloatOnRoundedInputs) {
 // padding, real tiles several key blocks (T = 600, grouped queries).
 TEST(Bf16, AttentionFollowsFloatAttention) {
   // (built without AVX512_BF16, the tile GEMM is a scalar loop with the same numbers)
-  for (auto [T, rows, cols] : {std::tuple<int64_t, int64_t, int64_t>{600, 64, 256}, {29, 3, 5}, {17, 4, 2}}) {
-    SCOPED_TRACE(testing::Message() << "T " << T << " tiles " << rows << "x" << cols);
+  // (with `docs`, each row packs documents of 7 positions: per-document attention)
+  for (auto [T, rows, cols, docs] : {std::tuple<int64_t, int64_t, int64_t, bool>{600, 64, 256, false}, {29, 3, 5, false},
+                                     {17, 4, 2, false}, {29, 3, 5, true}, {600, 64, 256, true}}) {
+    SCOPED_TRACE(testing::Message() << "T " << T << " tiles " << rows << "x" << cols << (docs ? " documents" : ""));
     const int64_t B = 2, H = 4, KV = 2, hd = 16;
-    kernels::AttnShape s{B, T, H, KV, hd, rows, cols};
+    std::vector<int32_t> doc_start(size_t(B * T));
+    for (int64_t i = 0; i < B * T; ++i) doc_start[size_t(i)] = int32_t(i % T / 7 * 7);
+    kernels::AttnShape s{B, T, H, KV, hd, rows, cols, docs ? doc_start.data() : nullptr};
     auto q = random_floats(size_t(B * T * H * hd), 21, 1.5f), k = random_floats(size_t(B * T * KV * hd), 22, 1.5f),
          v = random_floats(size_t(B * T * KV * hd), 23, 1.f), dout = random_floats(size_t(B * T * H * hd), 24, 1.f);
     const size_t per = size_t(std::max(kernels::attention_scratch_per_thread(s), kernels::attention_bf16_scratch_per_thread(s)));

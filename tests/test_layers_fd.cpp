@@ -101,9 +101,11 @@ TEST(LayerFd, RopeRotatesAdjacentPairsByPositionAngle) {
 // tiles are shrunk (2 query rows x 3 keys) so that T = 7 reaches every case:
 // several key blocks per row (online softmax rescaling), diagonal blocks,
 // rows that see none of a block, a last tile and a last block cut short.
-void check_attention(int64_t n_heads, int64_t n_kv_heads, int64_t tile_rows, int64_t tile_cols) {
+// `doc_start` (B x T), when given, packs several documents per row.
+void check_attention(int64_t n_heads, int64_t n_kv_heads, int64_t tile_rows, int64_t tile_cols,
+                     const std::vector<int32_t>& doc_start = {}) {
   const int64_t B = 2, T = 7, hd = 4;
-  AttnShape s{B, T, n_heads, n_kv_heads, hd, tile_rows, tile_cols};
+  AttnShape s{B, T, n_heads, n_kv_heads, hd, tile_rows, tile_cols, doc_start.empty() ? nullptr : doc_start.data()};
   Vec q = random_vector(B * T * n_heads * hd, 11, 2.0), k = random_vector(B * T * n_kv_heads * hd, 12, 2.0),
       v = random_vector(B * T * n_kv_heads * hd, 13), probe = random_vector(B * T * n_heads * hd, 14);
   Vec lse(B * n_heads * T), scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(s)));
@@ -126,6 +128,48 @@ TEST(LayerFd, AttentionGroupedQuery) { check_attention(4, 2, 2, 3); }
 TEST(LayerFd, AttentionMultiQuery) { check_attention(3, 1, 2, 3); }
 TEST(LayerFd, AttentionKeyBlocksNarrowerThanTiles) { check_attention(2, 1, 4, 2); }
 TEST(LayerFd, AttentionOneTile) { check_attention(2, 2, 64, 256); }
+TEST(LayerFd, AttentionWithinDocuments) {  // row 0: documents at 0, 3, 4; row 1: at 0, 6
+  check_attention(4, 2, 2, 3, {0, 0, 0, 3, 4, 4, 4, 0, 0, 0, 0, 0, 0, 6});
+}
+
+// Packed documents (AttnShape::doc_start) give each document exactly what it
+// gets alone: outputs, log-sum-exps and all three gradients, with tiles small
+// enough that whole key blocks before a tile's documents are skipped.
+TEST(LayerFd, PackedDocumentsEqualEachDocumentAlone) {
+  const int64_t B = 2, T = 11, H = 4, KV = 2, hd = 4, qs = H * hd, ks = KV * hd;
+  const std::vector<std::vector<int64_t>> docs{{0, 4, 5, 9}, {0, 8}};  // each row's document starts
+  std::vector<int32_t> doc_start(size_t(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d : docs[size_t(b)])
+        if (d <= t) doc_start[size_t(b * T + t)] = int32_t(d);
+  AttnShape s{B, T, H, KV, hd, 2, 3, doc_start.data()};
+  Vec q = random_vector(B * T * qs, 41, 2.0), k = random_vector(B * T * ks, 42, 2.0),
+      v = random_vector(B * T * ks, 43), dout = random_vector(B * T * qs, 44);
+  Vec scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(s)));
+  Vec out(q.size()), lse(size_t(B * H * T)), dq(q.size()), dk(k.size()), dv(v.size());
+  attention_forward(out.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
+  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), out.data(), lse.data(), q.data(),
+                     k.data(), v.data(), s);
+  Vec a_out(q.size()), a_lse(lse.size()), a_dq(q.size()), a_dk(k.size()), a_dv(v.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t i = 0; i < docs[size_t(b)].size(); ++i) {
+      const int64_t d0 = docs[size_t(b)][i], d1 = i + 1 < docs[size_t(b)].size() ? docs[size_t(b)][i + 1] : T;
+      AttnShape one{1, d1 - d0, H, KV, hd, 2, 3};
+      const int64_t qo = (b * T + d0) * qs, ko = (b * T + d0) * ks;
+      Vec l1(size_t(H * (d1 - d0)));
+      attention_forward(a_out.data() + qo, l1.data(), scratch.data(), q.data() + qo, k.data() + ko, v.data() + ko, one);
+      attention_backward(a_dq.data() + qo, a_dk.data() + ko, a_dv.data() + ko, scratch.data(), dout.data() + qo,
+                         a_out.data() + qo, l1.data(), q.data() + qo, k.data() + ko, v.data() + ko, one);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t t = 0; t < d1 - d0; ++t) a_lse[size_t((b * H + h) * T + d0 + t)] = l1[size_t(h * (d1 - d0) + t)];
+    }
+  EXPECT_TRUE(within_abs(compare(out, a_out), 1e-13)) << "out";
+  EXPECT_TRUE(within_abs(compare(lse, a_lse), 1e-13)) << "lse";
+  EXPECT_TRUE(within_abs(compare(dq, a_dq), 1e-13)) << "dq";
+  EXPECT_TRUE(within_abs(compare(dk, a_dk), 1e-13)) << "dk";
+  EXPECT_TRUE(within_abs(compare(dv, a_dv), 1e-13)) << "dv";
+}
 
 // The reference kernel (probabilities stored) keeps its own FD check.
 TEST(LayerFd, ReferenceAttention) {
@@ -256,6 +300,39 @@ TEST(LayerFd, CrossEntropyFusedMatchesForwardThenBackward) {
   cross_entropy_fused(fl.data(), flse.data(), fused.data(), targets.data(), N, V, 0.25);
   EXPECT_TRUE(within_abs(compare(fl, losses), 1e-14)) << "losses";
   EXPECT_TRUE(within_abs(compare(fused, d), 1e-15)) << "dlogits";
+}
+
+// A position whose target is kNoTarget adds no loss, its logits get no
+// gradient, and the others' gradients are those of a batch without it.
+TEST(LayerFd, CrossEntropySkipsPositionsWithoutTarget) {
+  const int64_t N = 4, V = 9;
+  const std::vector<int32_t> targets{2, kNoTarget, 8, kNoTarget};
+  Vec logits = random_vector(N * V, 25, 4.0);
+  Vec losses(N), lse(N), fused = logits, d = logits, fl(N), flse(N);
+  cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V);
+  cross_entropy_backward_inplace(d.data(), lse.data(), targets.data(), N, V, 0.5);
+  cross_entropy_fused(fl.data(), flse.data(), fused.data(), targets.data(), N, V, 0.5);
+  const std::vector<int32_t> kept{2, 8};
+  Vec kept_logits(2 * V), kl(2), klse(2);
+  std::copy(logits.begin(), logits.begin() + V, kept_logits.begin());
+  std::copy(logits.begin() + 2 * V, logits.begin() + 3 * V, kept_logits.begin() + V);
+  cross_entropy_fused(kl.data(), klse.data(), kept_logits.data(), kept.data(), 2, V, 0.5);
+  for (int64_t n : {1, 3}) {
+    EXPECT_EQ(losses[size_t(n)], 0.0);
+    EXPECT_EQ(fl[size_t(n)], 0.0);
+    for (int64_t i = 0; i < V; ++i) {
+      EXPECT_EQ(d[size_t(n * V + i)], 0.0);
+      EXPECT_EQ(fused[size_t(n * V + i)], 0.0);
+    }
+  }
+  for (int64_t j = 0; j < 2; ++j) {
+    const int64_t n = 2 * j;
+    EXPECT_NEAR(fl[size_t(n)], kl[size_t(j)], 1e-14);
+    for (int64_t i = 0; i < V; ++i) {
+      EXPECT_NEAR(fused[size_t(n * V + i)], kept_logits[size_t(j * V + i)], 1e-15);
+      EXPECT_NEAR(d[size_t(n * V + i)], kept_logits[size_t(j * V + i)], 1e-15);
+    }
+  }
 }
 
 // The AVX-512 exp of the softmax loops against the C library's, in float.

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "model/llama.h"
+#include "kernels/cross_entropy.h"
+#include "support/compare.h"
 #include "support/fd_check.h"
 
 using namespace ggtrain::model;
@@ -28,8 +31,15 @@ LlamaConfig tiny_config(int64_t n_heads, int64_t n_kv_heads, bool tied) {
   return c;
 }
 
+// How a batch is laid out: the default is one sequence per row, every
+// target counted; `packed` starts a second document at position 2 of each
+// row, and `masked` takes the loss off a few targets (a prompt's).
+struct BatchShape {
+  bool packed = false, masked = false;
+};
+
 // `only`: check just the tensors whose name contains one of these (all: empty).
-void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}) {
+void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}, BatchShape shape = {}) {
   const int64_t B = 2, T = 5;
   LlamaModel<double> m(c, B, T);
   if (c.donor_dim > 0) {  // the frozen donor table of a lens warm start
@@ -48,9 +58,13 @@ void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}
       inputs.push_back(tokens[size_t(b * (T + 1) + t)]);
       targets.push_back(tokens[size_t(b * (T + 1) + t + 1)]);
     }
+  std::vector<int32_t> doc_start(size_t(B * T));
+  for (int64_t i = 0; i < B * T; ++i) doc_start[size_t(i)] = shape.packed && i % T >= 2 ? 2 : 0;
+  if (shape.masked)
+    for (int64_t i : {0, 1, 5, 7}) targets[size_t(i)] = ggtrain::kernels::kNoTarget;
   auto loss = [&] {
     std::copy(p.begin(), p.end(), m.params());
-    return m.forward(inputs.data(), targets.data());
+    return m.forward(inputs.data(), targets.data(), shape.packed ? doc_start.data() : nullptr);
   };
   loss();
   m.zero_grad();
@@ -84,6 +98,44 @@ TEST(ModelFd, LoraOnEveryTarget) {  // A and B of each target, with the base tra
   // through block 1's adapters (every base tensor is checked without LoRA above).
   check_model(c, {"lora", "blk.0.attn_norm", "blk.0.ffn_up", "token_embd"});
 }
+TEST(ModelFd, PackedDocumentsAndMaskedTargets) {  // the loss of an instruction-tuning batch
+  check_model(tiny_config(4, 2, false), {}, {true, true});
+}
+
+// A window packing two examples, with prompt targets masked, has the loss
+// and gradients of the two examples run alone: the packed mean times its
+// counted targets is the sum of each example's mean times its own.
+TEST(ModelFd, PackedWindowEqualsExamplesAlone) {
+  const LlamaConfig c = tiny_config(4, 2, false);
+  const int64_t T = 6, first = 2;  // example A at positions [0, 2), example B at [2, 6)
+  const std::vector<int32_t> inputs{1, 4, 2, 9, 11, 3};
+  const int32_t no = ggtrain::kernels::kNoTarget;
+  const std::vector<int32_t> targets{5, no, no, 12, 3, 7};  // A's last target would cross into B
+  const std::vector<int32_t> doc_start{0, 0, 2, 2, 2, 2};
+  LlamaModel<double> packed(c, 1, T), a(c, 1, first), b(c, 1, T - first);
+  auto p = ggtrain::test_support::random_vector(size_t(packed.n_params()), 42, 0.5);
+  for (auto* m : {&packed, &a, &b}) {
+    std::copy(p.begin(), p.end(), m->params());
+    m->zero_grad();
+  }
+  const double lp = packed.forward(inputs.data(), targets.data(), doc_start.data());
+  const double la = a.forward(inputs.data(), targets.data());
+  const double lb = b.forward(inputs.data() + first, targets.data() + first);
+  ASSERT_EQ(packed.counted_targets(), 4);
+  ASSERT_EQ(a.counted_targets(), 1);
+  ASSERT_EQ(b.counted_targets(), 3);
+  EXPECT_NEAR(lp * 4, la * 1 + lb * 3, 1e-12);
+  packed.backward(4.0);  // gradients of the summed loss
+  a.backward(1.0);
+  b.backward(3.0);
+  std::vector<double> sum(size_t(packed.n_params()));
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = a.grads()[i] + b.grads()[i];
+  const std::vector<double> g(packed.grads(), packed.grads() + packed.n_params());
+  EXPECT_TRUE(ggtrain::test_support::within_abs(ggtrain::test_support::compare(g, sum), 1e-12));
+  // and the packing mattered: without document starts the loss differs
+  EXPECT_GT(std::fabs(packed.evaluate(inputs.data(), targets.data()) - lp), 1e-6);
+}
+
 TEST(ModelFd, DonorLens) {  // token_embd replaced by a frozen table and lens.proj
   auto c = tiny_config(4, 2, false);
   c.donor_dim = 5;

@@ -79,6 +79,7 @@ void attention_forward_bf16(Out* out, float* lse, float* scratch, const float* q
       float* lb = lse + (b * s.n_heads + h) * Tn;
       pack_col_pairs(Kd, Tn, kb, ks, hd, Tn);
       pack_row_pairs(Vj, hd, vb, ks, Tn, hd);
+      const int32_t* starts = s.doc_start ? s.doc_start + b * Tn : nullptr;
       for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
         const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows;
         pack_rows(reinterpret_cast<bf16*>(Qh), hd, qb + r0 * qs, qs, rows, hd);
@@ -87,10 +88,11 @@ void attention_forward_bf16(Out* out, float* lse, float* scratch, const float* q
           l[t] = 0;
           for (int64_t i = 0; i < hd; ++i) o[t * hd + i] = 0;
         }
-        for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
+        // (Bc is even, so every block starts at an even key, as Vj's pairs need)
+        for (int64_t c0 = detail::first_key_block(starts, r0, rows, Bc); c0 < r1; c0 += Bc) {
           const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0;
           tile_gemm_bf16(rows, cols, hd2, scale, Qh, hd2, 1, Kd + c0, Tn, false, S, Bc);
-          detail::online_softmax_block(S, Bc, m, l, o, hd, hd, r0, rows, c0, cols);
+          detail::online_softmax_block(S, Bc, m, l, o, hd, hd, r0, rows, c0, cols, starts);
           pack_rows(reinterpret_cast<bf16*>(Ph), Bc, S, Bc, rows, cols);
           tile_gemm_bf16(rows, hd, (cols + 1) / 2, 1.f, Ph, Bc / 2, 1, Vj + (c0 / 2) * hd, hd, true, o, hd);
         }
@@ -142,6 +144,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
         const float* dob = dout + b * Tn * qs + h * hd;
         const float* lb = lse + (b * s.n_heads + h) * Tn;
         float* dqb = dq + b * Tn * qs + h * hd;
+        const int32_t* starts = s.doc_start ? s.doc_start + b * Tn : nullptr;
         for (int64_t r0 = 0; r0 < Tn; r0 += Br) {
           const int64_t rows = r0 + Br < Tn ? Br : Tn - r0, r1 = r0 + rows, rows2 = (rows + 1) / 2;
           detail::rowwise_dots(D, dob + r0 * qs, ob + r0 * qs, qs, rows, hd);
@@ -149,11 +152,12 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
           pack_rows(reinterpret_cast<bf16*>(dOh), hd, dob + r0 * qs, qs, rows, hd);
           pack_row_pairs(Qi, hd, qb + r0 * qs, qs, rows, hd);
           pack_row_pairs(dOi, hd, dob + r0 * qs, qs, rows, hd);
-          for (int64_t c0 = 0; c0 < r1; c0 += Bc) {
+          const int64_t c_first = detail::first_key_block(starts, r0, rows, Bc);
+          for (int64_t c0 = c_first; c0 < r1; c0 += Bc) {
             const int64_t cols = c0 + Bc < r1 ? Bc : r1 - c0, cols2 = (cols + 1) / 2;
             // P = exp(scale Q K^T - lse), as forward computed it
             tile_gemm_bf16(rows, cols, hd2, scale, Qh, hd2, 1, Kd + c0, Tn, false, P, Bc);
-            detail::probabilities_from_lse(P, Bc, lb, r0, rows, c0, cols);
+            detail::probabilities_from_lse(P, Bc, lb, r0, rows, c0, cols, starts);
             // dV += P^T dO ; dP = dO V^T
             pack_row_pairs(Pp, Bc, P, Bc, rows, cols);
             tile_gemm_bf16(cols, hd, rows2, 1.f, Pp, 1, Bc, dOi, hd, true, dvb + c0 * ks, ks);
@@ -162,7 +166,7 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
             // dQ += dS K ; dK += dS^T Q
             pack_rows(reinterpret_cast<bf16*>(dSh), Bc, dP, Bc, rows, cols);
             // (the first key block writes dQ's rows, the others add)
-            tile_gemm_bf16(rows, hd, cols2, 1.f, dSh, Bc / 2, 1, Kj + (c0 / 2) * hd, hd, c0 > 0, dqb + r0 * qs, qs);
+            tile_gemm_bf16(rows, hd, cols2, 1.f, dSh, Bc / 2, 1, Kj + (c0 / 2) * hd, hd, c0 > c_first, dqb + r0 * qs, qs);
             pack_row_pairs(dSp, Bc, dP, Bc, rows, cols);
             tile_gemm_bf16(cols, hd, rows2, 1.f, dSp, 1, Bc, Qi, hd, true, dkb + c0 * ks, ks);
           }

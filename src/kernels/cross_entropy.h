@@ -10,6 +10,10 @@
 
 namespace ggtrain::kernels {
 
+// A target that carries no loss (a prompt token of an instruction example,
+// padding): its row's loss is 0 and its logits get no gradient.
+constexpr int32_t kNoTarget = -1;
+
 // -log softmax(z)[target] of one row of V logits, summed in double: what
 // scoring (perplexity, `ggtrain eval`) reports. llama.cpp's perplexity tool
 // forms it the same way (differences to the row's maximum in float, the sum
@@ -22,8 +26,8 @@ inline double token_nll(const float* z, int64_t V, int32_t target) {
   return std::log(sum) - double(z[target] - maxv);
 }
 
-// losses[n] = lse(logits[n]) - logits[n][target[n]]; lse[n] saved. The
-// logits are left intact.
+// losses[n] = lse(logits[n]) - logits[n][target[n]] (0 for kNoTarget);
+// lse[n] saved. The logits are left intact.
 template <typename T>
 void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,
                            int64_t V) {
@@ -33,18 +37,22 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
     const T maxv = max_of(z, V);
     const T sum = sum_exp_shift(z, V, maxv);
     lse[n] = maxv + std::log(sum);
-    losses[n] = lse[n] - z[targets[n]];
+    losses[n] = targets[n] == kNoTarget ? T(0) : lse[n] - z[targets[n]];
   }
 }
 
 // logits[n] <- dloss * (softmax(logits[n]) - onehot(target[n])), in place,
-// from the lse that cross_entropy_forward saved.
+// from the lse that cross_entropy_forward saved (0 for kNoTarget).
 template <typename T>
 void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targets, int64_t N,
                                     int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
+    if (targets[n] == kNoTarget) {
+      for (int64_t i = 0; i < V; ++i) z[i] = 0;
+      continue;
+    }
     exp_shift(z, V, lse[n]);
 #pragma omp simd
     for (int64_t i = 0; i < V; ++i) z[i] *= dloss;
@@ -53,19 +61,24 @@ void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targ
 }
 
 // Both at once: losses[n] and lse[n] as cross_entropy_forward, and logits[n]
-// <- dloss * (softmax(logits[n]) - onehot(target[n])). Three passes over a
-// row (max, exp and sum, scale) while it is in cache.
+// <- dloss * (softmax(logits[n]) - onehot(target[n])) (0 for kNoTarget).
+// Three passes over a row (max, exp and sum, scale) while it is in cache.
 template <typename T>
 void cross_entropy_fused(T* losses, T* lse, T* logits, const int32_t* targets, int64_t N,
                          int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
+    const bool counted = targets[n] != kNoTarget;
     const T maxv = max_of(z, V);
-    const T target_logit = z[targets[n]];
+    const T target_logit = counted ? z[targets[n]] : T(0);
     const T sum = exp_shift_sum(z, V, maxv);
     lse[n] = maxv + std::log(sum);
-    losses[n] = lse[n] - target_logit;
+    losses[n] = counted ? lse[n] - target_logit : T(0);
+    if (!counted) {
+      for (int64_t i = 0; i < V; ++i) z[i] = 0;
+      continue;
+    }
     const T k = dloss / sum;
 #pragma omp simd
     for (int64_t i = 0; i < V; ++i) z[i] *= k;

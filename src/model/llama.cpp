@@ -63,6 +63,7 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   if (batch_ <= 0 || seq_len_ <= 0) fail("model: batch {} and seq_len {} must be positive", batch_, seq_len_);
   if (seq_len_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", seq_len_, cfg_.ctx);
   attn_shape_ = {batch_, seq_len_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
+  doc_start_.resize(size_t(batch_ * seq_len_));
   if (opts_.attn_tile_rows > 0) attn_shape_.tile_rows = opts_.attn_tile_rows;
   if (opts_.attn_tile_cols > 0) attn_shape_.tile_cols = opts_.attn_tile_cols;
   chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, batch_ * seq_len_)
@@ -198,11 +199,26 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
 }
 
 template <typename T>
-void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what) const {
+void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const {
   for (int64_t i = 0; i < batch_ * seq_len_; ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
+    if ((tokens[i] < 0 || tokens[i] >= cfg_.vocab) && !(allow_no_target && tokens[i] == kernels::kNoTarget))
       fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what,
            tokens[i], i, cfg_.vocab);
+}
+
+template <typename T>
+void LlamaModel<T>::set_documents(const int32_t* doc_start) {
+  attn_shape_.doc_start = nullptr;
+  if (!doc_start) return;
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      const int32_t s = doc_start[b * seq_len_ + t];
+      const int32_t prev = t > 0 ? doc_start[b * seq_len_ + t - 1] : 0;
+      if (s < prev || s > t)
+        fail("model: document start {} at position {} of row {} is not in [{}, {}]", s, t, b, prev, t);
+    }
+  std::copy(doc_start, doc_start + batch_ * seq_len_, doc_start_.begin());
+  attn_shape_.doc_start = doc_start_.data();
 }
 
 template <typename T>
@@ -356,9 +372,10 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
 }
 
 template <typename T>
-void LlamaModel<T>::embed_and_blocks(const int32_t* inputs) {
+void LlamaModel<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_start) {
   check_threads();
-  check_tokens(inputs, "input");
+  check_tokens(inputs, "input", false);
+  set_documents(doc_start);
   inputs_ = inputs;
   targets_ = nullptr;
   phase_ = OpProfile::kForward;
@@ -384,6 +401,8 @@ void LlamaModel<T>::embed_and_blocks(const int32_t* inputs) {
 template <typename T>
 T LlamaModel<T>::head_loss(bool prepare_backward) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  counted_targets_ = BT - std::count(targets_, targets_ + BT, kernels::kNoTarget);
+  const T dloss = counted_targets_ > 0 ? T(1) / T(counted_targets_) : T(0);
   if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
@@ -397,7 +416,7 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
     }
     // The chunk's logits become d(mean loss)/d(logits), then flow through
     // the head at once: no logits outlive their chunk.
-    cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, T(1) / T(BT));
+    cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, dloss);
     charge_time_to(OpProfile::kLoss);
     phase_ = OpProfile::kBackward;
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
@@ -407,14 +426,14 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
   }
   double sum = 0;  // in order: deterministic whatever the thread count
   for (int64_t i = 0; i < BT; ++i) sum += double(losses_[i]);
-  return T(sum / double(BT));
+  return counted_targets_ > 0 ? T(sum / double(counted_targets_)) : T(0);
 }
 
 template <typename T>
-T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
+T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
-  if (targets) check_tokens(targets, "target");
-  embed_and_blocks(inputs);
+  if (targets) check_tokens(targets, "target", true);
+  embed_and_blocks(inputs, doc_start);
   if (!targets) {
     if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
     linear_fwd(logits_.data(), h_final_, head_weight(), BT, C, V);
@@ -426,9 +445,9 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets) {
 }
 
 template <typename T>
-T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets) {
-  check_tokens(targets, "target");
-  embed_and_blocks(inputs);
+T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+  check_tokens(targets, "target", true);
+  embed_and_blocks(inputs, doc_start);
   targets_ = targets;
   const T loss = head_loss(false);
   targets_ = nullptr;  // nothing prepared for backward()

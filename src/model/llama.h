@@ -119,13 +119,20 @@ class LlamaModel {
   // forward(inputs, nullptr) come on top, allocated on first use).
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
 
-  // inputs, targets: [B, T] token ids. With targets: returns the mean
-  // cross-entropy over all B*T positions and prepares backward() (the loss
-  // runs over chunks of rows and keeps no logits). Without: computes all
-  // logits, for logits(), and returns 0.
-  T forward(const int32_t* inputs, const int32_t* targets);
+  // inputs, targets: [B, T] token ids; a target may be kernels::kNoTarget
+  // (no loss there). With targets: returns the mean cross-entropy over the
+  // positions whose target counts (0 when none does) and prepares
+  // backward() (the loss runs over chunks of rows and keeps no logits).
+  // Without: computes all logits, for logits(), and returns 0.
+  // doc_start: [B, T] the first position of each position's document
+  // (non-decreasing, at most the position), so that attention stays within
+  // packed documents; null: each row is one sequence.
+  T forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start = nullptr);
   // The mean loss only, for evaluation: no preparation for backward().
-  T evaluate(const int32_t* inputs, const int32_t* targets);
+  T evaluate(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start = nullptr);
+  // Targets of the last forward()/evaluate() that carried loss: what the
+  // mean divided by (callers weight micro-batches by it).
+  int64_t counted_targets() const { return counted_targets_; }
   // [B, T, vocab], valid after forward(inputs, nullptr).
   const T* logits() const { return logits_.data(); }
   void zero_grad();
@@ -161,7 +168,9 @@ class LlamaModel {
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
-  void embed_and_blocks(const int32_t* inputs);
+  void embed_and_blocks(const int32_t* inputs, const int32_t* doc_start);
+  // Validates and keeps the batch's document starts for attention (both passes).
+  void set_documents(const int32_t* doc_start);
   void attn_block_forward(int64_t l, const T* x_in, T* x_mid);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
   void attn_block_backward(int64_t l, const T* x_in, T* d_res);
@@ -170,7 +179,7 @@ class LlamaModel {
   // Loss over chunks of rows of h_final_; with `prepare_backward`, also the
   // gradients of the head at unit loss scale (d_h_final_, d_head_).
   T head_loss(bool prepare_backward);
-  void check_tokens(const int32_t* tokens, const char* what) const;
+  void check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const;
   void check_threads() const;
   // The LoRA branch of target t in layer l (nothing when it is not a target):
   // out += s (inp A^T) B^T, and its backward (dinp accumulated).
@@ -197,6 +206,8 @@ class LlamaModel {
   int64_t q8_scratch_size_ = 0;  // floats of dequantized rows at a time
   T* q8_scratch_ = nullptr;
   kernels::AttnShape attn_shape_;
+  std::vector<int32_t> doc_start_;  // [BT] set_documents' copy (attn_shape_.doc_start points here)
+  int64_t counted_targets_ = 0;
 
   // activations
   std::vector<T*> residual_;  // n_layers + 1 of [BT, C]; [0] is the embedding
