@@ -123,7 +123,7 @@ TEST(Generate, GreedyFollowsTheFullForwardAndStops) {
   greedy.temperature = 0;
   const std::vector<int32_t> prompt = tokens(5, c.vocab);
   std::vector<int32_t> seen;
-  const auto g = infer::generate(dec, prompt, 8, greedy, 1, -1, [&](int32_t t) { seen.push_back(t); });
+  const auto g = infer::generate(dec, prompt, 8, greedy, 1, {}, [&](int32_t t) { seen.push_back(t); });
   ASSERT_EQ(g.tokens.size(), 8u);
   EXPECT_EQ(seen, g.tokens);
   std::vector<int32_t> ctx = prompt;
@@ -135,9 +135,9 @@ TEST(Generate, GreedyFollowsTheFullForwardAndStops) {
   }
   // Stops after the stop token (kept), and when the context (20) is full.
   const auto stop_at = std::find(g.tokens.begin(), g.tokens.end(), g.tokens[2]);  // its first time
-  EXPECT_EQ(infer::generate(dec, prompt, 8, greedy, 1, g.tokens[2]).tokens,
+  EXPECT_EQ(infer::generate(dec, prompt, 8, greedy, 1, {g.tokens[2]}).tokens,
             std::vector<int32_t>(g.tokens.begin(), stop_at + 1));
-  EXPECT_EQ(infer::generate(dec, prompt, 100, greedy, 1, -1).tokens.size(), size_t(20 - 5 + 1));
+  EXPECT_EQ(infer::generate(dec, prompt, 100, greedy, 1, {}).tokens.size(), size_t(20 - 5 + 1));
 }
 
 TEST(Decoder, RefusesTokensPastTheContext) {

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/lora_options.h"
+#include "cli/sampling_options.h"
 #include "cli/threads_option.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
@@ -32,13 +33,7 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--tokens", o->tokens, "Prompt as comma-separated token ids instead of text");
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (default 64)");
   cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)");
-  cmd->add_option("--temp", o->sampler.temperature, "Temperature; 0 is greedy (default 0.8)");
-  cmd->add_option("--top-k", o->sampler.top_k, "Top-k, 0 off (default 40)");
-  cmd->add_option("--top-p", o->sampler.top_p, "Top-p, 1 off (default 0.95)");
-  cmd->add_option("--min-p", o->sampler.min_p, "Min-p, 0 off (default 0.05)");
-  cmd->add_option("--repeat-penalty", o->sampler.repeat_penalty, "Repeat penalty, 1 off (default 1)");
-  cmd->add_option("--repeat-last-n", o->sampler.repeat_last_n, "History the penalty sees (default 64)");
-  cmd->add_option("--seed", o->seed, "Sampling seed (default 42)");
+  add_sampling_options(cmd, o->sampler, o->seed);
   add_lora_options(cmd, o->lora);
   add_threads_option(cmd, o->threads);
   cmd->add_flag("--print-ids", o->print_ids, "End with one line of the generated ids, comma-separated");
@@ -55,7 +50,7 @@ Runner add_generate_command(CLI::App& app) {
     std::fflush(stdout);
 
     const infer::Generation g =
-        infer::generate(dec, prompt, o->n, o->sampler, o->seed, o->ignore_eos ? -1 : tok.eos_id(), [&](int32_t next) {
+        infer::generate(dec, prompt, o->n, o->sampler, o->seed, o->ignore_eos ? std::vector<int32_t>{} : std::vector<int32_t>{tok.eos_id()}, [&](int32_t next) {
           if (next == tok.eos_id()) return;
           fmt::print("{}", tok.token_to_piece(next));
           std::fflush(stdout);

@@ -1,6 +1,8 @@
 // ggtrain: train Llama models and write GGUF checkpoints llama.cpp loads.
 #include <fmt/core.h>
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
@@ -12,12 +14,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<ggtrain::cli::Runner> runners{
       ggtrain::cli::add_inspect_command(app), ggtrain::cli::add_train_command(app),
-      ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app),
+      ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app), ggtrain::cli::add_chat_command(app),
       ggtrain::cli::add_export_command(app), ggtrain::cli::add_tokenizer_command(app),
       ggtrain::cli::add_tokenize_command(app),
       ggtrain::cli::add_import_command(app), ggtrain::cli::add_data_command(app)};
+  // llama.cpp spells the system prompt "-sys"; CLI11 takes no multi-letter
+  // single-dash names, so that one spelling is translated before parsing.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) args.push_back(std::string_view(argv[i]) == "-sys" ? "--system-prompt" : argv[i]);
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

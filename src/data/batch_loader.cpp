@@ -1,14 +1,20 @@
 #include "data/batch_loader.h"
 
+#include <vector>
+
+#include "kernels/cross_entropy.h"
 #include "util/error.h"
 #include "util/rng.h"
 
 namespace ggtrain::data {
 
-BatchLoader::BatchLoader(const TokenStream& tokens, int64_t seq_len, uint64_t seed)
-    : tokens_(tokens), T_(seq_len), n_windows_((tokens.size() - 1) / seq_len), seed_(seed) {
+BatchLoader::BatchLoader(const TokenStream& tokens, int64_t seq_len, uint64_t seed, const WindowLabels& labels)
+    : tokens_(tokens), labels_(labels), T_(seq_len), n_windows_((tokens.size() - 1) / seq_len), seed_(seed) {
   if (tokens.size() < 2 || n_windows_ < 1)
     fail("{}: {} tokens are too few for one sequence of {}", tokens.describe(), tokens.size(), seq_len);
+  if (labels.flags && (labels.flags->size() != tokens.size() || labels.flags->vocab() > 4))
+    fail("{}: {} flags for {} tokens (or flags beyond 3): not the flags of these tokens", labels.flags->describe(),
+         labels.flags->size(), tokens.size());
   shuffle_for_epoch();
 }
 
@@ -22,19 +28,38 @@ void BatchLoader::shuffle_for_epoch() {
   }
 }
 
-void BatchLoader::window(int64_t w, int32_t* inputs, int32_t* targets) const {
+void BatchLoader::window(int64_t w, int32_t* inputs, int32_t* targets, int32_t* doc_start) const {
   tokens_.read(w * T_, T_, inputs);
   tokens_.read(w * T_ + 1, T_, targets);
+  apply_labels(w, inputs, targets, doc_start);
 }
 
-void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets) {
+void BatchLoader::apply_labels(int64_t w, const int32_t* inputs, int32_t* targets, int32_t* doc_start) const {
+  std::vector<int32_t> flags;
+  if (labels_.flags) {
+    flags.resize(size_t(T_ + 1));
+    labels_.flags->read(w * T_, T_ + 1, flags.data());
+    for (int64_t t = 0; t < T_; ++t)
+      if (!(flags[size_t(t + 1)] & kFlagTrained)) targets[t] = kernels::kNoTarget;
+  }
+  if (!doc_start) return;
+  int32_t start = 0;
+  for (int64_t t = 0; t < T_; ++t) {
+    const bool starts = labels_.flags ? (flags[size_t(t)] & kFlagExampleStart) != 0
+                                      : labels_.document_token >= 0 && inputs[t] == labels_.document_token;
+    if (starts) start = int32_t(t);
+    doc_start[t] = start;
+  }
+}
+
+void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start) {
   for (int64_t b = 0; b < B; ++b) {
     if (state_.cursor >= uint64_t(n_windows_)) {
       state_.epoch++;
       state_.cursor = 0;
       shuffle_for_epoch();
     }
-    window(order_[state_.cursor++], inputs + b * T_, targets + b * T_);
+    window(order_[state_.cursor++], inputs + b * T_, targets + b * T_, doc_start ? doc_start + b * T_ : nullptr);
   }
 }
 

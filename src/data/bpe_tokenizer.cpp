@@ -327,23 +327,25 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
   fix.apply_strip_rules(special);
   for (int32_t id : special)
     if (!(v->attrs[id] & (kAttrControl | kAttrUnknown))) v->cut_first.push_back(id);
+  v->special = special;
 
   for (const auto& [key, value] : f.metadata())
     if (key.starts_with("tokenizer.")) v->keys.emplace_back(key, value);
+  t.read_chat_keys(f);
   return t;
 }
 
 // tokenize(text, add_special = add_bos, parse_special = false) for a BPE
 // vocabulary: tokenizer_st_partition cuts the user-defined tokens out (with
 // their strip flags), then each piece of text is pre-tokenized and merged.
-std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, bool add_bos) const {
-  const std::vector<Fragment> frags = cut_special_tokens(text, bpe_->cut_first, pieces_, [&](int32_t id) {
+std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, const EncodeOptions& o) const {
+  const std::vector<Fragment> frags = cut_special_tokens(text, o.parse_special ? bpe_->special : bpe_->cut_first, pieces_, [&](int32_t id) {
     const uint32_t attr = bpe_->attrs[size_t(id)];
     return Strip{(attr & kAttrLstrip) != 0, (attr & kAttrRstrip) != 0};
   });
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (add_bos) out.push_back(bos_);
+  if (o.add_bos) out.push_back(bos_);
   for (const Fragment& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
@@ -413,6 +415,7 @@ std::string Tokenizer::decode_bpe(const std::vector<int32_t>& ids) const {
 
 void Tokenizer::add_to_gguf_bpe(gguf::GgufWriter& w) const {
   for (const auto& [key, value] : bpe_->keys) w.set(key, value);
+  add_chat_keys(w);
 }
 
 }  // namespace ggtrain::data

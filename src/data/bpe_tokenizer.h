@@ -33,6 +33,8 @@ struct BpeVocab {
   // Tokens cut out of the text before pre-tokenization when special tokens
   // are not parsed (user-defined ones), in llama.cpp's order.
   std::vector<int32_t> cut_first;
+  // ... and when they are (parse_special): every special token, in that order.
+  std::vector<int32_t> special;
   int32_t bos = -1, eos = -1;  // as llama.cpp resolves them; -1: none
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   // Every tokenizer.* key of the source file, written back verbatim so that

@@ -8,8 +8,10 @@
 namespace ggtrain::data {
 
 MixtureLoader::MixtureLoader(const std::vector<const TokenStream*>& sources, const std::vector<double>& weights,
-                             int64_t seq_len, uint64_t seed)
+                             int64_t seq_len, uint64_t seed, const std::vector<WindowLabels>& labels)
     : T_(seq_len), seed_(seed) {
+  if (!labels.empty() && labels.size() != sources.size())
+    fail("data: {} sources with {} sets of labels", sources.size(), labels.size());
   if (sources.empty() || sources.size() != weights.size()) fail("data: {} sources with {} weights", sources.size(), weights.size());
   double total = 0;
   for (double w : weights) {
@@ -20,7 +22,8 @@ MixtureLoader::MixtureLoader(const std::vector<const TokenStream*>& sources, con
   for (size_t k = 0; k < sources.size(); ++k) {
     // Source k's order is drawn from seed + k: source 0 keeps the seed of a
     // single-source run.
-    loaders_.push_back(std::make_unique<BatchLoader>(*sources[k], seq_len, seed + k));
+    loaders_.push_back(
+        std::make_unique<BatchLoader>(*sources[k], seq_len, seed + k, labels.empty() ? WindowLabels{} : labels[k]));
     sum += weights[k] / total;
     cumulative_.push_back(sum);
   }
@@ -34,10 +37,10 @@ size_t MixtureLoader::source_of_next_window() const {
   return size_t(std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin());
 }
 
-void MixtureLoader::next(int64_t B, int32_t* inputs, int32_t* targets) {
+void MixtureLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start) {
   for (int64_t b = 0; b < B; ++b) {
     const size_t k = std::min(source_of_next_window(), loaders_.size() - 1);
-    loaders_[k]->next(1, inputs + b * T_, targets + b * T_);
+    loaders_[k]->next(1, inputs + b * T_, targets + b * T_, doc_start ? doc_start + b * T_ : nullptr);
     ++drawn_;
   }
 }

@@ -20,11 +20,12 @@ struct MixtureState {
 
 class MixtureLoader {
  public:
-  // weights: positive, one per source (normalised here).
+  // weights: positive, one per source (normalised here); labels: none, or
+  // one per source.
   MixtureLoader(const std::vector<const TokenStream*>& sources, const std::vector<double>& weights,
-                int64_t seq_len, uint64_t seed);
-  // inputs, targets: [B, seq_len].
-  void next(int64_t B, int32_t* inputs, int32_t* targets);
+                int64_t seq_len, uint64_t seed, const std::vector<WindowLabels>& labels = {});
+  // inputs, targets (and doc_start, when not null): [B, seq_len].
+  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr);
   MixtureState state() const;
   void set_state(const MixtureState& s);
   size_t n_sources() const { return loaders_.size(); }

@@ -119,6 +119,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   t.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", true);
   t.add_space_prefix_ = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
   t.finish(f.path());
+  t.read_chat_keys(f);
   return t;
 }
 
@@ -176,6 +177,7 @@ void Tokenizer::finish(const std::string& src) {
       fail("{}: tokenizer.ggml.token_type marks '{}' (id {}) as a byte token, but it is not "
            "<0xXX>", src, pieces_[i], i);
     if (types_[i] == kUserDefined) user_defined_.push_back(i);
+    if (types_[i] == kUserDefined || types_[i] == kControl || types_[i] == kUnknown) special_.push_back(i);
   }
   for (auto [key, id] : {std::pair{"bos", bos_}, std::pair{"eos", eos_}, std::pair{"unk", unk_}})
     if (id < (bpe_ ? -1 : 0) || id >= n) fail("{}: {} id {} is outside the {} tokens", src, key, id, n);
@@ -187,9 +189,48 @@ void Tokenizer::finish(const std::string& src) {
   }
   // User-defined pieces are split out before BPE, longest first (llama.cpp
   // sorts with an unstable sort; equal lengths keep id order here).
-  std::stable_sort(user_defined_.begin(), user_defined_.end(), [&](int32_t a, int32_t b) {
-    return pieces_[a].size() > pieces_[b].size();
-  });
+  auto longest_first = [&](int32_t a, int32_t b) { return pieces_[a].size() > pieces_[b].size(); };
+  std::stable_sort(user_defined_.begin(), user_defined_.end(), longest_first);
+  std::stable_sort(special_.begin(), special_.end(), longest_first);
+}
+
+void Tokenizer::read_chat_keys(const gguf::GgufFile& f) {
+  if (const Value* v = f.find("tokenizer.chat_template")) {
+    if (v->type != ValueType::STRING)
+      fail("{}: metadata 'tokenizer.chat_template' must be a string, is {}", f.path(), value_type_name(v->type));
+    chat_template_ = v->s;
+  }
+  if (f.find("tokenizer.ggml.eot_token_id")) {
+    const uint64_t id = f.get_uint_or("tokenizer.ggml.eot_token_id", 0);
+    if (id >= uint64_t(vocab_size()))
+      fail("{}: metadata 'tokenizer.ggml.eot_token_id' = {} is outside the {} tokens", f.path(), id, vocab_size());
+    eot_ = int32_t(id);
+  }
+}
+
+void Tokenizer::set_chat_template(const std::string& jinja, int32_t eot_id) {
+  if (eot_id < 0 || eot_id >= vocab_size())
+    fail("{}: end-of-turn id {} is outside the {} tokens", source_, eot_id, vocab_size());
+  chat_template_ = jinja;
+  eot_ = eot_id;
+}
+
+Tokenizer Tokenizer::with_control_tokens(const std::vector<std::string>& pieces) const {
+  if (bpe_)
+    fail("{}: a gpt2 (byte-level BPE) vocabulary cannot grow tokens here; it lacks {}", source_,
+         pieces.empty() ? std::string("nothing") : pieces.front());
+  Tokenizer t = *this;
+  for (const std::string& p : pieces) {
+    if (t.find(p) >= 0) fail("{}: '{}' is already a token (id {})", source_, p, t.find(p));
+    t.pieces_.push_back(p);
+    t.scores_.push_back(0.0f);
+    t.types_.push_back(kControl);
+  }
+  t.piece_to_id_.clear();
+  t.user_defined_.clear();
+  t.special_.clear();
+  t.finish(source_);
+  return t;
 }
 
 int32_t Tokenizer::find(std::string_view text) const {
@@ -226,16 +267,21 @@ void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) c
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-  if (bpe_) return encode_bpe(text, add_bos);
-  // llama_vocab::impl::tokenize for SPM with parse_special = false: only
-  // user-defined pieces are cut out of the text; every text fragment that
-  // follows the start (or such a piece) gets the space prefix.
-  const std::vector<Fragment> frags =
-      cut_special_tokens(text, user_defined_, pieces_, [](int32_t) { return Strip{}; });
+  return encode(text, EncodeOptions{.add_bos = add_bos});
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& o) const {
+  if (bpe_) return encode_bpe(text, o);
+  // llama_vocab::impl::tokenize for SPM: user-defined pieces (with
+  // parse_special also control and unknown ones) are cut out of the text;
+  // every text fragment that follows the start (or such a piece) gets the
+  // space prefix.
+  const std::vector<Fragment> frags = cut_special_tokens(text, o.parse_special ? special_ : user_defined_, pieces_,
+                                                         [](int32_t) { return Strip{}; });
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (add_bos) out.push_back(bos_);
-  bool prev_special = true;
+  if (o.add_bos) out.push_back(bos_);
+  bool prev_special = !o.continuation;
   for (const Fragment& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
@@ -293,6 +339,12 @@ void Tokenizer::add_to_gguf(gguf::GgufWriter& w) const {
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(add_bos_));
   w.set("tokenizer.ggml.add_eos_token", Value::boolean(false));
   w.set("tokenizer.ggml.add_space_prefix", Value::boolean(add_space_prefix_));
+  add_chat_keys(w);
+}
+
+void Tokenizer::add_chat_keys(gguf::GgufWriter& w) const {
+  if (!chat_template_.empty()) w.set("tokenizer.chat_template", Value::str(chat_template_));
+  if (eot_ >= 0) w.set("tokenizer.ggml.eot_token_id", Value::u32(static_cast<uint32_t>(eot_)));
 }
 
 }  // namespace ggtrain::data

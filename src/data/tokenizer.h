@@ -30,6 +30,16 @@ enum TokenType : int32_t {
   kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
+// How encode() reads text, as llama.cpp's tokenize(add_special,
+// parse_special) does; `continuation` is ggtrain's: the text continues
+// text tokenized before it (an answer after its prompt), so it gets no
+// space prefix at its start.
+struct EncodeOptions {
+  bool add_bos = false;
+  bool parse_special = false;  // control tokens' texts (<s>, <|im_end|>, ...) become those tokens
+  bool continuation = false;
+};
+
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.* of a model GGUF; Error naming file and key when
@@ -40,6 +50,7 @@ class Tokenizer {
   static Tokenizer from_sentencepiece(const std::string& model_path);
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& o) const;
   // llama_detokenize(remove_special = true, unparse_special = false).
   std::string decode(const std::vector<int32_t>& ids) const;
   // One token's text for streaming: control/unknown/unused -> "", byte
@@ -62,6 +73,21 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
   const std::string& piece(int32_t id) const { return pieces_.at(id); }
   int32_t token_type(int32_t id) const { return types_.at(id); }
+  // The id whose piece is exactly `text`, or -1.
+  int32_t token_id(std::string_view text) const { return find(text); }
+
+  // The same vocabulary with `pieces` appended as control tokens (GGUF
+  // token type 3, score 0), in order: for chat markers a vocabulary lacks.
+  // Llama (SPM) vocabularies only; Error for gpt2 ones and for a piece
+  // that is already a token.
+  Tokenizer with_control_tokens(const std::vector<std::string>& pieces) const;
+
+  // tokenizer.chat_template (a Jinja string; "" when none) and
+  // tokenizer.ggml.eot_token_id (the end of a chat turn; -1 when none), as
+  // read from a GGUF or set for a chat run; add_to_gguf writes them.
+  const std::string& chat_template() const { return chat_template_; }
+  int32_t eot_id() const { return eot_; }
+  void set_chat_template(const std::string& jinja, int32_t eot_id);
 
   // Writes the complete tokenizer.ggml.* set llama.cpp needs (for a gpt2
   // vocabulary: every tokenizer.* key of its source, as it was).
@@ -78,10 +104,13 @@ class Tokenizer {
   void finish(const std::string& src);
   int32_t find(std::string_view text) const;
   void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
+  // Reads the chat keys (tokenizer.chat_template, eot id) of a model file.
+  void read_chat_keys(const gguf::GgufFile& f);
+  void add_chat_keys(gguf::GgufWriter& w) const;
 
   // The gpt2 vocabulary type, in bpe_tokenizer.cpp.
   static Tokenizer from_gguf_bpe(const gguf::GgufFile& f);
-  std::vector<int32_t> encode_bpe(std::string_view text, bool add_bos) const;
+  std::vector<int32_t> encode_bpe(std::string_view text, const EncodeOptions& o) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   std::string decode_bpe(const std::vector<int32_t>& ids) const;
   std::string token_to_piece_bpe(int32_t id) const;
@@ -98,6 +127,9 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> piece_to_id_;
   std::array<int32_t, 256> byte_to_id_{};  // -1: no token for that byte
   std::vector<int32_t> user_defined_;      // split out before BPE, longest first
+  std::vector<int32_t> special_;           // with parse_special: control, user-defined, unknown; longest first
+  std::string chat_template_;
+  int32_t eot_ = -1;
   std::shared_ptr<const BpeVocab> bpe_;    // set for a gpt2 vocabulary
 };
 

@@ -33,6 +33,9 @@ class Decoder {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t position() const { return pos_; }
   void reset() { pos_ = 0; }
+  // Forgets every cached token from position `pos` on (a chat keeps the
+  // prefix its next prompt shares with the last one).
+  void truncate(int64_t pos) { pos_ = pos < pos_ ? (pos < 0 ? 0 : pos) : pos_; }
   // Applies a LoRA adapter (read against this model's config) at
   // `user_scale` (llama.cpp's --lora-scale), unmerged, as llama.cpp does.
   void add_lora(const model::LoraAdapter& adapter, double user_scale);

@@ -1,5 +1,7 @@
 #include "infer/generate.h"
 
+#include <algorithm>
+
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -7,22 +9,32 @@
 namespace ggtrain::infer {
 
 Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n, const SamplerConfig& sampler,
-                    uint64_t seed, int32_t stop_token, const std::function<void(int32_t)>& on_token) {
+                    uint64_t seed, const std::vector<int32_t>& stop_tokens, const std::function<void(int32_t)>& on_token,
+                    const GenerateControl& control) {
   if (prompt.empty()) fail("generate: the prompt is empty");
+  if (int64_t(prompt.size()) > dec.n_ctx())
+    fail("generate: the prompt's {} tokens exceed the context of {}", prompt.size(), dec.n_ctx());
   Generation g;
-  dec.reset();
+  // At least the last prompt token is computed again: its logits start the reply.
+  const int64_t keep = std::min({control.cached, dec.position(), int64_t(prompt.size()) - 1});
+  dec.truncate(std::max<int64_t>(0, keep));
   const double t0 = now_seconds();
-  dec.eval(prompt.data(), int64_t(prompt.size()), false);
+  dec.eval(prompt.data() + dec.position(), int64_t(prompt.size()) - dec.position(), false);
   const double t1 = now_seconds();
   g.prompt_seconds = t1 - t0;
   std::vector<int32_t> history = prompt;
   Rng rng(seed);
   for (int64_t i = 0; i < n; ++i) {
+    if (control.cancelled && control.cancelled()) {
+      g.cancelled = true;
+      break;
+    }
     const int32_t next = sample_token(dec.logits(), dec.config().vocab, sampler, rng, history);
     g.tokens.push_back(next);
     history.push_back(next);
     if (on_token) on_token(next);
-    if (next == stop_token || i + 1 == n || dec.position() >= dec.n_ctx()) break;
+    g.stopped = std::find(stop_tokens.begin(), stop_tokens.end(), next) != stop_tokens.end();
+    if (g.stopped || i + 1 == n || dec.position() >= dec.n_ctx()) break;
     dec.eval(&next, 1, false);
   }
   g.decode_seconds = now_seconds() - t1;

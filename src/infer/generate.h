@@ -14,13 +14,24 @@ namespace ggtrain::infer {
 
 struct Generation {
   std::vector<int32_t> tokens;  // generated, the stop token included when it came
+  bool stopped = false;         // ended on a stop token
+  bool cancelled = false;       // ended because GenerateControl::cancelled said so
   double prompt_seconds = 0, decode_seconds = 0;
 };
 
-// Continues `prompt` from the decoder's position 0 by up to n tokens,
-// stopping after `stop_token` (if >= 0) or when the context is full.
-// on_token (optional) sees each token as it is drawn.
+struct GenerateControl {
+  // The first `cached` tokens of the prompt are in the decoder's cache
+  // already (a chat's earlier turns): only the rest is computed.
+  int64_t cached = 0;
+  // Asked before each new token; true ends the generation (Ctrl-C).
+  std::function<bool()> cancelled;
+};
+
+// Continues `prompt` by up to n tokens, stopping after any of
+// `stop_tokens`, when the context is full, or when cancelled. on_token
+// (optional) sees each token as it is drawn.
 Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n, const SamplerConfig& sampler,
-                    uint64_t seed, int32_t stop_token, const std::function<void(int32_t)>& on_token = {});
+                    uint64_t seed, const std::vector<int32_t>& stop_tokens,
+                    const std::function<void(int32_t)>& on_token = {}, const GenerateControl& control = {});
 
 }  // namespace ggtrain::infer

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "chat/chat_data.h"
+#include "chat/template.h"
 #include "model/params.h"
 #include "train/schedule.h"
 #include "util/error.h"
@@ -97,6 +99,14 @@ void check_data(const RunConfig& c) {
   if (data.vocab_size < 260) fail("config: data.vocab_size must be at least 260, got {}", data.vocab_size);
   if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);
+  if (data.format != "text") {
+    if (data.format != "auto") chat::record_format_named(data.format, "config: data.format");
+    if (!data.sources.empty()) fail("config: data.format = \"{}\" takes data.corpus, not data.sources", data.format);
+  }
+  if (data.chat_template != "auto") chat::template_named(data.chat_template, "config: data.chat_template");
+  chat::overflow_named(data.overflow, "config: data.overflow");
+  if (data.attention != "causal" && data.attention != "document")
+    fail("config: data.attention must be causal or document, got '{}'", data.attention);
 }
 
 // Learning rates, schedule, AdamW's constants.

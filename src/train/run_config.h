@@ -35,6 +35,20 @@ struct DataSection {
   std::string tokenizer;  // sentencepiece .model or a GGUF's vocabulary; empty: train one
   int64_t vocab_size = 4096;
   double val_fraction = 0.01;
+  // "text" (pretraining documents); "chat", "alpaca" or "completion"
+  // (instruction tuning from JSONL records, loss on the answers, examples
+  // packed into windows: chat/chat_data.h); "auto": one of those three,
+  // detected from each file's first record.
+  std::string format = "text";
+  // Instruction formats: "auto" (the base model's tokenizer.chat_template
+  // when llama.cpp recognises it, else chatml) or a name of chat/template.h.
+  std::string chat_template = "auto";
+  // An example longer than train.seq_len: "truncate", "split" or "skip" (counted).
+  std::string overflow = "truncate";
+  // "causal": a window attends across document ends; "document": attention
+  // stays within each document (text: each starts at BOS; instruction
+  // formats always pack with it).
+  std::string attention = "causal";
 };
 
 struct TrainSection {

@@ -1,9 +1,13 @@
 #include "train/run_data.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 
+#include "chat/chat_data.h"
+#include "chat/chat_tokens.h"
+#include "chat/template.h"
 #include "data/prepare/progress.h"
 #include "data/sentencepiece_train.h"
 #include "gguf/reader.h"
@@ -81,6 +85,9 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
     }
   }
   const std::string own = run_dir + "/tokenizer.model";
+  if (c.data.format != "text" && !fs::exists(own) && resume_step < 0)
+    fail("data.format = \"{}\" needs a vocabulary that knows the model: init.from (a finetune) or data.tokenizer",
+         c.data.format);
   if (resume_step >= 0 && !fs::exists(own)) {
     // Every checkpoint carries its vocabulary: resume with that one rather
     // than train a new tokenizer that might split the text differently.
@@ -92,7 +99,69 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
   return data::Tokenizer::from_sentencepiece(own);
 }
 
+int64_t add_chat_vocabulary(data::Tokenizer& tok, const RunConfig& c, bool quiet) {
+  if (c.data.format == "text") return 0;
+  std::string warning;
+  const chat::Template t = chat::resolve_template(c.data.chat_template, tok.chat_template(), &warning);
+  if (!warning.empty() && !quiet) fmt::print(stderr, "warning: {}\n", warning);
+  const chat::TemplateInfo& info = chat::template_info(t);
+  const std::vector<std::string> missing = chat::missing_markers(tok, t);
+  if (!missing.empty()) {
+    if (c.train.lora.rank > 0)
+      fail("chat template {}: the vocabulary lacks {} ({}), and a LoRA run cannot train new token rows; finetune "
+           "fully (train.lora.rank = 0) or choose a template whose markers the model has (data.chat_template)",
+           info.name, fmt::join(missing, " "), missing.size() == 1 ? "1 token" : fmt::format("{} tokens", missing.size()));
+    tok = tok.with_control_tokens(missing);
+    if (!quiet)
+      fmt::print(stderr, "chat: template {}; added {} as control tokens {}..{} (their token_embd/output rows start "
+                 "as the mean of the others)\n", info.name, fmt::join(missing, " "),
+                 tok.vocab_size() - int64_t(missing.size()), tok.vocab_size() - 1);
+  } else if (!quiet) {
+    fmt::print(stderr, "chat: template {} (its markers are tokens of the vocabulary)\n", info.name);
+  }
+  tok.set_chat_template(std::string(info.jinja), chat::end_of_turn_id(tok, t));
+  return int64_t(missing.size());
+}
+
 namespace {
+
+RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const data::Tokenizer& tok, bool resume,
+                           bool quiet) {
+  chat::ChatDataOptions o;
+  o.corpus = c.data.corpus;
+  o.val_corpus = c.data.val_corpus;
+  if (c.data.format != "auto") o.format = chat::record_format_named(c.data.format, "data.format");
+  const auto t = chat::detect_template(tok.chat_template());
+  if (!t) fail("chat data: the run's vocabulary carries no template ggtrain renders");
+  o.chat_template = *t;
+  o.seq_len = c.train.seq_len;
+  o.overflow = chat::overflow_named(c.data.overflow, "data.overflow");
+  o.skip_bad = c.data.on_bad_document == "skip";
+  o.val_fraction = c.data.val_fraction;
+  o.seed = c.train.seed;
+  o.quiet = quiet;
+  const chat::ChatData d = chat::prepare_chat_data(o, tok, dir, resume);
+  const chat::ChatDataStats& s = d.stats;
+  if (!quiet)
+    fmt::print(stderr, "data: {} training / {} validation examples{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
+               "tokens trained, {:.1f}% padding){}\n", s.examples, s.val_examples,
+               s.bad_skipped ? fmt::format(", {} bad records skipped", s.bad_skipped) : "",
+               s.truncated ? fmt::format(", {} truncated", s.truncated) : "",
+               s.split ? fmt::format(", {} split", s.split) : "",
+               s.too_long_skipped ? fmt::format(", {} too long, skipped", s.too_long_skipped) : "", s.train_windows,
+               s.val_windows, c.train.seq_len, 100.0 * double(s.trained_tokens) / double(std::max<int64_t>(1, s.tokens)),
+               100.0 * double(s.padding) / double(std::max<int64_t>(1, s.tokens + s.padding)),
+               d.reused ? " (prepared before, reused)" : "");
+  RunTokens r;
+  r.train.push_back(std::make_unique<data::TokenStream>(std::vector<std::string>{d.train}));
+  r.train_flags = std::make_unique<data::TokenStream>(std::vector<std::string>{d.train_flags});
+  r.weights = {1.0};
+  if (!d.val.empty()) {
+    r.val = std::make_unique<data::TokenStream>(std::vector<std::string>{d.val});
+    r.val_flags = std::make_unique<data::TokenStream>(std::vector<std::string>{d.val_flags});
+  }
+  return r;
+}
 
 // One corpus (data.corpus, or one entry of data.sources) prepared into dir.
 data::PreparedData prepare_one(const data::PrepareOptions& o, const std::string& dir, const data::Tokenizer& tok,
@@ -137,6 +206,7 @@ RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const
 RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const data::Tokenizer& tok, bool resume,
                           bool quiet) {
   const std::string dir = run_dir + "/data";
+  if (c.data.format != "text") return open_chat_tokens(c, dir, tok, resume, quiet);
   const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
   if (resume && !fs::exists(data::manifest_path(dir)) && fs::exists(legacy_train)) {
     // Prepared before document ends and shards existed: the run resumes on
@@ -155,7 +225,9 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
     weights.push_back(c.data.sources.empty() ? 1.0 : c.data.sources[k].weight);
     val.insert(val.end(), prepared[k].val_shards.begin(), prepared[k].val_shards.end());
   }
-  return open_streams(train, weights, val);
+  RunTokens r = open_streams(train, weights, val);
+  if (c.data.attention == "document") r.document_token = tok.bos_id();
+  return r;
 }
 
 }  // namespace ggtrain::train

@@ -8,6 +8,7 @@
 
 #include "data/prepare/prepare.h"
 #include "data/token_file.h"
+#include "data/batch_loader.h"
 #include "data/tokenizer.h"
 #include "train/run_config.h"
 
@@ -31,10 +32,24 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
 std::vector<data::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
                                                  const data::Tokenizer& tok, bool resume, bool quiet);
 
+// An instruction-tuning run (data.format other than "text"): the template
+// (data.chat_template resolved against the vocabulary's own), its markers
+// added to the vocabulary as control tokens when missing (a full finetune
+// grows token_embd/output by those rows), and tokenizer.chat_template and
+// the end-of-turn id set so every checkpoint carries them. Returns how many
+// tokens were added. Error for a LoRA run that would need new tokens (their
+// rows could not train).
+int64_t add_chat_vocabulary(data::Tokenizer& tok, const RunConfig& c, bool quiet);
+
 struct RunTokens {
   std::vector<std::unique_ptr<data::TokenStream>> train;  // one per source (data.corpus: one)
   std::vector<double> weights;                          // data.sources' weights
   std::unique_ptr<data::TokenStream> val;               // null when there is no validation text
+  // Instruction data: per-token flags of train[0] and val (data/batch_loader.h).
+  std::unique_ptr<data::TokenStream> train_flags, val_flags;
+  int32_t document_token = -1;  // data.attention = "document" on text: BOS starts a document
+  data::WindowLabels train_labels() const { return {train_flags.get(), document_token}; }
+  data::WindowLabels val_labels() const { return {val_flags.get(), document_token}; }
 };
 
 // Prepares (or reuses) RUN/data and opens its shards. On resume the data

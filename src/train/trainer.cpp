@@ -23,6 +23,8 @@
 #include "model/llama.h"
 #include "model/lora.h"
 #include "model/quantized_base.h"
+#include "model/vocab_growth.h"
+#include "kernels/cross_entropy.h"
 #include "train/adamw.h"
 #include "train/data_parallel.h"
 #include "train/fault_injection.h"
@@ -94,6 +96,7 @@ class Run {
   void build_model();
   void attach_donor();
   void hold_quantized_base(model::ModelOptions& opts);
+  void load_grown_base(int64_t base_vocab);
   void resume_state();
   void init_state();
 
@@ -130,7 +133,9 @@ class Run {
   std::unique_ptr<model::LlamaModel<float>> model_;
   std::unique_ptr<DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
-  std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
+  bool documents_ = false;   // attention within documents (instruction data, data.attention)
+  int64_t added_tokens_ = 0;  // chat markers appended to the base's vocabulary
   std::unique_ptr<MetricsLog> metrics_;
 
   // The loop's running state.
@@ -193,6 +198,7 @@ void Run::load_donor() {
 
 void Run::load_tokenizer(int64_t resume_step) {
   tok_ = std::make_unique<data::Tokenizer>(run_tokenizer(run_dir_, c_, quiet_, resume_step));
+  added_tokens_ = add_chat_vocabulary(*tok_, c_, quiet_ || !dp_->root());
   if (resume_ && c_.train.lora.rank == 0)  // a LoRA checkpoint is an adapter, without vocabulary
     check_same_vocabulary(*tok_,
                           !c_.init.donor.empty()      ? c_.init.donor
@@ -210,11 +216,15 @@ void Run::prepare_data() {
   const int64_t T = c_.train.seq_len;
   std::vector<const data::TokenStream*> sources;
   for (const auto& t : tokens_.train) sources.push_back(t.get());
-  loader_ = std::make_unique<data::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed);
+  loader_ = std::make_unique<data::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed,
+                                                 std::vector<data::WindowLabels>(sources.size(), tokens_.train_labels()));
   if (tokens_.val && tokens_.val->size() > T)
-    val_loader_ = std::make_unique<data::BatchLoader>(*tokens_.val, T, c_.train.seed);
-  inputs_.resize(size_t(c_.train.batch * T));
-  targets_.resize(size_t(c_.train.batch * T));
+    val_loader_ = std::make_unique<data::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
+  documents_ = c_.data.format != "text" || c_.data.attention == "document";
+  const size_t step_tokens = size_t(c_.train.grad_accum * c_.train.batch * T);  // a step's micro-batches
+  inputs_.resize(step_tokens);
+  targets_.resize(step_tokens);
+  doc_start_.resize(step_tokens);
 }
 
 void Run::build_model() {
@@ -279,11 +289,15 @@ void Run::resume_state() {
 void Run::init_state() {
   run_id_ = new_run_id();
   if (base_) {
-    if (base_->get_uint_or("llama.vocab_size", uint64_t(tok_->vocab_size())) != uint64_t(tok_->vocab_size()) ||
+    const int64_t base_vocab = tok_->vocab_size() - added_tokens_;
+    if (base_->get_uint_or("llama.vocab_size", uint64_t(base_vocab)) != uint64_t(base_vocab) ||
         mc_.vocab != tok_->vocab_size())
-      fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(),
-           tok_->vocab_size());
-    model::load_base_params(*base_, mc_, model_->layout(), model_->params());  // dequantized to F32
+      fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(), base_vocab);
+    if (added_tokens_ > 0) {
+      load_grown_base(base_vocab);
+    } else {
+      model::load_base_params(*base_, mc_, model_->layout(), model_->params());  // dequantized to F32
+    }
     if (mc_.lora.rank > 0) model::init_lora(model_->layout(), model_->params(), c_.train.seed);
     if (!quiet_)
       fmt::print(stderr, "continuing {}: {} parameters as F32 {}, fresh AdamW state\n", base_->path(),
@@ -294,6 +308,18 @@ void Run::init_state() {
   if (donor_) model::init_lens(*donor_, model_->layout(), model_->params(), c_.train.seed);
   const std::string cfg = to_toml(c_);
   write_file_atomic(run_dir_ + "/config.toml", cfg.data(), cfg.size());
+}
+
+// The base of a finetune whose vocabulary grew by chat markers (a full
+// finetune: LoRA runs refuse new tokens): read at the base's size, then
+// carried over with the new rows at the mean embedding.
+void Run::load_grown_base(int64_t base_vocab) {
+  model::LlamaConfig base_cfg = mc_;
+  base_cfg.vocab = base_vocab;
+  const model::ParamLayout base_layout(base_cfg);
+  std::vector<float> base_params(size_t(base_layout.total()));
+  model::load_base_params(*base_, base_cfg, base_layout, base_params.data());
+  model::grow_vocabulary(base_layout, base_params.data(), base_vocab, model_->layout(), model_->params());
 }
 
 CheckpointData Run::checkpoint_data() {
@@ -342,15 +368,26 @@ StepResult Run::train_step(int64_t step) {
   r.step = step + 1;
   r.lr = schedule_.lr_at(step);
   model_->zero_grad();
+  // Every rank draws the step's global micro-batches, so each knows how
+  // many targets carry loss in all of them without communicating: the loss
+  // is the mean over those, and micro-batch k of this rank weighs in with
+  // its own count over that total.
+  const int64_t micro = t.batch * t.seq_len;
+  for (int64_t k = 0; k < t.grad_accum; ++k)
+    loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro);
+  const int64_t counted = int64_t(targets_.size()) - std::count(targets_.begin(), targets_.end(), kernels::kNoTarget);
   for (int64_t k = 0; k < t.grad_accum; ++k) {
-    loader_->next(t.batch, inputs_.data(), targets_.data());  // the global micro-batch, on every rank
     dp_->begin_micro_batch(k + 1 == t.grad_accum);
-    r.loss += model_->forward(dp_->local(inputs_.data()), dp_->local(targets_.data())) / double(t.grad_accum);
-    model_->backward(dp_->loss_share() / float(t.grad_accum));
+    const float mean = model_->forward(dp_->local(inputs_.data() + k * micro), dp_->local(targets_.data() + k * micro),
+                                       documents_ ? dp_->local(doc_start_.data() + k * micro) : nullptr);
+    const float weight = counted > 0 ? float(model_->counted_targets()) / float(counted) : 0.f;
+    r.loss += double(mean) * double(weight);
+    model_->backward(weight);
   }
   if (faults_.rank_fails_at(dp_->rank(), r.step))
     fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", r.step, dp_->rank());
-  r.loss = dp_->finish_backward(r.loss);  // gradients summed over ranks, loss averaged
+  // gradients summed over ranks; the ranks' shares of the loss summed too
+  r.loss = dp_->finish_backward(r.loss) * double(dp_->size());
   if (faults_.nan_grad_at(r.step)) dp_->inject_nonfinite_gradient();
   r.grad_norm = dp_->grad_norm();
   if (faults_.nan_loss_at(r.step)) r.loss = NAN;
@@ -431,13 +468,17 @@ double Run::evaluate() {
   const int64_t B = c_.train.batch, T = c_.train.seq_len;
   const int64_t n_batches = std::min(c_.train.eval_batches, val_loader_->n_windows() / B);
   if (n_batches == 0) return NAN;
-  double sum = 0;
+  double sum = 0, counted = 0;  // the mean over every counted target of the batches
   for (int64_t i = 0; i < n_batches; ++i) {
     for (int64_t b = 0; b < B; ++b)
-      val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T);
-    sum += model_->evaluate(dp_->local(inputs_.data()), dp_->local(targets_.data()));
+      val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
+    const double mean = model_->evaluate(dp_->local(inputs_.data()), dp_->local(targets_.data()),
+                                         documents_ ? dp_->local(doc_start_.data()) : nullptr);
+    sum += mean * double(model_->counted_targets());
+    counted += double(model_->counted_targets());
   }
-  return dp_->mean_over_ranks(sum) / double(n_batches);
+  const double all = dp_->mean_over_ranks(counted);
+  return all > 0 ? dp_->mean_over_ranks(sum) / all : NAN;
 }
 
 // A generated text on rank 0 every train.sample_every steps.
@@ -449,7 +490,7 @@ void Run::maybe_sample(int64_t step) {
   infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
                      folded ? nullptr : quantized_.get(), std::min(c_.train.sample_tokens + 1, mc_.ctx));
   const auto ids = infer::generate(dec, {tok_->bos_id()}, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step),
-                                   tok_->eos_id())
+                                   {tok_->eos_id()})
                        .tokens;
   if (!quiet_) fmt::print(stderr, "\nsample at step {}: {}\n", step, tok_->decode(ids));
 }

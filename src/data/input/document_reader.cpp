@@ -241,6 +241,7 @@ bool DocumentReader::next(std::string* doc) {
 
 int64_t DocumentReader::documents_read() const { return impl_->documents; }
 int64_t DocumentReader::skipped() const { return impl_->skipped; }
+int64_t DocumentReader::line_number() const { return impl_->lines.line_number(); }
 uint64_t DocumentReader::compressed_bytes_read() const { return impl_->lines.compressed_bytes_read(); }
 uint64_t DocumentReader::bytes_read() const { return impl_->lines.consumed(); }
 

@@ -94,6 +94,7 @@ class DocumentReader {
   // The next document into *doc; false at the end of the file.
   bool next(std::string* doc);
   int64_t documents_read() const;   // documents returned so far
+  int64_t line_number() const;      // the line (from 1) the last document ends on
   int64_t skipped() const;          // bad documents skipped (kSkip)
   uint64_t compressed_bytes_read() const;
   uint64_t bytes_read() const;      // decompressed bytes consumed so far

@@ -249,11 +249,6 @@ void encode_batch(Batch& b, const Tokenizer& tok, const PrepareOptions& o) {
   }
 }
 
-bool goes_to_validation(uint64_t seed, int64_t index, double fraction) {
-  Rng h(seed ^ (0xd1b54a32d192ed03ULL * uint64_t(index + 1)));
-  return h.uniform() < fraction;
-}
-
 // Tokenizes from the end of the manifest's last shard to the end of the
 // inputs, shard by shard.
 void run_pipeline(const Inputs& in, const PrepareOptions& o, const Tokenizer& tok, const std::string& dir,
@@ -334,6 +329,11 @@ void drop_damaged_shards(Manifest& m, const std::string& dir, bool quiet) {
 }
 
 }  // namespace
+
+bool goes_to_validation(uint64_t seed, int64_t index, double fraction) {
+  Rng h(seed ^ (0xd1b54a32d192ed03ULL * uint64_t(index + 1)));
+  return h.uniform() < fraction;
+}
 
 PreparedData prepare_data(const PrepareOptions& o, const Tokenizer& tok, const std::string& dir,
                           OnMismatch on_mismatch) {

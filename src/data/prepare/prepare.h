@@ -37,6 +37,10 @@ struct PrepareOptions {
   bool quiet = false;
 };
 
+// Whether document `index` of a corpus goes to validation (PrepareOptions::
+// val_fraction): a hash of (seed, index), the same for any batching.
+bool goes_to_validation(uint64_t seed, int64_t index, double fraction);
+
 // What to do when a manifest's sources or options no longer match.
 enum class OnMismatch { kPrepareAgain, kRefuse };
 

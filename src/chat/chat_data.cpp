@@ -1,0 +1,253 @@
+#include "chat/chat_data.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "chat/chat_tokens.h"
+#include "data/batch_loader.h"
+#include "data/input/documents.h"
+#include "data/prepare/prepare.h"
+#include "data/token_file.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace ggtrain::chat {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Examples appended to windows of `seq_len` tokens: an example that does
+// not fit in what is left of a window starts the next one, and the rest is
+// padding (EOS, no loss, its own "document"). The file ends with one more
+// padding token, the last window's last target.
+class WindowPacker {
+ public:
+  WindowPacker(const std::string& tokens, const std::string& flags, int64_t vocab, int64_t seq_len, int32_t pad)
+      : tokens_(tokens, vocab), flags_(flags, 4), seq_len_(seq_len), pad_(pad) {}
+
+  // ids.size() <= seq_len.
+  void add(const std::vector<int32_t>& ids, const std::vector<uint8_t>& trained, ChatDataStats& st) {
+    if (used_ + int64_t(ids.size()) > seq_len_) pad_window(st);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int32_t f = (i == 0 ? data::kFlagExampleStart : 0) | (trained[i] ? data::kFlagTrained : 0);
+      put(ids[i], f);
+      st.trained_tokens += trained[i];
+    }
+    st.tokens += int64_t(ids.size());
+  }
+
+  // Pads the last window and commits both files; returns the windows.
+  int64_t finish(ChatDataStats& st) {
+    if (used_ > 0) pad_window(st);
+    put(pad_, data::kFlagExampleStart);
+    tokens_.commit();
+    flags_.commit();
+    return windows_;
+  }
+
+ private:
+  void put(int32_t id, int32_t flag) {
+    tokens_.append(&id, 1);
+    flags_.append(&flag, 1);
+    if (++used_ == seq_len_) {
+      used_ = 0;
+      ++windows_;
+    }
+  }
+  void pad_window(ChatDataStats& st) {
+    for (bool first = true; used_ > 0; first = false) {
+      put(pad_, first ? data::kFlagExampleStart : 0);
+      ++st.padding;
+    }
+  }
+
+  data::TokenFileWriter tokens_, flags_;
+  int64_t seq_len_, used_ = 0, windows_ = 0;
+  int32_t pad_;
+};
+
+bool any_trained(const std::vector<uint8_t>& t, size_t from, size_t to) {
+  for (size_t i = from + 1; i < to; ++i)  // the first token of a piece is never a target within it
+    if (t[i]) return true;
+  return false;
+}
+
+// The example in pieces of at most seq_len tokens as data.overflow says
+// (none: skipped); each piece must hold a trained target.
+std::vector<std::pair<size_t, size_t>> pieces_of(const EncodedExample& e, const ChatDataOptions& o,
+                                                 ChatDataStats& st) {
+  const size_t n = e.ids.size(), w = size_t(o.seq_len);
+  std::vector<std::pair<size_t, size_t>> out;
+  if (n <= w) {
+    out.emplace_back(0, n);
+  } else if (o.overflow == Overflow::kTruncate) {
+    out.emplace_back(0, w);
+    ++st.truncated;
+  } else if (o.overflow == Overflow::kSplit) {
+    for (size_t b = 0; b < n; b += w) out.emplace_back(b, std::min(n, b + w));
+    ++st.split;
+  } else {
+    ++st.too_long_skipped;
+    return {};
+  }
+  std::erase_if(out, [&](const auto& p) { return !any_trained(e.trained, p.first, p.second); });
+  if (out.empty()) ++st.too_long_skipped;
+  return out;
+}
+
+// The spans of one record: templated, or for completion records the prompt
+// and then the completion and EOS, as text.
+std::vector<Span> spans_of(const Conversation& c, RecordFormat f, Template t, const data::Tokenizer& tok) {
+  if (f != RecordFormat::kCompletion) return render_spans(t, c, false);
+  return {{c[0].content, false}, {c[1].content + tok.piece(tok.eos_id()), true}};
+}
+
+struct Split {
+  WindowPacker* train;
+  WindowPacker* val;       // null: no validation data
+  bool val_by_hash;        // corpus examples go to val by goes_to_validation (no data.val_corpus)
+};
+
+// Every record of `files` into the packers.
+void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions& o, const data::Tokenizer& tok,
+                const Split& split, bool to_val, ChatDataStats& st, int64_t& index) {
+  data::DocumentOptions dopt;
+  dopt.separator = data::DocSeparator::kLine;
+  dopt.on_bad = o.skip_bad ? data::OnBadDocument::kSkip : data::OnBadDocument::kError;
+  for (const data::InputFile& f : files) {
+    data::DocumentReader reader(f, dopt);
+    std::optional<RecordFormat> format = o.format;
+    std::string line;
+    while (reader.next(&line)) {
+      const std::string where = fmt::format("{}:{}", f.path, reader.line_number());
+      try {
+        const nlohmann::json record = nlohmann::json::parse(line, nullptr, true);
+        if (!format) format = detect_record_format(record, where);
+        const Conversation c = conversation_of(record, *format, where);
+        const EncodedExample e = encode_spans(tok, spans_of(c, *format, o.chat_template, tok));
+        const bool val = to_val || (split.val_by_hash && data::goes_to_validation(o.seed, index, o.val_fraction));
+        ++index;
+        for (const auto& [b, end] : pieces_of(e, o, st)) {
+          const std::vector<int32_t> ids(e.ids.begin() + long(b), e.ids.begin() + long(end));
+          const std::vector<uint8_t> tr(e.trained.begin() + long(b), e.trained.begin() + long(end));
+          (val ? split.val : split.train)->add(ids, tr, st);
+        }
+        ++(val ? st.val_examples : st.examples);
+      } catch (const nlohmann::json::parse_error& err) {
+        if (!o.skip_bad) fail("{}: not valid JSON ({})", where, err.what());
+        ++st.bad_skipped;
+      } catch (const Error&) {
+        if (!o.skip_bad) throw;
+        ++st.bad_skipped;
+      }
+    }
+    st.bad_skipped += reader.skipped();
+  }
+}
+
+nlohmann::json files_json(const std::vector<data::InputFile>& files) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& f : files) a.push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}});
+  return a;
+}
+
+// What decides the prepared bytes: compared with chat.json to reuse them.
+nlohmann::json source_json(const ChatDataOptions& o, const std::vector<data::InputFile>& train,
+                           const std::vector<data::InputFile>& val, const data::Tokenizer& tok) {
+  return {{"format", o.format ? std::string(record_format_name(*o.format)) : "auto"},
+          {"chat_template", template_info(o.chat_template).name},
+          {"seq_len", o.seq_len},
+          {"overflow", int(o.overflow)},
+          {"skip_bad", o.skip_bad},
+          {"val_fraction", o.val_corpus.empty() ? o.val_fraction : 0.0},
+          {"seed", o.seed},
+          {"corpus", files_json(train)},
+          {"val_corpus", files_json(val)},
+          {"tokenizer", data::tokenizer_fingerprint(tok)}};
+}
+
+nlohmann::json stats_json(const ChatDataStats& s) {
+  return {{"examples", s.examples},       {"val_examples", s.val_examples}, {"bad_skipped", s.bad_skipped},
+          {"too_long_skipped", s.too_long_skipped}, {"truncated", s.truncated}, {"split", s.split},
+          {"train_windows", s.train_windows}, {"val_windows", s.val_windows}, {"tokens", s.tokens},
+          {"trained_tokens", s.trained_tokens}, {"padding", s.padding}};
+}
+
+ChatDataStats stats_of(const nlohmann::json& j) {
+  ChatDataStats s;
+  s.examples = j.at("examples");
+  s.val_examples = j.at("val_examples");
+  s.bad_skipped = j.at("bad_skipped");
+  s.too_long_skipped = j.at("too_long_skipped");
+  s.truncated = j.at("truncated");
+  s.split = j.at("split");
+  s.train_windows = j.at("train_windows");
+  s.val_windows = j.at("val_windows");
+  s.tokens = j.at("tokens");
+  s.trained_tokens = j.at("trained_tokens");
+  s.padding = j.at("padding");
+  return s;
+}
+
+// The record of an earlier preparation, or null when there is none (or it
+// cannot be read: then it is prepared again).
+nlohmann::json read_record(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+}  // namespace
+
+Overflow overflow_named(std::string_view name, std::string_view key) {
+  if (name == "truncate") return Overflow::kTruncate;
+  if (name == "split") return Overflow::kSplit;
+  if (name == "skip") return Overflow::kSkip;
+  fail("{} = \"{}\": must be truncate, split or skip", key, name);
+}
+
+ChatData prepare_chat_data(const ChatDataOptions& o, const data::Tokenizer& tok, const std::string& dir,
+                           bool refuse_change) {
+  if (o.seq_len < 2) fail("chat data: windows of {} tokens are too short", o.seq_len);
+  const auto train_files = data::expand_inputs(o.corpus, "text", "data.corpus");
+  const auto val_files =
+      o.val_corpus.empty() ? std::vector<data::InputFile>{} : data::expand_inputs(o.val_corpus, "text", "data.val_corpus");
+  fs::create_directories(dir);
+  ChatData d{dir + "/chat-train.tok", dir + "/chat-train.flags.tok", dir + "/chat-val.tok", dir + "/chat-val.flags.tok", {}, false};
+  const std::string record_path = dir + "/chat.json";
+  const nlohmann::json source = source_json(o, train_files, val_files, tok);
+  const nlohmann::json old = read_record(record_path);
+  if (old.is_object() && old.value("source", nlohmann::json()) == source && fs::exists(d.train) &&
+      fs::exists(d.train_flags)) {
+    d.stats = stats_of(old.at("stats"));
+    d.reused = true;
+  } else {
+    if (old.is_object() && refuse_change)
+      fail("{}: the chat data was prepared from other files, options or tokenizer than this run names; a resumed "
+           "run trains on the data it started with (restore them, or start a new run)", record_path);
+    const bool has_val = !val_files.empty() || o.val_fraction > 0;
+    const int32_t pad = tok.eos_id() >= 0 ? tok.eos_id() : tok.bos_id();
+    ChatDataStats st;
+    WindowPacker train(d.train, d.train_flags, tok.vocab_size(), o.seq_len, pad);
+    std::optional<WindowPacker> val;
+    if (has_val) val.emplace(d.val, d.val_flags, tok.vocab_size(), o.seq_len, pad);
+    const Split split{&train, val ? &*val : nullptr, val_files.empty() && val.has_value()};
+    int64_t index = 0;
+    pack_files(train_files, o, tok, split, false, st, index);
+    if (!val_files.empty()) pack_files(val_files, o, tok, split, true, st, index);
+    if (st.examples == 0) fail("data.corpus ({}): no training examples", fmt::join(o.corpus, ", "));
+    st.train_windows = train.finish(st);
+    if (val) st.val_windows = val->finish(st);
+    const std::string text = nlohmann::json{{"source", source}, {"stats", stats_json(st)}}.dump(2) + "\n";
+    write_file_atomic(record_path, text.data(), text.size());
+    d.stats = st;
+  }
+  if (d.stats.val_windows == 0) d.val = d.val_flags = "";
+  return d;
+}
+
+}  // namespace ggtrain::chat

@@ -1,0 +1,114 @@
+#include "chat/conversation.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace ggtrain::chat {
+
+namespace {
+
+bool is_blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; });
+}
+
+const nlohmann::json* member(const nlohmann::json& o, const char* name) {
+  auto it = o.find(name);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string string_member(const nlohmann::json& o, const char* name, std::string_view where) {
+  const nlohmann::json* v = member(o, name);
+  if (!v) fail("{}: no member \"{}\"", where, name);
+  if (!v->is_string()) fail("{}: member \"{}\" is {}, not a string", where, name, v->type_name());
+  return v->get<std::string>();
+}
+
+Conversation chat_record(const nlohmann::json& record, std::string_view where) {
+  const nlohmann::json* msgs = member(record, "messages");
+  if (!msgs || !msgs->is_array()) fail("{}: member \"messages\" must be an array of messages", where);
+  Conversation c;
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const nlohmann::json& m = (*msgs)[i];
+    const std::string at = fmt::format("{}: messages[{}]", where, i);
+    if (!m.is_object()) fail("{} is {}, not an object", at, m.type_name());
+    c.push_back({string_member(m, "role", at), string_member(m, "content", at)});
+  }
+  return c;
+}
+
+}  // namespace
+
+RecordFormat record_format_named(std::string_view name, std::string_view key) {
+  if (name == "chat") return RecordFormat::kChat;
+  if (name == "alpaca") return RecordFormat::kAlpaca;
+  if (name == "completion") return RecordFormat::kCompletion;
+  fail("{} = \"{}\": not a record format (chat, alpaca, completion)", key, name);
+}
+
+std::string_view record_format_name(RecordFormat f) {
+  switch (f) {
+    case RecordFormat::kChat: return "chat";
+    case RecordFormat::kAlpaca: return "alpaca";
+    case RecordFormat::kCompletion: return "completion";
+  }
+  return "?";
+}
+
+RecordFormat detect_record_format(const nlohmann::json& record, std::string_view where) {
+  if (!record.is_object()) fail("{}: a record must be a JSON object, is {}", where, record.type_name());
+  if (record.contains("messages")) return RecordFormat::kChat;
+  if (record.contains("instruction") && record.contains("output")) return RecordFormat::kAlpaca;
+  if (record.contains("prompt") && record.contains("completion")) return RecordFormat::kCompletion;
+  fail("{}: not a chat record (\"messages\"), an alpaca one (\"instruction\", \"output\") or a completion one "
+       "(\"prompt\", \"completion\")", where);
+}
+
+Conversation conversation_of(const nlohmann::json& record, RecordFormat f, std::string_view where) {
+  if (!record.is_object()) fail("{}: a record must be a JSON object, is {}", where, record.type_name());
+  Conversation c;
+  switch (f) {
+    case RecordFormat::kChat: c = chat_record(record, where); break;
+    case RecordFormat::kAlpaca: {
+      std::string user = string_member(record, "instruction", where);
+      if (member(record, "input")) {
+        const std::string input = string_member(record, "input", where);
+        if (!is_blank(input)) user += "\n\n" + input;
+      }
+      c = {{"user", user}, {"assistant", string_member(record, "output", where)}};
+      break;
+    }
+    case RecordFormat::kCompletion:
+      c = {{"user", string_member(record, "prompt", where)}, {"assistant", string_member(record, "completion", where)}};
+      break;
+  }
+  check_conversation(c, true, where);
+  return c;
+}
+
+void check_conversation(const Conversation& c, bool for_training, std::string_view where) {
+  if (c.empty()) fail("{}: the conversation has no messages", where);
+  size_t first_turn = 0;
+  if (c[0].role == "system") first_turn = 1;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const std::string& role = c[i].role;
+    if (role != "system" && role != "user" && role != "assistant")
+      fail("{}: message {} has role \"{}\" (system, user or assistant)", where, i, role);
+    if (role == "system" && i > 0) fail("{}: message {} is a system message; only the first may be one", where, i);
+    if (i >= first_turn) {
+      const char* expected = (i - first_turn) % 2 == 0 ? "user" : "assistant";
+      if (role != expected)
+        fail("{}: message {} is a{} {} turn where a{} {} turn belongs (turns alternate from user)", where, i,
+             role == "assistant" ? "n" : "", role, expected[0] == 'a' ? "n" : "", expected);
+    }
+    if (is_blank(c[i].content)) fail("{}: message {} ({}) has empty content", where, i, role);
+  }
+  const std::string& last = c.back().role;
+  if (for_training && last != "assistant")
+    fail("{}: the conversation ends without an assistant turn (nothing to learn from)", where);
+  if (!for_training && last != "user") fail("{}: the conversation must end with a user turn", where);
+}
+
+}  // namespace ggtrain::chat

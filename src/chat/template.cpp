@@ -1,0 +1,243 @@
+#include "chat/template.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace ggtrain::chat {
+
+namespace {
+
+// Each Jinja string renders what the C++ below renders for conversations
+// that pass check_conversation. They name no bos_token: like llama.cpp's
+// built-in renderers, BOS comes from the tokenizer (add_bos_token).
+constexpr std::string_view kChatmlJinja =
+    "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}";
+constexpr std::string_view kLlama3Jinja =
+    "{%- for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+    "(message['content'] | trim) + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}";
+// llama.cpp's "llama2" (no <<SYS>> block: a system message is the first
+// turn's text and a newline).
+constexpr std::string_view kLlama2Jinja =
+    "{%- for message in messages %}{%- if loop.first or messages[loop.index0 - 1]['role'] == 'assistant' %}"
+    "{{ '[INST] ' }}{%- endif %}{%- if message['role'] == 'system' %}{{ message['content'] + '\\n' }}"
+    "{%- elif message['role'] == 'user' %}{{ message['content'] + ' [/INST]' }}"
+    "{%- else %}{{ message['content'] + '</s>' }}{%- endif %}{%- endfor %}";
+// llama.cpp's "mistral-v7".
+constexpr std::string_view kMistralJinja =
+    "{%- for message in messages %}{%- if message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] ' + message['content'] + "
+    "'[/SYSTEM_PROMPT]' }}{%- elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + '[/INST]' }}"
+    "{%- else %}{{ ' ' + message['content'] + '</s>' }}{%- endif %}{%- endfor %}";
+// The system message goes into the first user turn (gemma has no system role).
+constexpr std::string_view kGemmaJinja =
+    "{%- for message in messages %}{%- if message['role'] != 'system' %}{{ '<start_of_turn>' + "
+    "('model' if message['role'] == 'assistant' else message['role']) + '\\n' }}{%- if loop.index0 == 1 and "
+    "messages[0]['role'] == 'system' %}{{ (messages[0]['content'] | trim) + '\\n\\n' }}{%- endif %}"
+    "{{ (message['content'] | trim) + '<end_of_turn>\\n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}"
+    "{{ '<start_of_turn>model\\n' }}{%- endif %}";
+constexpr std::string_view kPhi3Jinja =
+    "{%- for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|assistant|>\\n' }}{%- endif %}";
+// '<|' + 'assistant|>': llama.cpp takes a template holding both "<|user|>"
+// and "<|assistant|>" for glmedge, so the second is never written whole.
+constexpr std::string_view kZephyrJinja =
+    "{%- for message in messages %}{%- if message['role'] == 'user' %}{{ '<|user|>\\n' }}{%- else %}"
+    "{{ '<|' + message['role'] + '|>\\n' }}{%- endif %}{{ message['content'] + '<|endoftext|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|' + 'assistant|>\\n' }}{%- endif %}";
+
+bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+// Appends to the last span when it has the same `trained`, so that spans
+// alternate.
+void add(std::vector<Span>& out, std::string_view text, bool trained) {
+  if (text.empty()) return;
+  if (!out.empty() && out.back().trained == trained) {
+    out.back().text += text;
+    return;
+  }
+  out.push_back({std::string(text), trained});
+}
+
+void render_chatml(std::vector<Span>& o, const Conversation& c, bool gen) {
+  for (const Message& m : c) {
+    const bool a = m.role == "assistant";
+    add(o, "<|im_start|>" + m.role + "\n", false);
+    add(o, m.content + "<|im_end|>", a);
+    add(o, "\n", false);
+  }
+  if (gen) add(o, "<|im_start|>assistant\n", false);
+}
+
+void render_llama3(std::vector<Span>& o, const Conversation& c, bool gen) {
+  for (const Message& m : c) {
+    add(o, "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", false);
+    add(o, trim(m.content) + "<|eot_id|>", m.role == "assistant");
+  }
+  if (gen) add(o, "<|start_header_id|>assistant<|end_header_id|>\n\n", false);
+}
+
+void render_llama2(std::vector<Span>& o, const Conversation& c) {
+  bool inside_turn = true;
+  add(o, "[INST] ", false);
+  for (const Message& m : c) {
+    if (!inside_turn) {
+      inside_turn = true;
+      add(o, "[INST] ", false);
+    }
+    if (m.role == "system") {
+      add(o, m.content + "\n", false);
+    } else if (m.role == "user") {
+      add(o, m.content + " [/INST]", false);
+    } else {
+      add(o, m.content + "</s>", true);
+      inside_turn = false;
+    }
+  }
+}
+
+void render_mistral(std::vector<Span>& o, const Conversation& c) {
+  for (const Message& m : c) {
+    if (m.role == "system") add(o, "[SYSTEM_PROMPT] " + m.content + "[/SYSTEM_PROMPT]", false);
+    else if (m.role == "user") add(o, "[INST] " + m.content + "[/INST]", false);
+    else add(o, " " + m.content + "</s>", true);
+  }
+}
+
+void render_gemma(std::vector<Span>& o, const Conversation& c, bool gen) {
+  std::string system_prompt;
+  for (const Message& m : c) {
+    if (m.role == "system") {
+      system_prompt += trim(m.content);
+      continue;
+    }
+    const bool a = m.role == "assistant";
+    add(o, "<start_of_turn>" + std::string(a ? "model" : m.role) + "\n", false);
+    if (!system_prompt.empty() && !a) {
+      add(o, system_prompt + "\n\n", false);
+      system_prompt.clear();
+    }
+    add(o, trim(m.content) + "<end_of_turn>", a);
+    add(o, "\n", false);
+  }
+  if (gen) add(o, "<start_of_turn>model\n", false);
+}
+
+// phi3 and zephyr: "<|role|>\n" + content + end marker + "\n".
+void render_role_tags(std::vector<Span>& o, const Conversation& c, bool gen, std::string_view end) {
+  for (const Message& m : c) {
+    add(o, "<|" + m.role + "|>\n", false);
+    add(o, m.content + std::string(end), m.role == "assistant");
+    add(o, "\n", false);
+  }
+  if (gen) add(o, "<|assistant|>\n", false);
+}
+
+}  // namespace
+
+std::string trim(std::string_view s) {
+  auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r'; };
+  size_t b = 0, e = s.size();
+  while (b < e && space(s[b])) ++b;
+  while (e > b && space(s[e - 1])) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+const std::vector<TemplateInfo>& all_templates() {
+  static const std::vector<TemplateInfo> kAll{
+      {Template::kChatml, "chatml", "chatml", kChatmlJinja, {"<|im_start|>", "<|im_end|>"}, "<|im_end|>"},
+      {Template::kLlama3, "llama3", "llama3", kLlama3Jinja,
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, "<|eot_id|>"},
+      {Template::kLlama2, "llama2", "llama2", kLlama2Jinja, {"</s>"}, "</s>"},
+      {Template::kMistral, "mistral", "mistral-v7", kMistralJinja,
+       {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "</s>"}, "</s>"},
+      {Template::kGemma, "gemma", "gemma", kGemmaJinja, {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>"},
+      {Template::kPhi3, "phi3", "phi3", kPhi3Jinja, {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, "<|end|>"},
+      {Template::kZephyr, "zephyr", "zephyr", kZephyrJinja,
+       {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"}, "<|endoftext|>"},
+  };
+  return kAll;
+}
+
+const TemplateInfo& template_info(Template t) {
+  for (const TemplateInfo& i : all_templates())
+    if (i.id == t) return i;
+  fail("chat: unknown template id {}", int(t));
+}
+
+Template template_named(std::string_view name, std::string_view key) {
+  std::string known;
+  for (const TemplateInfo& i : all_templates()) {
+    if (i.name == name) return i.id;
+    known += (known.empty() ? "" : ", ") + std::string(i.name);
+  }
+  fail("{} = \"{}\": not a chat template (auto, {})", key, name, known);
+}
+
+// The branches of llm_chat_detect_template that lead to ours, in its order
+// (an earlier branch of another template wins, as there).
+std::optional<Template> detect_template(std::string_view t) {
+  for (const TemplateInfo& i : all_templates())
+    if (t == i.llama_cpp_name) return i.id;
+  if (contains(t, "<|im_start|>")) {
+    if (contains(t, "<|im_sep|>") || contains(t, "<end_of_utterance>")) return std::nullopt;  // phi4, smolvlm
+    return Template::kChatml;
+  }
+  if (t.starts_with("mistral") || contains(t, "[INST]")) {
+    if (contains(t, "[SYSTEM_PROMPT]")) return Template::kMistral;
+    if (contains(t, "' [INST] ' + system_message") || contains(t, "[AVAILABLE_TOOLS]")) return std::nullopt;
+    if (contains(t, "<<SYS>>") || contains(t, "bos_token + '[INST]") || contains(t, "content.strip()"))
+      return std::nullopt;  // llama2's other variants
+    return Template::kLlama2;
+  }
+  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return Template::kPhi3;
+  if (contains(t, "[gMASK]<sop>")) return std::nullopt;
+  if (contains(t, "<|assistant|>") && contains(t, "<|user|>")) return std::nullopt;  // falcon3, glmedge
+  if (contains(t, "<|{{ item['role'] }}|>") && contains(t, "<|begin_of_image|>")) return std::nullopt;
+  if (contains(t, "<|user|>") && contains(t, "<|endoftext|>")) return Template::kZephyr;
+  if (contains(t, "bos_token + message['role']")) return std::nullopt;  // monarch
+  if (contains(t, "<start_of_turn>")) return Template::kGemma;
+  if (contains(t, "'\\n\\nAssistant: ' + eos_token") || contains(t, "GPT4 Correct ") ||
+      (contains(t, "USER: ") && contains(t, "ASSISTANT: ")) ||
+      (contains(t, "### Instruction:") && contains(t, "<|EOT|>")) ||
+      (contains(t, "<|START_OF_TURN_TOKEN|>") && contains(t, "<|USER_TOKEN|>")))
+    return std::nullopt;
+  if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) return Template::kLlama3;
+  return std::nullopt;
+}
+
+Template resolve_template(std::string_view setting, const std::string& model_template, std::string* warning) {
+  if (setting != "auto") return template_named(setting, "data.chat_template");
+  if (model_template.empty()) return Template::kChatml;
+  if (const auto t = detect_template(model_template)) return *t;
+  std::string head = model_template.substr(0, 40);
+  std::replace(head.begin(), head.end(), '\n', ' ');
+  *warning = fmt::format("data.chat_template = \"auto\": the model's tokenizer.chat_template (\"{}{}\") is none "
+                         "that ggtrain renders; using chatml", head, model_template.size() > 40 ? "..." : "");
+  return Template::kChatml;
+}
+
+std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
+  std::vector<Span> o;
+  switch (t) {
+    case Template::kChatml: render_chatml(o, c, gen); break;
+    case Template::kLlama3: render_llama3(o, c, gen); break;
+    case Template::kLlama2: render_llama2(o, c); break;
+    case Template::kMistral: render_mistral(o, c); break;
+    case Template::kGemma: render_gemma(o, c, gen); break;
+    case Template::kPhi3: render_role_tags(o, c, gen, "<|end|>"); break;
+    case Template::kZephyr: render_role_tags(o, c, gen, "<|endoftext|>"); break;
+  }
+  return o;
+}
+
+std::string render(Template t, const Conversation& c, bool gen) {
+  std::string s;
+  for (const Span& sp : render_spans(t, c, gen)) s += sp.text;
+  return s;
+}
+
+}  // namespace ggtrain::chat

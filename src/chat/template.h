@@ -1,0 +1,59 @@
+#pragma once
+// Chat templates, rendered byte for byte as llama.cpp's built-in
+// llm_chat_apply_template renders them (src/llama-chat.cpp), each with the
+// Jinja string that renders the same bytes (the GGUF's
+// tokenizer.chat_template: llama.cpp recognises it by its heuristics and
+// Jinja engines render it directly; tests/node checks both agree), and the
+// render cut into spans so that training can put the loss on the answers.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/conversation.h"
+
+namespace ggtrain::chat {
+
+enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr };
+
+struct TemplateInfo {
+  Template id;
+  std::string_view name;           // data.chat_template's value
+  std::string_view llama_cpp_name; // llama.cpp's name for it (llama_chat_builtin_templates)
+  std::string_view jinja;          // tokenizer.chat_template
+  // Texts that must be single (control) tokens of the vocabulary.
+  std::vector<std::string_view> markers;
+  std::string_view end_of_turn;    // the marker that ends an assistant turn: the eot token
+};
+
+const std::vector<TemplateInfo>& all_templates();
+const TemplateInfo& template_info(Template t);
+// data.chat_template's names; Error naming `key` and the known names.
+Template template_named(std::string_view name, std::string_view key);
+
+// data.chat_template resolved: a template's name, or "auto": the one
+// llama.cpp recognises in `model_template` (a model's tokenizer.chat_template),
+// else chatml. *warning is set when "auto" falls back although the model
+// has a template (naming its first characters).
+Template resolve_template(std::string_view setting, const std::string& model_template, std::string* warning);
+
+// llama.cpp's llm_chat_detect_template on a Jinja string, for the templates
+// above: nullopt when llama.cpp would take it for another one or none.
+std::optional<Template> detect_template(std::string_view jinja);
+
+// A piece of rendered text; `trained` pieces carry the loss (an assistant's
+// content and the marker that ends its turn).
+struct Span {
+  std::string text;
+  bool trained = false;
+};
+
+// The conversation rendered as llama.cpp renders it (add_ass =
+// add_generation_prompt), cut into spans; their concatenation is render().
+std::vector<Span> render_spans(Template t, const Conversation& c, bool add_generation_prompt);
+std::string render(Template t, const Conversation& c, bool add_generation_prompt);
+
+// llama.cpp's trim(): ASCII white space off both ends (isspace).
+std::string trim(std::string_view s);
+
+}  // namespace ggtrain::chat
