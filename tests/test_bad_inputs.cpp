@@ -67,6 +67,14 @@ class Env {
     a.insert(a.end(), {"--config", toml(text)});
     return a;
   }
+  // A chat finetune of the step-2 checkpoint of base_run() on chat.jsonl
+  // (`records`, one per line), 2 steps, + sets.
+  std::vector<std::string> chat(const std::string& records, std::vector<std::string> sets = {}) const {
+    spit(t("chat.jsonl"), records);
+    const std::string base = base_run("base") + "/weights/step_2.gguf";
+    sets.insert(sets.begin(), {"train.steps=2", "train.seq_len=32", "init.from=" + base, "data.format=chat"});
+    return tiny_train_args(bin(), t("chat_run"), t("chat.jsonl"), sets);
+  }
   CliOptions opts;  // environment for the CLI of this case
 
  private:
@@ -243,6 +251,50 @@ std::vector<Case> cases() {
                  return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "data.tokenizer=" + e.t("x.model")});
                },
                {"init.donor", "data.tokenizer"}});
+  // --- instruction tuning (data.format, data.chat_template)
+  const std::string good = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello\"}]}\n";
+  c.push_back({"chat_unknown_template", "`data.chat_template` names no template ggtrain renders",
+               [](Env& e) { return e.fresh({"data.chat_template=vicuna"}); }, {"data.chat_template", "vicuna", "chatml"}});
+  c.push_back({"chat_bad_format", "`data.format` is not a record format",
+               [](Env& e) { return e.fresh({"data.format=sharegpt"}); }, {"data.format", "sharegpt"}});
+  c.push_back({"chat_without_vocabulary", "`data.format = \"chat\"` with no `init.from` or `data.tokenizer`",
+               [](Env& e) { return e.fresh({"data.format=chat"}); }, {"data.format", "init.from", "data.tokenizer"}});
+  c.push_back({"chat_unknown_role", "a chat record with a role other than system, user, assistant",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"bot\", \"content\": \"Yo\"}]}\n"); },
+               {"chat.jsonl:2", "role", "bot"}});
+  c.push_back({"chat_roles_out_of_order", "a chat record whose turns do not alternate from user",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"assistant\", \"content\": \"Hi\"}, {\"role\": \"user\", \"content\": \"Yo\"}]}\n"); },
+               {"chat.jsonl:2", "message 0", "alternate"}});
+  c.push_back({"chat_system_not_first", "a chat record with a system message after the first",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"system\", \"content\": \"Be brief\"}]}\n"); },
+               {"chat.jsonl:2", "system", "first"}});
+  c.push_back({"chat_no_assistant_turn", "a chat record that ends without an assistant turn",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n"); },
+               {"chat.jsonl:2", "assistant"}});
+  c.push_back({"chat_empty_content", "a chat message whose content is empty or white space",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \" \"}, {\"role\": \"assistant\", \"content\": \"Yo\"}]}\n"); },
+               {"chat.jsonl:2", "empty content"}});
+  c.push_back({"chat_content_not_string", "a chat message whose content is not a string",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": 3}, {\"role\": \"assistant\", \"content\": \"Yo\"}]}\n"); },
+               {"chat.jsonl:2", "messages[0]", "content", "string"}});
+  c.push_back({"chat_not_json", "a chat JSONL line that is not JSON",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [\n"); }, {"chat.jsonl:2", "JSON"}});
+  c.push_back({"chat_record_shape", "a record with none of the chat, alpaca or completion shapes (`data.format = \"auto\"`)",
+               [good](Env& e) { return e.chat("{\"text\": \"plain\"}\n" + good, {"data.format=auto"}); },
+               {"chat.jsonl:1", "messages", "instruction", "prompt"}});
+  c.push_back({"alpaca_missing_output", "an alpaca record without `output`",
+               [](Env& e) { return e.chat("{\"instruction\": \"Say hi\", \"input\": \"\"}\n", {"data.format=alpaca"}); },
+               {"chat.jsonl:1", "output"}});
+  c.push_back({"chat_all_too_long", "every example longer than the window, with `data.overflow = \"skip\"`",
+               [](Env& e) {
+                 std::string long_answer;
+                 for (int i = 0; i < 200; ++i) long_answer += "word ";
+                 return e.chat("{\"messages\": [{\"role\": \"user\", \"content\": \"Talk\"}, {\"role\": \"assistant\", \"content\": \"" + long_answer + "\"}]}\n",
+                               {"data.overflow=skip"});
+               },
+               {"no training examples"}});
+  c.push_back({"chat_lora_needs_new_tokens", "a LoRA chat run on a base that lacks the template's markers",
+               [good](Env& e) { return e.chat(good, {"train.lora.rank=4"}); }, {"chatml", "<|im_start|>", "LoRA", "train.lora.rank = 0"}});
   // --- finetuning (init.from, train.freeze, train.lora)
   c.push_back({"from_missing", "`init.from` names no file",
                [](Env& e) { return e.fresh({"init.from=" + e.t("nope.gguf")}); }, {"nope.gguf", "init.from"}});

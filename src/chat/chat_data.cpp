@@ -1,6 +1,7 @@
 #include "chat/chat_data.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -131,14 +132,15 @@ void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions
         const EncodedExample e = encode_spans(tok, spans_of(c, *format, o.chat_template, tok));
         const bool val = to_val || (split.val_by_hash && data::goes_to_validation(o.seed, index, o.val_fraction));
         ++index;
-        for (const auto& [b, end] : pieces_of(e, o, st)) {
+        const auto pieces = pieces_of(e, o, st);
+        for (const auto& [b, end] : pieces) {
           const std::vector<int32_t> ids(e.ids.begin() + long(b), e.ids.begin() + long(end));
           const std::vector<uint8_t> tr(e.trained.begin() + long(b), e.trained.begin() + long(end));
           (val ? split.val : split.train)->add(ids, tr, st);
         }
-        ++(val ? st.val_examples : st.examples);
+        if (!pieces.empty()) ++(val ? st.val_examples : st.examples);
       } catch (const nlohmann::json::parse_error& err) {
-        if (!o.skip_bad) fail("{}: not valid JSON ({})", where, err.what());
+        if (!o.skip_bad) fail("{}: not valid JSON (at byte {})", where, err.byte);
         ++st.bad_skipped;
       } catch (const Error&) {
         if (!o.skip_bad) throw;
@@ -239,7 +241,9 @@ ChatData prepare_chat_data(const ChatDataOptions& o, const data::Tokenizer& tok,
     int64_t index = 0;
     pack_files(train_files, o, tok, split, false, st, index);
     if (!val_files.empty()) pack_files(val_files, o, tok, split, true, st, index);
-    if (st.examples == 0) fail("data.corpus ({}): no training examples", fmt::join(o.corpus, ", "));
+    if (st.examples == 0)
+      fail("data.corpus ({}): no training examples ({} longer than train.seq_len = {} and skipped, see data.overflow; "
+           "{} bad records skipped)", fmt::join(o.corpus, ", "), st.too_long_skipped, o.seq_len, st.bad_skipped);
     st.train_windows = train.finish(st);
     if (val) st.val_windows = val->finish(st);
     const std::string text = nlohmann::json{{"source", source}, {"stats", stats_json(st)}}.dump(2) + "\n";

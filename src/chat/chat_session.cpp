@@ -50,6 +50,7 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
   const infer::Generation g = infer::generate(dec_, prompt, n, sampler, seed, stop_, [&](int32_t id) {
     if (on_piece && std::find(stop_.begin(), stop_.end(), id) == stop_.end()) on_piece(tok_.token_to_piece(id));
   }, {shared, cancelled});
+  r.prompt = prompt;
   r.tokens = g.tokens;
   r.stopped = g.stopped;
   r.cancelled = g.cancelled;

@@ -18,6 +18,7 @@
 namespace ggtrain::chat {
 
 struct Reply {
+  std::vector<int32_t> prompt;  // the whole conversation's ids the reply continued
   std::string text;             // the assistant's turn as it goes into the history
   std::vector<int32_t> tokens;  // generated, the end-of-turn token included when it came
   bool stopped = false;         // ended on an end-of-turn / end-of-text token

@@ -49,6 +49,30 @@ constexpr std::string_view kZephyrJinja =
     "{{ '<|' + message['role'] + '|>\\n' }}{%- endif %}{{ message['content'] + '<|endoftext|>\\n' }}{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<|' + 'assistant|>\\n' }}{%- endif %}";
 
+// ollama's TEMPLATE for each (Go text/template; .Messages holds the system
+// message too).
+constexpr std::string_view kChatmlOllama =
+    "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n";
+constexpr std::string_view kLlama3Ollama =
+    "{{- range .Messages }}<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n{{ .Content }}<|eot_id|>{{ end }}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n";
+constexpr std::string_view kLlama2Ollama =
+    "{{- $prev := \"\" }}[INST] {{ range .Messages }}{{ if eq $prev \"assistant\" }}[INST] {{ end }}"
+    "{{ if eq .Role \"system\" }}{{ .Content }}\n{{ else if eq .Role \"user\" }}{{ .Content }} [/INST]"
+    "{{ else }}{{ .Content }}</s>{{ end }}{{ $prev = .Role }}{{ end }}";
+constexpr std::string_view kMistralOllama =
+    "{{- range .Messages }}{{ if eq .Role \"system\" }}[SYSTEM_PROMPT] {{ .Content }}[/SYSTEM_PROMPT]"
+    "{{ else if eq .Role \"user\" }}[INST] {{ .Content }}[/INST]{{ else }} {{ .Content }}</s>{{ end }}{{ end }}";
+constexpr std::string_view kGemmaOllama =
+    "{{- $sys := \"\" }}{{ range .Messages }}{{ if eq .Role \"system\" }}{{ $sys = .Content }}{{ else }}"
+    "<start_of_turn>{{ if eq .Role \"assistant\" }}model{{ else }}{{ .Role }}{{ end }}\n"
+    "{{ if and $sys (eq .Role \"user\") }}{{ $sys }}\n\n{{ $sys = \"\" }}{{ end }}{{ .Content }}<end_of_turn>\n"
+    "{{ end }}{{ end }}<start_of_turn>model\n";
+constexpr std::string_view kPhi3Ollama =
+    "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|end|>\n{{ end }}<|assistant|>\n";
+constexpr std::string_view kZephyrOllama =
+    "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|endoftext|>\n{{ end }}<|assistant|>\n";
+
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
 // Appends to the last span when it has the same `trained`, so that spans
@@ -148,16 +172,17 @@ std::string trim(std::string_view s) {
 
 const std::vector<TemplateInfo>& all_templates() {
   static const std::vector<TemplateInfo> kAll{
-      {Template::kChatml, "chatml", "chatml", kChatmlJinja, {"<|im_start|>", "<|im_end|>"}, "<|im_end|>"},
+      {Template::kChatml, "chatml", "chatml", kChatmlJinja, {"<|im_start|>", "<|im_end|>"}, "<|im_end|>", kChatmlOllama},
       {Template::kLlama3, "llama3", "llama3", kLlama3Jinja,
-       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, "<|eot_id|>"},
-      {Template::kLlama2, "llama2", "llama2", kLlama2Jinja, {"</s>"}, "</s>"},
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, "<|eot_id|>", kLlama3Ollama},
+      {Template::kLlama2, "llama2", "llama2", kLlama2Jinja, {"</s>"}, "</s>", kLlama2Ollama},
       {Template::kMistral, "mistral", "mistral-v7", kMistralJinja,
-       {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "</s>"}, "</s>"},
-      {Template::kGemma, "gemma", "gemma", kGemmaJinja, {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>"},
-      {Template::kPhi3, "phi3", "phi3", kPhi3Jinja, {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, "<|end|>"},
+       {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "</s>"}, "</s>", kMistralOllama},
+      {Template::kGemma, "gemma", "gemma", kGemmaJinja, {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", kGemmaOllama},
+      {Template::kPhi3, "phi3", "phi3", kPhi3Jinja, {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, "<|end|>",
+       kPhi3Ollama},
       {Template::kZephyr, "zephyr", "zephyr", kZephyrJinja,
-       {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"}, "<|endoftext|>"},
+       {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"}, "<|endoftext|>", kZephyrOllama},
   };
   return kAll;
 }

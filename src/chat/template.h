@@ -18,12 +18,17 @@ enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephy
 
 struct TemplateInfo {
   Template id;
+  // (fields in the order of all_templates()' initialisers)
   std::string_view name;           // data.chat_template's value
   std::string_view llama_cpp_name; // llama.cpp's name for it (llama_chat_builtin_templates)
   std::string_view jinja;          // tokenizer.chat_template
   // Texts that must be single (control) tokens of the vocabulary.
   std::vector<std::string_view> markers;
   std::string_view end_of_turn;    // the marker that ends an assistant turn: the eot token
+  // The same rendering in ollama's Modelfile TEMPLATE syntax (Go
+  // text/template over .Messages), ending with the generation prompt.
+  // llama.cpp's trim() of llama3/gemma content has no counterpart there.
+  std::string_view ollama;
 };
 
 const std::vector<TemplateInfo>& all_templates();

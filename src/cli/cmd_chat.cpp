@@ -58,7 +58,8 @@ int answer_file(const ChatOptions& o, chat::ChatSession& s) {
     ++n;
     stopped += r.stopped;
     if (o.json)
-      fmt::print("{}\n", nlohmann::json{{"prompt", line}, {"reply", r.text}, {"ids", r.tokens}, {"stopped", r.stopped}}
+      fmt::print("{}\n", nlohmann::json{{"prompt", line}, {"prompt_ids", r.prompt}, {"reply", r.text}, {"ids", r.tokens},
+                                      {"stopped", r.stopped}}
                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     else
       fmt::print("{}\n", r.text);
@@ -105,7 +106,7 @@ Runner add_chat_command(CLI::App& app) {
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama3, llama2, mistral, gemma, phi3 or zephyr (default: the model's)");
-  cmd->add_flag("--json", o->json, "With --prompt-file: one JSON line per reply (prompt, reply, ids, stopped)");
+  cmd->add_flag("--json", o->json, "With --prompt-file: one JSON line per reply (prompt, prompt_ids, reply, ids, stopped)");
   add_sampling_options(cmd, o->sampler, o->seed);
   add_lora_options(cmd, o->lora);
   add_threads_option(cmd, o->threads);

@@ -88,6 +88,8 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }
   int32_t eot_id() const { return eot_; }
   void set_chat_template(const std::string& jinja, int32_t eot_id);
+  // Just those two keys (when set), e.g. for a LoRA adapter of a chat run.
+  void add_chat_keys(gguf::GgufWriter& w) const;
 
   // Writes the complete tokenizer.ggml.* set llama.cpp needs (for a gpt2
   // vocabulary: every tokenizer.* key of its source, as it was).
@@ -106,7 +108,6 @@ class Tokenizer {
   void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
   // Reads the chat keys (tokenizer.chat_template, eot id) of a model file.
   void read_chat_keys(const gguf::GgufFile& f);
-  void add_chat_keys(gguf::GgufWriter& w) const;
 
   // The gpt2 vocabulary type, in bpe_tokenizer.cpp.
   static Tokenizer from_gguf_bpe(const gguf::GgufFile& f);

@@ -1,10 +1,13 @@
 #include "model/export.h"
 
+#include "chat/template.h"
+
 #include <fmt/format.h>
 
 #include <filesystem>
 #include <functional>
 
+#include "chat/template.h"
 #include "gguf/convert.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -51,13 +54,21 @@ void merge_lora_model(const std::string& base_path, const std::string& adapter_p
   });
 }
 
-std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece) {
-  return fmt::format(
-      "FROM ./{}\n"
-      "TEMPLATE \"\"\"{{{{ .Prompt }}}}\"\"\"\n"
-      "PARAMETER stop \"{}\"\n"
-      "PARAMETER temperature 0.8\n",
-      gguf_name, eos_piece);
+std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece,
+                             const std::string& chat_template) {
+  const auto t = chat::detect_template(chat_template);
+  if (!t)
+    return fmt::format(
+        "FROM ./{}\n"
+        "TEMPLATE \"\"\"{{{{ .Prompt }}}}\"\"\"\n"
+        "PARAMETER stop \"{}\"\n"
+        "PARAMETER temperature 0.8\n",
+        gguf_name, eos_piece);
+  const chat::TemplateInfo& info = chat::template_info(*t);
+  std::string stops = fmt::format("PARAMETER stop \"{}\"\n", info.end_of_turn);
+  if (eos_piece != info.end_of_turn) stops += fmt::format("PARAMETER stop \"{}\"\n", eos_piece);
+  return fmt::format("FROM ./{}\nTEMPLATE \"\"\"{}\"\"\"\n{}PARAMETER temperature 0.8\n", gguf_name, info.ollama,
+                     stops);
 }
 
 std::string write_ollama_modelfile(const std::string& gguf_path) {
@@ -71,7 +82,9 @@ std::string write_ollama_modelfile(const std::string& gguf_path) {
   const std::filesystem::path p(gguf_path);
   const auto dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
   const std::string out = (dir / "Modelfile").string();
-  const std::string text = ollama_modelfile(p.filename().string(), eos);
+  const gguf::Value* tmpl = f.find("tokenizer.chat_template");
+  const std::string chat_template = tmpl && tmpl->type == gguf::ValueType::STRING ? tmpl->s : "";
+  const std::string text = ollama_modelfile(p.filename().string(), eos, chat_template);
   write_file_atomic(out, text.data(), text.size());
   return out;
 }

@@ -17,9 +17,13 @@ void export_model(const std::string& in_path, const std::string& out_path, gguf:
 void merge_lora_model(const std::string& base_path, const std::string& adapter_path, double user_scale,
                       const std::string& out_path, gguf::TensorType type);
 
-// An ollama Modelfile for a raw completion model stored at `gguf_name`
-// (relative to the Modelfile), stopping at `eos_piece`.
-std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece);
+// An ollama Modelfile for the model stored at `gguf_name` (relative to the
+// Modelfile): for a chat template ggtrain renders (the model's
+// tokenizer.chat_template, as llama.cpp recognises it) that template in
+// ollama's TEMPLATE syntax, stopping at its end of turn and at `eos_piece`;
+// otherwise a raw completion model, stopping at `eos_piece`.
+std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece,
+                             const std::string& chat_template = "");
 
 // Writes `Modelfile` beside `gguf_path` for the model in it; returns its path.
 std::string write_ollama_modelfile(const std::string& gguf_path);

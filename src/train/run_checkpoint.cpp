@@ -44,6 +44,7 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   if (d.lora_base) {
     model::add_lora_adapter(w, *d.config, *d.layout, d.params);
     w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
+    d.tokenizer->add_chat_keys(w);  // a chat run's template, for whoever serves the adapter
     w.write(path);  // an adapter: llama.cpp takes the vocabulary from the base
     return;
   }

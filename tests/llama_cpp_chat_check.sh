@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Chat against llama.cpp itself (node-llama-cpp's prebuilt llama.cpp and its
+# @huggingface/jinja, see tests/node/chat_check.mjs):
+#   1. 300 varied conversations over every chat template ggtrain renders:
+#      ggtrain's rendering equals @huggingface/jinja's rendering of the
+#      template's tokenizer.chat_template string, and llama.cpp's own
+#      llama_chat_apply_template on that string (its detection and built-in
+#      renderer, through the C API: tests/llama_chat_render.cpp), byte for byte;
+#   2. a tiny model finetuned on a chat set (markers added as control tokens):
+#      the same rendered conversations tokenize to the same ids in ggtrain
+#      and llama.cpp (special tokens parsed);
+#   3. `ggtrain chat` and llama.cpp (the model's own template, greedy, until
+#      an end-of-generation token) give the same prompt ids and the same
+#      reply ids for held-out questions, and the replies stop by themselves;
+#   4. the same for a LoRA adapter trained on that model (llama.cpp loads the
+#      adapter on it).
+#
+#   tests/llama_cpp_chat_check.sh PATH/TO/ggtrain PATH/TO/render_chat
+set -euo pipefail
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain PATH/TO/render_chat" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+RENDER=$(realpath "$2")
+HERE=$(cd "$(dirname "$0")" && pwd)
+NODE_DIR="$HERE/node"
+CHECK="$NODE_DIR/chat_check.mjs"
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+fail() { echo "llama_cpp_chat_check: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+command -v g++ >/dev/null || fail "'g++' is missing (builds the llama.cpp C API harness)"
+[[ -d "$NODE_DIR/node_modules/node-llama-cpp" && -d "$NODE_DIR/node_modules/@huggingface/jinja" ]] ||
+  fail "run npm ci in tests/node (see scripts/test.sh)"
+LIB="$NODE_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+LIBLLAMA=$(ls "$LIB"/libllama.*so 2>/dev/null | head -1)
+LIBGGML=$(ls "$LIB"/libggml.*so 2>/dev/null | head -1)
+[[ -f "$LIBLLAMA" && -f "$LIBGGML" ]] || fail "no libllama/libggml in $LIB"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+
+# 1. Rendering: ggtrain, @huggingface/jinja, llama.cpp.
+node "$CHECK" conversations 300 7 >convs.jsonl
+"$RENDER" convs.jsonl >rendered.jsonl || fail "render_chat failed"
+node "$CHECK" jinja convs.jsonl rendered.jsonl || fail "@huggingface/jinja renders differently"
+g++ -O1 -std=c++17 "$HERE/llama_chat_render.cpp" -o llama_chat_render "$LIBLLAMA" "$LIBGGML" "$LIB/libggml-base.so" \
+  -Wl,-rpath,"$LIB" || fail "cannot build the llama.cpp C API harness"
+node -e '
+  const fs = require("fs");
+  const c = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
+  const r = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map(JSON.parse);
+  console.log(c.map((x, i) => JSON.stringify({ jinja: r[i].jinja, messages: x.messages,
+    add_generation_prompt: x.add_generation_prompt })).join("\n"));' convs.jsonl rendered.jsonl >llama_in.jsonl
+./llama_chat_render llama_in.jsonl >llama_rendered.jsonl || fail "llama.cpp cannot render a template"
+node "$CHECK" compare-renders rendered.jsonl llama_rendered.jsonl || fail "llama.cpp renders differently"
+
+# A small chat set: "Which book is this verse from?" over Genesis and Exodus,
+# every 10th verse held out.
+bible -f Gen1:1-Exo40:38 </dev/null >verses.txt
+awk '{ ref = $1; sub(/^[^ ]* /, ""); gsub(/\\/, "\\\\"); gsub(/"/, "\\\"");
+       book = (ref ~ /^Ge/) ? "Genesis" : "Exodus";
+       line = "{\"messages\": [{\"role\": \"user\", \"content\": \"Which book is this verse from? " $0 "\"}, " \
+              "{\"role\": \"assistant\", \"content\": \"" book "\"}]}";
+       if (NR % 10 == 0) { if (length($0) < 90) print "Which book is this verse from? " $0 > "held_out.txt" }
+       else print line > "train.jsonl" }' verses.txt
+head -n 20 held_out.txt >prompts.txt
+(($(wc -l <prompts.txt) == 20)) || fail "too few held-out verses"
+sed 's/^[^ ]* //' verses.txt >corpus.txt
+
+# 2-3. Base (tiny, plain text), then a full chat finetune that adds the markers.
+"$GGTRAIN" train --preset tiny --run-dir base --set data.corpus=corpus.txt --set model.ctx=256 \
+  --set train.seq_len=128 --set train.steps=120 --set train.threads=1 --quiet
+"$GGTRAIN" train --run-dir chat --set init.from=base/weights/latest --set data.corpus=train.jsonl \
+  --set data.format=chat --set train.seq_len=128 --set train.batch=8 --set train.steps=150 --set train.lr_max=3e-3 \
+  --set train.warmup_steps=10 --set train.threads=1 --quiet
+M=chat/weights/latest
+"$RENDER" convs.jsonl "$M" >rendered_ids.jsonl || fail "render_chat (with ids) failed"
+node "$CHECK" tokenize "$M" rendered_ids.jsonl || fail "tokenization with special tokens differs from llama.cpp's"
+"$GGTRAIN" chat -m "$M" --prompt-file prompts.txt --temp 0 -n 24 --json -t 1 >ggtrain_replies.jsonl
+node "$CHECK" chat "$M" prompts.txt 24 >llama_replies.jsonl
+node "$CHECK" compare-chat ggtrain_replies.jsonl llama_replies.jsonl 15 || fail "chat replies differ from llama.cpp's"
+
+# 4. A LoRA adapter on the chat model (its markers and template are there).
+"$GGTRAIN" train --run-dir lora --set init.from="$M" --set data.corpus=train.jsonl --set data.format=chat \
+  --set train.seq_len=128 --set train.batch=8 --set train.steps=40 --set train.lr_max=5e-3 --set train.warmup_steps=5 \
+  --set train.lora.rank=4 --set train.threads=1 --quiet
+A=lora/weights/latest
+"$GGTRAIN" chat -m "$M" --lora "$A" --prompt-file prompts.txt --temp 0 -n 24 --json -t 1 >ggtrain_lora.jsonl
+node "$CHECK" chat "$M" prompts.txt 24 "$A" >llama_lora.jsonl
+node "$CHECK" compare-chat ggtrain_lora.jsonl llama_lora.jsonl 15 || fail "chat replies with the adapter differ"
+echo "llama_cpp_chat_check: OK"

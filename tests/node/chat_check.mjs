@@ -1,0 +1,195 @@
+// Chat cross-checks for tests/llama_cpp_chat_check.sh.
+//
+//   node chat_check.mjs conversations N SEED
+//       N varied conversations, one JSON line each: {"template", "messages",
+//       "add_generation_prompt"}, over every template ggtrain renders.
+//   node chat_check.mjs jinja CONVERSATIONS.jsonl RENDERED.jsonl
+//       Renders each conversation with @huggingface/jinja from the "jinja"
+//       of the matching RENDERED line and requires the "rendered" bytes;
+//       exit 1 naming the first difference.
+//   node chat_check.mjs compare-renders RENDERED.jsonl LLAMA.jsonl
+//       RENDERED's "rendered" strings against llama.cpp's (one JSON string
+//       per line, tests/llama_chat_render.cpp); exit 1 on the first difference.
+//   node chat_check.mjs tokenize MODEL.gguf RENDERED.jsonl
+//       llama.cpp's ids of each "rendered" text (BOS as the model asks,
+//       special tokens parsed) against its "ids"; exit 1 on a difference.
+//   node chat_check.mjs compare-chat GGTRAIN.jsonl LLAMA.jsonl MIN_STOPPED
+//       `ggtrain chat --json` replies against `chat`'s: the same ids and the
+//       same stop, for every prompt, and at least MIN_STOPPED replies stopped.
+//   node chat_check.mjs chat MODEL.gguf PROMPTS.txt N [LORA.gguf]
+//       Each line a new conversation (one user turn): the model's own
+//       tokenizer.chat_template rendered with @huggingface/jinja
+//       (add_generation_prompt), tokenized by llama.cpp with special tokens
+//       parsed (BOS as the model asks), greedy tokens until llama.cpp calls
+//       one end-of-generation (or N); one JSON line per prompt: {ids, stopped}.
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { Template } from "@huggingface/jinja";
+
+function die(msg, code = 2) {
+  console.error(`chat_check.mjs: ${msg}`);
+  process.exit(code);
+}
+
+const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr"];
+
+// Deterministic, varied text: words, punctuation, Jinja and template
+// syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
+// emoji (never non-ASCII white space at the ends: JavaScript's trim() takes
+// those off and llama.cpp's isspace() does not).
+function makeRng(seed) {
+  let s = BigInt(seed) | 1n;
+  return () => {
+    s ^= s << 13n; s &= (1n << 64n) - 1n;
+    s ^= s >> 7n;
+    s ^= s << 17n; s &= (1n << 64n) - 1n;
+    return Number(s % 1000003n) / 1000003;
+  };
+}
+const PIECES = ["the", "LORD", "said", "unto", "Moses", ",", ".", "?", "!", "\n", "\n\n", "  ", "\t", "{{ x }}",
+  "{% if %}", "<|im_end|>", "[INST]", "</s>", "'quoted'", "\"double\"", "\\", "é", "中文", "🙂", "naïve", "ß", "—", "42"];
+function text(rng) {
+  const n = 1 + Math.floor(rng() * 12);
+  let t = "";
+  for (let i = 0; i < n; i++) t += (i && rng() < 0.6 ? " " : "") + PIECES[Math.floor(rng() * PIECES.length)];
+  if (rng() < 0.2) t = " " + t;
+  if (rng() < 0.2) t = t + (rng() < 0.5 ? "\n" : " ");
+  if (t.trim() === "") t = "word";
+  return t;
+}
+
+function cmdConversations(nText, seedText) {
+  const rng = makeRng(Number(seedText));
+  for (let i = 0; i < Number(nText); i++) {
+    const template = TEMPLATES[i % TEMPLATES.length];
+    const messages = [];
+    if (rng() < 0.4) messages.push({ role: "system", content: text(rng) });
+    const turns = 1 + Math.floor(rng() * 3);
+    const gen = rng() < 0.5;
+    for (let k = 0; k < turns; k++) {
+      messages.push({ role: "user", content: text(rng) });
+      if (k + 1 < turns || !gen) messages.push({ role: "assistant", content: text(rng) });
+    }
+    console.log(JSON.stringify({ template, messages, add_generation_prompt: gen }));
+  }
+}
+
+function lines(path) {
+  return readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l));
+}
+
+function cmdJinja(convPath, renderedPath) {
+  const convs = lines(convPath), rendered = lines(renderedPath);
+  if (convs.length !== rendered.length) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
+  const cache = new Map();
+  for (let i = 0; i < convs.length; i++) {
+    const jinja = rendered[i].jinja;
+    if (!cache.has(jinja)) cache.set(jinja, new Template(jinja));
+    const out = cache.get(jinja).render({
+      messages: convs[i].messages,
+      add_generation_prompt: convs[i].add_generation_prompt,
+      bos_token: "<s>",
+      eos_token: "</s>",
+    });
+    if (out !== rendered[i].rendered) {
+      die(`line ${i + 1} (${convs[i].template}): @huggingface/jinja renders ${JSON.stringify(out)}, ggtrain ` +
+          `${JSON.stringify(rendered[i].rendered)}`, 1);
+    }
+  }
+  console.log(`jinja: ${convs.length} conversations rendered byte-identically`);
+}
+
+function cmdCompareRenders(renderedPath, llamaPath) {
+  const ours = lines(renderedPath), theirs = lines(llamaPath);
+  if (ours.length !== theirs.length) die(`${ours.length} renders, ${theirs.length} from llama.cpp`, 1);
+  for (let i = 0; i < ours.length; i++)
+    if (ours[i].rendered !== theirs[i])
+      die(`line ${i + 1}: llama.cpp renders ${JSON.stringify(theirs[i])}, ggtrain ${JSON.stringify(ours[i].rendered)}`, 1);
+  console.log(`llama.cpp: ${ours.length} conversations rendered byte-identically`);
+}
+
+function cmdCompareChat(oursPath, llamaPath, minStoppedText) {
+  const ours = lines(oursPath), theirs = lines(llamaPath);
+  if (ours.length !== theirs.length || ours.length === 0) die(`${ours.length} replies vs ${theirs.length}`, 1);
+  let stopped = 0;
+  for (let i = 0; i < ours.length; i++) {
+    if (ours[i].prompt_ids.join(",") !== theirs[i].prompt_ids.join(","))
+      die(`prompt ${i + 1}: ggtrain's prompt ids [${ours[i].prompt_ids}], llama.cpp's [${theirs[i].prompt_ids}]`, 1);
+    const a = ours[i].ids.join(","), b = theirs[i].ids.join(",");
+    if (a !== b || ours[i].stopped !== theirs[i].stopped)
+      die(`prompt ${i + 1}: ggtrain [${a}] (stopped ${ours[i].stopped}), llama.cpp [${b}] (stopped ${theirs[i].stopped})`, 1);
+    stopped += theirs[i].stopped ? 1 : 0;
+  }
+  if (stopped < Number(minStoppedText))
+    die(`only ${stopped} of ${ours.length} replies stopped at an end-of-generation token (want >= ${minStoppedText})`, 1);
+  console.log(`chat: ${ours.length} greedy replies identical to llama.cpp's; ${stopped} stopped at end of turn`);
+}
+
+async function cmdTokenize(modelPath, renderedPath) {
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  const llama = await getLlama({ build: "never", skipDownload: true, gpu: false, maxThreads: 1,
+    logLevel: LlamaLogLevel.error, progressLogs: false });
+  const model = await llama.loadModel({ modelPath: resolve(modelPath), gpuLayers: 0 });
+  const rendered = lines(renderedPath);
+  for (let i = 0; i < rendered.length; i++) {
+    const ids = model.tokenize(rendered[i].rendered, true);
+    if (model.tokens.shouldPrependBosToken) ids.unshift(model.tokens.bos);
+    if (ids.join(",") !== rendered[i].ids.join(","))
+      die(`line ${i + 1}: llama.cpp gives [${ids}], ggtrain [${rendered[i].ids}] for ${JSON.stringify(rendered[i].rendered)}`, 1);
+  }
+  console.log(`tokenize: ${rendered.length} rendered conversations, identical ids (special tokens parsed)`);
+  await model.dispose();
+  await llama.dispose();
+}
+
+async function cmdChat(modelPath, promptsPath, nText, loraPath) {
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  const llama = await getLlama({ build: "never", skipDownload: true, gpu: false, maxThreads: 1,
+    logLevel: LlamaLogLevel.error, progressLogs: false });
+  const model = await llama.loadModel({ modelPath: resolve(modelPath), gpuLayers: 0, defaultContextFlashAttention: false });
+  const jinja = model.fileInfo.metadata?.tokenizer?.chat_template;
+  if (typeof jinja !== "string") die(`${modelPath}: no tokenizer.chat_template`, 1);
+  const template = new Template(jinja);
+  const n = Number(nText);
+  const prompts = readFileSync(promptsPath, "utf8").split("\n").filter((l) => l.length > 0);
+  for (const prompt of prompts) {
+    const text = template.render({ messages: [{ role: "user", content: prompt }], add_generation_prompt: true,
+      bos_token: "", eos_token: "" });
+    const ids = model.tokenize(text, true);
+    if (model.tokens.shouldPrependBosToken) ids.unshift(model.tokens.bos);
+    const context = await model.createContext({ sequences: 1, contextSize: ids.length + n + 1, batchSize: ids.length,
+      flashAttention: false, threads: 1, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32",
+      lora: loraPath ? { adapters: [{ filePath: resolve(loraPath) }] } : undefined });
+    const sequence = context.getSequence();
+    const step = async (toks) => {
+      const res = await sequence.controlledEvaluate(toks.map((t, i) => i + 1 === toks.length
+        ? [t, { generateNext: { logits: true } }] : t));
+      const m = res[res.length - 1]?.next?.logits;
+      if (!(m instanceof Map)) die("no logits", 1);
+      let best = -1, bestV = -Infinity;
+      for (const [tok, v] of m) if (v > bestV || (v === bestV && tok < best)) { best = tok; bestV = v; }
+      return best;
+    };
+    const out = [];
+    let stopped = false;
+    let next = await step(ids);
+    for (let i = 0; i < n; i++) {
+      out.push(next);
+      if (model.isEogToken(next)) { stopped = true; break; }
+      if (i + 1 < n) next = await step([next]);
+    }
+    console.log(JSON.stringify({ prompt_ids: ids, ids: out, stopped }));
+    await context.dispose();
+  }
+  await model.dispose();
+  await llama.dispose();
+}
+
+const [cmd, ...args] = process.argv.slice(2);
+if (cmd === "conversations" && args.length === 2) cmdConversations(...args);
+else if (cmd === "jinja" && args.length === 2) cmdJinja(...args);
+else if (cmd === "compare-renders" && args.length === 2) cmdCompareRenders(...args);
+else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
+else if (cmd === "compare-chat" && args.length === 3) cmdCompareChat(...args);
+else if (cmd === "chat" && (args.length === 3 || args.length === 4)) await cmdChat(...args);
+else die("usage: see the comment at the top of chat_check.mjs");
