@@ -32,7 +32,8 @@ struct ChatOptions {
   LoraOptions lora;
 };
 
-// Ctrl-C while a reply streams ends that reply; at the prompt it quits.
+// Ctrl-C while a reply streams ends that reply; at the prompt it drops the
+// line typed so far. Ctrl-D (end of input) quits.
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
@@ -40,7 +41,7 @@ void install_sigint() {
   struct sigaction sa = {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns, and the loop ends
+  sa.sa_flags = 0;  // no SA_RESTART: a read at the prompt returns, and the loop offers a fresh prompt
   sigaction(SIGINT, &sa, nullptr);
 }
 
@@ -78,7 +79,12 @@ int converse(const ChatOptions& o, chat::ChatSession& s) {
     std::fflush(stdout);
     std::string line;
     g_interrupted = false;
-    if (!std::getline(std::cin, line) || g_interrupted) break;
+    if (!std::getline(std::cin, line)) {
+      if (!g_interrupted) break;  // Ctrl-D (end of input)
+      std::cin.clear();           // Ctrl-C at the prompt: the line is dropped, a fresh prompt
+      fmt::print("\n");
+      continue;
+    }
     if (line.empty()) continue;
     const chat::Reply r = s.reply(line, o.n, o.sampler, o.seed, [](const std::string& piece) {
       fmt::print("{}", piece);

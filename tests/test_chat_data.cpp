@@ -1,0 +1,188 @@
+// Instruction data into packed windows (chat/chat_data.h) and the loader's
+// reading of them (data/batch_loader.h WindowLabels).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "chat/chat_data.h"
+#include "data/batch_loader.h"
+#include "data/token_file.h"
+#include "gguf/reader.h"
+#include "kernels/cross_entropy.h"
+#include "support/compress.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
+
+using namespace ggtrain;
+using namespace ggtrain::chat;
+using test_support::error_of;
+using test_support::spit;
+using test_support::TempDir;
+
+namespace {
+
+data::Tokenizer chat_tokenizer() {
+  return data::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"))
+      .with_control_tokens({"<|im_start|>", "<|im_end|>"});
+}
+
+std::string record(const std::string& q, const std::string& a) {
+  return R"({"messages": [{"role": "user", "content": ")" + q + R"("}, {"role": "assistant", "content": ")" + a +
+         "\"}]}\n";
+}
+
+std::string records(int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) s += record("Question number " + std::to_string(i), "Answer " + std::to_string(i * 7));
+  return s;
+}
+
+ChatDataOptions options(const std::string& file, int64_t seq_len) {
+  ChatDataOptions o;
+  o.corpus = {file};
+  o.seq_len = seq_len;
+  o.val_fraction = 0;
+  o.quiet = true;
+  return o;
+}
+
+std::vector<int32_t> all_of(const data::TokenStream& s) {
+  std::vector<int32_t> v(size_t(s.size()));
+  s.read(0, s.size(), v.data());
+  return v;
+}
+
+}  // namespace
+
+// Every window starts an example, no example crosses into the next window,
+// padding carries no loss, and the trained tokens are the answers' and their
+// end markers.
+TEST(ChatData, PacksWholeExamplesIntoWindows) {
+  TempDir tmp;
+  const data::Tokenizer tok = chat_tokenizer();
+  spit(tmp / "chat.jsonl", records(40));
+  const int64_t T = 160;
+  const ChatData d = prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false);
+  EXPECT_EQ(d.stats.examples, 40);
+  EXPECT_EQ(d.stats.truncated, 0);
+  EXPECT_FALSE(d.reused);
+  const data::TokenStream tokens({d.train}), flags({d.train_flags});
+  ASSERT_EQ(tokens.size(), d.stats.train_windows * T + 1);
+  ASSERT_EQ(flags.size(), tokens.size());
+  const auto ids = all_of(tokens), fl = all_of(flags);
+  const int32_t end = tok.token_id("<|im_end|>");
+  int64_t trained = 0, starts = 0, trained_ends = 0, prompt_ends = 0;
+  for (int64_t w = 0; w < d.stats.train_windows; ++w) {
+    EXPECT_TRUE(fl[size_t(w * T)] & data::kFlagExampleStart) << "window " << w;
+    EXPECT_FALSE(fl[size_t(w * T)] & data::kFlagTrained);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    trained += (fl[i] & data::kFlagTrained) != 0;
+    if ((fl[i] & data::kFlagExampleStart) && ids[i] == tok.bos_id()) ++starts;
+    if (ids[i] == end) ++((fl[i] & data::kFlagTrained) ? trained_ends : prompt_ends);
+  }
+  EXPECT_EQ(starts, 40);
+  EXPECT_EQ(trained_ends, 40);  // each answer's end of turn carries loss, each question's does not
+  EXPECT_EQ(prompt_ends, 40);
+  EXPECT_EQ(trained, d.stats.trained_tokens);
+  // The second call finds the same inputs and reuses them.
+  EXPECT_TRUE(prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false).reused);
+  spit(tmp / "chat.jsonl", records(41));
+  EXPECT_NE(error_of([&] { prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", true); })
+                .find("chat.json: the chat data was prepared from other files"),
+            std::string::npos);
+  EXPECT_EQ(prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false).stats.examples, 41);
+}
+
+// The loader turns flags into masked targets and document starts.
+TEST(ChatData, LoaderMasksPromptsAndStartsDocuments) {
+  TempDir tmp;
+  const data::Tokenizer tok = chat_tokenizer();
+  spit(tmp / "chat.jsonl", records(12));
+  const int64_t T = 160;
+  const ChatData d = prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false);
+  const data::TokenStream tokens({d.train}), flags({d.train_flags});
+  const auto ids = all_of(tokens), fl = all_of(flags);
+  data::BatchLoader loader(tokens, T, 1, {&flags, -1});
+  std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T)), ds(static_cast<size_t>(T));
+  for (int64_t w = 0; w < loader.n_windows(); ++w) {
+    loader.window(w, in.data(), tg.data(), ds.data());
+    int32_t start = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const size_t i = size_t(w * T + t);
+      EXPECT_EQ(in[size_t(t)], ids[i]);
+      EXPECT_EQ(tg[size_t(t)], (fl[i + 1] & data::kFlagTrained) ? ids[i + 1] : kernels::kNoTarget);
+      if (fl[i] & data::kFlagExampleStart) start = int32_t(t);
+      EXPECT_EQ(ds[size_t(t)], start);
+    }
+  }
+  // Text documents: BOS starts one (data.attention = "document").
+  data::BatchLoader text(tokens, T, 1, {nullptr, tok.bos_id()});
+  text.window(0, in.data(), tg.data(), ds.data());
+  for (int64_t t = 0; t < T; ++t) {
+    EXPECT_NE(tg[size_t(t)], kernels::kNoTarget);
+    if (in[size_t(t)] == tok.bos_id()) {
+      EXPECT_EQ(ds[size_t(t)], t);
+    }
+  }
+}
+
+TEST(ChatData, OverflowTruncatesSplitsOrSkips) {
+  TempDir tmp;
+  const data::Tokenizer tok = chat_tokenizer();
+  std::string long_answer;
+  for (int i = 0; i < 60; ++i) long_answer += "and the word ";
+  spit(tmp / "chat.jsonl.gz", test_support::gzip_of(records(3) + record("Tell", long_answer)));
+  const int64_t T = 120;
+  auto run = [&](Overflow o, const char* sub) {
+    ChatDataOptions opt = options(tmp / "chat.jsonl.gz", T);
+    opt.overflow = o;
+    return prepare_chat_data(opt, tok, tmp / sub, false).stats;
+  };
+  const ChatDataStats truncated = run(Overflow::kTruncate, "t"), split = run(Overflow::kSplit, "s"),
+                      skipped = run(Overflow::kSkip, "k");
+  EXPECT_EQ(truncated.truncated, 1);
+  EXPECT_EQ(truncated.examples, 4);
+  EXPECT_EQ(split.split, 1);
+  EXPECT_EQ(split.examples, 4);
+  EXPECT_GT(split.trained_tokens, truncated.trained_tokens);
+  EXPECT_EQ(skipped.too_long_skipped, 1);
+  EXPECT_EQ(skipped.examples, 3);
+}
+
+TEST(ChatData, BadRecordsFailOrAreCounted) {
+  TempDir tmp;
+  const data::Tokenizer tok = chat_tokenizer();
+  spit(tmp / "chat.jsonl", records(2) + "{\"messages\": []}\nnot json\n" + records(1));
+  ChatDataOptions o = options(tmp / "chat.jsonl", 160);
+  EXPECT_EQ(error_of([&] { prepare_chat_data(o, tok, tmp / "a", false); }),
+            (tmp / "chat.jsonl") + ":3: the conversation has no messages");
+  o.skip_bad = true;
+  const ChatDataStats s = prepare_chat_data(o, tok, tmp / "b", false).stats;
+  EXPECT_EQ(s.examples, 3);
+  EXPECT_EQ(s.bad_skipped, 2);
+}
+
+TEST(ChatData, AlpacaAndCompletionRecords) {
+  TempDir tmp;
+  const data::Tokenizer tok = chat_tokenizer();
+  spit(tmp / "a.jsonl", "{\"instruction\": \"Add\", \"input\": \"1 2\", \"output\": \"3\"}\n");
+  spit(tmp / "c.jsonl", "{\"prompt\": \"In the beginning\", \"completion\": \" God created\"}\n");
+  ChatDataOptions o = options(tmp / "a.jsonl", 160);
+  EXPECT_EQ(prepare_chat_data(o, tok, tmp / "a", false).stats.examples, 1);
+  o.corpus = {tmp / "c.jsonl"};
+  const ChatData d = prepare_chat_data(o, tok, tmp / "c", false);
+  // A completion record is raw text: no template markers, the completion
+  // and EOS trained.
+  const auto ids = all_of(data::TokenStream({d.train}));
+  const auto fl = all_of(data::TokenStream({d.train_flags}));
+  std::vector<int32_t> trained;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_NE(ids[i], tok.token_id("<|im_start|>"));
+    if (fl[i] & data::kFlagTrained) trained.push_back(ids[i]);
+  }
+  ASSERT_FALSE(trained.empty());
+  EXPECT_EQ(trained.back(), tok.eos_id());
+  trained.pop_back();
+  EXPECT_EQ(tok.decode(trained), "God created");  // decode drops the space prefix, as llama.cpp's
+}

@@ -1,0 +1,264 @@
+// Instruction-tuning runs end to end (data.format = "chat"): the grown
+// vocabulary, the template and end-of-turn id in every checkpoint, exact
+// resume, the loss as the mean over the answers' tokens of the whole step,
+// and `ggtrain chat` on the result (history, cache reuse, a terminal).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "chat/chat_session.h"
+#include "chat/template.h"
+#include "data/tokenizer.h"
+#include "gguf/reader.h"
+#include "infer/decoder.h"
+#include "model/config.h"
+#include "model/params.h"
+#include "model/vocab_growth.h"
+#include "support/files.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
+
+using namespace ggtrain;
+using test_support::TempDir;
+
+namespace {
+
+// Questions about the synthetic corpus' lines, answered with a short word.
+void write_chat_set(const std::string& path, int n) {
+  std::ofstream out(path);
+  const char* words[] = {"alpha", "beta", "gamma", "delta"};
+  for (int i = 0; i < n; ++i)
+    out << fmt::format(R"({{"messages": [{{"role": "user", "content": "Which word is number {}?"}}, )"
+                       R"({{"role": "assistant", "content": "{}"}}]}})",
+                       i % 4, words[i % 4])
+        << "\n";
+}
+
+// The tiny preset with room for a chat (context 256), 10 steps on the
+// synthetic corpus: its step-10 checkpoint.
+std::string chat_base(TempDir& tmp) {
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  c.model.ctx = 256;
+  test_support::run_quiet(tmp / "base", c, false);
+  return train::weights_path(tmp / "base", 10);
+}
+
+train::RunConfig chat_config(TempDir& tmp, const std::string& base, int64_t steps) {
+  train::RunConfig c = train::preset("s15");  // the model section comes from init.from
+  write_chat_set(tmp / "chat.jsonl", 200);
+  c.data.corpus = {tmp / "chat.jsonl"};
+  c.data.format = "chat";
+  c.init.from = base;
+  c.train.steps = steps;
+  c.train.batch = 4;
+  c.train.seq_len = 128;
+  c.train.threads = 1;
+  c.train.eval_every = 0;
+  c.train.sample_every = 0;
+  c.train.lr_max = 3e-3;
+  c.train.warmup_steps = 2;
+  c.checkpoint.every = 5;
+  return c;
+}
+
+double first_loss(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find("\"step\":1,") != std::string::npos) {
+      const auto at = line.find("\"loss\":");
+      return std::stod(line.substr(at + 7));
+    }
+  return NAN;
+}
+
+}  // namespace
+
+TEST(ChatRun, GrowsTheVocabularyAndCarriesTheTemplate) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp);
+  test_support::run_quiet(tmp / "run", chat_config(tmp, base, 5), false);
+  const gguf::GgufFile b(base), w(train::weights_path(tmp / "run", 5));
+  const auto tb = data::Tokenizer::from_gguf(b), tw = data::Tokenizer::from_gguf(w);
+  ASSERT_EQ(tw.vocab_size(), tb.vocab_size() + 2);
+  EXPECT_EQ(model::config_from_llama_gguf(w).vocab, tw.vocab_size());
+  EXPECT_EQ(tw.piece(int32_t(tb.vocab_size())), "<|im_start|>");
+  EXPECT_EQ(tw.token_type(int32_t(tb.vocab_size()) + 1), data::kControl);
+  EXPECT_EQ(tw.chat_template(), chat::template_info(chat::Template::kChatml).jinja);
+  EXPECT_EQ(tw.eot_id(), tw.token_id("<|im_end|>"));
+  EXPECT_EQ(w.get_uint("tokenizer.ggml.eot_token_id"), uint64_t(tw.token_id("<|im_end|>")));
+}
+
+TEST(ChatRun, ResumesExactly) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp);
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", chat_config(tmp, base, 10), 5);
+}
+
+// The loss is the mean over the counted (answer) tokens of the whole step:
+// one batch of 4 windows and two micro-batches of 2 give the same loss,
+// although the micro-batches count different numbers of answer tokens.
+TEST(ChatRun, LossIsTheMeanOverTheStepsAnswerTokens) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp);
+  train::RunConfig one = chat_config(tmp, base, 1), two = one;
+  two.train.batch = 2;
+  two.train.grad_accum = 2;
+  test_support::run_quiet(tmp / "one", one, false);
+  test_support::run_quiet(tmp / "two", two, false);
+  const double l1 = first_loss(tmp / "one"), l2 = first_loss(tmp / "two");
+  ASSERT_TRUE(std::isfinite(l1) && std::isfinite(l2));
+  EXPECT_NEAR(l1, l2, 1e-5 * l1);
+  std::string why;
+  const gguf::GgufFile a(train::weights_path(tmp / "one", 1)), b(train::weights_path(tmp / "two", 1));
+  const auto& ta = a.tensor("blk.0.attn_q.weight");
+  const auto& tb = b.tensor("blk.0.attn_q.weight");
+  const auto fa = a.to_float(ta), fb = b.to_float(tb);
+  double worst = 0;
+  for (size_t i = 0; i < fa.size(); ++i) worst = std::max(worst, double(std::fabs(fa[i] - fb[i])));
+  EXPECT_LT(worst, 1e-5);  // the same update, up to the order of the sums
+}
+
+TEST(ChatRun, NewTokenRowsStartAtTheMeanRow) {
+  model::LlamaConfig c;
+  c.vocab = 5;
+  c.d_model = 4;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.d_ff = 8;
+  c.ctx = 8;
+  c.tied = false;
+  model::LlamaConfig grown = c;
+  grown.vocab = 7;
+  const model::ParamLayout from(c), to(grown);
+  std::vector<float> src(size_t(from.total())), dst(size_t(to.total()), NAN);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = float(i % 13) - 6.f;
+  model::grow_vocabulary(from, src.data(), 5, to, dst.data());
+  for (const char* name : {"token_embd.weight", "output.weight"}) {
+    const auto& f = from.get(name);
+    const auto& t = to.get(name);
+    for (int64_t k = 0; k < 4; ++k) {
+      double mean = 0;
+      for (int64_t v = 0; v < 5; ++v) {
+        EXPECT_EQ(dst[size_t(t.offset + v * 4 + k)], src[size_t(f.offset + v * 4 + k)]);
+        mean += src[size_t(f.offset + v * 4 + k)] / 5.0;
+      }
+      for (int64_t v = 5; v < 7; ++v) EXPECT_FLOAT_EQ(dst[size_t(t.offset + v * 4 + k)], float(mean));
+    }
+  }
+  const auto& q = to.get("blk.0.attn_q.weight");
+  EXPECT_EQ(dst[size_t(q.offset)], src[size_t(from.get("blk.0.attn_q.weight").offset)]);
+}
+
+// Replies that reuse the cached prefix of earlier turns are the replies a
+// fresh decoder gives the whole conversation, and a full context drops the
+// oldest turns instead of failing.
+TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp);
+  test_support::run_quiet(tmp / "run", chat_config(tmp, base, 10), false);
+  const gguf::GgufFile f(train::weights_path(tmp / "run", 10));
+  const auto tok = data::Tokenizer::from_gguf(f);
+  infer::SamplerConfig greedy;
+  greedy.temperature = 0;
+  infer::Decoder dec(f, 0), fresh_dec(f, 0);
+  chat::ChatSession s(dec, tok, chat::Template::kChatml, "Answer with one word.");
+  const std::vector<std::string> questions{"Which word is number 1?", "Which word is number 2?", "And number 3?"};
+  for (const std::string& q : questions) {
+    const chat::Reply r = s.reply(q, 8, greedy, 1);
+    chat::ChatSession fresh(fresh_dec, tok, chat::Template::kChatml, "");
+    chat::Conversation before = s.history();
+    before.pop_back();  // the reply just given
+    before.pop_back();  // and its question
+    // A fresh session fed the same history answers the same.
+    chat::ChatSession replay(fresh_dec, tok, chat::Template::kChatml, "Answer with one word.");
+    for (size_t i = 1; i + 1 < before.size(); i += 2) replay.reply(before[i].content, 8, greedy, 1);
+    const chat::Reply again = replay.reply(q, 8, greedy, 1);
+    EXPECT_EQ(again.prompt, r.prompt);
+    EXPECT_EQ(again.tokens, r.tokens);
+  }
+  // A context of 160 holds two short turns: older ones go.
+  infer::Decoder small(f, 160);
+  chat::ChatSession tight(small, tok, chat::Template::kChatml, "");
+  int64_t dropped = 0;
+  for (int i = 0; i < 8; ++i) dropped += tight.reply("Which word is number " + std::to_string(i % 4) + "?", 6, greedy, 1).dropped_turns;
+  EXPECT_GT(dropped, 0);
+  EXPECT_LE(int64_t(tight.history().size()), 8);
+}
+
+// `ggtrain chat` in a terminal: a question is answered, Ctrl-C ends a reply
+// (the base model, which never learned to end a turn, runs on until the
+// context is full), Ctrl-C at the prompt only drops the line, Ctrl-D quits.
+TEST(ChatRun, TerminalSessionAnswersInterruptsAndQuits) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp);
+  int master = -1;
+  const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl(GGTRAIN_BIN, GGTRAIN_BIN, "chat", "-m", base.c_str(), "-t", "1", "-n", "100000", "--chat-template",
+          "chatml", "-sys", "Answer.", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string seen;
+  auto read_until = [&](const std::string& what, int timeout_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (seen.find(what) == std::string::npos && std::chrono::steady_clock::now() < end) {
+      fd_set fds;
+      FD_ZERO(&fds);
+      FD_SET(master, &fds);
+      timeval tv{0, 20'000};
+      if (select(master + 1, &fds, nullptr, nullptr, &tv) > 0) {
+        char buf[4096];
+        const ssize_t n = read(master, buf, sizeof buf);
+        if (n <= 0) break;
+        seen.append(buf, size_t(n));
+      }
+    }
+    return seen.find(what) != std::string::npos;
+  };
+  auto send = [&](const std::string& s) { ASSERT_EQ(write(master, s.data(), s.size()), ssize_t(s.size())); };
+  ASSERT_TRUE(read_until("> ", 20000)) << seen;
+  seen.clear();
+  send("Which word is number 2?\n");
+  ASSERT_TRUE(read_until("\n> ", 20000)) << "no reply and prompt after a question: " << seen;
+  // Ctrl-C soon after a question lands in its reply (or, if the reply was
+  // already over, at the prompt): either way a prompt follows.
+  bool interrupted = false;
+  for (int attempt = 0; attempt < 5 && !interrupted; ++attempt) {
+    seen.clear();
+    send("Tell me everything, at length.\n");
+    read_until("Tell me everything, at length.", 2000);  // the terminal's echo
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    send("\x03");
+    ASSERT_TRUE(read_until("\n> ", 20000)) << "no prompt after Ctrl-C: " << seen;
+    interrupted = seen.find("chat: reply interrupted") != std::string::npos;
+  }
+  EXPECT_TRUE(interrupted) << "no reply was interrupted in 5 tries: " << seen;
+  seen.clear();
+  send("half a line");
+  send("\x03");  // at the prompt: the line goes, the session stays
+  ASSERT_TRUE(read_until("> ", 20000)) << seen;
+  send("\x04");  // Ctrl-D at an empty line: end of input
+  int status = 0;
+  for (int i = 0; i < 200 && waitpid(pid, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (waitpid(pid, &status, WNOHANG) == 0 && !WIFEXITED(status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "ggtrain chat did not quit on Ctrl-D";
+  }
+  close(master);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
