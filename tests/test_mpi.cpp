@@ -191,6 +191,35 @@ TEST_F(MpiTest, TwoRanksFollowTheSingleProcessRun) {
   }
 }
 
+// Instruction tuning under MPI: the loss is the mean over the answer tokens
+// of the whole global batch (each rank weighs its micro-batches by their
+// counted targets over the global count), so 2 ranks follow 1 process.
+TEST_F(MpiTest, ChatFinetuneTwoRanksFollowOneProcess) {
+  run_ok(train("base", {"train.steps=10", "model.ctx=256"}), out("base"));
+  {
+    std::ofstream chat(tmp_ / "chat.jsonl");
+    for (int i = 0; i < 300; ++i)
+      chat << "{\"messages\": [{\"role\": \"user\", \"content\": \"Say word " << i % 7
+           << "\"}, {\"role\": \"assistant\", \"content\": \"" << std::string(size_t(1 + i % 5), 'a' + char(i % 7))
+           << "\"}]}\n";
+  }
+  auto chat_run = [&](const std::string& name, int zero) {
+    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "chat.jsonl",
+                           {"init.from=" + train::weights_path(dir("base"), 10), "data.format=chat",
+                            "train.seq_len=96", "train.batch=4", "train.steps=20", "train.eval_every=10", "data.val_fraction=0.1",
+                            "train.zero=" + std::to_string(zero)});
+  };
+  run_ok(chat_run("one", 0), out("one"));
+  run_ok(under_mpirun(2, chat_run("dp", 0)), out("dp"));
+  run_ok(under_mpirun(2, chat_run("zero", 1)), out("zero"));
+  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
+  ASSERT_EQ(one.train.size(), 20u);
+  ASSERT_EQ(one.val.size(), 2u);
+  expect_close(one.train, dp.train, 1e-5, "chat, 2 ranks vs 1 process");
+  expect_close(one.train, zero.train, 1e-5, "chat, 2 ranks ZeRO-1 vs 1 process");
+  expect_close(one.val, dp.val, 1e-5, "chat validation, 2 ranks");
+}
+
 // Negative control of the tensor comparison above: a single-process run
 // whose learning rate is 1% higher is told apart from the first one.
 TEST_F(MpiTest, TensorComparisonTellsANearbyRunApart) {
