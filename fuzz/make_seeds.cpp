@@ -176,6 +176,22 @@ void document_seeds(const std::string& dir) {
   write_text(dir + "skip_bad.jsonl", std::string(1, '\x21') + "{\"text\": 1}\nnot json\n{\"text\":\"ok\"}\n\xff\n");
 }
 
+// Seeds of the chat_records target: a mode byte (0 chat, 1 alpaca, 2
+// completion, 3 detected), then JSONL records, good and bad.
+void chat_seeds(const std::string& dir) {
+  const std::string chat =
+      "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
+      "\" Hi \\n\"}, {\"role\": \"assistant\", \"content\": \"Hello <|im_end|> \\u00e9\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"user\", \"content\": \"b\"}]}\n"
+      "{\"messages\": [{\"role\": \"bot\", \"content\": 3}]}\n";
+  write_text(dir + "chat.jsonl", std::string(1, '\x00') + chat);
+  write_text(dir + "alpaca.jsonl", std::string(1, '\x01') +
+                                       "{\"instruction\": \"Add\", \"input\": \"1 2\", \"output\": \"3\"}\n"
+                                       "{\"instruction\": \"Say hi\", \"output\": \" \"}\n");
+  write_text(dir + "completion.jsonl", std::string(1, '\x02') + "{\"prompt\": \"2+2=\", \"completion\": \"4\"}\n");
+  write_text(dir + "detected.jsonl", std::string(1, '\x03') + chat + "{\"prompt\": \"x\", \"completion\": \"y\"}\n[]\n");
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR [FIXTURES_DIR]\n", argv[0]);
@@ -184,11 +200,12 @@ int main(int argc, char** argv) {
   const std::string out = argv[1];
   const std::string fixtures = argc > 2 ? argv[2] : "";
   try {
-    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file", "documents"})
+    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file", "documents", "chat_records"})
       fs::create_directories(out + "/" + t);
     const std::string g = out + "/gguf_reader/", tk = out + "/tokenizer/", c = out + "/config/",
                       tf = out + "/token_file/";
     document_seeds(out + "/documents/");
+    chat_seeds(out + "/chat_records/");
     sample_gguf(g + "sample.gguf", 32);
     sample_gguf(g + "sample_align64.gguf", 64);
     vocab_gguf(tk + "vocab.gguf", true, true);

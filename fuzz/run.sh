@@ -5,7 +5,7 @@
 # rejected cleanly), then the target is fuzzed for SECONDS from the seeds in
 # fuzz/corpus/<target>/ (plus the shared GGUF fixtures, when present).
 #
-#   fuzz/run.sh TARGET|all SECONDS     targets: gguf_reader tokenizer config token_file documents
+#   fuzz/run.sh TARGET|all SECONDS     targets: gguf_reader tokenizer config token_file documents chat_records
 #   fuzz/run.sh seeds                  regenerate fuzz/corpus/ (make_seeds)
 #
 # Environment: FUZZ_JOBS (targets run at the same time, default: number of
@@ -24,7 +24,7 @@ BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 MAX_LEN=${FUZZ_MAX_LEN:-65536}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 FIXTURES=${GGTRAIN_FIXTURES_DIR:-$ROOT/../shared/fixtures}
-ALL=(gguf_reader tokenizer config token_file documents)
+ALL=(gguf_reader tokenizer config token_file documents chat_records)
 
 usage() { sed -n '2,20p' "$0" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage

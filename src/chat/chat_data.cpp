@@ -205,13 +205,6 @@ nlohmann::json read_record(const std::string& path) {
 
 }  // namespace
 
-Overflow overflow_named(std::string_view name, std::string_view key) {
-  if (name == "truncate") return Overflow::kTruncate;
-  if (name == "split") return Overflow::kSplit;
-  if (name == "skip") return Overflow::kSkip;
-  fail("{} = \"{}\": must be truncate, split or skip", key, name);
-}
-
 ChatData prepare_chat_data(const ChatDataOptions& o, const data::Tokenizer& tok, const std::string& dir,
                            bool refuse_change) {
   if (o.seq_len < 2) fail("chat data: windows of {} tokens are too short", o.seq_len);
