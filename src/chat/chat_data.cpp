@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -21,10 +22,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Examples appended to windows of `seq_len` tokens: an example that does
-// not fit in what is left of a window starts the next one, and the rest is
-// padding (EOS, no loss, its own "document"). The file ends with one more
-// padding token, the last window's last target.
+// Examples packed into windows of `seq_len` tokens, best fit: each goes
+// into the open window with the least room that still holds it; when none
+// does, a new window opens, and beyond kOpenWindows the fullest one is
+// written out first (its rest padded: EOS, no loss, its own "document").
+// Bounded memory, deterministic, and little padding for short examples. The
+// file ends with one more padding token, the last window's last target.
 class WindowPacker {
  public:
   WindowPacker(const std::string& tokens, const std::string& flags, int64_t vocab, int64_t seq_len, int32_t pad)
@@ -32,43 +35,61 @@ class WindowPacker {
 
   // ids.size() <= seq_len.
   void add(const std::vector<int32_t>& ids, const std::vector<uint8_t>& trained, ChatDataStats& st) {
-    if (used_ + int64_t(ids.size()) > seq_len_) pad_window(st);
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const int32_t f = (i == 0 ? data::kFlagExampleStart : 0) | (trained[i] ? data::kFlagTrained : 0);
-      put(ids[i], f);
+    const size_t n = ids.size();
+    Window* best = nullptr;
+    for (Window& w : open_)
+      if (room(w) >= n && (!best || room(w) < room(*best))) best = &w;
+    if (!best) {
+      if (open_.size() == kOpenWindows) {
+        auto fullest = std::min_element(open_.begin(), open_.end(),
+                                        [&](const Window& a, const Window& b) { return room(a) < room(b); });
+        write(*fullest, st);
+        open_.erase(fullest);
+      }
+      open_.emplace_back();
+      best = &open_.back();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      best->ids.push_back(ids[i]);
+      best->flags.push_back((i == 0 ? data::kFlagExampleStart : 0) | (trained[i] ? data::kFlagTrained : 0));
       st.trained_tokens += trained[i];
     }
-    st.tokens += int64_t(ids.size());
+    st.tokens += int64_t(n);
   }
 
-  // Pads the last window and commits both files; returns the windows.
+  // Writes every open window and commits both files; returns the windows.
   int64_t finish(ChatDataStats& st) {
-    if (used_ > 0) pad_window(st);
-    put(pad_, data::kFlagExampleStart);
+    for (Window& w : open_) write(w, st);
+    open_.clear();
+    const int32_t start = data::kFlagExampleStart;
+    tokens_.append(&pad_, 1);
+    flags_.append(&start, 1);
     tokens_.commit();
     flags_.commit();
     return windows_;
   }
 
  private:
-  void put(int32_t id, int32_t flag) {
-    tokens_.append(&id, 1);
-    flags_.append(&flag, 1);
-    if (++used_ == seq_len_) {
-      used_ = 0;
-      ++windows_;
-    }
-  }
-  void pad_window(ChatDataStats& st) {
-    for (bool first = true; used_ > 0; first = false) {
-      put(pad_, first ? data::kFlagExampleStart : 0);
+  static constexpr size_t kOpenWindows = 64;
+  struct Window {
+    std::vector<int32_t> ids, flags;
+  };
+  size_t room(const Window& w) const { return size_t(seq_len_) - w.ids.size(); }
+  void write(Window& w, ChatDataStats& st) {
+    for (bool first = true; w.ids.size() < size_t(seq_len_); first = false) {
+      w.ids.push_back(pad_);
+      w.flags.push_back(first ? data::kFlagExampleStart : 0);
       ++st.padding;
     }
+    tokens_.append(w.ids.data(), w.ids.size());
+    flags_.append(w.flags.data(), w.flags.size());
+    ++windows_;
   }
 
   data::TokenFileWriter tokens_, flags_;
-  int64_t seq_len_, used_ = 0, windows_ = 0;
+  int64_t seq_len_, windows_ = 0;
   int32_t pad_;
+  std::vector<Window> open_;
 };
 
 bool any_trained(const std::vector<uint8_t>& t, size_t from, size_t to) {
