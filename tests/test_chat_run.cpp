@@ -129,6 +129,22 @@ TEST(ChatRun, LossIsTheMeanOverTheStepsAnswerTokens) {
   EXPECT_LT(worst, 1e-5);  // the same update, up to the order of the sums
 }
 
+// data.attention = "document" on text: each document (from its BOS) attends
+// only to itself; the run resumes exactly and its loss is not the causal one.
+TEST(ChatRun, DocumentAttentionForText) {
+  TempDir tmp;
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 6);
+  c.checkpoint.every = 3;
+  auto causal = c;
+  c.data.attention = "document";
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 3);
+  test_support::run_quiet(tmp / "causal", causal, false);
+  const double doc = first_loss(tmp / "a"), plain = first_loss(tmp / "causal");
+  ASSERT_TRUE(std::isfinite(doc) && std::isfinite(plain));
+  EXPECT_NE(doc, plain);
+}
+
 TEST(ChatRun, NewTokenRowsStartAtTheMeanRow) {
   model::LlamaConfig c;
   c.vocab = 5;
