@@ -1,7 +1,8 @@
 // Test helper for llama_cpp_chat_check.sh: renders each conversation of a
 // JSONL file ({"template": NAME, "messages": [...], "add_generation_prompt":
 // bool}) with ggtrain's chat templates and prints one JSON line per input,
-// {"jinja": the template's tokenizer.chat_template, "rendered": the text}, so
+// {"jinja": the template's tokenizer.chat_template, "ollama": its Modelfile
+// TEMPLATE, "rendered": the text}, so
 // that @huggingface/jinja and llama.cpp can render the same input. With a
 // MODEL.gguf, also "ids": the rendered text tokenized by that model's
 // vocabulary as llama.cpp's tokenize(add_special, parse_special = true).
@@ -35,7 +36,9 @@ int main(int argc, char** argv) {
       for (const auto& m : j.at("messages")) c.push_back({m.at("role"), m.at("content")});
       const bool gen = j.at("add_generation_prompt");
       chat::check_conversation(c, !gen, fmt::format("{}:{}", argv[1], n));
-      nlohmann::json out{{"jinja", chat::template_info(t).jinja}, {"rendered", chat::render(t, c, gen)}};
+      nlohmann::json out{{"jinja", chat::template_info(t).jinja},
+                         {"ollama", chat::template_info(t).ollama},
+                         {"rendered", chat::render(t, c, gen)}};
       if (tok)
         out["ids"] = tok->encode(out["rendered"].get<std::string>(),
                                  data::EncodeOptions{.add_bos = tok->add_bos(), .parse_special = true});
