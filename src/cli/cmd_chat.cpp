@@ -122,6 +122,7 @@ Runner add_chat_command(CLI::App& app) {
     gguf::GgufFile f(o->model);
     infer::Decoder dec(f, o->ctx);
     apply_lora_options(o->lora, dec);
+    dec.warmup();
     const auto tok = data::Tokenizer::from_gguf(f);
     std::string warning;
     const chat::Template t = chat::template_for_model(tok, o->chat_template, &warning);

@@ -85,6 +85,7 @@ Runner add_eval_command(CLI::App& app) {
     infer::Decoder dec(f, o->ctx);
     apply_lora_options(o->lora, dec);
     if (!o->tokens.empty()) return eval_tokens(dec, o->tokens, o->dump_logits);
+    dec.warmup();  // perplexity reports tokens/s
     return eval_text(f, dec, o->text, dec.n_ctx());
   };
 }

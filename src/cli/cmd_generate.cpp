@@ -44,6 +44,7 @@ Runner add_generate_command(CLI::App& app) {
     gguf::GgufFile f(o->model);
     infer::Decoder dec(f, o->ctx);
     apply_lora_options(o->lora, dec);
+    dec.warmup();
     auto tok = data::Tokenizer::from_gguf(f);
     std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, tok.add_bos()) : parse_token_list(o->tokens);
     if (o->tokens.empty()) fmt::print("{}", o->prompt);

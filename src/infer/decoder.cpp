@@ -114,6 +114,16 @@ void Decoder::attention(int64_t l, int64_t n) {
     }
 }
 
+void Decoder::warmup() {
+  // 16 tokens: fewer leave oneDNN's GEMM for larger batches cold (measured:
+  // a 128-token prompt after a 2-token warmup ran at 2,300-2,500 tokens/s,
+  // after a 16-token one at 8,400-8,800, s15 F32, 2 threads).
+  const std::vector<int32_t> tokens(16, 0);
+  reset();
+  eval(tokens.data(), std::min<int64_t>(16, n_ctx_), false);
+  reset();
+}
+
 void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (n <= 0) fail("decoder: nothing to evaluate");
   if (pos_ + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos_, n_ctx_);

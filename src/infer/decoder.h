@@ -33,6 +33,11 @@ class Decoder {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t position() const { return pos_; }
   void reset() { pos_ = 0; }
+  // One throwaway batch of 16 tokens, then an empty cache: the weights are
+  // paged in from the memory map and the GEMM kernels generated, so the
+  // first real prompt is timed warm (llama.cpp's tools warm up the same way
+  // at load, with a batch of two).
+  void warmup();
   // Forgets every cached token from position `pos` on (a chat keeps the
   // prefix its next prompt shares with the last one).
   void truncate(int64_t pos) { pos_ = pos < pos_ ? (pos < 0 ? 0 : pos) : pos_; }

@@ -1,10 +1,13 @@
 #include "infer/weight_matrix.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "gguf/convert.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "kernels/q8_dot.h"
+#include "kernels/q8_linear.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -34,33 +37,15 @@ WeightMatrix::WeightMatrix(const kernels::Q8Rows& q)
 
 namespace {
 
+// Batches of at least this many rows go through dequantized bands and a
+// float GEMM instead of row-by-row int8 dot products (faster from here on,
+// measured on the s15 shapes).
+constexpr int64_t kGemmRows = 8;
+
 float dot_f32(const float* w, const float* x, int64_t n) {
   float acc = 0;
 #pragma omp simd reduction(+ : acc)
   for (int64_t i = 0; i < n; ++i) acc += w[i] * x[i];
-  return acc;
-}
-
-float fp16_scale(const uint8_t* blk) {
-  uint16_t dh;
-  std::memcpy(&dh, blk, 2);
-  return kernels::fp16_to_fp32(dh);
-}
-
-// Q8_0 row against Q8_0-quantized activations: per block an integer dot
-// product times both fp16 scales, as ggml_vec_dot_q8_0_q8_0 computes it.
-float dot_q8_0(const uint8_t* w, const uint8_t* x, int64_t n) {
-  float acc = 0;
-  for (int64_t b = 0; b < n / int64_t(kernels::kQ8Block); ++b) {
-    const uint8_t* wb = w + b * kernels::kQ8BlockBytes;
-    const uint8_t* xb = x + b * kernels::kQ8BlockBytes;
-    const int8_t* qw = reinterpret_cast<const int8_t*>(wb + 2);
-    const int8_t* qx = reinterpret_cast<const int8_t*>(xb + 2);
-    int32_t s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int j = 0; j < 32; ++j) s += int32_t(qw[j]) * int32_t(qx[j]);
-    acc += fp16_scale(wb) * fp16_scale(xb) * float(s);
-  }
   return acc;
 }
 
@@ -114,9 +99,21 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
   xq.resize(size_t(n * row_bytes));
   kernels::quantize_q8_0(x_in, xq.data(), size_t(n * cols_));
   const uint8_t* xqp = xq.data();
+  if (n >= kGemmRows) {
+    // A batch (a prompt): bands of W dequantized into a scratch and one float
+    // GEMM each, on the activations as ggml rounds them (through Q8_0). Per
+    // block this is d_w d_x sum(q_w q_x), as below, up to float rounding.
+    thread_local std::vector<float> xr, band;
+    xr.resize(size_t(n * cols_));
+    kernels::dequantize_q8_0(xqp, xr.data(), size_t(n * cols_));
+    const int64_t band_rows = std::max<int64_t>(1, (int64_t(1) << 18) / cols_);
+    band.resize(size_t(std::min(band_rows, rows_) * cols_));
+    kernels::q8_linear_forward(y, xr.data(), kernels::Q8Rows{data_, rows_, cols_}, n, band.data(), band_rows);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n * rows_ * cols_ >= kernels::kMinParallelWork)
   for (int64_t r = 0; r < rows_; ++r)
-    for (int64_t i = 0; i < n; ++i) y[i * rows_ + r] = dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
+    for (int64_t i = 0; i < n; ++i) y[i * rows_ + r] = kernels::dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
 }
 
 void WeightMatrix::row(int64_t r, float* out) const {
