@@ -1,0 +1,102 @@
+#pragma once
+// A training run as trainer.cpp's loop drives it (internal to train/): the
+// constructor's named steps live in run_setup.cpp (prepare the run folder,
+// check resume, load the tokenizer, prepare data, build the model, init or
+// resume state), the loop's in trainer.cpp (step, log, maybe evaluate, maybe
+// sample, maybe checkpoint).
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_loader.h"
+#include "data/mixture_loader.h"
+#include "data/tokenizer.h"
+#include "gguf/reader.h"
+#include "model/donor.h"
+#include "model/llama.h"
+#include "model/quantized_base.h"
+#include "train/data_parallel.h"
+#include "train/fault_injection.h"
+#include "train/metrics.h"
+#include "train/run_checkpoint.h"
+#include "train/run_data.h"
+#include "train/schedule.h"
+#include "train/stop_signals.h"
+#include "train/trainer.h"
+
+namespace ggtrain::train {
+
+// What one optimizer step did.
+struct StepResult {
+  int64_t step = 0;  // steps done, counting this one (from 1)
+  double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
+  bool finite = true;
+};
+
+class Run {
+ public:
+  explicit Run(const TrainOptions& o);
+  TrainSummary loop(StopSignals& signals);
+
+ private:
+  // The constructor's steps, in order.
+  void check_run_folder();
+  int64_t check_resume();  // the step the run resumes from, or -1
+  void load_donor();
+  void load_tokenizer(int64_t resume_step);
+  void prepare_data();
+  void build_model();
+  void attach_donor();
+  void hold_quantized_base(model::ModelOptions& opts);
+  void load_grown_base(int64_t base_vocab);
+  void resume_state();
+  void init_state();
+
+  // The loop's steps.
+  StepResult train_step(int64_t step);
+  void handle_nonfinite(const StepResult& r);
+  void log_step(const StepResult& r);
+  void maybe_evaluate(int64_t step);
+  void maybe_sample(int64_t step);
+  void maybe_checkpoint(int64_t step, bool stopping);
+  void report_interruption(int sig, int64_t step);
+
+  double evaluate();
+  void checkpoint(int64_t step);
+  CheckpointData checkpoint_data();
+
+  const std::string run_dir_;
+  const bool resume_, quiet_;
+  const int64_t stop_at_;
+  const bool tty_ = ::isatty(2) == 1;
+  const InjectedFaults faults_ = injected_faults();
+  std::unique_ptr<gguf::GgufFile> base_;  // init.from, else null
+  const RunConfig c_;                     // resolved: with base_'s model section
+  std::string run_id_;
+  int64_t start_step_ = 0;
+  std::unique_ptr<data::Tokenizer> tok_;
+  RunTokens tokens_;
+  std::unique_ptr<data::MixtureLoader> loader_;
+  std::unique_ptr<data::BatchLoader> val_loader_;
+  model::LlamaConfig mc_;
+  std::unique_ptr<model::DonorTable> donor_;         // init.donor warm start, else null
+  uint64_t base_checksum_ = 0;                       // model::base_fingerprint of base_, in LoRA runs
+  std::unique_ptr<model::QuantizedBase> quantized_;  // base_'s Q8_0 matrices, in LoRA runs
+  std::unique_ptr<model::LlamaModel<float>> model_;
+  std::unique_ptr<DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
+  std::vector<float> m_, v_;
+  std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
+  bool documents_ = false;   // attention within documents (instruction data, data.attention)
+  int64_t added_tokens_ = 0;  // chat markers appended to the base's vocabulary
+  std::unique_ptr<MetricsLog> metrics_;
+
+  // The loop's running state.
+  LrSchedule schedule_;
+  TrainSummary summary_;
+  int64_t nonfinite_in_a_row_ = 0;
+  double loop_start_s_ = 0, train_seconds_ = 0;  // train_seconds_: step time only
+};
+
+}  // namespace ggtrain::train

@@ -1,0 +1,241 @@
+// The construction of a Run: its named steps, in the order Run::Run takes them.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "kernels/gemm_bf16.h"
+#include "model/donor.h"
+#include "model/freeze.h"
+#include "model/init.h"
+#include "model/lora.h"
+#include "model/vocab_growth.h"
+#include "train/finetune.h"
+#include "train/run.h"
+#include "train/run_folder.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace ggtrain::train {
+
+namespace {
+
+// init.from: the file stays mapped for the weights.
+std::unique_ptr<gguf::GgufFile> open_base(const std::string& path) {
+  if (path.empty()) return nullptr;
+  try {
+    return std::make_unique<gguf::GgufFile>(path);
+  } catch (const Error& e) {
+    fail("{} (init.from)", e.what());
+  }
+}
+
+// The config the run trains with: a fresh run from init.from takes its
+// model section from the file (a resumed one has it in its saved config).
+RunConfig resolve_config(const TrainOptions& o, const gguf::GgufFile* base) {
+  RunConfig c = o.config;
+  if (base && !o.resume) {
+    try {
+      adopt_model_of(c, *base);
+    } catch (const Error& e) {
+      fail("{} (init.from)", e.what());
+    }
+  }
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
+Run::Run(const TrainOptions& o)
+    : run_dir_(o.run_dir),
+      resume_(o.resume),
+      quiet_(o.quiet),
+      stop_at_(o.stop_at),
+      base_(open_base(o.config.init.from)),
+      c_(resolve_config(o, base_.get())) {
+  dp_ = std::make_unique<DataParallel>(world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
+  check_run_folder();
+  const int64_t resume_step = check_resume();
+  if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
+  load_tokenizer(resume_step);
+  prepare_data();
+  build_model();
+  if (resume_)
+    resume_state();
+  else
+    init_state();
+  dp_->shard_moments(m_, v_);  // ZeRO-1: keep this rank's slices only
+  if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe());
+  metrics_ = std::make_unique<MetricsLog>(run_dir_, resume_ ? start_step_ : -1, dp_->root());
+}
+
+void Run::check_run_folder() {
+  if (!resume_ && latest_step(run_dir_) >= 0)
+    fail("{}: this run folder already has checkpoints; use --resume to continue it", run_dir_);
+  if (c_.data.corpus.empty() && c_.data.sources.empty())
+    fail("config: data.corpus is not set (text or JSONL files, folders or globs)");
+  create_run_folder(run_dir_);
+  if (c_.train.threads > 0) omp_set_num_threads(int(c_.train.threads));
+  remove_stale_temp_files(run_dir_, quiet_);
+}
+
+int64_t Run::check_resume() {
+  if (!resume_) return -1;
+  const int64_t step = latest_step(run_dir_);
+  if (step < 0) fail("{}: no checkpoint to resume from (weights/latest is missing)", run_dir_);
+  RunConfig saved;
+  apply_toml(saved, read_latest_meta(run_dir_).config_toml, state_path(run_dir_, step) + " (saved config)");
+  check_same_model(c_, saved, run_dir_, step);
+  return step;
+}
+
+void Run::load_donor() {
+  try {
+    donor_ = std::make_unique<model::DonorTable>(model::load_donor_table(c_.init.donor));
+  } catch (const Error& e) {
+    fail("{} (init.donor)", e.what());
+  }
+}
+
+void Run::load_tokenizer(int64_t resume_step) {
+  tok_ = std::make_unique<data::Tokenizer>(run_tokenizer(run_dir_, c_, quiet_, resume_step));
+  added_tokens_ = add_chat_vocabulary(*tok_, c_, quiet_ || !dp_->root());
+  if (resume_ && c_.train.lora.rank == 0)  // a LoRA checkpoint is an adapter, without vocabulary
+    check_same_vocabulary(*tok_,
+                          !c_.init.donor.empty()      ? c_.init.donor
+                          : !c_.init.from.empty()     ? c_.init.from
+                          : c_.data.tokenizer.empty() ? run_dir_ + "/tokenizer.model"
+                                                      : c_.data.tokenizer,
+                          weights_path(run_dir_, resume_step));
+}
+
+void Run::prepare_data() {
+  tokens_ = open_run_tokens(c_, run_dir_, *tok_, resume_, quiet_);
+  for (const auto& t : tokens_.train)
+    if (t->vocab() != tok_->vocab_size())
+      fail("{}: token file vocabulary {} differs from the tokenizer's {}", t->describe(), t->vocab(), tok_->vocab_size());
+  const int64_t T = c_.train.seq_len;
+  std::vector<const data::TokenStream*> sources;
+  for (const auto& t : tokens_.train) sources.push_back(t.get());
+  loader_ = std::make_unique<data::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed,
+                                                 std::vector<data::WindowLabels>(sources.size(), tokens_.train_labels()));
+  if (tokens_.val && tokens_.val->size() > T)
+    val_loader_ = std::make_unique<data::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
+  documents_ = c_.data.format != "text" || c_.data.attention == "document";
+  const size_t step_tokens = size_t(c_.train.grad_accum * c_.train.batch * T);  // a step's micro-batches
+  inputs_.resize(step_tokens);
+  targets_.resize(step_tokens);
+  doc_start_.resize(step_tokens);
+}
+
+void Run::build_model() {
+  mc_ = c_.llama(tok_->vocab_size());
+  if (donor_) attach_donor();
+  if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
+  const auto frozen = mc_.lora.rank > 0 ? model::ParamLayout(mc_.without_lora()).names()  // the whole base
+                                        : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
+  model::ModelOptions model_opts;
+  model_opts.recompute = model::recompute_from_name(c_.train.recompute);
+  model_opts.precision = model::precision_from_name(c_.train.precision);
+  if (mc_.lora.rank > 0) hold_quantized_base(model_opts);
+  if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !quiet_)
+    fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
+                       "slower than train.precision = \"fp32\"\n");
+  model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), c_.train.seq_len, frozen, model_opts);
+  dp_->attach(*model_);
+  if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());
+  m_.assign(size_t(model_->n_trainable()), 0.f);
+  v_.assign(size_t(model_->n_trainable()), 0.f);
+  if (mc_.lora.rank > 0) base_checksum_ = model::base_fingerprint(*base_);
+  if (!frozen.empty() && !quiet_) {
+    const model::ParamLayout all(mc_);  // model_->layout() lacks what quantized_ holds
+    fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(),
+               all.tensors().size(), model_->grad_layout().total(), all.total());
+  }
+}
+
+// The donor's table becomes the frozen input of the lens; the donor's
+// vocabulary is the run's (the tokenizer came from the same file).
+void Run::attach_donor() {
+  if (donor_->vocab != tok_->vocab_size())
+    fail("{}: token_embd.weight has {} rows but the donor's vocabulary has {} tokens", c_.init.donor,
+         donor_->vocab, tok_->vocab_size());
+  mc_.tied = false;  // the donor's table is input only; the new head is trained
+  mc_.donor_dim = donor_->dim;
+  if (!quiet_)
+    fmt::print(stderr, "warm start from {}: frozen embedding [{}, {}], trainable lens.proj [{}, {}], untied head\n",
+               c_.init.donor, donor_->vocab, donor_->dim, mc_.d_model, donor_->dim);
+}
+
+// A LoRA run keeps the base's Q8_0 matrices as they are in the file (they
+// are frozen): the model reads them through `opts`.
+void Run::hold_quantized_base(model::ModelOptions& opts) {
+  quantized_ = std::make_unique<model::QuantizedBase>(*base_, mc_);
+  opts.quantized = quantized_.get();
+  if (!quiet_ && !quantized_->names().empty())
+    fmt::print(stderr, "base: {} Q8_0 matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
+               double(quantized_->bytes()) / (1 << 20));
+}
+
+void Run::resume_state() {
+  CheckpointMeta meta = load_latest(run_dir_, checkpoint_data());
+  start_step_ = meta.step;
+  run_id_ = meta.run_id;
+  loader_->set_state(meta.loader);
+  if (stop_at_ > 0 && stop_at_ <= start_step_)
+    fail("--stop-at {} is not after step {}, where this run resumes", stop_at_, start_step_);
+  if (!quiet_) fmt::print(stderr, "resuming run {} at step {}\n", run_id_, start_step_);
+}
+
+void Run::init_state() {
+  run_id_ = new_run_id();
+  if (base_) {
+    const int64_t base_vocab = tok_->vocab_size() - added_tokens_;
+    if (base_->get_uint_or("llama.vocab_size", uint64_t(base_vocab)) != uint64_t(base_vocab) ||
+        mc_.vocab != tok_->vocab_size())
+      fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(), base_vocab);
+    if (added_tokens_ > 0) {
+      load_grown_base(base_vocab);
+    } else {
+      model::load_base_params(*base_, mc_, model_->layout(), model_->params());  // dequantized to F32
+    }
+    if (mc_.lora.rank > 0) model::init_lora(model_->layout(), model_->params(), c_.train.seed);
+    if (!quiet_)
+      fmt::print(stderr, "continuing {}: {} parameters as F32 {}, fresh AdamW state\n", base_->path(),
+                 model_->layout().total(), mc_.lora.rank > 0 ? "weights" : "master weights");
+  } else {
+    model::init_params(mc_, model_->layout(), model_->params(), c_.train.seed);
+  }
+  if (donor_) model::init_lens(*donor_, model_->layout(), model_->params(), c_.train.seed);
+  const std::string cfg = to_toml(c_);
+  write_file_atomic(run_dir_ + "/config.toml", cfg.data(), cfg.size());
+}
+
+// The base of a finetune whose vocabulary grew by chat markers (a full
+// finetune: LoRA runs refuse new tokens): read at the base's size, then
+// carried over with the new rows at the mean embedding.
+void Run::load_grown_base(int64_t base_vocab) {
+  model::LlamaConfig base_cfg = mc_;
+  base_cfg.vocab = base_vocab;
+  const model::ParamLayout base_layout(base_cfg);
+  std::vector<float> base_params(size_t(base_layout.total()));
+  model::load_base_params(*base_, base_cfg, base_layout, base_params.data());
+  model::grow_vocabulary(base_layout, base_params.data(), base_vocab, model_->layout(), model_->params());
+}
+
+CheckpointData Run::checkpoint_data() {
+  return {.config = &mc_,
+          .layout = &model_->layout(),
+          .grad_layout = &model_->grad_layout(),
+          .tokenizer = tok_.get(),
+          .params = model_->params(),
+          .m = m_.data(),
+          .v = v_.data(),
+          .donor = donor_.get(),
+          .lora_base = mc_.lora.rank > 0 ? base_.get() : nullptr,
+          .lora_base_checksum = base_checksum_};
+}
+
+}  // namespace ggtrain::train
