@@ -58,6 +58,41 @@ const Value* get_array(const gguf::GgufFile& f, const std::string& key, bool req
   return v;
 }
 
+// tokenizer.ggml.scores and .token_type of n tokens: optional in llama.cpp
+// (0 and NORMAL by default), but when present they must cover exactly the tokens.
+std::vector<float> read_scores(const gguf::GgufFile& f, size_t n) {
+  std::vector<float> scores(n, 0.0f);
+  if (const Value* s = get_array(f, "tokenizer.ggml.scores", false)) {
+    if (s->elem_type != ValueType::F32 && s->elem_type != ValueType::I32)
+      fail("{}: metadata 'tokenizer.ggml.scores' must be an array of f32, holds {}", f.path(),
+           value_type_name(s->elem_type));
+    if (s->items.size() != n)
+      fail("{}: metadata 'tokenizer.ggml.scores' has {} entries for {} tokens", f.path(),
+           s->items.size(), n);
+    for (size_t i = 0; i < n; ++i) scores[i] = static_cast<float>(s->items[i].as_double());
+  }
+  return scores;
+}
+
+std::vector<int32_t> read_token_types(const gguf::GgufFile& f, size_t n) {
+  std::vector<int32_t> types(n, kNormal);
+  if (const Value* ty = get_array(f, "tokenizer.ggml.token_type", false)) {
+    if (ty->elem_type != ValueType::I32)
+      fail("{}: metadata 'tokenizer.ggml.token_type' must be an array of i32, holds {}",
+           f.path(), value_type_name(ty->elem_type));
+    if (ty->items.size() != n)
+      fail("{}: metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", f.path(),
+           ty->items.size(), n);
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v = ty->items[i].i;
+      if (v < kUndefined || v > kByte)
+        fail("{}: metadata 'tokenizer.ggml.token_type' has type {} at id {}", f.path(), v, i);
+      types[i] = static_cast<int32_t>(v);
+    }
+  }
+  return types;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
@@ -77,34 +112,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
     fail("{}: metadata 'tokenizer.ggml.tokens' has {} entries", f.path(), n);
   for (const auto& it : tokens->items) t.pieces_.push_back(it.s);
 
-  // Scores and types are optional in llama.cpp (0 and NORMAL by default), but
-  // when present they must cover exactly the tokens.
-  t.scores_.assign(n, 0.0f);
-  if (const Value* s = get_array(f, "tokenizer.ggml.scores", false)) {
-    if (s->elem_type != ValueType::F32 && s->elem_type != ValueType::I32)
-      fail("{}: metadata 'tokenizer.ggml.scores' must be an array of f32, holds {}", f.path(),
-           value_type_name(s->elem_type));
-    if (s->items.size() != n)
-      fail("{}: metadata 'tokenizer.ggml.scores' has {} entries for {} tokens", f.path(),
-           s->items.size(), n);
-    for (size_t i = 0; i < n; ++i)
-      t.scores_[i] = static_cast<float>(s->items[i].as_double());
-  }
-  t.types_.assign(n, kNormal);
-  if (const Value* ty = get_array(f, "tokenizer.ggml.token_type", false)) {
-    if (ty->elem_type != ValueType::I32)
-      fail("{}: metadata 'tokenizer.ggml.token_type' must be an array of i32, holds {}",
-           f.path(), value_type_name(ty->elem_type));
-    if (ty->items.size() != n)
-      fail("{}: metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", f.path(),
-           ty->items.size(), n);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t v = ty->items[i].i;
-      if (v < kUndefined || v > kByte)
-        fail("{}: metadata 'tokenizer.ggml.token_type' has type {} at id {}", f.path(), v, i);
-      t.types_[i] = static_cast<int32_t>(v);
-    }
-  }
+  t.scores_ = read_scores(f, n);
+  t.types_ = read_token_types(f, n);
 
   // get_uint rejects negative and non-integer values, naming file and key.
   // llama.cpp only warns about an id outside the vocabulary; we refuse it.

@@ -194,6 +194,8 @@ std::vector<Key> model_keys() {
   return k;
 }
 
+// Every config key but the model section's (model_keys() derives those from
+// model::llama_fields): one row each, so the function is as long as the list.
 const std::vector<Key>& keys() {
   using D = DataSection;
   using T = TrainSection;
