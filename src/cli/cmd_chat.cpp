@@ -1,22 +1,20 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <atomic>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 
 #include "chat/chat_session.h"
 #include "cli/commands.h"
-#include "cli/lora_options.h"
+#include "cli/inference_model.h"
 #include "cli/sampling_options.h"
-#include "cli/threads_option.h"
-#include "data/tokenizer.h"
-#include "gguf/reader.h"
-#include "infer/decoder.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
@@ -24,12 +22,12 @@ namespace ggtrain::cli {
 namespace {
 
 struct ChatOptions {
-  std::string model, system, prompt_file, chat_template;
-  int64_t n = 256, ctx = 0, threads = 0;
+  InferenceOptions model;
+  std::string system, prompt_file, chat_template;
+  int64_t n = 256;
   infer::SamplerConfig sampler;
   uint64_t seed = 42;
   bool json = false;
-  LoraOptions lora;
 };
 
 // Ctrl-C while a reply streams ends that reply; at the prompt it drops the
@@ -70,21 +68,46 @@ int answer_file(const ChatOptions& o, chat::ChatSession& s) {
   return 0;
 }
 
+enum class LineRead { kLine, kInterrupted, kEnd };
+
+// One line of standard input (without its newline). Polls, so that a
+// Ctrl-C at any moment, also just before the read begins, ends the wait
+// (kInterrupted); kEnd at the end of input (Ctrl-D at an empty line).
+LineRead read_line(std::string* line) {
+  line->clear();
+  for (;;) {
+    if (g_interrupted) return LineRead::kInterrupted;
+    pollfd p{0, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready <= 0) continue;  // a timeout, or EINTR: the flag is looked at again
+    char c;
+    const ssize_t n = ::read(0, &c, 1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return LineRead::kEnd;
+    }
+    if (n == 0) return line->empty() ? LineRead::kEnd : LineRead::kLine;
+    if (c == '\n') return LineRead::kLine;
+    *line += c;
+  }
+}
+
 int converse(const ChatOptions& o, chat::ChatSession& s) {
   const bool tty = ::isatty(0) == 1;
   install_sigint();
   if (tty) fmt::print(stderr, "chat: Enter sends, Ctrl-C ends a reply, Ctrl-D quits\n");
   for (;;) {
+    g_interrupted = false;  // before the prompt: a Ctrl-C after it is seen
     if (tty) fmt::print("> ");
     std::fflush(stdout);
     std::string line;
-    g_interrupted = false;
-    if (!std::getline(std::cin, line)) {
-      if (!g_interrupted) break;  // Ctrl-D (end of input)
-      std::cin.clear();           // Ctrl-C at the prompt: the line is dropped, a fresh prompt
+    const LineRead read = read_line(&line);
+    if (read == LineRead::kEnd) break;
+    if (read == LineRead::kInterrupted) {  // Ctrl-C at the prompt: the line is dropped, a fresh prompt
       fmt::print("\n");
       continue;
     }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     const chat::Reply r = s.reply(line, o.n, o.sampler, o.seed, [](const std::string& piece) {
       fmt::print("{}", piece);
@@ -105,29 +128,22 @@ int converse(const ChatOptions& o, chat::ChatSession& s) {
 Runner add_chat_command(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal, with the model's chat template");
-  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  add_inference_options(cmd, o->model);
   cmd->add_option("--system-prompt", o->system, "System message (also -sys, as llama.cpp spells it)");
   cmd->add_option("-n,--n-predict", o->n, "Most tokens per reply (default 256)");
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)");
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama3, llama2, mistral, gemma, phi3 or zephyr (default: the model's)");
   cmd->add_flag("--json", o->json, "With --prompt-file: one JSON line per reply (prompt, prompt_ids, reply, ids, stopped)");
   add_sampling_options(cmd, o->sampler, o->seed);
-  add_lora_options(cmd, o->lora);
-  add_threads_option(cmd, o->threads);
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    apply_threads_option(o->threads);
-    gguf::GgufFile f(o->model);
-    infer::Decoder dec(f, o->ctx);
-    apply_lora_options(o->lora, dec);
-    dec.warmup();
-    const auto tok = data::Tokenizer::from_gguf(f);
+    InferenceModel m(o->model);
+    m.decoder.warmup();
     std::string warning;
-    const chat::Template t = chat::template_for_model(tok, o->chat_template, &warning);
+    const chat::Template t = chat::template_for_model(m.tokenizer, o->chat_template, &warning);
     if (!warning.empty()) fmt::print(stderr, "warning: {}\n", warning);
-    chat::ChatSession s(dec, tok, t, o->system);
+    chat::ChatSession s(m.decoder, m.tokenizer, t, o->system);
     return o->prompt_file.empty() ? converse(*o, s) : answer_file(*o, s);
   };
 }

@@ -9,8 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/lora_options.h"
-#include "cli/threads_option.h"
+#include "cli/inference_model.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
@@ -41,12 +40,11 @@ int eval_tokens(infer::Decoder& dec, const std::string& csv, const std::string& 
   return 0;
 }
 
-int eval_text(const gguf::GgufFile& f, infer::Decoder& dec, const std::string& path, int64_t ctx) {
+int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path, int64_t ctx) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto tok = data::Tokenizer::from_gguf(f);
   // As llama.cpp: BOS first and at each chunk start only when the vocabulary asks for it.
   auto tokens = tok.encode(ss.str(), tok.add_bos());
   const bool tty = ::isatty(2);
@@ -63,30 +61,23 @@ int eval_text(const gguf::GgufFile& f, infer::Decoder& dec, const std::string& p
 
 Runner add_eval_command(CLI::App& app) {
   struct Opts {
-    std::string model, tokens, text, dump_logits;
-    int64_t ctx = 0, threads = 0;
-    LoraOptions lora;
+    InferenceOptions model;
+    std::string tokens, text, dump_logits;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("eval", "Logits of given tokens, or perplexity of a text, with a GGUF model");
-  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  add_inference_options(cmd, o->model);  // -c: the chunk length of --text
   auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated token ids (evaluated as given)");
   auto* text = cmd->add_option("--text", o->text, "Text file: perplexity as llama.cpp's perplexity tool");
   tokens->excludes(text);
-  cmd->add_option("-c,--ctx", o->ctx, "Context for --text (default: the model's)");
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
-  add_lora_options(cmd, o->lora);
-  add_threads_option(cmd, o->threads);
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    apply_threads_option(o->threads);
     if (o->tokens.empty() == o->text.empty()) fail("eval: give exactly one of --tokens and --text");
-    gguf::GgufFile f(o->model);
-    infer::Decoder dec(f, o->ctx);
-    apply_lora_options(o->lora, dec);
-    if (!o->tokens.empty()) return eval_tokens(dec, o->tokens, o->dump_logits);
-    dec.warmup();  // perplexity reports tokens/s
-    return eval_text(f, dec, o->text, dec.n_ctx());
+    InferenceModel m(o->model);
+    if (!o->tokens.empty()) return eval_tokens(m.decoder, o->tokens, o->dump_logits);
+    m.decoder.warmup();  // perplexity reports tokens/s
+    return eval_text(m.tokenizer, m.decoder, o->text, m.decoder.n_ctx());
   };
 }
 

@@ -4,9 +4,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/lora_options.h"
+#include "cli/inference_model.h"
 #include "cli/sampling_options.h"
-#include "cli/threads_option.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
@@ -19,33 +18,28 @@ namespace ggtrain::cli {
 
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
-    std::string model, prompt, tokens;
-    int64_t n = 64, ctx = 0, threads = 0;
+    InferenceOptions model;
+    std::string prompt, tokens;
+    int64_t n = 64;
     infer::SamplerConfig sampler;
     uint64_t seed = 42;
     bool print_ids = false, ignore_eos = false;
-    LoraOptions lora;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a llama GGUF (KV cache, streamed)");
-  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  add_inference_options(cmd, o->model);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added as the model asks)");
   cmd->add_option("--tokens", o->tokens, "Prompt as comma-separated token ids instead of text");
   cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (default 64)");
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context length (default: the model's)");
   add_sampling_options(cmd, o->sampler, o->seed);
-  add_lora_options(cmd, o->lora);
-  add_threads_option(cmd, o->threads);
   cmd->add_flag("--print-ids", o->print_ids, "End with one line of the generated ids, comma-separated");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Go on after the end-of-text token (speed measurements)");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    apply_threads_option(o->threads);
-    gguf::GgufFile f(o->model);
-    infer::Decoder dec(f, o->ctx);
-    apply_lora_options(o->lora, dec);
+    InferenceModel m(o->model);
+    infer::Decoder& dec = m.decoder;
+    const data::Tokenizer& tok = m.tokenizer;
     dec.warmup();
-    auto tok = data::Tokenizer::from_gguf(f);
     std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, tok.add_bos()) : parse_token_list(o->tokens);
     if (o->tokens.empty()) fmt::print("{}", o->prompt);
     std::fflush(stdout);

@@ -1,0 +1,30 @@
+#include "cli/inference_model.h"
+
+#include "cli/threads_option.h"
+
+namespace ggtrain::cli {
+
+namespace {
+
+// The model's path, after the thread count is set (the decoder plans its
+// per-thread scratch when it is built).
+const std::string& path_with_threads_set(const InferenceOptions& o) {
+  apply_threads_option(o.threads);
+  return o.model;
+}
+
+}  // namespace
+
+void add_inference_options(CLI::App* cmd, InferenceOptions& o) {
+  cmd->add_option("-m,--model", o.model, "GGUF model")->required();
+  cmd->add_option("-c,--ctx-size", o.ctx, "Context length (default: the model's)");
+  add_lora_options(cmd, o.lora);
+  add_threads_option(cmd, o.threads);
+}
+
+InferenceModel::InferenceModel(const InferenceOptions& o)
+    : file(path_with_threads_set(o)), decoder(file, o.ctx), tokenizer(data::Tokenizer::from_gguf(file)) {
+  apply_lora_options(o.lora, decoder);
+}
+
+}  // namespace ggtrain::cli

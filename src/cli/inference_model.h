@@ -1,0 +1,34 @@
+#pragma once
+// What the commands that run a model share (generate, chat, eval): the
+// flags llama.cpp gives them (-m, -c, --lora, --lora-scale, -t) and the
+// model they load from those.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "cli/lora_options.h"
+#include "data/tokenizer.h"
+#include "gguf/reader.h"
+#include "infer/decoder.h"
+
+namespace ggtrain::cli {
+
+struct InferenceOptions {
+  std::string model;
+  int64_t ctx = 0, threads = 0;  // 0: the model's context; OpenMP's thread count
+  LoraOptions lora;
+};
+
+void add_inference_options(CLI::App* cmd, InferenceOptions& o);
+
+// The GGUF mapped, its decoder (the threads set first, the adapter
+// applied; not warmed up) and its vocabulary.
+struct InferenceModel {
+  explicit InferenceModel(const InferenceOptions& o);
+  gguf::GgufFile file;  // first: the decoder reads its weights from the map
+  infer::Decoder decoder;
+  data::Tokenizer tokenizer;
+};
+
+}  // namespace ggtrain::cli
