@@ -188,6 +188,27 @@ void LlamaModel<T>::lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, c
   charge_time_to(OpProfile::kLora);
 }
 
+// One projection of block l: out = in W^T through whichever linear op the
+// matrix has (fp32, bf16, Q8_0 bands), then its LoRA branch when it is a
+// target. The block passes call only these two.
+template <typename T>
+void LlamaModel<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, int64_t n_in, int64_t n_out,
+                            OpProfile::Op op) {
+  linear_fwd(out, in, block_weight(l, t), batch_ * seq_len_, n_in, n_out);
+  charge_time_to(op);
+  lora_fwd(l, t, out, in.fp32, n_in, n_out);
+}
+
+// Its backward: din (= or +=, per accumulate) and dw from dout (dout_fp32:
+// the same gradient in float, which the LoRA branch reads).
+template <typename T>
+void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, T* dw, const GemmIn<T>& dout, const T* dout_fp32,
+                                const GemmIn<T>& in, int64_t n_in, int64_t n_out, bool accumulate, OpProfile::Op op) {
+  linear_bwd(din, dw, dout, in, block_weight(l, t), batch_ * seq_len_, n_in, n_out, accumulate);
+  charge_time_to(op);
+  lora_bwd(l, t, din, dout_fp32, in.fp32, n_in, n_out);
+}
+
 // x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
 // and the feed-forward half's norm of x_mid with it (one pass). With x_mid
 // null (recomputation for backward) it stops after attention.
@@ -199,13 +220,9 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   auto& a = layer_acts_[size_t(l)];
   with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   charge_time_to(OpProfile::kNorm);
-  linear_fwd(a.q, a.h_attn, block_weight(l, kAttnQ), BT, C, QD);
-  linear_fwd(a.k, a.h_attn, block_weight(l, kAttnK), BT, C, KD);
-  linear_fwd(a.v, a.h_attn, block_weight(l, kAttnV), BT, C, KD);
-  charge_time_to(OpProfile::kQkv);
-  lora_fwd(l, kAttnQ, a.q, a.h_attn.fp32, C, QD);
-  lora_fwd(l, kAttnK, a.k, a.h_attn.fp32, C, KD);
-  lora_fwd(l, kAttnV, a.v, a.h_attn.fp32, C, KD);
+  project(l, kAttnQ, a.q, a.h_attn, C, QD, OpProfile::kQkv);
+  project(l, kAttnK, a.k, a.h_attn, C, KD, OpProfile::kQkv);
+  project(l, kAttnV, a.v, a.h_attn, C, KD, OpProfile::kQkv);
   rope_forward(a.q, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd);
   rope_forward(a.k, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd);
   charge_time_to(OpProfile::kRope);
@@ -218,9 +235,7 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   });
   charge_time_to(OpProfile::kAttention);
   if (!x_mid) return;
-  linear_fwd(x_mid, a.attn_out, block_weight(l, kAttnOutput), BT, QD, C);
-  charge_time_to(OpProfile::kAttnOutput);
-  lora_fwd(l, kAttnOutput, x_mid, a.attn_out.fp32, QD, C);
+  project(l, kAttnOutput, x_mid, a.attn_out, QD, C, OpProfile::kAttnOutput);
   with_pointer(a.h_ffn, [&](auto* h) {
     residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
   });
@@ -234,17 +249,12 @@ template <typename T>
 void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
-  linear_fwd(a.gate, a.h_ffn, block_weight(l, kFfnGate), BT, C, F);
-  linear_fwd(a.up, a.h_ffn, block_weight(l, kFfnUp), BT, C, F);
-  charge_time_to(OpProfile::kGateUp);
-  lora_fwd(l, kFfnGate, a.gate, a.h_ffn.fp32, C, F);
-  lora_fwd(l, kFfnUp, a.up, a.h_ffn.fp32, C, F);
+  project(l, kFfnGate, a.gate, a.h_ffn, C, F, OpProfile::kGateUp);
+  project(l, kFfnUp, a.up, a.h_ffn, C, F, OpProfile::kGateUp);
   with_pointer(a.act, [&](auto* act) { swiglu_forward(act, a.gate, a.up, BT * F); });
   charge_time_to(OpProfile::kSwiglu);
   if (!x_out) return;
-  linear_fwd(x_out, a.act, block_weight(l, kFfnDown), BT, F, C);
-  charge_time_to(OpProfile::kDown);
-  lora_fwd(l, kFfnDown, x_out, a.act.fp32, F, C);
+  project(l, kFfnDown, x_out, a.act, F, C, OpProfile::kDown);
   residual_forward(x_out, x_out, x_mid, BT * C);
   charge_time_to(OpProfile::kResidual);
 }
@@ -358,21 +368,15 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_out) and becomes dL/d(x_mid)
-  const GemmIn<T> dy = gemm_in(d_res, d_res_h_, BT * C);
-  linear_bwd(d_act_, g.w_down, dy, a.act, block_weight(l, kFfnDown), BT, F, C, false);
-  charge_time_to(OpProfile::kDown);
-  lora_bwd(l, kFfnDown, d_act_, d_res, a.act.fp32, F, C);
+  project_bwd(l, kFfnDown, d_act_, g.w_down, gemm_in(d_res, d_res_h_, BT * C), d_res, a.act, F, C, false,
+              OpProfile::kDown);
   if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
     swiglu_backward(d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
   else
     swiglu_backward(d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
-  linear_bwd(d_normed_, g.w_gate, d_gate_, a.h_ffn, block_weight(l, kFfnGate), BT, C, F, false);
-  charge_time_to(OpProfile::kGateUp);
-  lora_bwd(l, kFfnGate, d_normed_, d_gate_.fp32, a.h_ffn.fp32, C, F);
-  linear_bwd(d_normed_, g.w_up, d_up_, a.h_ffn, block_weight(l, kFfnUp), BT, C, F, true);
-  charge_time_to(OpProfile::kGateUp);
-  lora_bwd(l, kFfnUp, d_normed_, d_up_.fp32, a.h_ffn.fp32, C, F);
+  project_bwd(l, kFfnGate, d_normed_, g.w_gate, d_gate_, d_gate_.fp32, a.h_ffn, C, F, false, OpProfile::kGateUp);
+  project_bwd(l, kFfnUp, d_normed_, g.w_up, d_up_, d_up_.fp32, a.h_ffn, C, F, true, OpProfile::kGateUp);
   rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
   charge_time_to(OpProfile::kNorm);
 }
@@ -385,10 +389,8 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
   // d_res is dL/d(x_mid) and becomes dL/d(x_in)
-  linear_bwd(d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), a.attn_out, block_weight(l, kAttnOutput), BT,
-             QD, C, false);
-  charge_time_to(OpProfile::kAttnOutput);
-  lora_bwd(l, kAttnOutput, d_attn_out_, d_res, a.attn_out.fp32, QD, C);
+  project_bwd(l, kAttnOutput, d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), d_res, a.attn_out, QD, C, false,
+              OpProfile::kAttnOutput);
   with_pointer(a.attn_out, [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
@@ -403,15 +405,9 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const GemmIn<T> dq = gemm_in(d_q_, d_q_h_, BT * QD), dk = gemm_in(d_k_, d_k_h_, BT * KD),
                   dv = gemm_in(d_v_, d_v_h_, BT * KD);
   charge_time_to(OpProfile::kRope);
-  linear_bwd(d_normed_, g.wq, dq, a.h_attn, block_weight(l, kAttnQ), BT, C, QD, false);
-  charge_time_to(OpProfile::kQkv);
-  lora_bwd(l, kAttnQ, d_normed_, d_q_, a.h_attn.fp32, C, QD);
-  linear_bwd(d_normed_, g.wk, dk, a.h_attn, block_weight(l, kAttnK), BT, C, KD, true);
-  charge_time_to(OpProfile::kQkv);
-  lora_bwd(l, kAttnK, d_normed_, d_k_, a.h_attn.fp32, C, KD);
-  linear_bwd(d_normed_, g.wv, dv, a.h_attn, block_weight(l, kAttnV), BT, C, KD, true);
-  charge_time_to(OpProfile::kQkv);
-  lora_bwd(l, kAttnV, d_normed_, d_v_, a.h_attn.fp32, C, KD);
+  project_bwd(l, kAttnQ, d_normed_, g.wq, dq, d_q_, a.h_attn, C, QD, false, OpProfile::kQkv);
+  project_bwd(l, kAttnK, d_normed_, g.wk, dk, d_k_, a.h_attn, C, KD, true, OpProfile::kQkv);
+  project_bwd(l, kAttnV, d_normed_, g.wv, dv, d_v_, a.h_attn, C, KD, true, OpProfile::kQkv);
   rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
   charge_time_to(OpProfile::kNorm);
 }

@@ -181,6 +181,10 @@ class LlamaModel {
   T head_loss(bool prepare_backward);
   void check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const;
   void check_threads() const;
+  // Projection t of block l (its linear op, then its LoRA branch) and its backward.
+  void project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, int64_t n_in, int64_t n_out, OpProfile::Op op);
+  void project_bwd(int64_t l, BlockMatrix t, T* din, T* dw, const GemmIn<T>& dout, const T* dout_fp32,
+                   const GemmIn<T>& in, int64_t n_in, int64_t n_out, bool accumulate, OpProfile::Op op);
   // The LoRA branch of target t in layer l (nothing when it is not a target):
   // out += s (inp A^T) B^T, and its backward (dinp accumulated).
   void lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out);
