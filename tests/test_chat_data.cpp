@@ -42,7 +42,6 @@ ChatDataOptions options(const std::string& file, int64_t seq_len) {
   o.corpus = {file};
   o.seq_len = seq_len;
   o.val_fraction = 0;
-  o.quiet = true;
   return o;
 }
 

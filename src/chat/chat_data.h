@@ -37,7 +37,6 @@ struct ChatDataOptions {
   bool skip_bad = false;  // bad records skipped and counted, instead of failing
   double val_fraction = 0.01;
   uint64_t seed = 1337;
-  bool quiet = false;
 };
 
 struct ChatDataStats {

@@ -2,17 +2,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 
+#include "chat/template.h"
 #include "util/error.h"
 
 namespace ggtrain::chat {
 
 namespace {
-
-bool is_blank(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; });
-}
 
 const nlohmann::json* member(const nlohmann::json& o, const char* name) {
   auto it = o.find(name);
@@ -75,7 +71,7 @@ Conversation conversation_of(const nlohmann::json& record, RecordFormat f, std::
       std::string user = string_member(record, "instruction", where);
       if (member(record, "input")) {
         const std::string input = string_member(record, "input", where);
-        if (!is_blank(input)) user += "\n\n" + input;
+        if (!trim(input).empty()) user += "\n\n" + input;
       }
       c = {{"user", user}, {"assistant", string_member(record, "output", where)}};
       break;
@@ -103,7 +99,7 @@ void check_conversation(const Conversation& c, bool for_training, std::string_vi
         fail("{}: message {} is a{} {} turn where a{} {} turn belongs (turns alternate from user)", where, i,
              role == "assistant" ? "n" : "", role, expected[0] == 'a' ? "n" : "", expected);
     }
-    if (is_blank(c[i].content)) fail("{}: message {} ({}) has empty content", where, i, role);
+    if (trim(c[i].content).empty()) fail("{}: message {} ({}) has empty content", where, i, role);
   }
   const std::string& last = c.back().role;
   if (for_training && last != "assistant")

@@ -15,6 +15,7 @@ BatchLoader::BatchLoader(const TokenStream& tokens, int64_t seq_len, uint64_t se
   if (labels.flags && (labels.flags->size() != tokens.size() || labels.flags->vocab() > 4))
     fail("{}: {} flags for {} tokens (or flags beyond 3): not the flags of these tokens", labels.flags->describe(),
          labels.flags->size(), tokens.size());
+  if (labels.flags) flags_.resize(size_t(seq_len + 1));
   shuffle_for_epoch();
 }
 
@@ -35,17 +36,15 @@ void BatchLoader::window(int64_t w, int32_t* inputs, int32_t* targets, int32_t* 
 }
 
 void BatchLoader::apply_labels(int64_t w, const int32_t* inputs, int32_t* targets, int32_t* doc_start) const {
-  std::vector<int32_t> flags;
   if (labels_.flags) {
-    flags.resize(size_t(T_ + 1));
-    labels_.flags->read(w * T_, T_ + 1, flags.data());
+    labels_.flags->read(w * T_, T_ + 1, flags_.data());
     for (int64_t t = 0; t < T_; ++t)
-      if (!(flags[size_t(t + 1)] & kFlagTrained)) targets[t] = kernels::kNoTarget;
+      if (!(flags_[size_t(t + 1)] & kFlagTrained)) targets[t] = kernels::kNoTarget;
   }
   if (!doc_start) return;
   int32_t start = 0;
   for (int64_t t = 0; t < T_; ++t) {
-    const bool starts = labels_.flags ? (flags[size_t(t)] & kFlagExampleStart) != 0
+    const bool starts = labels_.flags ? (flags_[size_t(t)] & kFlagExampleStart) != 0
                                       : labels_.document_token >= 0 && inputs[t] == labels_.document_token;
     if (starts) start = int32_t(t);
     doc_start[t] = start;

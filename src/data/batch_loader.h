@@ -45,6 +45,7 @@ class BatchLoader {
  private:
   void shuffle_for_epoch();
   void apply_labels(int64_t w, const int32_t* inputs, int32_t* targets, int32_t* doc_start) const;
+  mutable std::vector<int32_t> flags_;  // a window's flags (T + 1), read anew for each window
   const TokenStream& tokens_;
   WindowLabels labels_;
   int64_t T_, n_windows_;

@@ -139,7 +139,6 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const dat
   o.skip_bad = c.data.on_bad_document == "skip";
   o.val_fraction = c.data.val_fraction;
   o.seed = c.train.seed;
-  o.quiet = quiet;
   const chat::ChatData d = chat::prepare_chat_data(o, tok, dir, resume);
   const chat::ChatDataStats& s = d.stats;
   if (!quiet)
