@@ -194,6 +194,9 @@ std::vector<Case> cases() {
                [](Env& e) { return e.with_config("[=model]\nd_model = 8\n"); }, {"bad.toml:1:2", "invalid TOML", "'='"}});
   c.push_back({"toml_non_ascii_key", "a non-ASCII key (fuzz finding: UB in toml++)",
                [](Env& e) { return e.with_config("[train]\nst\xc3\xa9ps = 5\n"); }, {"bad.toml:2:3", "non-ASCII"}});
+  c.push_back({"toml_non_ascii_after_quote", "a quote then non-ASCII after a value (fuzz finding: UB in toml++)",
+               [](Env& e) { return e.with_config("[model]\nrope_freq_base = 100''\xce\x88\n"); },
+               {"bad.toml:2:23", "non-ASCII"}});
   c.push_back({"config_file_missing", "`--config` names no file",
                [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
                {"nope.toml", "cannot read config file"}});

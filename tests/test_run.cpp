@@ -119,6 +119,20 @@ using test_support::failures_of;
 
 // Negative control of expect_exact_resume: a "stop" at the last step is no
 // interruption, and the check says so instead of comparing two whole runs.
+// The non-ASCII guard in front of toml++ must still let strings (paths) and
+// comments through wherever TOML puts them: after '=', in arrays, as keys.
+TEST(RunConfig, NonAsciiIsAcceptedInStringsAndComments) {
+  auto c = train::preset("tiny");
+  train::apply_toml(c,
+                    "# \xce\x88 comment\n[data]\ncorpus = [\"/d/\xce\x88.txt\", '\xc3\xa9',\n"
+                    "  \"x\"]  # \xc3\xa9\n",
+                    "ok.toml");
+  ASSERT_EQ(c.data.corpus.size(), 3u);
+  EXPECT_EQ(c.data.corpus[0], "/d/\xce\x88.txt");
+  EXPECT_EQ(c.data.corpus[1], "\xc3\xa9");
+  EXPECT_EQ(c.data.corpus[2], "x");
+}
+
 TEST(Run, ExactResumeCheckRefusesARunThatWasNotInterrupted) {
   TempDir tmp("ggtrain_resume_control");
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);

@@ -339,10 +339,15 @@ std::string node_text(const toml::node& n, const Key& key, const std::string& so
 // backslash in a multi-line string (marzer/tomlplusplus#190; found here by
 // fuzz/config.cpp, inputs in fuzz/regressions/config/). Config keys and
 // non-string values are ASCII, so non-ASCII text is let through only where
-// it can be meant: one-line strings (paths) and comments.
+// it can be meant: one-line strings (paths) and comments. A quote opens a
+// string only where TOML allows one (a key at a line start or after '.', '['
+// or '{', a value after '=', '[' or ','): toml++ reads a quote straight
+// after a value as part of that value and asks about what follows it.
 void check_non_ascii(const std::string& text, const std::string& source) {
   enum class In { Normal, Comment, Basic, Literal, MultiBasic, MultiLiteral } in = In::Normal;
   size_t line = 1, col = 1;
+  char last = '\n';  // last non-blank character seen outside strings and comments
+  auto string_may_start = [&] { return std::strchr("\n=[,{.", last) != nullptr; };
   auto at = [&](size_t i, const char* s) { return text.compare(i, std::strlen(s), s) == 0; };
   for (size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
@@ -354,27 +359,29 @@ void check_non_ascii(const std::string& text, const std::string& source) {
     switch (in) {
       case In::Normal:
         if (ch == '#') in = In::Comment;
+        else if ((ch == '"' || ch == '\'') && !string_may_start()) last = ch;
         else if (at(i, "\"\"\"")) in = In::MultiBasic, skip = 2;
         else if (at(i, "'''")) in = In::MultiLiteral, skip = 2;
         else if (ch == '"') in = In::Basic;
         else if (ch == '\'') in = In::Literal;
+        else if (ch != ' ' && ch != '\t' && ch != '\r') last = ch;
         break;
       case In::Comment:
-        if (ch == '\n') in = In::Normal;
+        if (ch == '\n') in = In::Normal, last = '\n';
         break;
       case In::Basic:
         if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
-        else if (ch == '"' || ch == '\n') in = In::Normal;
+        else if (ch == '"' || ch == '\n') in = In::Normal, last = ch;
         break;
       case In::Literal:
-        if (ch == '\'' || ch == '\n') in = In::Normal;
+        if (ch == '\'' || ch == '\n') in = In::Normal, last = ch;
         break;
       case In::MultiBasic:
         if (ch == '\\' && i + 1 < text.size() && text[i + 1] != '\n') skip = 1;
-        else if (at(i, "\"\"\"")) in = In::Normal, skip = 2;
+        else if (at(i, "\"\"\"")) in = In::Normal, skip = 2, last = '"';
         break;
       case In::MultiLiteral:
-        if (at(i, "'''")) in = In::Normal, skip = 2;
+        if (at(i, "'''")) in = In::Normal, skip = 2, last = '\'';
         break;
     }
     for (size_t k = 0; k <= skip && i + k < text.size(); ++k) {
