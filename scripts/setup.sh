@@ -20,7 +20,9 @@ PACKAGES=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev libfmt
 # for the build (without it, or with cmake -DGGTRAIN_MPI=OFF, ggtrain trains
 # in one process); the tests' two-host check also uses `ip` (iproute2).
 PACKAGES+=(libopenmpi-dev openmpi-bin iproute2)
-if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm); fi
+# The llama.cpp checks (tests/*.sh, label npm): node-llama-cpp's prebuilt
+# llama.cpp; git reads llama.h from the source bundle it ships.
+if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.

@@ -197,6 +197,18 @@ std::vector<Case> cases() {
   c.push_back({"toml_non_ascii_after_quote", "a quote then non-ASCII after a value (fuzz finding: UB in toml++)",
                [](Env& e) { return e.with_config("[model]\nrope_freq_base = 100''\xce\x88\n"); },
                {"bad.toml:2:23", "non-ASCII"}});
+  c.push_back({"export_unknown_type", "`export --type q3_k_m` (a type ggtrain does not write)",
+               [](Env& e) {
+                 return A{e.bin(), "export", e.base_run() + "/weights/step_2.gguf", e.t("out.gguf"), "--type", "q3_k_m"};
+               },
+               {"--type q3_k_m", "q4_k_m"}});
+  c.push_back({"export_requantize", "`export --type q4_k_m` of a model that is already quantized",
+               [](Env& e) {
+                 const std::string q4 = e.t("q4.gguf");
+                 run_cli({e.bin(), "export", e.base_run() + "/weights/step_2.gguf", q4, "--type", "q4_0"}, e.t("q4.out"));
+                 return A{e.bin(), "export", q4, e.t("out.gguf"), "--type", "q4_k_m"};
+               },
+               {"q4.gguf", "already Q4_0", "F32, F16 or BF16"}});
   c.push_back({"config_file_missing", "`--config` names no file",
                [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
                {"nope.toml", "cannot read config file"}});

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "gguf/convert.h"
 #include "model/export.h"
+#include "quant/recipe.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
@@ -21,11 +22,15 @@ Runner add_export_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "export", "Convert a llama GGUF to F32, F16, BF16 or Q8_0 weights, or merge a LoRA adapter into its base");
+      "export",
+      "Convert a llama GGUF to F32, F16 or BF16 weights or quantize it as llama-quantize does (q8_0, q4_k_m, ...), "
+      "or merge a LoRA adapter into its base");
   cmd->add_option("files", o->files, "IN.gguf OUT.gguf, or with --merge-lora BASE.gguf ADAPTER.gguf OUT.gguf")
       ->required()
       ->expected(2, 3);
-  cmd->add_option("--type", o->type, "f32, f16, bf16 or q8_0 (default f16; f32 with --merge-lora)");
+  cmd->add_option("--type", o->type,
+                  "f32, f16, bf16, or a llama.cpp file type: " + quant::quantized_file_type_names() +
+                      " (default f16; f32 with --merge-lora)");
   cmd->add_flag("--merge-lora", o->merge_lora, "Merge ADAPTER (a LoRA GGUF) into BASE: a standard model");
   cmd->add_option("--lora-scale", o->lora_scale, "With --merge-lora: the adapter's scale (default 1)");
   cmd->add_flag("--ollama", o->ollama, "Also write a Modelfile beside the output for `ollama create`");
@@ -35,15 +40,23 @@ Runner add_export_command(CLI::App& app) {
       fail("export: expected {} (got {} files)", o->merge_lora ? "BASE.gguf ADAPTER.gguf OUT.gguf with --merge-lora"
                                                                 : "IN.gguf OUT.gguf", o->files.size());
     const std::string type_name = o->type.empty() ? (o->merge_lora ? "f32" : "f16") : o->type;
-    auto type = gguf::type_from_name(type_name);
-    if (!type || !gguf::is_float_convertible(*type))
-      fail("export: --type {} is not one of f32, f16, bf16, q8_0", type_name);
     const std::string& out = o->files.back();
-    if (o->merge_lora)
-      model::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
-    else
-      model::export_model(o->files[0], out, *type);
-    fmt::print("wrote {} ({} weights, {} bytes)\n", out, gguf::type_name(*type), std::filesystem::file_size(out));
+    if (const auto ft = quant::quantized_file_type(type_name)) {
+      if (o->merge_lora)
+        model::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft);
+      else
+        model::export_quantized(o->files[0], out, *ft);
+    } else {
+      const auto type = gguf::type_from_name(type_name);
+      if (!type || (*type != gguf::TensorType::F32 && *type != gguf::TensorType::F16 &&
+                    *type != gguf::TensorType::BF16))
+        fail("export: --type {} is not one of f32, f16, bf16, {}", type_name, quant::quantized_file_type_names());
+      if (o->merge_lora)
+        model::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
+      else
+        model::export_model(o->files[0], out, *type);
+    }
+    fmt::print("wrote {} ({}, {} bytes)\n", out, type_name, std::filesystem::file_size(out));
     if (o->ollama) {
       const std::string mf = model::write_ollama_modelfile(out);
       fmt::print("wrote {}: ollama create NAME -f {}\n", mf, mf);

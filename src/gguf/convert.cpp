@@ -3,13 +3,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/blocks.h"
 #include "util/error.h"
 
 namespace ggtrain::gguf {
 
 bool is_float_convertible(TensorType t) {
   return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 ||
-         t == TensorType::Q8_0;
+         t == TensorType::Q8_0 || quant::has_block_codec(t);
 }
 
 size_t storage_bytes(TensorType t, size_t n) {
@@ -39,7 +40,9 @@ void encode_floats(TensorType t, const float* x, uint8_t* out, size_t n) {
       quantize_q8_0(x, out, n);
       return;
     default:
-      fail("cannot encode floats as {}", type_name(t));
+      if (!quant::has_block_codec(t)) fail("cannot encode floats as {}", type_name(t));
+      quant::quantize_blocks(t, x, out, n);
+      return;
   }
 }
 
@@ -66,7 +69,9 @@ void decode_floats(TensorType t, const uint8_t* in, float* y, size_t n) {
       dequantize_q8_0(in, y, n);
       return;
     default:
-      fail("cannot convert {} to float", type_name(t));
+      if (!quant::has_block_codec(t)) fail("cannot convert {} to float", type_name(t));
+      quant::dequantize_blocks(t, in, y, n);
+      return;
   }
 }
 

@@ -23,9 +23,10 @@ using kernels::quantize_q8_0;
 
 // Bytes needed to store n elements of type t (n a multiple of its block size).
 size_t storage_bytes(TensorType t, size_t n);
-// Convert n floats to type t (F32, F16, BF16, Q8_0).
+// Convert n floats to type t (F32, F16, BF16, Q8_0, and the block formats
+// of quant/blocks.h: Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 void encode_floats(TensorType t, const float* x, uint8_t* out, size_t n);
-// Convert n elements of type t (F32, F16, BF16, Q8_0) to floats.
+// Convert n elements of type t (any of those) to floats.
 void decode_floats(TensorType t, const uint8_t* in, float* y, size_t n);
 bool is_float_convertible(TensorType t);
 

@@ -299,7 +299,7 @@ const TensorInfo& GgufFile::tensor(const std::string& name) const {
 std::vector<float> GgufFile::to_float(const TensorInfo& t) const {
   if (!is_float_convertible(t.type))
     fail("{}: tensor '{}' has type {}, which cannot be converted to float (F32, F16, BF16, "
-         "Q8_0 can)",
+         "Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K can)",
          path(), t.name, type_name(t.type));
   std::vector<float> out(static_cast<size_t>(t.n_elements));
   // A tensor with a zero dimension has no data: nothing to convert (and

@@ -8,6 +8,7 @@
 #include "kernels/parallel.h"
 #include "kernels/q8_dot.h"
 #include "kernels/q8_linear.h"
+#include "quant/blocks.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -19,13 +20,13 @@ WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
       cols_(int64_t(t.ne[0])) {
   if (t.n_dims > 2) fail("{}: tensor '{}' has {} dimensions, expected a matrix", f.path(), t.name, t.n_dims);
   act_type_ = type_;
-  if (type_ == TensorType::F16 || type_ == TensorType::BF16) {
+  if (type_ == TensorType::F16 || type_ == TensorType::BF16 || quant::has_block_codec(type_)) {
     owned_ = f.to_float(t);
     data_ = reinterpret_cast<const uint8_t*>(owned_.data());
     type_ = TensorType::F32;
   } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {
-    fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16 and Q8_0", f.path(), t.name,
-         gguf::type_name(t.type));
+    fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K "
+         "and Q6_K", f.path(), t.name, gguf::type_name(t.type));
   }
 }
 
@@ -54,6 +55,10 @@ const float* round_activations(TensorType t, const float* x, int64_t count) {
   if (t == TensorType::F32) return x;
   thread_local std::vector<float> buf;
   buf.resize(size_t(count));
+  if (quant::has_block_codec(t)) {
+    quant::round_activations_for(t, x, buf.data(), size_t(count));
+    return buf.data();
+  }
   for (int64_t i = 0; i < count; ++i)
     buf[size_t(i)] = t == TensorType::F16 ? kernels::fp16_to_fp32(kernels::fp32_to_fp16(x[i]))
                                           : kernels::bf16_to_fp32(kernels::fp32_to_bf16(x[i]));

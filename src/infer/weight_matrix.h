@@ -1,8 +1,10 @@
 #pragma once
 // A model weight as inference reads it: F32 and Q8_0 straight from the GGUF
-// memory map (zero-copy), F16 and BF16 dequantized once at load. Like ggml,
-// the activations are first rounded to the weight's "dot type" (F16, BF16, or
-// Q8_0 blocks with an fp16 scale), so results match llama.cpp's arithmetic.
+// memory map (zero-copy); F16, BF16, Q4_0, Q5_0, Q5_1 and the K-quants
+// dequantized once at load (their own int kernels are not written yet). Like
+// ggml, the activations are first rounded to the weight's "dot type" (F16,
+// BF16, Q8_0 blocks with an fp16 scale, or Q8_K blocks of 256 with a float
+// scale for the K-quants), so results match llama.cpp's arithmetic.
 #include <cstdint>
 #include <vector>
 

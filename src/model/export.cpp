@@ -1,7 +1,5 @@
 #include "model/export.h"
 
-#include "chat/template.h"
-
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "model/lora.h"
 #include "model/params.h"
+#include "model/quantize.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -51,6 +50,25 @@ void merge_lora_model(const std::string& base_path, const std::string& adapter_p
   const gguf::GgufFile a(adapter_path);
   rewrite_model(base_path, out_path, type, [&](const LlamaConfig& c, const ParamLayout& layout, float* p) {
     merge_lora(read_lora_adapter(a, c), user_scale, layout, p);
+  });
+}
+
+void export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft) {
+  quantize_model(gguf::GgufFile(in_path), ft, out_path);
+}
+
+void merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
+                          const std::string& out_path, quant::FileType ft) {
+  const gguf::GgufFile f(base_path);
+  const LlamaConfig c = config_from_llama_gguf(f);
+  const ParamLayout layout(c);
+  std::vector<float> params(size_t(layout.total()));
+  load_llama_params(f, layout, params.data());
+  merge_lora(read_lora_adapter(gguf::GgufFile(adapter_path), c), user_scale, layout, params.data());
+  quantize_model(f, ft, out_path, [&](const gguf::TensorInfo& t) {
+    const ParamTensor* p = layout.find(t.name);
+    const float* begin = params.data() + p->offset;
+    return std::vector<float>(begin, begin + t.n_elements);
   });
 }
 

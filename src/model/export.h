@@ -1,11 +1,12 @@
 #pragma once
 // Converting a llama GGUF to other weight types (`ggtrain export`): every
 // metadata key is kept (tokenizer, names, run info), the weights are
-// rewritten as F32/F16/BF16/Q8_0 with norm weights left F32, as llama.cpp's
-// own converter does.
+// rewritten as F32/F16/BF16 with norm weights left F32, as llama.cpp's own
+// converter does, or quantized as llama.cpp's quantizer does.
 #include <string>
 
 #include "gguf/types.h"
+#include "quant/recipe.h"
 
 namespace ggtrain::model {
 
@@ -16,6 +17,12 @@ void export_model(const std::string& in_path, const std::string& out_path, gguf:
 // the base kept; weights written as `type`.
 void merge_lora_model(const std::string& base_path, const std::string& adapter_path, double user_scale,
                       const std::string& out_path, gguf::TensorType type);
+
+// The same two as a llama.cpp quantized file type (q4_k_m, q8_0, ...),
+// byte-identical to llama.cpp's llama_model_quantize output (model/quantize.h).
+void export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft);
+void merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
+                          const std::string& out_path, quant::FileType ft);
 
 // An ollama Modelfile for the model stored at `gguf_name` (relative to the
 // Modelfile): for a chat template ggtrain renders (the model's

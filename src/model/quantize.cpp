@@ -1,0 +1,62 @@
+#include "model/quantize.h"
+
+#include <algorithm>
+#include <deque>
+
+#include "gguf/writer.h"
+#include "model/config.h"
+#include "util/error.h"
+
+namespace ggtrain::model {
+
+namespace {
+
+bool is_float_type(gguf::TensorType t) {
+  return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
+}
+
+// Keys llama_model_quantize sets itself (appended last) or drops.
+bool replaced_key(const std::string& k) {
+  return k == "general.quantization_version" || k == "general.file_type" || k.rfind("split.", 0) == 0;
+}
+
+}  // namespace
+
+void quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
+                    const FloatSource& floats) {
+  const LlamaConfig c = config_from_llama_gguf(in);
+  std::vector<const gguf::TensorInfo*> order;
+  std::vector<quant::TensorShape> shapes;
+  for (const auto& t : in.tensors()) {
+    order.push_back(&t);
+    shapes.push_back({t.name, t.shape()});
+  }
+  std::sort(order.begin(), order.end(),
+            [](const auto* a, const auto* b) { return quant::llama_cpp_tensor_before(a->name, b->name); });
+
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : in.metadata()) {
+    if (k == "general.alignment") w.set_alignment(uint32_t(in.get_uint(k)));
+    else if (!replaced_key(k)) w.set(k, v);
+  }
+  w.set("general.quantization_version", gguf::Value::u32(2));  // ggml's GGML_QNT_VERSION
+  w.set("general.file_type", gguf::Value::u32(uint32_t(ft)));
+
+  quant::TypeRecipe recipe(ft, shapes, c.n_layers);
+  std::deque<std::vector<float>> values;  // kept until write()
+  for (const auto* t : order) {
+    const auto type = recipe.next({t->name, t->shape()}, t->type);
+    if (type == t->type && !floats) {
+      w.add_tensor_raw(t->name, t->type, t->shape(), t->data);
+      continue;
+    }
+    if (!floats && !is_float_type(t->type))
+      fail("{}: tensor '{}' is already {}; quantize from an F32, F16 or BF16 model", in.path(), t->name,
+           gguf::type_name(t->type));
+    values.push_back(floats ? floats(*t) : in.to_float(*t));
+    w.add_tensor_f32(t->name, type, t->shape(), values.back().data());
+  }
+  w.write(out_path);
+}
+
+}  // namespace ggtrain::model

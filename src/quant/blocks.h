@@ -1,0 +1,44 @@
+#pragma once
+// ggml's block formats for quantized weights beyond Q8_0 (which lives in
+// kernels/number_formats): Q4_0, Q5_0, Q5_1 (32 weights a block) and the
+// K-quants Q4_K, Q5_K, Q6_K (256 weights a super-block). Each quantizer is
+// ggml's reference routine (quantize_row_*_ref, no importance matrix), step
+// for step in float, so a file quantized here is byte-identical to what
+// llama.cpp's llama_model_quantize writes. Dequantizers are ggml's too.
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace ggtrain::quant {
+
+constexpr size_t kSuperBlock = 256;  // ggml's QK_K
+
+// F32 <-> t for t in Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; n a multiple of the
+// type's block size.
+bool has_block_codec(gguf::TensorType t);
+void quantize_blocks(gguf::TensorType t, const float* x, uint8_t* out, size_t n);
+void dequantize_blocks(gguf::TensorType t, const uint8_t* in, float* y, size_t n);
+
+// What ggml's dot products see of the activations for a weight of type t
+// (its "vec dot type"): Q8_0 rounding for Q4_0/Q5_0/Q5_1 (Q8_1 rounds the
+// same way), Q8_K rounding (256-blocks, float scale) for the K-quants.
+// n a multiple of that block size; y may equal x.
+void round_activations_for(gguf::TensorType t, const float* x, float* y, size_t n);
+
+// Internal entry points, one per format (the files implementing them).
+void quantize_q4_0(const float* x, uint8_t* out, size_t n);
+void quantize_q5_0(const float* x, uint8_t* out, size_t n);
+void quantize_q5_1(const float* x, uint8_t* out, size_t n);
+void dequantize_q4_0(const uint8_t* in, float* y, size_t n);
+void dequantize_q5_0(const uint8_t* in, float* y, size_t n);
+void dequantize_q5_1(const uint8_t* in, float* y, size_t n);
+void quantize_q4_k(const float* x, uint8_t* out, size_t n);
+void quantize_q5_k(const float* x, uint8_t* out, size_t n);
+void quantize_q6_k(const float* x, uint8_t* out, size_t n);
+void dequantize_q4_k(const uint8_t* in, float* y, size_t n);
+void dequantize_q5_k(const uint8_t* in, float* y, size_t n);
+void dequantize_q6_k(const uint8_t* in, float* y, size_t n);
+void round_q8_k(const float* x, float* y, size_t n);
+
+}  // namespace ggtrain::quant

@@ -1,0 +1,232 @@
+// The K-quants: super-blocks of 256 weights. Q4_K and Q5_K: 8 sub-blocks of
+// 32 with a 6-bit scale and min each (packed in 12 bytes) under fp16 super
+// scales d and dmin; Q6_K: 16 sub-blocks of 16 with an int8 scale under an
+// fp16 d. ggml's quantize_row_q*_K_ref and dequantize_row_q*_K.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/number_formats.h"
+#include "quant/blocks.h"
+#include "quant/rounding.h"
+
+namespace ggtrain::quant {
+
+using detail::clamp_to;
+using detail::nearest_int;
+
+namespace {
+
+constexpr size_t QK = kSuperBlock;
+constexpr size_t kQ4KBytes = 144, kQ5KBytes = 176, kQ6KBytes = 210;
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = kernels::fp32_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+float get_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return kernels::fp16_to_fp32(h);
+}
+
+// Sub-block j's 6-bit scale and min from the 12 packed bytes (get_scale_min_k4).
+void scale_min(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = uint8_t((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
+// Shared by Q4_K (nmax 15) and Q5_K (nmax 31): per sub-block scale and min
+// searches, both quantized to 6 bits under the super-block's fp16 d and
+// dmin, then every weight re-quantized against the stored values. Writes
+// d, dmin and the 12 scale bytes to `head`; the quants (0..nmax) to L.
+void quantize_offset_superblock(const float* x, int nmax, float rmin, int nstep, uint8_t* head, uint8_t* L) {
+  float mins[QK / 32], scales[QK / 32], weights[32];
+  uint8_t aux[32];
+  float max_scale = 0, max_min = 0;
+  for (size_t j = 0; j < QK / 32; ++j) {
+    float sum_x2 = 0;
+    for (size_t l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (size_t l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = detail::offset_scale_search(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux, rmin,
+                                            0.1f, nstep);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  uint8_t* sc = head + 4;
+  for (size_t j = 0; j < QK / 32; ++j) {
+    uint8_t ls = uint8_t(nearest_int(inv_scale * scales[j]));
+    uint8_t lm = uint8_t(nearest_int(inv_min * mins[j]));
+    ls = ls < 63 ? ls : 63;
+    lm = lm < 63 ? lm : 63;
+    if (j < 4) {
+      sc[j] = ls;
+      sc[j + 4] = lm;
+    } else {
+      sc[j + 4] = uint8_t((ls & 0xF) | ((lm & 0xF) << 4));
+      sc[j - 4] |= uint8_t((ls >> 4) << 6);
+      sc[j] |= uint8_t((lm >> 4) << 6);
+    }
+  }
+  put_half(head, max_scale / 63.f);
+  put_half(head + 2, max_min / 63.f);
+  const float d_super = get_half(head), dmin_super = get_half(head + 2);
+  for (int j = 0; j < int(QK / 32); ++j) {
+    uint8_t s, m;
+    scale_min(j, sc, &s, &m);
+    const float d = d_super * s;
+    if (!d) continue;  // keeps the search's quants, as ggml does
+    const float dm = dmin_super * m;
+    for (size_t i = 0; i < 32; ++i) L[32 * j + i] = uint8_t(clamp_to(nearest_int((x[32 * j + i] + dm) / d), 0, nmax));
+  }
+}
+
+// Per 64 weights: the first 32 in low nibbles, the next 32 in high nibbles.
+void pack_low_nibbles(const uint8_t* L, uint8_t* qs) {
+  for (size_t j = 0; j < QK; j += 64, qs += 32)
+    for (size_t l = 0; l < 32; ++l) qs[l] = uint8_t((L[j + l] & 0xF) | ((L[j + l + 32] & 0xF) << 4));
+}
+
+// The weights of an offset super-block: d * scale * q - dmin * min per sub-block.
+template <typename QuantAt>
+void dequantize_offset_superblock(const uint8_t* head, float* y, QuantAt q) {
+  const float d = get_half(head), min = get_half(head + 2);
+  for (int j = 0; j < int(QK / 32); ++j) {
+    uint8_t s, m;
+    scale_min(j, head + 4, &s, &m);
+    const float d1 = d * s, m1 = min * m;
+    for (int l = 0; l < 32; ++l) y[32 * j + l] = d1 * float(q(32 * j + l)) - m1;
+  }
+}
+
+}  // namespace
+
+void quantize_q4_k(const float* x, uint8_t* out, size_t n) {
+  uint8_t L[QK];
+  for (size_t b = 0; b < n / QK; ++b, x += QK, out += kQ4KBytes) {
+    quantize_offset_superblock(x, 15, -1.f, 20, out, L);
+    pack_low_nibbles(L, out + 16);
+  }
+}
+
+void quantize_q5_k(const float* x, uint8_t* out, size_t n) {
+  uint8_t L[QK];
+  for (size_t b = 0; b < n / QK; ++b, x += QK, out += kQ5KBytes) {
+    quantize_offset_superblock(x, 31, -0.5f, 15, out, L);
+    uint8_t* qh = out + 16;
+    std::memset(qh, 0, QK / 8);
+    // The fifth bit of weight j + 64 k (+ 32) is bit 2k (2k + 1) of qh[j].
+    for (size_t j = 0; j < QK; ++j) {
+      if (L[j] > 15) qh[j % 32] |= uint8_t(1u << (j / 32));
+    }
+    pack_low_nibbles(L, out + 48);
+  }
+}
+
+void quantize_q6_k(const float* x, uint8_t* out, size_t n) {
+  int8_t L[QK];
+  float scales[QK / 16];
+  for (size_t b = 0; b < n / QK; ++b, x += QK, out += kQ6KBytes) {
+    uint8_t* ql = out;
+    uint8_t* qh = out + 128;
+    auto* sc = reinterpret_cast<int8_t*>(out + 192);
+    float max_scale = 0, max_abs_scale = 0;
+    for (size_t ib = 0; ib < QK / 16; ++ib) {
+      scales[ib] = detail::symmetric_scale_search(16, 32, x + 16 * ib, L + 16 * ib);
+      const float abs_scale = std::fabs(scales[ib]);
+      if (abs_scale > max_abs_scale) max_abs_scale = abs_scale, max_scale = scales[ib];
+    }
+    if (max_abs_scale < detail::kGroupMaxEps) {
+      std::memset(out, 0, kQ6KBytes);
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    put_half(out + 208, 1 / iscale);
+    for (size_t ib = 0; ib < QK / 16; ++ib) {
+      const int v = nearest_int(iscale * scales[ib]);
+      sc[ib] = int8_t(v < 127 ? v : 127);
+    }
+    const float d_super = get_half(out + 208);
+    for (size_t j = 0; j < QK / 16; ++j) {
+      const float d = d_super * sc[j];
+      if (!d) continue;
+      for (size_t i = 0; i < 16; ++i) L[16 * j + i] = int8_t(clamp_to(nearest_int(x[16 * j + i] / d), -32, 31) + 32);
+    }
+    // Per 128 weights: low nibbles of (l, l + 64) and (l + 32, l + 96) in ql,
+    // the four top bit pairs of l, l + 32, l + 64, l + 96 in qh[l].
+    for (size_t j = 0; j < QK; j += 128, ql += 64, qh += 32) {
+      for (size_t l = 0; l < 32; ++l) {
+        const auto q = [&](size_t k) { return uint8_t(L[j + l + 32 * k]); };
+        ql[l] = uint8_t((q(0) & 0xF) | ((q(2) & 0xF) << 4));
+        ql[l + 32] = uint8_t((q(1) & 0xF) | ((q(3) & 0xF) << 4));
+        qh[l] = uint8_t((q(0) >> 4) | ((q(1) >> 4) << 2) | ((q(2) >> 4) << 4) | ((q(3) >> 4) << 6));
+      }
+    }
+  }
+}
+
+void dequantize_q4_k(const uint8_t* in, float* y, size_t n) {
+  for (size_t b = 0; b < n / QK; ++b, in += kQ4KBytes, y += QK) {
+    const uint8_t* qs = in + 16;
+    dequantize_offset_superblock(in, y, [&](int i) {
+      const uint8_t byte = qs[(i / 64) * 32 + i % 32];
+      return (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+    });
+  }
+}
+
+void dequantize_q5_k(const uint8_t* in, float* y, size_t n) {
+  for (size_t b = 0; b < n / QK; ++b, in += kQ5KBytes, y += QK) {
+    const uint8_t* qh = in + 16;
+    const uint8_t* qs = in + 48;
+    dequantize_offset_superblock(in, y, [&](int i) {
+      const uint8_t byte = qs[(i / 64) * 32 + i % 32];
+      const int low = (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
+      return low + ((qh[i % 32] >> (i / 32)) & 1 ? 16 : 0);
+    });
+  }
+}
+
+void dequantize_q6_k(const uint8_t* in, float* y, size_t n) {
+  for (size_t b = 0; b < n / QK; ++b, in += kQ6KBytes, y += QK) {
+    const float d = get_half(in + 208);
+    const auto* sc = reinterpret_cast<const int8_t*>(in + 192);
+    for (size_t i = 0; i < QK; ++i) {
+      const size_t half = i / 128, k = (i % 128) / 32, l = i % 32;
+      const uint8_t low = in[64 * half + l + 32 * (k % 2)];
+      const int lo4 = k < 2 ? (low & 0xF) : (low >> 4);
+      const int hi2 = (in[128 + 32 * half + l] >> (2 * k)) & 3;
+      const int q = (lo4 | (hi2 << 4)) - 32;
+      y[i] = d * sc[i / 16] * q;
+    }
+  }
+}
+
+// Activations as ggml's K-quant dot products take them (quantize_row_q8_K_ref):
+// per 256 values, d = max / -127 (max the signed extreme) as a float, q =
+// min(127, nearest(x / d)).
+void round_q8_k(const float* x, float* y, size_t n) {
+  for (size_t b = 0; b < n / QK; ++b, x += QK, y += QK) {
+    float amax = 0, max = 0;
+    for (size_t j = 0; j < QK; ++j)
+      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+    if (!amax) {
+      for (size_t j = 0; j < QK; ++j) y[j] = 0;
+      continue;
+    }
+    const float iscale = -127.f / max, d = 1 / iscale;
+    for (size_t j = 0; j < QK; ++j) {
+      const int v = nearest_int(iscale * x[j]);
+      y[j] = d * float(v < 127 ? v : 127);
+    }
+  }
+}
+
+}  // namespace ggtrain::quant

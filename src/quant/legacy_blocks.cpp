@@ -1,0 +1,139 @@
+// Q4_0, Q5_0 and Q5_1: blocks of 32 weights with an fp16 scale (and an fp16
+// min for Q5_1); ggml's quantize_row_q*_ref and dequantize_row_q*.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/number_formats.h"
+#include "quant/blocks.h"
+
+namespace ggtrain::quant {
+
+namespace {
+
+constexpr size_t kBlock = 32;
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = kernels::fp32_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+float get_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return kernels::fp16_to_fp32(h);
+}
+
+// The value of largest magnitude (the first of them), with its sign.
+float signed_absmax(const float* x) {
+  float amax = 0, max = 0;
+  for (size_t j = 0; j < kBlock; ++j)
+    if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
+  return max;
+}
+
+// Q5 blocks keep each quant's fifth bit in a 32-bit mask (element j, j + 16).
+uint32_t fifth_bits(const uint8_t* q) {
+  uint32_t qh = 0;
+  for (size_t j = 0; j < kBlock / 2; ++j) {
+    qh |= uint32_t((q[j] & 0x10u) >> 4) << j;
+    qh |= uint32_t((q[j + kBlock / 2] & 0x10u) >> 4) << (j + kBlock / 2);
+  }
+  return qh;
+}
+
+void pack_nibbles(const uint8_t* q, uint8_t* qs) {
+  for (size_t j = 0; j < kBlock / 2; ++j) qs[j] = uint8_t((q[j] & 0x0F) | ((q[j + kBlock / 2] & 0x0F) << 4));
+}
+
+// The 5-bit quants of a Q5 block: low nibbles from qs, fifth bits from qh.
+void unpack_q5(const uint8_t* qh_bytes, const uint8_t* qs, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (size_t j = 0; j < kBlock / 2; ++j) {
+    q[j] = int((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+    q[j + kBlock / 2] = int((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+  }
+}
+
+}  // namespace
+
+// d = max / -8 (the signed extreme maps to -8); q = min(15, trunc(x/d + 8.5)).
+void quantize_q4_0(const float* x, uint8_t* out, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, x += kBlock, out += 18) {
+    const float d = signed_absmax(x) / -8;
+    const float id = d ? 1.0f / d : 0.0f;
+    put_half(out, d);
+    uint8_t q[kBlock];
+    for (size_t j = 0; j < kBlock; ++j) {
+      const int v = int8_t(x[j] * id + 8.5f);
+      q[j] = uint8_t(v < 15 ? v : 15);
+    }
+    pack_nibbles(q, out + 2);
+  }
+}
+
+void quantize_q5_0(const float* x, uint8_t* out, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, x += kBlock, out += 22) {
+    const float d = signed_absmax(x) / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    put_half(out, d);
+    uint8_t q[kBlock];
+    for (size_t j = 0; j < kBlock; ++j) {
+      const int v = int8_t(x[j] * id + 16.5f);
+      q[j] = uint8_t(v < 31 ? v : 31);
+    }
+    const uint32_t qh = fifth_bits(q);
+    std::memcpy(out + 2, &qh, 4);
+    pack_nibbles(q, out + 6);
+  }
+}
+
+// d = (max - min) / 31 and the min itself; q = trunc((x - min)/d + 0.5).
+void quantize_q5_1(const float* x, uint8_t* out, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, x += kBlock, out += 24) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (size_t j = 0; j < kBlock; ++j) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / ((1 << 5) - 1);
+    const float id = d ? 1.0f / d : 0.0f;
+    put_half(out, d);
+    put_half(out + 2, min);
+    uint8_t q[kBlock];
+    for (size_t j = 0; j < kBlock; ++j) q[j] = uint8_t((x[j] - min) * id + 0.5f);
+    const uint32_t qh = fifth_bits(q);
+    std::memcpy(out + 4, &qh, 4);
+    pack_nibbles(q, out + 8);
+  }
+}
+
+void dequantize_q4_0(const uint8_t* in, float* y, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, in += 18, y += kBlock) {
+    const float d = get_half(in);
+    for (size_t j = 0; j < kBlock / 2; ++j) {
+      y[j] = float((in[2 + j] & 0x0F) - 8) * d;
+      y[j + kBlock / 2] = float((in[2 + j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_q5_0(const uint8_t* in, float* y, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, in += 22, y += kBlock) {
+    const float d = get_half(in);
+    int q[kBlock];
+    unpack_q5(in + 2, in + 6, q);
+    for (size_t j = 0; j < kBlock; ++j) y[j] = float(q[j] - 16) * d;
+  }
+}
+
+void dequantize_q5_1(const uint8_t* in, float* y, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, in += 24, y += kBlock) {
+    const float d = get_half(in), m = get_half(in + 2);
+    int q[kBlock];
+    unpack_q5(in + 4, in + 8, q);
+    for (size_t j = 0; j < kBlock; ++j) y[j] = float(q[j]) * d + m;
+  }
+}
+
+}  // namespace ggtrain::quant
