@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Inference speed of ggtrain and llama.cpp on the same GGUF, same threads, in
 # one run: pp P (a prompt of P tokens, BOS then random ids, into an empty
-# cache) and tg N (N tokens one at a time), for the F32 model and its Q8_0
-# export, and the ratios. llama.cpp runs through its C API
+# cache) and tg N (N tokens one at a time), for the F32 model and its
+# quantized exports (TYPES, default "f32 q8_0 q4_k_m"), and the ratios. llama.cpp runs through its C API
 # (bench/llamacpp_anchor.cpp, llama-bench's definitions), built here against
 # the shared libraries of the npm package @node-llama-cpp/linux-x64 (installed
 # by scripts/test.sh) and the llama.h of the same release (node-llama-cpp's
@@ -36,11 +36,12 @@ fi
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), flags: $(grep -o -w 'avx512f\|avx512_vnni\|avx_vnni\|amx_int8\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "llama.cpp: $(sed -n 's/.*"tag": "\(.*\)".*/\1/p' "$NLC/node-llama-cpp/llama/llama.cpp.info.json") (node-llama-cpp's release)"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-"$GG" export "$MODEL" "$tmp/q8_0.gguf" --type q8_0 >/dev/null
 cp "$MODEL" "$tmp/f32.gguf"
+TYPES=${TYPES:-f32 q8_0 q4_k_m}
+for t in $TYPES; do [[ $t == f32 ]] || "$GG" export "$MODEL" "$tmp/$t.gguf" --type "$t" >/dev/null; done
 vocab=$("$GG" inspect "$MODEL" --json | sed -n 's/.*"llama.vocab_size": *\([0-9]*\).*/\1/p' | head -1)
 ids=$(awk -v p="$P" -v v="${vocab:-4096}" 'BEGIN { srand(1); s = "1"; for (i = 1; i < p; i++) s = s "," int(rand() * v); print s }')
-for t in f32 q8_0; do
+for t in $TYPES; do
   "$ANCHOR" "$tmp/$t.gguf" "$LIB" -p "$P" -n "$N" -t "$THREADS" -r 5 | sed "s/^/$t /"
   pp=0 tg=0
   for r in 1 2 3; do

@@ -209,6 +209,21 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", q4, e.t("out.gguf"), "--type", "q4_k_m"};
                },
                {"q4.gguf", "already Q4_0", "F32, F16 or BF16"}});
+  c.push_back({"export_quantize_nan", "`export --type q4_0` of a model with a NaN weight",
+               [](Env& e) {
+                 gguf::GgufFile f(e.base_run() + "/weights/step_2.gguf");
+                 gguf::GgufWriter w;
+                 for (const auto& [k, v] : f.metadata()) w.set(k, v);
+                 std::vector<std::vector<float>> keep;
+                 for (const auto& ti : f.tensors()) {
+                   keep.push_back(f.to_float(ti));
+                   if (ti.name == "blk.1.ffn_up.weight") keep.back()[7] = std::nanf("");
+                   w.add_tensor_f32(ti.name, ti.type, ti.shape(), keep.back().data());
+                 }
+                 w.write(e.t("nan.gguf"));
+                 return A{e.bin(), "export", e.t("nan.gguf"), e.t("out.gguf"), "--type", "q4_0"};
+               },
+               {"nan.gguf", "blk.1.ffn_up.weight", "non-finite", "element 7"}});
   c.push_back({"config_file_missing", "`--config` names no file",
                [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
                {"nope.toml", "cannot read config file"}});

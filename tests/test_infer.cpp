@@ -261,9 +261,13 @@ TEST(Sampler, TemperatureOneDrawsFromTheSoftmax) {
 // rows times the activations rounded to its dot type (Q8_0 for the 32-block
 // types, Q8_K for the K-quants), computed here in double from the decoded
 // blocks: what ggml's integer dot products compute, up to float summation.
-TEST(Decoder, QuantizedMatricesMultiplyAsGgmlDoes) {
+// A batch of 3 takes the decode kernels, one of 9 the prompt path.
+class QuantizedMatrix : public ::testing::TestWithParam<int64_t> {};
+INSTANTIATE_TEST_SUITE_P(Decoder, QuantizedMatrix, ::testing::Values(3, 9));
+TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
   TempDir tmp;
-  constexpr int64_t kRows = 5, kCols = 512, kBatch = 3;
+  constexpr int64_t kRows = 5, kCols = 512;
+  const int64_t kBatch = GetParam();
   std::vector<float> w(size_t(kRows * kCols)), x(size_t(kBatch * kCols));
   for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37 * double(i)) * 0.05f;
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11 * double(i)) * 2.0f;

@@ -9,6 +9,7 @@
 #include "kernels/q8_dot.h"
 #include "kernels/q8_linear.h"
 #include "quant/blocks.h"
+#include "quant/k_rows.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -20,7 +21,16 @@ WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
       cols_(int64_t(t.ne[0])) {
   if (t.n_dims > 2) fail("{}: tensor '{}' has {} dimensions, expected a matrix", f.path(), t.name, t.n_dims);
   act_type_ = type_;
-  if (type_ == TensorType::F16 || type_ == TensorType::BF16 || quant::has_block_codec(type_)) {
+  if ((type_ == TensorType::Q4_0 || type_ == TensorType::Q5_0) && cols_ % 32 == 0) {
+    owned_bytes_.resize(size_t(rows_ * kernels::q8_0_row_bytes(cols_)));
+    (type_ == TensorType::Q4_0 ? quant::q4_0_to_q8_0 : quant::q5_0_to_q8_0)(t.data, owned_bytes_.data(),
+                                                                           size_t(rows_ * cols_));
+    data_ = owned_bytes_.data();
+    type_ = act_type_ = TensorType::Q8_0;
+  } else if (type_ == TensorType::Q4_K || type_ == TensorType::Q5_K || type_ == TensorType::Q6_K) {
+    krows_ = std::make_unique<quant::KRows>(quant::KRows::unpack(type_, t.data, rows_, cols_));
+    data_ = nullptr;
+  } else if (type_ == TensorType::F16 || type_ == TensorType::BF16 || quant::has_block_codec(type_)) {
     owned_ = f.to_float(t);
     data_ = reinterpret_cast<const uint8_t*>(owned_.data());
     type_ = TensorType::F32;
@@ -87,7 +97,31 @@ void WeightMatrix::matmul(const float* x_in, float* y, int64_t n) const {
   if (!loras_.empty()) apply_loras(x_in, y, n);
 }
 
+void WeightMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const {
+  if (n >= kGemmRows) {
+    // A prompt: bands of dequantized rows and a float GEMM on the activations
+    // rounded to Q8_K, as for Q8_0 below.
+    thread_local std::vector<float> xr, band;
+    xr.resize(size_t(n * cols_));
+    quant::round_activations_for(type_, x_in, xr.data(), size_t(n * cols_));
+    const int64_t band_rows = std::max<int64_t>(1, (int64_t(1) << 18) / cols_);
+    band.resize(size_t(std::min(band_rows, rows_) * cols_));
+    for (int64_t r0 = 0; r0 < rows_; r0 += band_rows) {
+      const int64_t m = std::min(band_rows, rows_ - r0);
+      krows_->dequantize(r0, r0 + m, band.data());
+      kernels::gemm(false, true, n, m, cols_, 1.0f, xr.data(), cols_, band.data(), cols_, 0.0f, y + r0, rows_);
+    }
+    return;
+  }
+  thread_local quant::Q8KActivations xq;
+  for (int64_t i = 0; i < n; ++i) {
+    xq.quantize(x_in + i * cols_, cols_, krows_->group);
+    quant::k_rows_matvec(*krows_, xq, y + i * rows_);
+  }
+}
+
 void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
+  if (krows_) return k_quant_matmul(x_in, y, n);
   if (type_ == TensorType::F32) {
     const float* x = round_activations(act_type_, x_in, n * cols_);
     const float* w = reinterpret_cast<const float*>(data_);
@@ -102,7 +136,6 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
   const int64_t row_bytes = kernels::q8_0_row_bytes(cols_);
   thread_local std::vector<uint8_t> xq;
   xq.resize(size_t(n * row_bytes));
-  kernels::quantize_q8_0(x_in, xq.data(), size_t(n * cols_));
   const uint8_t* xqp = xq.data();
   if (n >= kGemmRows) {
     // A batch (a prompt): bands of W dequantized into a scratch and one float
@@ -110,18 +143,20 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
     // block this is d_w d_x sum(q_w q_x), as below, up to float rounding.
     thread_local std::vector<float> xr, band;
     xr.resize(size_t(n * cols_));
-    kernels::dequantize_q8_0(xqp, xr.data(), size_t(n * cols_));
+    kernels::round_q8_0_activations(x_in, xr.data(), size_t(n * cols_));
     const int64_t band_rows = std::max<int64_t>(1, (int64_t(1) << 18) / cols_);
     band.resize(size_t(std::min(band_rows, rows_) * cols_));
     kernels::q8_linear_forward(y, xr.data(), kernels::Q8Rows{data_, rows_, cols_}, n, band.data(), band_rows);
     return;
   }
+  kernels::quantize_q8_0_activations(x_in, xq.data(), size_t(n * cols_));
 #pragma omp parallel for schedule(static) if (n * rows_ * cols_ >= kernels::kMinParallelWork)
   for (int64_t r = 0; r < rows_; ++r)
     for (int64_t i = 0; i < n; ++i) y[i * rows_ + r] = kernels::dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
 }
 
 void WeightMatrix::row(int64_t r, float* out) const {
+  if (krows_) return krows_->dequantize(r, r + 1, out);
   if (type_ == TensorType::F32) {
     std::memcpy(out, reinterpret_cast<const float*>(data_) + r * cols_, size_t(cols_) * 4);
     return;

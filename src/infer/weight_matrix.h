@@ -1,15 +1,18 @@
 #pragma once
 // A model weight as inference reads it: F32 and Q8_0 straight from the GGUF
-// memory map (zero-copy); F16, BF16, Q4_0, Q5_0, Q5_1 and the K-quants
-// dequantized once at load (their own int kernels are not written yet). Like
+// memory map (zero-copy); Q4_0 and Q5_0 re-encoded exactly as Q8_0 blocks at
+// load; the K-quants unpacked at load into int8 quants with group scales
+// (quant/k_rows.h); F16, BF16 and Q5_1 dequantized once at load. Like
 // ggml, the activations are first rounded to the weight's "dot type" (F16,
 // BF16, Q8_0 blocks with an fp16 scale, or Q8_K blocks of 256 with a float
 // scale for the K-quants), so results match llama.cpp's arithmetic.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "gguf/reader.h"
 #include "kernels/q8_linear.h"
+#include "quant/k_rows.h"
 
 namespace ggtrain::infer {
 
@@ -40,10 +43,12 @@ class WeightMatrix {
   void row(int64_t r, float* out) const;
 
  private:
-  gguf::TensorType type_ = gguf::TensorType::F32;   // storage used by matmul: F32 or Q8_0
+  gguf::TensorType type_ = gguf::TensorType::F32;   // storage used by matmul: F32, Q8_0 or a K-quant
   gguf::TensorType act_type_ = gguf::TensorType::F32;  // activations are rounded to this
   const uint8_t* data_ = nullptr;
-  std::vector<float> owned_;  // dequantized copy for F16/BF16
+  std::vector<float> owned_;           // dequantized copy (F16, BF16, Q5_1, K-quants)
+  std::vector<uint8_t> owned_bytes_;   // Q4_0/Q5_0 re-encoded as Q8_0
+  std::unique_ptr<quant::KRows> krows_;  // Q4_K/Q5_K/Q6_K (type_ says which)
   int64_t rows_ = 0, cols_ = 0;
   struct Lora {
     std::vector<float> a, b;
@@ -52,6 +57,7 @@ class WeightMatrix {
   };
   std::vector<Lora> loras_;
   void base_matmul(const float* x, float* y, int64_t n) const;
+  void k_quant_matmul(const float* x, float* y, int64_t n) const;
   void apply_loras(const float* x, float* y, int64_t n) const;
 };
 

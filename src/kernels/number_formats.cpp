@@ -5,7 +5,49 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/parallel.h"
+
 namespace ggtrain::kernels {
+
+namespace {
+
+// fp32 -> fp16 -> fp32, round to nearest even (F16C when built with it).
+inline float through_half(float v) {
+#if defined(__F16C__)
+  return _cvtsh_ss(_cvtss_sh(v, 0));
+#else
+  return fp16_to_fp32(fp32_to_fp16(v));
+#endif
+}
+
+inline uint16_t to_half(float v) {
+#if defined(__F16C__)
+  return _cvtss_sh(v, 0);
+#else
+  return fp32_to_fp16(v);
+#endif
+}
+
+inline float from_half(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return fp16_to_fp32(h);
+#endif
+}
+
+float block_absmax(const float* x) {
+  float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+  for (size_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(x[j]));
+  return amax;
+}
+
+}  // namespace
 
 float fp16_to_fp32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
@@ -73,9 +115,41 @@ void dequantize_q8_0(const uint8_t* in, float* y, size_t n) {
     const uint8_t* ib = in + b * kQ8BlockBytes;
     uint16_t dh;
     std::memcpy(&dh, ib, 2);
-    const float d = fp16_to_fp32(dh);
-    for (size_t j = 0; j < kQ8Block; ++j)
-      y[b * kQ8Block + j] = static_cast<float>(static_cast<int8_t>(ib[2 + j])) * d;
+    const float d = from_half(dh);
+    const auto* q = reinterpret_cast<const int8_t*>(ib + 2);
+    float* yb = y + b * kQ8Block;
+#pragma omp simd
+    for (size_t j = 0; j < kQ8Block; ++j) yb[j] = static_cast<float>(q[j]) * d;
+  }
+}
+
+void quantize_q8_0_activations(const float* x, uint8_t* out, size_t n) {
+  const int64_t blocks = int64_t(n / kQ8Block);
+#pragma omp parallel for schedule(static) if (int64_t(n) >= 8 * kMinParallelWork)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * int64_t(kQ8Block);
+    uint8_t* ob = out + b * int64_t(kQ8BlockBytes);
+    const float amax = block_absmax(xb);
+    const uint16_t dh = to_half(amax / 127.f);
+    std::memcpy(ob, &dh, 2);
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+    auto* q = reinterpret_cast<int8_t*>(ob + 2);
+#pragma omp simd
+    for (size_t j = 0; j < kQ8Block; ++j) q[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+  }
+}
+
+void round_q8_0_activations(const float* x, float* y, size_t n) {
+  const int64_t blocks = int64_t(n / kQ8Block);
+#pragma omp parallel for schedule(static) if (int64_t(n) >= 8 * kMinParallelWork)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * int64_t(kQ8Block);
+    float* yb = y + b * int64_t(kQ8Block);
+    const float amax = block_absmax(xb);
+    const float d = through_half(amax / 127.f);
+    const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+#pragma omp simd
+    for (size_t j = 0; j < kQ8Block; ++j) yb[j] = std::nearbyint(xb[j] * id) * d;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "model/quantize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "gguf/writer.h"
@@ -54,6 +55,13 @@ void quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::str
       fail("{}: tensor '{}' is already {}; quantize from an F32, F16 or BF16 model", in.path(), t->name,
            gguf::type_name(t->type));
     values.push_back(floats ? floats(*t) : in.to_float(*t));
+    // ggml's quantizers turn a NaN or Inf into garbage blocks (or undefined
+    // float-to-int conversions): refuse instead of writing a broken model.
+    const auto& v = values.back();
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != v.end())
+      fail("{}: tensor '{}' has the non-finite value {} at element {}; cannot quantize it", in.path(), t->name, *bad,
+           bad - v.begin());
     w.add_tensor_f32(t->name, type, t->shape(), values.back().data());
   }
   w.write(out_path);

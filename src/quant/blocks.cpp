@@ -1,7 +1,5 @@
 #include "quant/blocks.h"
 
-#include <vector>
-
 #include "kernels/number_formats.h"
 #include "util/error.h"
 
@@ -49,12 +47,8 @@ void round_activations_for(TensorType t, const float* x, float* y, size_t n) {
   switch (t) {
     case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
       return round_q8_k(x, y, n);
-    case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q5_1: {
-      thread_local std::vector<uint8_t> q;
-      q.resize(kernels::q8_0_row_bytes(int64_t(n)));
-      kernels::quantize_q8_0(x, q.data(), n);
-      return kernels::dequantize_q8_0(q.data(), y, n);
-    }
+    case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q5_1:
+      return kernels::round_q8_0_activations(x, y, n);
     default: fail("no activation rounding for {}", gguf::type_name(t));
   }
 }

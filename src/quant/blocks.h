@@ -26,6 +26,11 @@ void dequantize_blocks(gguf::TensorType t, const uint8_t* in, float* y, size_t n
 // n a multiple of that block size; y may equal x.
 void round_activations_for(gguf::TensorType t, const float* x, float* y, size_t n);
 
+// Q4_0 and Q5_0 blocks re-encoded exactly as Q8_0 blocks (same fp16 scale,
+// the quants recentred as int8): n weights, 34 bytes per 32 out.
+void q4_0_to_q8_0(const uint8_t* in, uint8_t* out, size_t n);
+void q5_0_to_q8_0(const uint8_t* in, uint8_t* out, size_t n);
+
 // Internal entry points, one per format (the files implementing them).
 void quantize_q4_0(const float* x, uint8_t* out, size_t n);
 void quantize_q5_0(const float* x, uint8_t* out, size_t n);

@@ -2,6 +2,7 @@
 // 32 with a 6-bit scale and min each (packed in 12 bytes) under fp16 super
 // scales d and dmin; Q6_K: 16 sub-blocks of 16 with an int8 scale under an
 // fp16 d. ggml's quantize_row_q*_K_ref and dequantize_row_q*_K.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -209,23 +210,26 @@ void dequantize_q6_k(const uint8_t* in, float* y, size_t n) {
   }
 }
 
-// Activations as ggml's K-quant dot products take them (quantize_row_q8_K_ref):
-// per 256 values, d = max / -127 (max the signed extreme) as a float, q =
-// min(127, nearest(x / d)).
+// Activations as ggml's K-quant dot products take them (quantize_row_q8_K_ref,
+// which x86 uses as is): per 256 values d = max / -127 (max the signed
+// extreme) as a float, q = min(127, nearest(x / d)); nearbyint is
+// nearest_int for these magnitudes. Large inputs use all threads.
 void round_q8_k(const float* x, float* y, size_t n) {
-  for (size_t b = 0; b < n / QK; ++b, x += QK, y += QK) {
+  const int64_t blocks = int64_t(n / QK);
+#pragma omp parallel for schedule(static) if (n >= (size_t(1) << 18))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * int64_t(QK);
+    float* yb = y + b * int64_t(QK);
     float amax = 0, max = 0;
     for (size_t j = 0; j < QK; ++j)
-      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+      if (std::fabs(xb[j]) > amax) amax = std::fabs(xb[j]), max = xb[j];
     if (!amax) {
-      for (size_t j = 0; j < QK; ++j) y[j] = 0;
+      for (size_t j = 0; j < QK; ++j) yb[j] = 0;
       continue;
     }
     const float iscale = -127.f / max, d = 1 / iscale;
-    for (size_t j = 0; j < QK; ++j) {
-      const int v = nearest_int(iscale * x[j]);
-      y[j] = d * float(v < 127 ? v : 127);
-    }
+#pragma omp simd
+    for (size_t j = 0; j < QK; ++j) yb[j] = d * std::min(127.f, std::nearbyint(iscale * xb[j]));
   }
 }
 

@@ -136,4 +136,27 @@ void dequantize_q5_1(const uint8_t* in, float* y, size_t n) {
   }
 }
 
+// Q4_0 and Q5_0 weights are d * (q - 8) and d * (q - 16) with an fp16 d:
+// exactly a Q8_0 block with the same d and int8 q - 8 (q - 16), so the
+// decoder runs them through its Q8_0 kernels (ggml's dot products for these
+// types take Q8_0 activations too, and the integer sums are the same).
+void q4_0_to_q8_0(const uint8_t* in, uint8_t* out, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, in += 18, out += 34) {
+    std::memcpy(out, in, 2);
+    for (size_t j = 0; j < kBlock / 2; ++j) {
+      out[2 + j] = uint8_t(int8_t((in[2 + j] & 0x0F) - 8));
+      out[2 + j + kBlock / 2] = uint8_t(int8_t((in[2 + j] >> 4) - 8));
+    }
+  }
+}
+
+void q5_0_to_q8_0(const uint8_t* in, uint8_t* out, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, in += 22, out += 34) {
+    std::memcpy(out, in, 2);
+    int q[kBlock];
+    unpack_q5(in + 2, in + 6, q);
+    for (size_t j = 0; j < kBlock; ++j) out[2 + j] = uint8_t(int8_t(q[j] - 16));
+  }
+}
+
 }  // namespace ggtrain::quant
