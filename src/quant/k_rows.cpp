@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
 
@@ -69,7 +69,7 @@ void unpack_q6_block(const uint8_t* b, int8_t* q, float* s, float* o) {
   }
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 // 8 int32 lanes, lane k = sum of w[4k..4k+3] * x[4k..4k+3] (32 int8 pairs).
 inline __m256i dot4_i8(const int8_t* w, const int8_t* x) {
   const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
@@ -94,7 +94,7 @@ float row_dot(const KRows& w, int64_t r, const Q8KActivations& x) {
   const float* o = w.offset.data() + r * groups;
   float offsets = 0;
   for (int64_t g = 0; g < groups; ++g) offsets += x.d[size_t(g / per_block)] * o[g] * float(x.group_sum[size_t(g)]);
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < w.cols; i += 32) {
     const float dx = x.d[size_t(i / QK)];
