@@ -8,6 +8,7 @@
 #include "kernels/parallel.h"
 #include "kernels/q8_dot.h"
 #include "kernels/q8_linear.h"
+#include "kernels/q8_packed.h"
 #include "quant/blocks.h"
 #include "quant/k_rows.h"
 #include "util/error.h"
@@ -28,7 +29,9 @@ WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
     data_ = owned_bytes_.data();
     type_ = act_type_ = TensorType::Q8_0;
   } else if (type_ == TensorType::Q4_K || type_ == TensorType::Q5_K || type_ == TensorType::Q6_K) {
-    krows_ = std::make_unique<quant::KRows>(quant::KRows::unpack(type_, t.data, rows_, cols_));
+    auto k = quant::KRows::unpack(type_, t.data, rows_, cols_);
+    if (quant::KPacked::available()) kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(k));
+    else krows_ = std::make_unique<quant::KRows>(std::move(k));
     data_ = nullptr;
   } else if (type_ == TensorType::F16 || type_ == TensorType::BF16 || quant::has_block_codec(type_)) {
     owned_ = f.to_float(t);
@@ -37,6 +40,11 @@ WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
   } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {
     fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K "
          "and Q6_K", f.path(), t.name, gguf::type_name(t.type));
+  }
+  if (type_ == TensorType::Q8_0 && kernels::Q8Packed::available()) {
+    packed_ = std::make_unique<kernels::Q8Packed>(kernels::Q8Packed::pack(data_, rows_, cols_));
+    owned_bytes_ = {};
+    data_ = nullptr;
   }
 }
 
@@ -121,7 +129,14 @@ void WeightMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const 
 }
 
 void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
+  if (kpacked_) return quant::k_packed_matmul(*kpacked_, x_in, n, y);
   if (krows_) return k_quant_matmul(x_in, y, n);
+  if (packed_) {
+    thread_local std::vector<uint8_t> xq;
+    xq.resize(size_t(n * kernels::q8_0_row_bytes(cols_)));
+    kernels::quantize_q8_0_activations(x_in, xq.data(), size_t(n * cols_));
+    return kernels::q8_packed_matmul(*packed_, xq.data(), n, y);
+  }
   if (type_ == TensorType::F32) {
     const float* x = round_activations(act_type_, x_in, n * cols_);
     const float* w = reinterpret_cast<const float*>(data_);
@@ -156,7 +171,9 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
 }
 
 void WeightMatrix::row(int64_t r, float* out) const {
+  if (kpacked_) return kpacked_->row(r, out);
   if (krows_) return krows_->dequantize(r, r + 1, out);
+  if (packed_) return packed_->row(r, out);
   if (type_ == TensorType::F32) {
     std::memcpy(out, reinterpret_cast<const float*>(data_) + r * cols_, size_t(cols_) * 4);
     return;

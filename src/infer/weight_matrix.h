@@ -1,7 +1,8 @@
 #pragma once
-// A model weight as inference reads it: F32 and Q8_0 straight from the GGUF
-// memory map (zero-copy); Q4_0 and Q5_0 re-encoded exactly as Q8_0 blocks at
-// load; the K-quants unpacked at load into int8 quants with group scales
+// A model weight as inference reads it: F32 straight from the GGUF memory
+// map (zero-copy); Q8_0 repacked at load for the VNNI int8 kernels
+// (kernels/q8_packed.h; read in place where the build lacks them); Q4_0 and
+// Q5_0 re-encoded exactly as Q8_0 blocks at load, then the same; the K-quants unpacked at load into int8 quants with group scales
 // (quant/k_rows.h); F16, BF16 and Q5_1 dequantized once at load. Like
 // ggml, the activations are first rounded to the weight's "dot type" (F16,
 // BF16, Q8_0 blocks with an fp16 scale, or Q8_K blocks of 256 with a float
@@ -12,6 +13,7 @@
 
 #include "gguf/reader.h"
 #include "kernels/q8_linear.h"
+#include "kernels/q8_packed.h"
 #include "quant/k_rows.h"
 
 namespace ggtrain::infer {
@@ -48,7 +50,9 @@ class WeightMatrix {
   const uint8_t* data_ = nullptr;
   std::vector<float> owned_;           // dequantized copy (F16, BF16, Q5_1, K-quants)
   std::vector<uint8_t> owned_bytes_;   // Q4_0/Q5_0 re-encoded as Q8_0
-  std::unique_ptr<quant::KRows> krows_;  // Q4_K/Q5_K/Q6_K (type_ says which)
+  std::unique_ptr<quant::KRows> krows_;      // Q4_K/Q5_K/Q6_K (type_ says which), no VNNI build
+  std::unique_ptr<quant::KPacked> kpacked_;  // the same, repacked for the VNNI kernels
+  std::unique_ptr<kernels::Q8Packed> packed_;  // Q8_0 from a file, where AVX512-VNNI is built in
   int64_t rows_ = 0, cols_ = 0;
   struct Lora {
     std::vector<float> a, b;

@@ -41,3 +41,26 @@ struct Q8KActivations {
 void k_rows_matvec(const KRows& w, const Q8KActivations& x, float* y);
 
 }  // namespace ggtrain::quant
+
+namespace ggtrain::quant {
+
+// The same weights repacked for AVX512-VNNI (as kernels/q8_packed.h does for
+// Q8_0): rows in groups of 16, each 256-block as 64 chunks of (16 rows x 4
+// weights) of unsigned quants (Q6_K's q + 32), so one vpdpbusd multiplies 4
+// weights of 16 rows by 4 int8 activations; per row and group a scale and
+// the offset the kernel subtracts (o, or 32 s for Q6_K) times the group's
+// activation sum.
+struct KPacked {
+  int64_t rows = 0, cols = 0, group = 32, shift = 0;
+  std::vector<uint8_t> q;         // [row group][256-block][chunk 0..63][row 0..15][4]
+  std::vector<float> scale, offset;  // [row group][group index in the row][row 0..15]
+
+  static bool available();  // built with AVX512F + AVX512-VNNI
+  static KPacked pack(const KRows& k);
+  void row(int64_t r, float* out) const;  // ggml's dequantized values
+};
+
+// y[n, rows] for n tokens of activations (x: n rows of floats, rounded to Q8_K here).
+void k_packed_matmul(const KPacked& w, const float* x, int64_t n, float* y);
+
+}  // namespace ggtrain::quant
