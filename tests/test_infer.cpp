@@ -266,12 +266,12 @@ class QuantizedMatrix : public ::testing::TestWithParam<int64_t> {};
 INSTANTIATE_TEST_SUITE_P(Decoder, QuantizedMatrix, ::testing::Values(3, 9));
 TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
   TempDir tmp;
-  constexpr int64_t kRows = 5, kCols = 512;
+  constexpr int64_t kRows = 21, kCols = 512;  // 21: a partial group of 16 rows in the VNNI layout
   const int64_t kBatch = GetParam();
   std::vector<float> w(size_t(kRows * kCols)), x(size_t(kBatch * kCols));
   for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37 * double(i)) * 0.05f;
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11 * double(i)) * 2.0f;
-  for (auto type : {gguf::TensorType::Q4_0, gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
+  for (auto type : {gguf::TensorType::Q8_0, gguf::TensorType::Q4_0, gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
                     gguf::TensorType::Q4_K, gguf::TensorType::Q5_K, gguf::TensorType::Q6_K}) {
     gguf::GgufWriter wr;
     wr.add_tensor_f32("m.weight", type, {uint64_t(kCols), uint64_t(kRows)}, w.data());

@@ -41,18 +41,25 @@ WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
     fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K "
          "and Q6_K", f.path(), t.name, gguf::type_name(t.type));
   }
-  if (type_ == TensorType::Q8_0 && kernels::Q8Packed::available()) {
-    packed_ = std::make_unique<kernels::Q8Packed>(kernels::Q8Packed::pack(data_, rows_, cols_));
-    owned_bytes_ = {};
-    data_ = nullptr;
-  }
+  if (type_ == TensorType::Q8_0) pack_q8_0();
+}
+
+// The VNNI kernels read a repacked copy (the file's or the run's Q8_0 rows
+// are then no longer needed here).
+void WeightMatrix::pack_q8_0() {
+  if (!kernels::Q8Packed::available()) return;
+  packed_ = std::make_unique<kernels::Q8Packed>(kernels::Q8Packed::pack(data_, rows_, cols_));
+  owned_bytes_ = {};
+  data_ = nullptr;
 }
 
 WeightMatrix::WeightMatrix(const float* data, int64_t rows, int64_t cols)
     : data_(reinterpret_cast<const uint8_t*>(data)), rows_(rows), cols_(cols) {}
 
 WeightMatrix::WeightMatrix(const kernels::Q8Rows& q)
-    : type_(TensorType::Q8_0), act_type_(TensorType::Q8_0), data_(q.data), rows_(q.rows), cols_(q.cols) {}
+    : type_(TensorType::Q8_0), act_type_(TensorType::Q8_0), data_(q.data), rows_(q.rows), cols_(q.cols) {
+  pack_q8_0();
+}
 
 namespace {
 

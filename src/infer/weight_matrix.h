@@ -60,6 +60,7 @@ class WeightMatrix {
     float scale;
   };
   std::vector<Lora> loras_;
+  void pack_q8_0();
   void base_matmul(const float* x, float* y, int64_t n) const;
   void k_quant_matmul(const float* x, float* y, int64_t n) const;
   void apply_loras(const float* x, float* y, int64_t n) const;

@@ -47,7 +47,7 @@ void round_activations_for(TensorType t, const float* x, float* y, size_t n) {
   switch (t) {
     case TensorType::Q4_K: case TensorType::Q5_K: case TensorType::Q6_K:
       return round_q8_k(x, y, n);
-    case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q5_1:
+    case TensorType::Q8_0: case TensorType::Q4_0: case TensorType::Q5_0: case TensorType::Q5_1:
       return kernels::round_q8_0_activations(x, y, n);
     default: fail("no activation rounding for {}", gguf::type_name(t));
   }

@@ -21,7 +21,7 @@ void quantize_blocks(gguf::TensorType t, const float* x, uint8_t* out, size_t n)
 void dequantize_blocks(gguf::TensorType t, const uint8_t* in, float* y, size_t n);
 
 // What ggml's dot products see of the activations for a weight of type t
-// (its "vec dot type"): Q8_0 rounding for Q4_0/Q5_0/Q5_1 (Q8_1 rounds the
+// (its "vec dot type"): Q8_0 rounding for Q8_0/Q4_0/Q5_0/Q5_1 (Q8_1 rounds the
 // same way), Q8_K rounding (256-blocks, float scale) for the K-quants.
 // n a multiple of that block size; y may equal x.
 void round_activations_for(gguf::TensorType t, const float* x, float* y, size_t n);
