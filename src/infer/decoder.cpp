@@ -10,6 +10,7 @@
 #include "kernels/parallel.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/vexp.h"
 #include "model/quantized_base.h"
 #include "util/error.h"
 
@@ -101,8 +102,7 @@ void Decoder::attention(int64_t l, int64_t n) {
         s[j] = dot * scale;
         maxv = std::max(maxv, s[j]);
       }
-      float sum = 0;
-      for (int64_t j = 0; j <= p; ++j) sum += s[j] = std::exp(s[j] - maxv);
+      const float sum = kernels::exp_shift_sum(s, p + 1, maxv);  // vectorised (std::exp per key)
       float* o = att_out_.data() + i * QD + h * hd;
       std::fill(o, o + hd, 0.0f);
       for (int64_t j = 0; j <= p; ++j) {
