@@ -9,6 +9,8 @@
 # llama/gitRelease.bundle, cloned into build/llama.cpp-src). Never part of
 # ggtrain or its tests. ggtrain runs `generate --temp 0 --ignore-eos`, which
 # includes the greedy pick of each token (llama-bench's tg samples nothing).
+# Both decode their N tokens after the P-token prompt (llama.cpp: tg N @ d P,
+# llama-bench's -d), so long prompts also measure decode deep in a context.
 #
 #   bench/compare_llamacpp.sh [MODEL.gguf (default runs/kjv/weights/latest)] [THREADS (2)] [P (128)] [N (128)]
 set -euo pipefail
@@ -42,7 +44,7 @@ for t in $TYPES; do [[ $t == f32 ]] || "$GG" export "$MODEL" "$tmp/$t.gguf" --ty
 vocab=$("$GG" inspect "$MODEL" --json | sed -n 's/.*"llama.vocab_size": *\([0-9]*\).*/\1/p' | head -1)
 ids=$(awk -v p="$P" -v v="${vocab:-4096}" 'BEGIN { srand(1); s = "1"; for (i = 1; i < p; i++) s = s "," int(rand() * v); print s }')
 for t in $TYPES; do
-  "$ANCHOR" "$tmp/$t.gguf" "$LIB" -p "$P" -n "$N" -t "$THREADS" -r 5 | sed "s/^/$t /"
+  "$ANCHOR" "$tmp/$t.gguf" "$LIB" -p "$P" -n "$N" -d "$P" -t "$THREADS" -r 5 | sed "s/^/$t /"
   pp=0 tg=0
   for r in 1 2 3; do
     line=$("$GG" generate -m "$tmp/$t.gguf" --tokens "$ids" -n "$N" --temp 0 --ignore-eos -t "$THREADS" 2>&1 >/dev/null | tail -1)

@@ -1,16 +1,18 @@
 // llama.cpp's own speed on a GGUF, through its C API, measured as
 // llama-bench measures it: pp N (a prompt of N random tokens decoded as one
-// batch into an empty cache) and tg N (N tokens decoded one at a time), each
-// after a warmup run, averaged over repetitions, in tokens/s. The anchor for
+// batch into an empty cache) and tg N (N tokens decoded one at a time, after
+// D tokens already in the cache with -d D, as llama-bench's -d), each after a
+// warmup run, averaged over repetitions, in tokens/s. The anchor for
 // ggtrain's `generate` numbers (bench/compare_llamacpp.sh). Built by that
 // script against the llama.cpp shared libraries that the npm package
 // @node-llama-cpp/linux-x64 ships and the llama.h of the same release (from
 // node-llama-cpp's llama/gitRelease.bundle); never part of ggtrain.
 //
-//   bench_llamacpp_anchor MODEL.gguf LIB_DIR [-p 128] [-n 128] [-t THREADS] [-r 5]
+//   bench_llamacpp_anchor MODEL.gguf LIB_DIR [-p 128] [-n 128] [-d 0] [-t THREADS] [-r 5]
 #include <ggml-backend.h>
 #include <llama.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -62,10 +64,15 @@ struct Stats {
   double mean = 0, sd = 0;
 };
 
-template <typename Run>
-Stats tokens_per_second(int n, int reps, Run run) {
+// `setup` (untimed) then `run` (timed), reps times.
+template <typename Setup, typename Run>
+Stats tokens_per_second(int n, int reps, Setup setup, Run run) {
   std::vector<double> tps;
   for (int r = 0; r < reps; ++r) {
+    if (!setup()) {
+      std::fprintf(stderr, "llama_decode failed\n");
+      std::exit(1);
+    }
     const double t0 = now_s();
     if (!run()) {
       std::fprintf(stderr, "llama_decode failed\n");
@@ -84,14 +91,15 @@ Stats tokens_per_second(int n, int reps, Run run) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL.gguf LIB_DIR [-p N] [-n N] [-t THREADS] [-r REPS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.gguf LIB_DIR [-p N] [-n N] [-d DEPTH] [-t THREADS] [-r REPS]\n", argv[0]);
     return 2;
   }
-  int n_prompt = 128, n_gen = 128, threads = 2, reps = 5;
+  int n_prompt = 128, n_gen = 128, depth = 0, threads = 2, reps = 5;
   for (int i = 3; i + 1 < argc; i += 2) {
     const int v = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "-p")) n_prompt = v;
     else if (!std::strcmp(argv[i], "-n")) n_gen = v;
+    else if (!std::strcmp(argv[i], "-d")) depth = v;
     else if (!std::strcmp(argv[i], "-t")) threads = v;
     else if (!std::strcmp(argv[i], "-r")) reps = v;
   }
@@ -106,8 +114,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = uint32_t(n_prompt + n_gen);
-  cp.n_batch = cp.n_ubatch = uint32_t(std::max(n_prompt, 1));
+  cp.n_ctx = uint32_t(std::max(n_prompt, depth) + n_gen);
+  cp.n_batch = cp.n_ubatch = uint32_t(std::max({n_prompt, depth, 1}));
   cp.n_threads = cp.n_threads_batch = threads;
   llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) {
@@ -124,20 +132,26 @@ int main(int argc, char** argv) {
   if (n_prompt > 0) {
     clear();
     decode_prompt(ctx, n_prompt, n_vocab, bos);  // warmup
-    const Stats s = tokens_per_second(n_prompt, reps, [&] {
-      clear();
-      return decode_prompt(ctx, n_prompt, n_vocab, bos);
-    });
+    const Stats s = tokens_per_second(
+        n_prompt, reps, [] { return true; },
+        [&] {
+          clear();
+          return decode_prompt(ctx, n_prompt, n_vocab, bos);
+        });
     std::printf("pp%d: %.1f +- %.1f tokens/s\n", n_prompt, s.mean, s.sd);
   }
   if (n_gen > 0) {
     clear();
     decode_tokens(ctx, 1, n_vocab, bos);  // warmup
-    const Stats s = tokens_per_second(n_gen, reps, [&] {
-      clear();
-      return decode_tokens(ctx, n_gen, n_vocab, bos);
-    });
-    std::printf("tg%d: %.1f +- %.1f tokens/s\n", n_gen, s.mean, s.sd);
+    const Stats s = tokens_per_second(
+        n_gen, reps,
+        [&] {
+          clear();
+          return depth == 0 || decode_prompt(ctx, depth, n_vocab, bos);
+        },
+        [&] { return decode_tokens(ctx, n_gen, n_vocab, depth == 0 ? bos : -1); });
+    if (depth > 0) std::printf("tg%d @ d%d: %.1f +- %.1f tokens/s\n", n_gen, depth, s.mean, s.sd);
+    else std::printf("tg%d: %.1f +- %.1f tokens/s\n", n_gen, s.mean, s.sd);
   }
   llama_free(ctx);
   llama_model_free(model);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "kernels/parallel.h"
 #include "kernels/rmsnorm.h"
@@ -63,6 +64,8 @@ void Decoder::build(Matrix matrix, Vector vec) {
   for (auto* b : {&gate_, &up_}) b->resize(size_t(N * F));
   rstd_.resize(size_t(N));
   scores_.resize(size_t(omp_get_max_threads()) * size_t(N));
+  lse_.resize(size_t(N * cfg_.n_heads));
+  flash_scratch_.resize(size_t(omp_get_max_threads() * kernels::attention_scratch_per_thread(flash_shape(N))));
   logits_.resize(size_t(N * cfg_.vocab));
 }
 
@@ -79,9 +82,23 @@ void Decoder::add_lora(const model::LoraAdapter& adapter, double user_scale) {
   }
 }
 
-// Causal attention of the n new queries against the cache, per head.
+kernels::AttnShape Decoder::flash_shape(int64_t n) const {
+  return {1, n, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
+}
+
+// Causal attention of the n new queries against the cache. A prompt into an
+// empty cache is the training forward's causal attention: its tiled flash
+// kernel. Otherwise (decode, or a prompt after a kept prefix) per query and
+// head over the cache.
 void Decoder::attention(int64_t l, int64_t n) {
   const int64_t hd = cfg_.d_head(), QD = cfg_.q_dim(), KD = cfg_.kv_dim();
+  if (pos_ == 0 && n >= kFlashPrompt) {
+    const float* kc = k_cache_.data() + l * n_ctx_ * KD;
+    const float* vc = v_cache_.data() + l * n_ctx_ * KD;
+    kernels::attention_forward(att_out_.data(), lse_.data(), flash_scratch_.data(), q_.data(), kc, vc,
+                               flash_shape(n));
+    return;
+  }
   const int64_t group = cfg_.n_heads / cfg_.n_kv_heads;
   const float* kc = k_cache_.data() + l * n_ctx_ * KD;
   const float* vc = v_cache_.data() + l * n_ctx_ * KD;

@@ -7,6 +7,7 @@
 
 #include "gguf/reader.h"
 #include "infer/weight_matrix.h"
+#include "kernels/attention.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/params.h"
@@ -63,6 +64,10 @@ class Decoder {
   template <typename Matrix, typename Vector>
   void build(Matrix matrix, Vector vec);
   void attention(int64_t l, int64_t n);
+  kernels::AttnShape flash_shape(int64_t n) const;
+  // Prompts of at least this many tokens into an empty cache use the flash
+  // kernel (its 64-query tiles gain nothing on a handful of queries).
+  static constexpr int64_t kFlashPrompt = 16;
 
   model::LlamaConfig cfg_;
   int64_t n_ctx_;
@@ -74,6 +79,7 @@ class Decoder {
   std::vector<float> rope_cos_, rope_sin_;
   // activations for up to n_ctx tokens
   std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, scores_, logits_;
+  std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
 };
 
 }  // namespace ggtrain::infer
