@@ -6,6 +6,9 @@
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #define GGTRAIN_Q8_PACKED 1
+// GCC 12 warns about the undefined source operand inside its own AVX-512
+// intrinsics (a known false positive; see kernels/vexp.h).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #include "kernels/number_formats.h"
@@ -19,10 +22,10 @@ namespace {
 constexpr int64_t kGroup = 16;                  // rows per group (one zmm of int32/float)
 constexpr int64_t kBlockQuants = 32 * kGroup;   // bytes of one block of a group
 
-float block_scale(const uint8_t* blk) {
+uint16_t block_scale_bits(const uint8_t* blk) {
   uint16_t h;
   std::memcpy(&h, blk, 2);
-  return fp16_to_fp32(h);
+  return h;
 }
 
 }  // namespace
@@ -40,24 +43,17 @@ Q8Packed Q8Packed::pack(const uint8_t* src, int64_t rows, int64_t cols) {
   Q8Packed p;
   p.rows = rows, p.cols = cols;
   const int64_t groups = (rows + kGroup - 1) / kGroup, blocks = cols / int64_t(kQ8Block);
-  p.q.assign(size_t(groups * blocks * kBlockQuants), 0);
-  p.scale.assign(size_t(groups * blocks * kGroup), 0.0f);
-  p.correction.assign(p.scale.size(), 0.0f);
+  p.q.assign(size_t(groups * blocks * kBlockQuants), 128);  // padding rows: q_w = 0
+  p.scale.assign(size_t(groups * blocks * kGroup), 0);
   const int64_t row_bytes = q8_0_row_bytes(cols);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t g = r / kGroup, lane = r % kGroup;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* blk = src + r * row_bytes + b * int64_t(kQ8BlockBytes);
       const auto* qw = reinterpret_cast<const int8_t*>(blk + 2);
-      int8_t* dst = p.q.data() + (g * blocks + b) * kBlockQuants;
-      int32_t sum = 0;
-      for (int64_t k = 0; k < 32; ++k) {
-        dst[(k / 4) * 64 + lane * 4 + k % 4] = qw[k];
-        sum += qw[k];
-      }
-      const size_t s = size_t((g * blocks + b) * kGroup + lane);
-      p.scale[s] = block_scale(blk);
-      p.correction[s] = 128.0f * p.scale[s] * float(sum);
+      uint8_t* dst = p.q.data() + (g * blocks + b) * kBlockQuants;
+      for (int64_t k = 0; k < 32; ++k) dst[(k / 4) * 64 + lane * 4 + k % 4] = uint8_t(int(qw[k]) + 128);
+      p.scale[size_t((g * blocks + b) * kGroup + lane)] = block_scale_bits(blk);
     }
   }
   return p;
@@ -66,41 +62,43 @@ Q8Packed Q8Packed::pack(const uint8_t* src, int64_t rows, int64_t cols) {
 void Q8Packed::row(int64_t r, float* out) const {
   const int64_t g = r / kGroup, lane = r % kGroup, blocks = cols / int64_t(kQ8Block);
   for (int64_t b = 0; b < blocks; ++b) {
-    const int8_t* src = q.data() + (g * blocks + b) * kBlockQuants;
-    const float d = scale[size_t((g * blocks + b) * kGroup + lane)];
-    for (int64_t k = 0; k < 32; ++k) out[b * 32 + k] = float(src[(k / 4) * 64 + lane * 4 + k % 4]) * d;
+    const uint8_t* src = q.data() + (g * blocks + b) * kBlockQuants;
+    const float d = fp16_to_fp32(scale[size_t((g * blocks + b) * kGroup + lane)]);
+    for (int64_t k = 0; k < 32; ++k) out[b * 32 + k] = float(int(src[(k / 4) * 64 + lane * 4 + k % 4]) - 128) * d;
   }
 }
 
 #if defined(GGTRAIN_Q8_PACKED)
 namespace {
 
-// T tokens (their unsigned quants xu and scales dx) times one row group:
-// 16 outputs per token into y (row stride `rows`, `valid` rows of the 16).
+// T tokens (their int8 quants xq, scales dx and 128 * block sums xsum)
+// times one row group: 16 outputs per token into y (row stride `rows`,
+// `valid` rows of the 16).
 template <int T>
-void group_tile(const Q8Packed& w, int64_t g, const uint8_t* xu, const float* dx, int64_t blocks, float* y,
-                __mmask16 valid) {
+void group_tile(const Q8Packed& w, int64_t g, const int8_t* xq, const float* dx, const int32_t* xsum,
+                int64_t blocks, float* y, __mmask16 valid) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const int8_t* wq = w.q.data() + (g * blocks + b) * kBlockQuants;
+    const uint8_t* wq = w.q.data() + (g * blocks + b) * kBlockQuants;
     __m512i wv[8];
     for (int j = 0; j < 8; ++j) wv[j] = _mm512_loadu_si512(wq + 64 * j);
-    const __m512 dw = _mm512_loadu_ps(w.scale.data() + (g * blocks + b) * kGroup);
-    const __m512 corr = _mm512_loadu_ps(w.correction.data() + (g * blocks + b) * kGroup);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.scale.data() + (g * blocks + b) * kGroup)));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      const uint8_t* xb = xu + (int64_t(t) * blocks + b) * 32;
+      const int8_t* xb = xq + (int64_t(t) * blocks + b) * 32;
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
       for (int j = 0; j < 8; j += 2) {
         int32_t a0, a1;
         std::memcpy(&a0, xb + 4 * j, 4);
         std::memcpy(&a1, xb + 4 * j + 4, 4);
-        s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(a0), wv[j]);
-        s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(a1), wv[j + 1]);
+        s0 = _mm512_dpbusd_epi32(s0, wv[j], _mm512_set1_epi32(a0));
+        s1 = _mm512_dpbusd_epi32(s1, wv[j + 1], _mm512_set1_epi32(a1));
       }
-      const __m512 v = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), dw, corr);
-      acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(dx[int64_t(t) * blocks + b]), acc[t]);
+      const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(xsum[int64_t(t) * blocks + b]));
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[int64_t(t) * blocks + b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
     }
   }
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + int64_t(t) * w.rows, valid, acc[t]);
@@ -108,19 +106,24 @@ void group_tile(const Q8Packed& w, int64_t g, const uint8_t* xu, const float* dx
 
 }  // namespace
 
-void q8_packed_matmul(const Q8Packed& w, const uint8_t* xq, int64_t n, float* y) {
+void q8_packed_matmul(const Q8Packed& w, const uint8_t* xq_blocks, int64_t n, float* y) {
   const int64_t blocks = w.cols / int64_t(kQ8Block), groups = (w.rows + kGroup - 1) / kGroup;
-  thread_local std::vector<uint8_t> xu;
+  thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> dx;
-  xu.resize(size_t(n * w.cols));
+  thread_local std::vector<int32_t> xsum;
+  xq.resize(size_t(n * w.cols));
   dx.resize(size_t(n * blocks));
+  xsum.resize(size_t(n * blocks));
   for (int64_t i = 0; i < n * blocks; ++i) {
-    const uint8_t* blk = xq + i * int64_t(kQ8BlockBytes);
-    dx[size_t(i)] = block_scale(blk);
-    for (int k = 0; k < 32; ++k) xu[size_t(i * 32 + k)] = uint8_t(int(int8_t(blk[2 + k])) + 128);
+    const uint8_t* blk = xq_blocks + i * int64_t(kQ8BlockBytes);
+    dx[size_t(i)] = fp16_to_fp32(block_scale_bits(blk));
+    int32_t sum = 0;
+    for (int k = 0; k < 32; ++k) sum += xq[size_t(i * 32 + k)] = int8_t(blk[2 + k]);
+    xsum[size_t(i)] = 128 * sum;
   }
-  const uint8_t* xup = xu.data();
+  const int8_t* xqp = xq.data();
   const float* dxp = dx.data();
+  const int32_t* xsp = xsum.data();
   constexpr int64_t kTile = 4;
 #pragma omp parallel for schedule(static) if (n * w.rows * w.cols >= kMinParallelWork)
   for (int64_t g = 0; g < groups; ++g) {
@@ -129,8 +132,9 @@ void q8_packed_matmul(const Q8Packed& w, const uint8_t* xq, int64_t n, float* y)
     float* yg = y + g * kGroup;
     int64_t t = 0;
     for (; t + kTile <= n; t += kTile)
-      group_tile<kTile>(w, g, xup + t * w.cols, dxp + t * blocks, blocks, yg + t * w.rows, valid);
-    for (; t < n; ++t) group_tile<1>(w, g, xup + t * w.cols, dxp + t * blocks, blocks, yg + t * w.rows, valid);
+      group_tile<kTile>(w, g, xqp + t * w.cols, dxp + t * blocks, xsp + t * blocks, blocks, yg + t * w.rows, valid);
+    for (; t < n; ++t)
+      group_tile<1>(w, g, xqp + t * w.cols, dxp + t * blocks, xsp + t * blocks, blocks, yg + t * w.rows, valid);
   }
 }
 #else

@@ -3,11 +3,14 @@
 // llama.cpp's CPU backend repacks weights for its prompt kernels: rows in
 // groups of 16, each 32-weight block stored as 8 chunks of (16 rows x 4
 // consecutive weights), so one vpdpbusd multiplies 4 weights of 16 rows by
-// 4 activations of one token. The activations are Q8_0 blocks made unsigned
-// (q + 128); the 128 * sum(q_w) this adds is taken off per block:
-//   d_w sum q_w q_x = d_w sum q_w (q_x + 128) - 128 d_w sum q_w
-// Both integer sums are exact, so each block's product is ggml's up to the
-// float rounding of the scaling. Used for prompts and decode alike.
+// 4 activations of one token. vpdpbusd takes one unsigned operand: the
+// weights are stored as q_w + 128, and the 128 * sum(q_x) this adds is
+// taken off per block, once per token for all rows:
+//   sum q_w q_x = sum (q_w + 128) q_x - 128 sum q_x
+// exactly (integers), so each block's product is ggml's up to the float
+// rounding of the scaling. 34 bytes per 32 weights, as Q8_0 itself (the
+// fp16 scales kept): decode reads no more than from the file. Used for
+// prompts and decode alike.
 #include <cstdint>
 #include <vector>
 
@@ -15,9 +18,8 @@ namespace ggtrain::kernels {
 
 struct Q8Packed {
   int64_t rows = 0, cols = 0;
-  std::vector<int8_t> q;          // [row group][block][chunk 0..7][row 0..15][4]
-  std::vector<float> scale;       // [row group][block][row]: d_w
-  std::vector<float> correction;  // [row group][block][row]: 128 d_w sum(q_w)
+  std::vector<uint8_t> q;         // [row group][block][chunk 0..7][row 0..15][4]: q_w + 128
+  std::vector<uint16_t> scale;    // [row group][block][row]: d_w as fp16, as in the file
 
   // Whether this build has the kernels (AVX512F + AVX512-VNNI).
   static bool available();
