@@ -8,6 +8,9 @@
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #define GGTRAIN_K_PACKED 1
+// GCC 12 warns about the undefined source operand inside its own AVX-512
+// intrinsics (a known false positive; see kernels/vexp.h).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace ggtrain::quant {
