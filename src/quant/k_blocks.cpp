@@ -6,40 +6,22 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/number_formats.h"
+#include "quant/block_layout.h"
 #include "quant/blocks.h"
 #include "quant/rounding.h"
 
 namespace ggtrain::quant {
 
 using detail::clamp_to;
+using detail::get_half;
 using detail::nearest_int;
+using detail::put_half;
+using detail::scale_min;
 
 namespace {
 
 constexpr size_t QK = kSuperBlock;
 constexpr size_t kQ4KBytes = 144, kQ5KBytes = 176, kQ6KBytes = 210;
-
-void put_half(uint8_t* p, float v) {
-  const uint16_t h = kernels::fp32_to_fp16(v);
-  std::memcpy(p, &h, 2);
-}
-float get_half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return kernels::fp16_to_fp32(h);
-}
-
-// Sub-block j's 6-bit scale and min from the 12 packed bytes (get_scale_min_k4).
-void scale_min(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = uint8_t((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-  }
-}
 
 // Shared by Q4_K (nmax 15) and Q5_K (nmax 31): per sub-block scale and min
 // searches, both quantized to 6 bits under the super-block's fp16 d and
@@ -80,11 +62,11 @@ void quantize_offset_superblock(const float* x, int nmax, float rmin, int nstep,
   put_half(head + 2, max_min / 63.f);
   const float d_super = get_half(head), dmin_super = get_half(head + 2);
   for (int j = 0; j < int(QK / 32); ++j) {
-    uint8_t s, m;
+    int s, m;
     scale_min(j, sc, &s, &m);
-    const float d = d_super * s;
+    const float d = d_super * float(s);
     if (!d) continue;  // keeps the search's quants, as ggml does
-    const float dm = dmin_super * m;
+    const float dm = dmin_super * float(m);
     for (size_t i = 0; i < 32; ++i) L[32 * j + i] = uint8_t(clamp_to(nearest_int((x[32 * j + i] + dm) / d), 0, nmax));
   }
 }
@@ -95,15 +77,15 @@ void pack_low_nibbles(const uint8_t* L, uint8_t* qs) {
     for (size_t l = 0; l < 32; ++l) qs[l] = uint8_t((L[j + l] & 0xF) | ((L[j + l + 32] & 0xF) << 4));
 }
 
-// The weights of an offset super-block: d * scale * q - dmin * min per sub-block.
-template <typename QuantAt>
-void dequantize_offset_superblock(const uint8_t* head, float* y, QuantAt q) {
-  const float d = get_half(head), min = get_half(head + 2);
+// The weights of an offset super-block: d * scale * q - dmin * min per
+// sub-block, quant i of the block given by quant(block, i).
+void dequantize_offset_superblock(const uint8_t* block, float* y, int (*quant)(const uint8_t*, int)) {
+  const float d = get_half(block), min = get_half(block + 2);
   for (int j = 0; j < int(QK / 32); ++j) {
-    uint8_t s, m;
-    scale_min(j, head + 4, &s, &m);
-    const float d1 = d * s, m1 = min * m;
-    for (int l = 0; l < 32; ++l) y[32 * j + l] = d1 * float(q(32 * j + l)) - m1;
+    int s, m;
+    scale_min(j, block + 4, &s, &m);
+    const float d1 = d * float(s), m1 = min * float(m);
+    for (int l = 0; l < 32; ++l) y[32 * j + l] = d1 * float(quant(block, 32 * j + l)) - m1;
   }
 }
 
@@ -174,39 +156,18 @@ void quantize_q6_k(const float* x, uint8_t* out, size_t n) {
 }
 
 void dequantize_q4_k(const uint8_t* in, float* y, size_t n) {
-  for (size_t b = 0; b < n / QK; ++b, in += kQ4KBytes, y += QK) {
-    const uint8_t* qs = in + 16;
-    dequantize_offset_superblock(in, y, [&](int i) {
-      const uint8_t byte = qs[(i / 64) * 32 + i % 32];
-      return (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
-    });
-  }
+  for (size_t b = 0; b < n / QK; ++b, in += kQ4KBytes, y += QK) dequantize_offset_superblock(in, y, detail::q4_k_quant);
 }
 
 void dequantize_q5_k(const uint8_t* in, float* y, size_t n) {
-  for (size_t b = 0; b < n / QK; ++b, in += kQ5KBytes, y += QK) {
-    const uint8_t* qh = in + 16;
-    const uint8_t* qs = in + 48;
-    dequantize_offset_superblock(in, y, [&](int i) {
-      const uint8_t byte = qs[(i / 64) * 32 + i % 32];
-      const int low = (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
-      return low + ((qh[i % 32] >> (i / 32)) & 1 ? 16 : 0);
-    });
-  }
+  for (size_t b = 0; b < n / QK; ++b, in += kQ5KBytes, y += QK) dequantize_offset_superblock(in, y, detail::q5_k_quant);
 }
 
 void dequantize_q6_k(const uint8_t* in, float* y, size_t n) {
   for (size_t b = 0; b < n / QK; ++b, in += kQ6KBytes, y += QK) {
     const float d = get_half(in + 208);
     const auto* sc = reinterpret_cast<const int8_t*>(in + 192);
-    for (size_t i = 0; i < QK; ++i) {
-      const size_t half = i / 128, k = (i % 128) / 32, l = i % 32;
-      const uint8_t low = in[64 * half + l + 32 * (k % 2)];
-      const int lo4 = k < 2 ? (low & 0xF) : (low >> 4);
-      const int hi2 = (in[128 + 32 * half + l] >> (2 * k)) & 3;
-      const int q = (lo4 | (hi2 << 4)) - 32;
-      y[i] = d * sc[i / 16] * q;
-    }
+    for (int i = 0; i < int(QK); ++i) y[i] = d * sc[i / 16] * detail::q6_k_quant(in, i);
   }
 }
 

@@ -8,8 +8,8 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/number_formats.h"
 #include "kernels/parallel.h"
+#include "quant/block_layout.h"
 #include "util/error.h"
 
 namespace ggtrain::quant {
@@ -20,53 +20,25 @@ namespace {
 
 constexpr int64_t QK = 256;
 
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return kernels::fp16_to_fp32(h);
-}
-
-// The 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).
-void scale_min(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // One Q4_K / Q5_K super-block (bytes `b`) into 256 quants and 8 groups.
 void unpack_offset_block(TensorType t, const uint8_t* b, int8_t* q, float* s, float* o) {
-  const float d = half_at(b), dmin = half_at(b + 2);
+  const float d = detail::get_half(b), dmin = detail::get_half(b + 2);
   for (int j = 0; j < 8; ++j) {
     int sc, m;
-    scale_min(j, b + 4, &sc, &m);
+    detail::scale_min(j, b + 4, &sc, &m);
     s[j] = d * float(sc);
     o[j] = dmin * float(m);
   }
-  const uint8_t* qs = b + (t == TensorType::Q4_K ? 16 : 48);
-  for (int i = 0; i < QK; ++i) {
-    const uint8_t byte = qs[(i / 64) * 32 + i % 32];
-    int v = (i % 64) < 32 ? (byte & 0xF) : (byte >> 4);
-    if (t == TensorType::Q5_K && ((b[16 + i % 32] >> (i / 32)) & 1)) v += 16;
-    q[i] = int8_t(v);
-  }
+  const auto quant = t == TensorType::Q4_K ? detail::q4_k_quant : detail::q5_k_quant;
+  for (int i = 0; i < QK; ++i) q[i] = int8_t(quant(b, i));
 }
 
 // One Q6_K super-block into 256 quants (q - 32) and 16 groups (o = 0).
 void unpack_q6_block(const uint8_t* b, int8_t* q, float* s, float* o) {
-  const float d = half_at(b + 208);
+  const float d = detail::get_half(b + 208);
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
   for (int j = 0; j < 16; ++j) s[j] = d * float(sc[j]), o[j] = 0.0f;
-  for (int i = 0; i < QK; ++i) {
-    const int half = i / 128, k = (i % 128) / 32, l = i % 32;
-    const uint8_t low = b[64 * half + l + 32 * (k % 2)];
-    const int lo4 = k < 2 ? (low & 0xF) : (low >> 4);
-    const int hi2 = (b[128 + 32 * half + l] >> (2 * k)) & 3;
-    q[i] = int8_t((lo4 | (hi2 << 4)) - 32);
-  }
+  for (int i = 0; i < QK; ++i) q[i] = int8_t(detail::q6_k_quant(b, i));
 }
 
 #if defined(__AVX2__) && defined(__FMA__)

@@ -4,24 +4,17 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/number_formats.h"
+#include "quant/block_layout.h"
 #include "quant/blocks.h"
 
 namespace ggtrain::quant {
 
 namespace {
 
-constexpr size_t kBlock = 32;
+using detail::get_half;
+using detail::put_half;
 
-void put_half(uint8_t* p, float v) {
-  const uint16_t h = kernels::fp32_to_fp16(v);
-  std::memcpy(p, &h, 2);
-}
-float get_half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return kernels::fp16_to_fp32(h);
-}
+constexpr size_t kBlock = 32;
 
 // The value of largest magnitude (the first of them), with its sign.
 float signed_absmax(const float* x) {
