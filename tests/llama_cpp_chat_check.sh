@@ -75,7 +75,8 @@ sed 's/^[^ ]* //' verses.txt >corpus.txt
 M=chat/weights/latest
 "$RENDER" convs.jsonl "$M" >rendered_ids.jsonl || fail "render_chat (with ids) failed"
 node "$CHECK" tokenize "$M" rendered_ids.jsonl || fail "tokenization with special tokens differs from llama.cpp's"
-"$GGTRAIN" chat -m "$M" --prompt-file prompts.txt --temp 0 -n 24 --json -t 1 >ggtrain_replies.jsonl
+# --cache-type f32 here and below: the llama.cpp side keeps its K/V cache in F32.
+"$GGTRAIN" chat --cache-type f32 -m "$M" --prompt-file prompts.txt --temp 0 -n 24 --json -t 1 >ggtrain_replies.jsonl
 node "$CHECK" chat "$M" prompts.txt 24 >llama_replies.jsonl
 node "$CHECK" compare-chat ggtrain_replies.jsonl llama_replies.jsonl 15 || fail "chat replies differ from llama.cpp's"
 
@@ -84,7 +85,7 @@ node "$CHECK" compare-chat ggtrain_replies.jsonl llama_replies.jsonl 15 || fail 
   --set train.seq_len=128 --set train.batch=8 --set train.steps=40 --set train.lr_max=5e-3 --set train.warmup_steps=5 \
   --set train.lora.rank=4 --set train.threads=1 --quiet
 A=lora/weights/latest
-"$GGTRAIN" chat -m "$M" --lora "$A" --prompt-file prompts.txt --temp 0 -n 24 --json -t 1 >ggtrain_lora.jsonl
+"$GGTRAIN" chat --cache-type f32 -m "$M" --lora "$A" --prompt-file prompts.txt --temp 0 -n 24 --json -t 1 >ggtrain_lora.jsonl
 node "$CHECK" chat "$M" prompts.txt 24 "$A" >llama_lora.jsonl
 node "$CHECK" compare-chat ggtrain_lora.jsonl llama_lora.jsonl 15 || fail "chat replies with the adapter differ"
 echo "llama_cpp_chat_check: OK"

@@ -60,7 +60,8 @@ prompt_ids=$("$GGTRAIN" tokenize -m "$M" --lines prompt.txt)
 [[ "$prompt_ids" =~ ^[0-9]+(,[0-9]+)*$ ]] || fail "ggtrain tokenize gave '$prompt_ids' for the prompt"
 ids="1,$prompt_ids"
 echo "prompt ids: $ids"
-"$GGTRAIN" eval -m "$M" --tokens "$ids" --dump-logits ours.f32
+# --cache-type f32 here and below: the llama.cpp side keeps its K/V cache in F32.
+"$GGTRAIN" eval --cache-type f32 -m "$M" --tokens "$ids" --dump-logits ours.f32
 node "$CLI" logits "$M" "$ids" theirs.f32
 logit_report=$(node "$CLI" compare ours.f32 theirs.f32 1e-4) || {
   echo "$logit_report"

@@ -55,7 +55,8 @@ for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:3e-2; do
   type=${spec%%:*} tol=${spec#*:}
   out="model-$type.gguf"
   "$GGTRAIN" export "$M" "$out" --type "$type" >/dev/null
-  "$GGTRAIN" eval -m "$out" --tokens "$ids" --dump-logits "ours-$type.f32" >/dev/null
+  # --cache-type f32 here and below: the llama.cpp side keeps its K/V cache in F32.
+  "$GGTRAIN" eval --cache-type f32 -m "$out" --tokens "$ids" --dump-logits "ours-$type.f32" >/dev/null
   node "$CLI" logits "$out" "$ids" "theirs-$type.f32" 2>/dev/null
   echo -n "$type: "
   node "$CLI" compare "ours-$type.f32" "theirs-$type.f32" "$tol" || fail "$type logits differ from llama.cpp's"
@@ -71,7 +72,7 @@ half="1,$("$GGTRAIN" tokenize -m "$M" --lines half.txt)"
 to_eos() { awk -F, '{ out = $1; for (i = 2; i <= NF && $(i - 1) != 2; i++) out = out "," $i; print out }'; }
 for type in f32 q8_0; do
   for prompt in "$ids" "$half"; do
-    ours=$("$GGTRAIN" generate -m "model-$type.gguf" --tokens "$prompt" -n 48 --temp 0 --print-ids 2>/dev/null | tail -1)
+    ours=$("$GGTRAIN" generate --cache-type f32 -m "model-$type.gguf" --tokens "$prompt" -n 48 --temp 0 --print-ids 2>/dev/null | tail -1)
     theirs=$(node "$CLI" greedy "model-$type.gguf" "$prompt" 48)
     echo "greedy $type after $prompt: ggtrain   $ours"
     echo "greedy $type after $prompt: llama.cpp $theirs"
@@ -85,7 +86,7 @@ done
 bible -f Gen1:1-Gen9:29 </dev/null | sed 's/^[^ ]* //' | tr '\n' ' ' | sed 's/ $//' >text.txt
 printf '%s' "$(cat text.txt)" >text.txt.tmp && mv text.txt.tmp text.txt
 echo "1,$("$GGTRAIN" tokenize -m "$M" --lines text.txt)" >text.ids
-ours=$("$GGTRAIN" eval -m "$M" --text text.txt 2>/dev/null | sed -n 's/^perplexity \([0-9.]*\) .*/\1/p')
+ours=$("$GGTRAIN" eval --cache-type f32 -m "$M" --text text.txt 2>/dev/null | sed -n 's/^perplexity \([0-9.]*\) .*/\1/p')
 theirs=$(node "$CLI" perplexity "$M" text.ids 128 1 | sed -n 's/^perplexity \([0-9.]*\) .*/\1/p')
 echo "perplexity: ggtrain $ours, llama.cpp (its logits, same rule) $theirs"
 awk -v a="$ours" -v b="$theirs" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4) }' ||
@@ -96,7 +97,7 @@ awk -v a="$ours" -v b="$theirs" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; exi
 "$GGTRAIN" train --preset tiny --run-dir warm --set data.corpus=corpus.txt --set init.donor=model-q8_0.gguf \
   --set model.d_model=48 --set model.d_ff=128 --set train.steps=30 --set train.threads=1 --quiet
 W=warm/weights/latest
-"$GGTRAIN" eval -m "$W" --tokens "$ids" --dump-logits ours-warm.f32 >/dev/null
+"$GGTRAIN" eval --cache-type f32 -m "$W" --tokens "$ids" --dump-logits ours-warm.f32 >/dev/null
 node "$CLI" logits "$W" "$ids" theirs-warm.f32 2>/dev/null
 echo -n "donor warm start (folded lens): "
 node "$CLI" compare ours-warm.f32 theirs-warm.f32 1e-4 || fail "warm-started checkpoint logits differ from llama.cpp's"
@@ -106,7 +107,7 @@ for base in "$M" model-q8_0.gguf; do
   rm -rf cont
   "$GGTRAIN" train --run-dir cont --set data.corpus=corpus.txt --set init.from="$base" --set train.steps=10 \
     --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
-  "$GGTRAIN" eval -m cont/weights/latest --tokens "$ids" --dump-logits ours-cont.f32 >/dev/null
+  "$GGTRAIN" eval --cache-type f32 -m cont/weights/latest --tokens "$ids" --dump-logits ours-cont.f32 >/dev/null
   node "$CLI" logits cont/weights/latest "$ids" theirs-cont.f32 2>/dev/null
   echo -n "continued from $(basename "$base"): "
   node "$CLI" compare ours-cont.f32 theirs-cont.f32 1e-4 || fail "continued checkpoint (from $base) differs from llama.cpp"
@@ -119,15 +120,15 @@ done
   --set train.lora.targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down --set train.lr_max=1e-2 \
   --set train.steps=20 --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
 A=lora/weights/latest
-"$GGTRAIN" eval -m "$M" --lora "$A" --tokens "$ids" --dump-logits ours-lora.f32 >/dev/null
+"$GGTRAIN" eval --cache-type f32 -m "$M" --lora "$A" --tokens "$ids" --dump-logits ours-lora.f32 >/dev/null
 node "$CLI" logits "$M" "$ids" theirs-lora.f32 "$A" 2>/dev/null
 echo -n "LoRA adapter on its base: "
 node "$CLI" compare ours-lora.f32 theirs-lora.f32 1e-4 || fail "base + adapter logits differ from llama.cpp's"
 "$GGTRAIN" export --merge-lora "$M" "$A" merged.gguf >/dev/null
-"$GGTRAIN" eval -m merged.gguf --tokens "$ids" --dump-logits ours-merged.f32 >/dev/null
+"$GGTRAIN" eval --cache-type f32 -m merged.gguf --tokens "$ids" --dump-logits ours-merged.f32 >/dev/null
 echo -n "merged export vs base + adapter: "
 node "$CLI" compare ours-merged.f32 theirs-lora.f32 1e-4 || fail "merged model differs from base + adapter"
-"$GGTRAIN" eval -m "$M" --tokens "$ids" --dump-logits ours-base.f32 >/dev/null
+"$GGTRAIN" eval --cache-type f32 -m "$M" --tokens "$ids" --dump-logits ours-base.f32 >/dev/null
 if node "$CLI" compare ours-base.f32 theirs-lora.f32 1e-3 >/dev/null; then
   fail "the adapter leaves the logits unchanged (within 1e-3): the LoRA comparison proves nothing"
 fi
@@ -140,7 +141,7 @@ fi
   --set train.lora.rank=8 --set train.lora.targets=attn_q,attn_v,ffn_down --set train.lr_max=1e-2 \
   --set train.steps=20 --set train.batch=4 --set train.seq_len=64 --set train.threads=1 2>train-q8.log >/dev/null
 grep -q "Q8_0 matrices stay quantized" train-q8.log || fail "the LoRA run did not hold its Q8_0 base quantized"
-"$GGTRAIN" eval -m model-q8_0.gguf --lora lora-q8/weights/latest --tokens "$ids" --dump-logits ours-lora-q8.f32 >/dev/null
+"$GGTRAIN" eval --cache-type f32 -m model-q8_0.gguf --lora lora-q8/weights/latest --tokens "$ids" --dump-logits ours-lora-q8.f32 >/dev/null
 node "$CLI" logits model-q8_0.gguf "$ids" theirs-lora-q8.f32 lora-q8/weights/latest 2>/dev/null
 echo -n "LoRA adapter trained on the Q8_0 base: "
 node "$CLI" compare ours-lora-q8.f32 theirs-lora-q8.f32 3e-2 || fail "Q8_0 base + adapter logits differ from llama.cpp's"

@@ -72,7 +72,8 @@ done
 for model in k256 small; do
   for type in q4_0 q5_1 q4_k_m q5_k_m q6_k; do
     f="ours-$model-$type.gguf"
-    "$GGTRAIN" eval -m "$f" --tokens "$ids" --dump-logits "ours-$model-$type.f32" >/dev/null
+    # --cache-type f32 here and below: the llama.cpp side keeps its K/V cache in F32.
+    "$GGTRAIN" eval --cache-type f32 -m "$f" --tokens "$ids" --dump-logits "ours-$model-$type.f32" >/dev/null
     node "$CLI" logits "$f" "$ids" "theirs-$model-$type.f32" 2>/dev/null
     echo -n "$model $type logits: "
     node "$CLI" compare "ours-$model-$type.f32" "theirs-$model-$type.f32" 3e-2 ||

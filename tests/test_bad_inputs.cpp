@@ -202,6 +202,12 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", e.base_run() + "/weights/step_2.gguf", e.t("out.gguf"), "--type", "q3_k_m"};
                },
                {"--type q3_k_m", "q4_k_m"}});
+  c.push_back({"cache_type_unknown", "`generate --cache-type q4_0` (a KV cache type ggtrain does not keep)",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-m", e.base_run() + "/weights/step_2.gguf", "-p", "a", "--cache-type",
+                          "q4_0"};
+               },
+               {"--cache-type", "'q4_0'", "f16 or f32"}});
   c.push_back({"export_requantize", "`export --type q4_k_m` of a model that is already quantized",
                [](Env& e) {
                  const std::string q4 = e.t("q4.gguf");

@@ -18,12 +18,13 @@ const std::string& path_with_threads_set(const InferenceOptions& o) {
 void add_inference_options(CLI::App* cmd, InferenceOptions& o) {
   cmd->add_option("-m,--model", o.model, "GGUF model")->required();
   cmd->add_option("-c,--ctx-size", o.ctx, "Context length (default: the model's)");
+  cmd->add_option("--cache-type", o.cache_type, "KV cache type: f16 (llama.cpp's default) or f32");
   add_lora_options(cmd, o.lora);
   add_threads_option(cmd, o.threads);
 }
 
 InferenceModel::InferenceModel(const InferenceOptions& o)
-    : file(path_with_threads_set(o)), decoder(file, o.ctx), tokenizer(data::Tokenizer::from_gguf(file)) {
+    : file(path_with_threads_set(o)), decoder(file, o.ctx, infer::cache_type_from_name(o.cache_type)), tokenizer(data::Tokenizer::from_gguf(file)) {
   apply_lora_options(o.lora, decoder);
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // What the commands that run a model share (generate, chat, eval): the
-// flags llama.cpp gives them (-m, -c, --lora, --lora-scale, -t) and the
-// model they load from those.
+// flags llama.cpp gives them (-m, -c, --lora, --lora-scale, -t), the KV
+// cache type, and the model they load from those.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -17,6 +17,7 @@ namespace ggtrain::cli {
 struct InferenceOptions {
   std::string model;
   int64_t ctx = 0, threads = 0;  // 0: the model's context; OpenMP's thread count
+  std::string cache_type = "f16";  // llama.cpp's default
   LoraOptions lora;
 };
 

@@ -17,15 +17,21 @@
 
 namespace ggtrain::infer {
 
-Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx)
-    : cfg_(model::config_from_llama_gguf(f)), n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx) {
+Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cache)
+    : cfg_(model::config_from_llama_gguf(f)),
+      n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx),
+      threads_(omp_get_max_threads()),
+      cache_(cache, cfg_.n_layers, n_ctx_, decode_shape()) {
   build([&](const std::string& name) { return WeightMatrix(f, f.tensor(name)); },
         [&](const std::string& name) { return f.to_float(f.tensor(name)); });
 }
 
 Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized,
-                 int64_t n_ctx)
-    : cfg_(cfg), n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx) {
+                 int64_t n_ctx, kernels::CacheType cache)
+    : cfg_(cfg),
+      n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx),
+      threads_(omp_get_max_threads()),
+      cache_(cache, cfg_.n_layers, n_ctx_, decode_shape()) {
   if (cfg.donor_dim > 0) fail("decoder: a model with a donor lens runs folded (model::fold_donor_model)");
   const model::ParamLayout layout(cfg, quantized ? quantized->names() : std::set<std::string>{});
   auto at = [&](const std::string& name) { return params + layout.get(name).offset; };
@@ -53,8 +59,6 @@ void Decoder::build(Matrix matrix, Vector vec) {
                        mat(model::kFfnDown)});
   }
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, N = n_ctx_;
-  k_cache_.assign(size_t(cfg_.n_layers * N * cfg_.kv_dim()), 0.f);
-  v_cache_.assign(k_cache_.size(), 0.f);
   rope_cos_.resize(size_t(N * cfg_.d_head() / 2));
   rope_sin_.resize(rope_cos_.size());
   kernels::rope_tables(rope_cos_.data(), rope_sin_.data(), N, cfg_.d_head(), cfg_.rope_freq_base);
@@ -63,9 +67,9 @@ void Decoder::build(Matrix matrix, Vector vec) {
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));
   for (auto* b : {&gate_, &up_}) b->resize(size_t(N * F));
   rstd_.resize(size_t(N));
-  scores_.resize(size_t(omp_get_max_threads()) * size_t(N));
   lse_.resize(size_t(N * cfg_.n_heads));
-  flash_scratch_.resize(size_t(omp_get_max_threads() * kernels::attention_scratch_per_thread(flash_shape(N))));
+  flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
+  decode_scratch_.resize(size_t(kernels::attention_decode_scratch(decode_shape(), cache_.layer(0).n_ctx, threads_)));
   logits_.resize(size_t(N * cfg_.vocab));
 }
 
@@ -88,47 +92,17 @@ kernels::AttnShape Decoder::flash_shape(int64_t n) const {
 
 // Causal attention of the n new queries against the cache. A prompt into an
 // empty cache is the training forward's causal attention: its tiled flash
-// kernel. Otherwise (decode, or a prompt after a kept prefix) per query and
-// head over the cache.
+// kernel, over this batch's keys and values (already rounded as the cache
+// holds them). Otherwise (decode, or a prompt after a kept prefix) the
+// cache's own kernel.
 void Decoder::attention(int64_t l, int64_t n) {
-  const int64_t hd = cfg_.d_head(), QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   if (pos_ == 0 && n >= kFlashPrompt) {
-    const float* kc = k_cache_.data() + l * n_ctx_ * KD;
-    const float* vc = v_cache_.data() + l * n_ctx_ * KD;
-    kernels::attention_forward(att_out_.data(), lse_.data(), flash_scratch_.data(), q_.data(), kc, vc,
+    kernels::attention_forward(att_out_.data(), lse_.data(), flash_scratch_.data(), q_.data(), k_.data(), v_.data(),
                                flash_shape(n));
     return;
   }
-  const int64_t group = cfg_.n_heads / cfg_.n_kv_heads;
-  const float* kc = k_cache_.data() + l * n_ctx_ * KD;
-  const float* vc = v_cache_.data() + l * n_ctx_ * KD;
-  const float scale = 1.0f / std::sqrt(float(hd));
-#pragma omp parallel for collapse(2) schedule(static) \
-    if (cfg_.n_heads * n * (pos_ + n) * hd >= kernels::kMinParallelWork)
-  for (int64_t h = 0; h < cfg_.n_heads; ++h)
-    for (int64_t i = 0; i < n; ++i) {
-      float* s = scores_.data() + int64_t(omp_get_thread_num()) * n_ctx_;
-      const int64_t p = pos_ + i, g = h / group;
-      const float* qi = q_.data() + i * QD + h * hd;
-      float maxv = -INFINITY;
-      for (int64_t j = 0; j <= p; ++j) {
-        const float* kj = kc + j * KD + g * hd;
-        float dot = 0;
-#pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < hd; ++d) dot += qi[d] * kj[d];
-        s[j] = dot * scale;
-        maxv = std::max(maxv, s[j]);
-      }
-      const float sum = kernels::exp_shift_sum(s, p + 1, maxv);  // vectorised (std::exp per key)
-      float* o = att_out_.data() + i * QD + h * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t j = 0; j <= p; ++j) {
-        const float w = s[j] / sum;
-        const float* vj = vc + j * KD + g * hd;
-#pragma omp simd
-        for (int64_t d = 0; d < hd; ++d) o[d] += w * vj[d];
-      }
-    }
+  kernels::attention_decode(att_out_.data(), q_.data(), cache_.layer(l), decode_shape(), pos_, n,
+                            decode_scratch_.data(), threads_);
 }
 
 void Decoder::warmup() {
@@ -144,7 +118,7 @@ void Decoder::warmup() {
 void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (n <= 0) fail("decoder: nothing to evaluate");
   if (pos_ + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos_, n_ctx_);
-  const int64_t C = cfg_.d_model, F = cfg_.d_ff, KD = cfg_.kv_dim(), hd = cfg_.d_head();
+  const int64_t C = cfg_.d_model, F = cfg_.d_ff, hd = cfg_.d_head();
   const float eps = float(cfg_.rms_eps);
   for (int64_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
@@ -161,10 +135,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     L.wv.matmul(h_.data(), v_.data(), n);
     kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd);
     kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd);
-    float* kc = k_cache_.data() + (l * n_ctx_ + pos_) * KD;
-    float* vc = v_cache_.data() + (l * n_ctx_ + pos_) * KD;
-    std::memcpy(kc, k_.data(), size_t(n * KD) * 4);
-    std::memcpy(vc, v_.data(), size_t(n * KD) * 4);
+    cache_.store(l, k_.data(), v_.data(), pos_, n);
     attention(l, n);
     L.wo.matmul(att_out_.data(), tmp_.data(), n);
     kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);

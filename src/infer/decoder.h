@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "infer/kv_cache.h"
 #include "infer/weight_matrix.h"
 #include "kernels/attention.h"
 #include "model/config.h"
@@ -21,14 +22,17 @@ namespace ggtrain::infer {
 class Decoder {
  public:
   // `f` must outlive the decoder (weights are views into its map).
-  // n_ctx: cache length, 0 for the model's context length.
-  explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0);
+  // n_ctx: cache length, 0 for the model's context length. cache: fp32
+  // keeps the training forward's numbers exactly; fp16 is llama.cpp's
+  // default (the commands' too).
+  explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0,
+                   kernels::CacheType cache = kernels::CacheType::kF32);
   // A model in memory: `params` laid out as model::ParamLayout(cfg) without
   // the matrices `quantized` holds (a LoRA run on a Q8_0 base), LoRA tensors
   // included (applied unmerged). Views, not copies: params and quantized
   // must outlive the decoder and not change while it is used.
   Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized = nullptr,
-          int64_t n_ctx = 0);
+          int64_t n_ctx = 0, kernels::CacheType cache = kernels::CacheType::kF32);
 
   const model::LlamaConfig& config() const { return cfg_; }
   int64_t n_ctx() const { return n_ctx_; }
@@ -65,6 +69,7 @@ class Decoder {
   void build(Matrix matrix, Vector vec);
   void attention(int64_t l, int64_t n);
   kernels::AttnShape flash_shape(int64_t n) const;
+  kernels::DecodeAttnShape decode_shape() const { return {cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()}; }
   // Prompts of at least this many tokens into an empty cache use the flash
   // kernel (its 64-query tiles gain nothing on a handful of queries).
   static constexpr int64_t kFlashPrompt = 16;
@@ -72,14 +77,16 @@ class Decoder {
   model::LlamaConfig cfg_;
   int64_t n_ctx_;
   int64_t pos_ = 0;
+  int64_t threads_;  // the attention scratch is planned for this many
+  KvCache cache_;
   WeightMatrix token_embd_, output_;  // output_ unused when the head is tied
   std::vector<float> output_norm_;
   std::vector<Layer> layers_;
-  std::vector<float> k_cache_, v_cache_;  // [n_layers, n_ctx, kv_dim]
   std::vector<float> rope_cos_, rope_sin_;
   // activations for up to n_ctx tokens
-  std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, scores_, logits_;
+  std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, logits_;
   std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
+  std::vector<float> decode_scratch_;       // attention_decode's, for the others
 };
 
 }  // namespace ggtrain::infer

@@ -1,0 +1,30 @@
+#include "infer/kv_cache.h"
+
+#include "util/error.h"
+
+namespace ggtrain::infer {
+
+KvCache::KvCache(kernels::CacheType type, int64_t n_layers, int64_t n_ctx, const kernels::DecodeAttnShape& shape)
+    : type_(type), shape_(shape), n_ctx_((n_ctx + 15) / 16 * 16) {
+  const int64_t element = type == kernels::CacheType::kF16 ? 2 : 4;
+  layer_bytes_ = n_ctx_ * shape.n_kv_heads * shape.d_head * element;
+  k_.assign(size_t(n_layers * layer_bytes_), 0);
+  v_.assign(k_.size(), 0);
+}
+
+kernels::KvLayerView KvCache::layer(int64_t l) const {
+  return {type_, k_.data() + l * layer_bytes_, v_.data() + l * layer_bytes_, n_ctx_};
+}
+
+void KvCache::store(int64_t l, float* k, float* v, int64_t pos, int64_t n) {
+  kernels::store_kv(k_.data() + l * layer_bytes_, v_.data() + l * layer_bytes_, type_, n_ctx_, shape_, k, v, pos,
+                    n);
+}
+
+kernels::CacheType cache_type_from_name(const std::string& name) {
+  if (name == "f32") return kernels::CacheType::kF32;
+  if (name == "f16") return kernels::CacheType::kF16;
+  fail("--cache-type: '{}' is not a KV cache type (f16 or f32)", name);
+}
+
+}  // namespace ggtrain::infer

@@ -1,0 +1,35 @@
+#pragma once
+// Every layer's keys and values for n_ctx positions, in the layout
+// kernels/attention_decode reads (keys in transposed tiles of 16 positions),
+// as fp32 or fp16 (llama.cpp's default: half the memory, and half the bytes
+// each decoded token reads).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_decode.h"
+
+namespace ggtrain::infer {
+
+class KvCache {
+ public:
+  KvCache(kernels::CacheType type, int64_t n_layers, int64_t n_ctx, const kernels::DecodeAttnShape& shape);
+  kernels::CacheType type() const { return type_; }
+  kernels::KvLayerView layer(int64_t l) const;
+  // Stores k, v ([n, n_kv_heads * d_head]) at positions pos.. of layer l,
+  // rounding them in place to the cache's precision.
+  void store(int64_t l, float* k, float* v, int64_t pos, int64_t n);
+
+ private:
+  kernels::CacheType type_;
+  kernels::DecodeAttnShape shape_;
+  int64_t n_ctx_;         // rounded up to whole tiles of 16
+  int64_t layer_bytes_;   // of keys (and of values) per layer
+  std::vector<uint8_t> k_, v_;
+};
+
+// "f32" or "f16" (llama.cpp's --cache-type-k names); anything else fails
+// naming the value.
+kernels::CacheType cache_type_from_name(const std::string& name);
+
+}  // namespace ggtrain::infer

@@ -1,0 +1,275 @@
+#include "kernels/attention_decode.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+// GCC 12 warns about the undefined source operand inside its own AVX-512
+// intrinsics (a known false positive; see kernels/vexp.h).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "kernels/number_formats.h"
+#include "kernels/parallel.h"
+#include "kernels/vexp.h"
+#include "util/error.h"
+
+namespace ggtrain::kernels {
+
+namespace {
+
+constexpr int64_t kTile = 16;          // key positions per transposed tile
+constexpr int64_t kMinChunkTiles = 4;  // a thread's share of one query's keys: 64 keys at least
+
+inline float to_float(float x) { return x; }
+inline float to_float(uint16_t h) { return fp16_to_fp32(h); }
+
+#if defined(__AVX512F__)
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+#endif
+
+// s[r * ld + j - j0] = qs[r] . key j for the G queries qs [G, hd] (already
+// scaled) and keys [j0, j1) of one KV head's transposed tiles `k`; j0 is a
+// multiple of 16, the tail of the last tile is computed and not used.
+template <typename E>
+void key_scores(float* s, int64_t ld, const float* qs, int64_t G, const E* k, int64_t hd, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; j += kTile) {
+    const E* tile = k + (j / kTile) * hd * kTile;
+    for (int64_t r = 0; r < G; ++r) {
+      const float* qr = qs + r * hd;
+      float* out = s + r * ld + (j - j0);
+#if defined(__AVX512F__)
+      // Four chains: an FMA's latency is four of its issue slots.
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      int64_t d = 0;
+      for (; d + 4 <= hd; d += 4) {
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kTile), a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 1]), load16(tile + (d + 1) * kTile), a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 2]), load16(tile + (d + 2) * kTile), a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 3]), load16(tile + (d + 3) * kTile), a3);
+      }
+      for (; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kTile), a0);
+      _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+      float acc[kTile] = {};
+      for (int64_t d = 0; d < hd; ++d)
+        for (int64_t lane = 0; lane < kTile; ++lane) acc[lane] += qr[d] * to_float(tile[d * kTile + lane]);
+      std::copy(acc, acc + kTile, out);
+#endif
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+// o[hd] = sum over keys [j0, j1) of w[j - j0] * v_j (v: one KV head's rows).
+template <typename E, int D>  // D: d_head / 16, accumulators held in registers
+void weighted_values_fixed(float* o, const float* w, const E* v, int64_t j0, int64_t j1) {
+  __m512 acc[D];
+  for (int c = 0; c < D; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t j = j0; j < j1; ++j) {
+    const __m512 wj = _mm512_set1_ps(w[j - j0]);
+    const E* vj = v + j * D * 16;
+    for (int c = 0; c < D; ++c) acc[c] = _mm512_fmadd_ps(wj, load16(vj + c * 16), acc[c]);
+  }
+  for (int c = 0; c < D; ++c) _mm512_storeu_ps(o + c * 16, acc[c]);
+}
+#endif
+
+template <typename E>
+void weighted_values(float* o, const float* w, const E* v, int64_t hd, int64_t j0, int64_t j1) {
+#if defined(__AVX512F__)
+  switch (hd) {
+    case 32: return weighted_values_fixed<E, 2>(o, w, v, j0, j1);
+    case 48: return weighted_values_fixed<E, 3>(o, w, v, j0, j1);
+    case 64: return weighted_values_fixed<E, 4>(o, w, v, j0, j1);
+    case 80: return weighted_values_fixed<E, 5>(o, w, v, j0, j1);
+    case 96: return weighted_values_fixed<E, 6>(o, w, v, j0, j1);
+    case 128: return weighted_values_fixed<E, 8>(o, w, v, j0, j1);
+    default: break;
+  }
+#endif
+  std::fill(o, o + hd, 0.0f);
+  for (int64_t j = j0; j < j1; ++j) {
+    const float wj = w[j - j0];
+    const E* vj = v + j * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] += wj * to_float(vj[d]);
+  }
+}
+
+// One query's softmax over some of its keys, not yet normalised: per query
+// head of the group, o = sum_j exp(s_j - m) v_j, l = sum_j exp(s_j - m).
+struct Partial {
+  float* o;  // [G, hd], rows o_stride apart
+  int64_t o_stride;
+  float* m;  // [G], ml_stride apart
+  float* l;
+  int64_t ml_stride;
+};
+
+template <typename E>
+void attend_keys(const Partial& p, const float* q, int64_t G, const E* k, const E* v, int64_t hd, int64_t j0,
+                 int64_t j1, float* qs, float* s, int64_t ld) {
+  const float scale = 1.0f / std::sqrt(float(hd));
+  for (int64_t i = 0; i < G * hd; ++i) qs[i] = q[i] * scale;
+  key_scores(s, ld, qs, G, k, hd, j0, j1);
+  for (int64_t r = 0; r < G; ++r) {
+    float* sr = s + r * ld;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < j1 - j0; ++j) m = std::max(m, sr[j]);
+    p.m[r * p.ml_stride] = m;
+    p.l[r * p.ml_stride] = exp_shift_sum(sr, j1 - j0, m);
+    weighted_values(p.o + r * p.o_stride, sr, v, hd, j0, j1);
+  }
+}
+
+// How many parts one query's keys are split into: enough (query, KV head,
+// part) items for every thread twice over when a single query is decoded,
+// each part at least kMinChunkTiles tiles.
+int64_t key_parts(const DecodeAttnShape& s, int64_t pos, int64_t n, int64_t threads) {
+  if (n != 1 || threads <= 1) return 1;
+  const int64_t tiles = pos / kTile + 1;
+  const int64_t want = (2 * threads + s.n_kv_heads - 1) / s.n_kv_heads;
+  return std::max<int64_t>(1, std::min(want, tiles / kMinChunkTiles));
+}
+
+int64_t max_key_parts(int64_t threads) { return std::max<int64_t>(1, 2 * threads); }
+
+// A thread's queries [G, hd] and scores [G, n_ctx rounded up to whole tiles].
+int64_t per_thread_scratch(const DecodeAttnShape& s, int64_t n_ctx) {
+  return s.group() * (s.d_head + (n_ctx + kTile - 1) / kTile * kTile);
+}
+
+template <typename E>
+void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc, int64_t n_ctx,
+                            const DecodeAttnShape& s, int64_t pos, int64_t n, float* scratch, int64_t threads) {
+  const int64_t hd = s.d_head, G = s.group(), QD = s.n_heads * hd, KVH = s.n_kv_heads;
+  const int64_t parts = key_parts(s, pos, n, threads), items = n * KVH * parts;
+  const int64_t per_thread = per_thread_scratch(s, n_ctx);
+  // Split parts: [n_heads, parts] of (o[hd], m, l) after the threads' scratch.
+  float* part_o = scratch + threads * per_thread;
+  float* part_m = part_o + s.n_heads * parts * hd;
+  float* part_l = part_m + s.n_heads * parts;
+  const bool parallel = threads > 1 && s.n_heads * n * (pos + n) * hd >= kMinParallelWork;
+#pragma omp parallel num_threads(int(threads)) if (parallel)
+  {
+    float* qs = scratch + omp_get_thread_num() * per_thread;
+    float* sc = qs + G * hd;
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t i = it / (KVH * parts), g = (it / parts) % KVH, c = it % parts;
+      const int64_t keys = pos + i + 1, tiles = (keys + kTile - 1) / kTile;
+      const int64_t j0 = std::min(keys, c * tiles / parts * kTile);
+      const int64_t j1 = std::min(keys, (c + 1) * tiles / parts * kTile);
+      const float* qg = q + i * QD + g * G * hd;
+      const E* k = kc + g * (n_ctx / kTile) * hd * kTile;
+      const E* v = vc + g * n_ctx * hd;
+      if (parts == 1) {
+        float m[64], l[64];  // G <= 64: checked by attention_decode
+        float* o = out + i * QD + g * G * hd;
+        attend_keys<E>({o, hd, m, l, 1}, qg, G, k, v, hd, j0, j1, qs, sc, n_ctx);
+        for (int64_t r = 0; r < G; ++r)
+          for (int64_t d = 0; d < hd; ++d) o[r * hd + d] /= l[r];
+      } else {
+        const int64_t h0 = g * G;
+        if (j0 >= j1) {
+          for (int64_t r = 0; r < G; ++r) part_m[(h0 + r) * parts + c] = -INFINITY, part_l[(h0 + r) * parts + c] = 0;
+          continue;
+        }
+        attend_keys<E>({part_o + (h0 * parts + c) * hd, parts * hd, part_m + h0 * parts + c,
+                        part_l + h0 * parts + c, parts},
+                       qg, G, k, v, hd, j0, j1, qs, sc, n_ctx);
+      }
+    }
+    if (parts > 1) {
+      // The parts of each head: rescaled to their common maximum and added.
+#pragma omp for schedule(static)
+      for (int64_t h = 0; h < s.n_heads; ++h) {
+        const float* mh = part_m + h * parts;
+        const float* lh = part_l + h * parts;
+        const float m = *std::max_element(mh, mh + parts);
+        float l = 0;
+        for (int64_t c = 0; c < parts; ++c) l += lh[c] * std::exp(mh[c] - m);
+        float* o = out + h * hd;
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t c = 0; c < parts; ++c) {
+          if (lh[c] == 0) continue;
+          const float w = std::exp(mh[c] - m) / l;
+          const float* oc = part_o + (h * parts + c) * hd;
+          for (int64_t d = 0; d < hd; ++d) o[d] += w * oc[d];
+        }
+      }
+    }
+  }
+}
+
+// Rounds n floats to fp16 in place; their bits into h.
+void round_to_fp16(float* x, uint16_t* h, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    const __m256i b = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), b);
+    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(b));
+  }
+#endif
+  for (; i < n; ++i) h[i] = fp32_to_fp16(x[i]), x[i] = fp16_to_fp32(h[i]);
+}
+
+template <typename E>
+void store_kv_typed(E* kc, E* vc, int64_t n_ctx, const DecodeAttnShape& s, float* k, float* v, int64_t pos,
+                    int64_t n) {
+  const int64_t hd = s.d_head, KD = s.n_kv_heads * hd;
+  std::vector<uint16_t> hk(static_cast<size_t>(hd));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t p = pos + i;
+    for (int64_t g = 0; g < s.n_kv_heads; ++g) {
+      float* kr = k + i * KD + g * hd;
+      float* vr = v + i * KD + g * hd;
+      E* kt = kc + ((g * (n_ctx / kTile) + p / kTile) * hd) * kTile + p % kTile;
+      E* vt = vc + (g * n_ctx + p) * hd;
+      if constexpr (std::is_same_v<E, uint16_t>) {
+        round_to_fp16(kr, hk.data(), hd);
+        round_to_fp16(vr, vt, hd);
+        for (int64_t d = 0; d < hd; ++d) kt[d * kTile] = hk[size_t(d)];
+      } else {
+        for (int64_t d = 0; d < hd; ++d) kt[d * kTile] = kr[d];
+        std::copy(vr, vr + hd, vt);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t attention_decode_scratch(const DecodeAttnShape& s, int64_t n_ctx, int64_t threads) {
+  return threads * per_thread_scratch(s, n_ctx) + s.n_heads * max_key_parts(threads) * (s.d_head + 2);
+}
+
+void attention_decode(float* out, const float* q, const KvLayerView& c, const DecodeAttnShape& s, int64_t pos,
+                      int64_t n, float* scratch, int64_t threads) {
+  if (s.group() > 64) fail("attention: {} query heads per KV head (at most 64)", s.group());
+  if (c.type == CacheType::kF16)
+    attention_decode_typed(out, q, static_cast<const uint16_t*>(c.k), static_cast<const uint16_t*>(c.v), c.n_ctx,
+                           s, pos, n, scratch, threads);
+  else
+    attention_decode_typed(out, q, static_cast<const float*>(c.k), static_cast<const float*>(c.v), c.n_ctx, s,
+                           pos, n, scratch, threads);
+}
+
+void store_kv(void* k_cache, void* v_cache, CacheType type, int64_t n_ctx, const DecodeAttnShape& s, float* k,
+              float* v, int64_t pos, int64_t n) {
+  if (type == CacheType::kF16)
+    store_kv_typed(static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), n_ctx, s, k, v, pos, n);
+  else
+    store_kv_typed(static_cast<float*>(k_cache), static_cast<float*>(v_cache), n_ctx, s, k, v, pos, n);
+}
+
+}  // namespace ggtrain::kernels

@@ -1,0 +1,125 @@
+// Decode attention over the KV cache (kernels/attention_decode) against a
+// double-precision softmax over the keys and values the cache holds, for
+// both cache types, groups of query heads, head sizes with and without a
+// register-held kernel, single queries split across threads and batches
+// after a kept prefix; and the decoder's fp16 cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "infer/kv_cache.h"
+#include "support/compare.h"
+
+using namespace ggtrain;
+using test_support::compare;
+using test_support::within_rel_to_max;
+
+namespace {
+
+struct Case {
+  kernels::CacheType type;
+  int64_t n_heads, n_kv_heads, d_head, threads;
+};
+
+std::string name(const Case& c) {
+  return std::string(c.type == kernels::CacheType::kF16 ? "f16" : "f32") + " heads " + std::to_string(c.n_heads) +
+         "/" + std::to_string(c.n_kv_heads) + " d_head " + std::to_string(c.d_head) + " threads " +
+         std::to_string(c.threads);
+}
+
+// Causal attention in double of queries q [n, H*hd] at positions pos.. over
+// the keys and values k, v [positions, KVH*hd].
+std::vector<double> reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                              const Case& c, int64_t pos, int64_t n) {
+  const int64_t hd = c.d_head, QD = c.n_heads * hd, KD = c.n_kv_heads * hd, G = c.n_heads / c.n_kv_heads;
+  std::vector<double> out(size_t(n * QD));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < c.n_heads; ++h) {
+      const int64_t g = h / G, keys = pos + i + 1;
+      std::vector<double> s(static_cast<size_t>(keys));
+      double m = -INFINITY, l = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < hd; ++d) dot += double(q[size_t(i * QD + h * hd + d)]) * k[size_t(j * KD + g * hd + d)];
+        s[size_t(j)] = dot / std::sqrt(double(hd));
+        m = std::max(m, s[size_t(j)]);
+      }
+      for (auto& x : s) l += (x = std::exp(x - m));
+      for (int64_t d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < keys; ++j) o += s[size_t(j)] * v[size_t(j * KD + g * hd + d)];
+        out[size_t(i * QD + h * hd + d)] = o / l;
+      }
+    }
+  return out;
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> x(n);
+  for (auto& e : x) e = dist(rng);
+  return x;
+}
+
+class AttentionDecode : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionDecode, EqualsDoubleSoftmaxOverTheCachedKeys) {
+  const Case c = GetParam();
+  const kernels::DecodeAttnShape shape{c.n_heads, c.n_kv_heads, c.d_head};
+  const int64_t n_ctx = 330, layers = 2, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head;
+  std::mt19937 rng(7);
+  // Keys and values of every position, stored into layer 1 (layer 0 stays
+  // zero: a wrong layer offset reads it) in pieces as a decoder would.
+  std::vector<float> k = random_vector(size_t(n_ctx * KD), rng, 1.5f), v = random_vector(k.size(), rng, 1.0f);
+  infer::KvCache cache(c.type, layers, n_ctx, shape);
+  for (int64_t p0 : {0, 20, 21, 100}) {
+    const int64_t p1 = p0 == 0 ? 20 : p0 == 20 ? 21 : p0 == 21 ? 100 : n_ctx;
+    cache.store(1, k.data() + p0 * KD, v.data() + p0 * KD, p0, p1 - p0);
+  }
+  // What the cache holds is k and v rounded in place by store().
+  std::vector<float> scratch(size_t(kernels::attention_decode_scratch(shape, n_ctx, c.threads)));
+  struct Step { int64_t pos, n; };
+  for (Step st : {Step{0, 1}, Step{15, 1}, Step{16, 1}, Step{63, 1}, Step{64, 1}, Step{200, 1}, Step{329, 1},
+                  Step{37, 5}, Step{300, 30}}) {
+    const auto q = random_vector(size_t(st.n * QD), rng, 1.5f);
+    std::vector<float> out(q.size(), NAN);
+    kernels::attention_decode(out.data(), q.data(), cache.layer(1), shape, st.pos, st.n, scratch.data(), c.threads);
+    EXPECT_TRUE(within_rel_to_max(compare(out, reference(q, k, v, c, st.pos, st.n)), 2e-6))
+        << name(c) << ", " << st.n << " queries from position " << st.pos;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AttentionDecode,
+    ::testing::Values(Case{kernels::CacheType::kF32, 8, 2, 64, 1}, Case{kernels::CacheType::kF32, 8, 2, 64, 3},
+                      Case{kernels::CacheType::kF16, 8, 2, 64, 3}, Case{kernels::CacheType::kF16, 9, 3, 64, 2},
+                      Case{kernels::CacheType::kF16, 6, 6, 48, 2}, Case{kernels::CacheType::kF32, 4, 1, 20, 2},
+                      Case{kernels::CacheType::kF16, 4, 1, 20, 1}, Case{kernels::CacheType::kF32, 2, 2, 128, 4}));
+
+// fp16 really rounds: keys and values after store() are fp16 values, and an
+// fp32 cache leaves them alone.
+TEST(KvCache, Fp16RoundsWhatItStoresFp32KeepsIt) {
+  const kernels::DecodeAttnShape shape{2, 1, 16};
+  std::vector<float> k(16, 1.0f + 1.0f / 4096), v(16, 3.14159265f);
+  auto k32 = k, v32 = v;
+  infer::KvCache(kernels::CacheType::kF16, 1, 16, shape).store(0, k.data(), v.data(), 3, 1);
+  infer::KvCache(kernels::CacheType::kF32, 1, 16, shape).store(0, k32.data(), v32.data(), 3, 1);
+  EXPECT_EQ(k[0], 1.0f);  // 1 + 2^-12 is halfway below fp16's 1 + 2^-10: to even
+  EXPECT_EQ(v[5], 3.140625f);
+  EXPECT_EQ(k32[0], 1.0f + 1.0f / 4096);
+  EXPECT_EQ(v32[5], 3.14159265f);
+}
+
+TEST(KvCache, UnknownTypeNamesTheValue) {
+  EXPECT_EQ(infer::cache_type_from_name("f16"), kernels::CacheType::kF16);
+  try {
+    infer::cache_type_from_name("q4_0");
+    FAIL() << "accepted q4_0";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("'q4_0'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
