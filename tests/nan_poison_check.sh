@@ -53,6 +53,8 @@ tests=(
   "ggtrain_engine_tests ModelOptions.FloatRecomputeMatchesStoredActivations"
   "ggtrain_infer_tests Decoder.MatchesTrainingForwardGqaUntied"
   "ggtrain_infer_tests Decoder.MatchesTrainingForwardMqaTied"
+  "ggtrain_infer_tests Decoder.Fp16CacheBatchAndStepsAgreeAndFollowFp32"
+  "ggtrain_infer_tests Cases/AttentionDecode.EqualsDoubleSoftmaxOverTheCachedKeys/2"
   "ggtrain_import_tests Import.LogitsEqualThePerHeadModelGqa"
   "ggtrain_import_tests Import.LogitsEqualThePerHeadModelMha"
   "ggtrain_import_tests Import.LogitsEqualThePerHeadModelMqaTied"
@@ -60,7 +62,8 @@ tests=(
   "ggtrain_run_tests Donor.FoldedModelHasTheTrainingTimeLogits"
   "ggtrain_run_tests Lora.InitialAdapterIsTheBaseModel"
   "ggtrain_run_tests Lora.RunWritesAdaptersThatTheDecoderAndMergeReproduce"
-  "ggtrain_run_tests Lora.HeldQ8_0BaseComputesTheDequantizedModel"
+  "ggtrain_run_tests Types/HeldBase.ComputesTheDequantizedModel/Q8_0"
+  "ggtrain_run_tests Types/HeldBase.ComputesTheDequantizedModel/Q4_K"
   "ggtrain_run_tests Bf16.GemmMatchesFloatGemmOnRoundedInputs"
   "ggtrain_run_tests Bf16.TileGemmMatchesFloatOnRoundedInputs"
   "ggtrain_run_tests Bf16.AttentionFollowsFloatAttention"
@@ -70,11 +73,14 @@ tests=(
 
 # How test $2 ended in gtest output file $1: nan (failed, and its output
 # names a non-finite value), other (failed on something else), passed, missing.
+# A parameterised test's FAILED line carries ", where GetParam() = ...".
 outcome_of() {
   awk -v t="$2" '
     $0 == "[ RUN      ] " t { inside = 1; ran = 1; next }
     inside && /non-finite value/ { nan = 1 }
-    inside && index($0, "[  FAILED  ] " t " (") == 1 { failed = 1; inside = 0 }
+    inside && (index($0, "[  FAILED  ] " t " (") == 1 || index($0, "[  FAILED  ] " t ", where") == 1) {
+      failed = 1; inside = 0
+    }
     inside && index($0, "[       OK ] " t " (") == 1 { inside = 0 }
     END { print !ran ? "missing" : !failed ? "passed" : nan ? "nan" : "other" }
   ' "$1"

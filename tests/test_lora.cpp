@@ -16,6 +16,7 @@
 #include "model/llama.h"
 #include "model/lora.h"
 #include "model/quantized_base.h"
+#include "quant/recipe.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
@@ -132,14 +133,18 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   EXPECT_EQ(mf.find("tokenizer.ggml.tokens")->items, bf.find("tokenizer.ggml.tokens")->items);
 }
 
-// A Q8_0 base held quantized (every GEMM dequantizes bands of its rows)
+// A quantized base held quantized (every GEMM dequantizes bands of its rows)
 // computes what the float model computes on the dequantized weights: loss,
 // LoRA gradients and logits, the vocabulary matrix in several bands, tied
-// and untied; the held matrices take no room in params().
-TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
+// and untied; the held matrices take no room in params(). Every type the
+// decoder reads as blocks; rows of 256 and 512 for the K-quants' blocks.
+class HeldBase : public ::testing::TestWithParam<gguf::TensorType> {};
+
+TEST_P(HeldBase, ComputesTheDequantizedModel) {
   TempDir tmp("ggtrain_lora_held");
+  const gguf::TensorType type = GetParam();
   model::LlamaConfig c;
-  c.vocab = 2100, c.d_model = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 96, c.ctx = 16;
+  c.vocab = 2100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
   for (bool tied : {true, false}) {
     c.tied = tied;
     const model::ParamLayout plain_layout(c);
@@ -147,9 +152,10 @@ TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
     Rng rng(5);
     for (auto& x : w) x = float(rng.normal() * 0.3);
     gguf::GgufWriter gw;
-    model::add_llama_model(gw, c, plain_layout, w.data(), gguf::TensorType::Q8_0);
+    model::add_llama_model(gw, c, plain_layout, w.data(), type);
     gw.write(tmp / "base.gguf");
     const gguf::GgufFile f(tmp / "base.gguf");
+    ASSERT_EQ(f.tensor("blk.0.ffn_down.weight").type, type);
 
     model::LlamaConfig lc = c;
     lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
@@ -201,6 +207,12 @@ TEST(Lora, HeldQ8_0BaseComputesTheDequantizedModel) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(Types, HeldBase,
+                         ::testing::Values(gguf::TensorType::Q8_0, gguf::TensorType::Q4_0, gguf::TensorType::Q5_0,
+                                           gguf::TensorType::Q5_1, gguf::TensorType::Q4_K, gguf::TensorType::Q5_K,
+                                           gguf::TensorType::Q6_K),
+                         [](const auto& info) { return std::string(gguf::type_name(info.param)); });
+
 // A LoRA run on a Q8_0 base (held quantized) resumes bit-exactly and prints
 // samples from the held model; resuming with a different base is refused.
 TEST(Lora, Q8_0BaseAndAChangedBase) {
@@ -223,6 +235,22 @@ TEST(Lora, Q8_0BaseAndAChangedBase) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("base model"), std::string::npos) << e.what();
   }
+}
+
+// A LoRA run on a Q4_K_M export (llama.cpp's recipe: on the tiny model's
+// rows, not multiples of 256, mostly its Q5_0/Q8_0 fallbacks) holds every
+// base matrix quantized, prints samples from it and resumes bit-exactly.
+TEST(Lora, KQuantMixBaseIsHeldAndResumes) {
+  TempDir tmp("ggtrain_lora_q4km");
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
+  model::export_quantized(base, tmp / "base-q4_k_m.gguf", quant::FileType::Q4_K_M);
+  auto c = lora_config(tmp, tmp / "base-q4_k_m.gguf", 10);
+  c.train.sample_every = 5;
+  {
+    const gguf::GgufFile f(tmp / "base-q4_k_m.gguf");
+    EXPECT_EQ(model::QuantizedBase(f, model::config_from_llama_gguf(f)).names().size(), 2u * 7u + 2u);
+  }
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 }
 
 TEST(Lora, BadAdaptersAreClearErrors) {

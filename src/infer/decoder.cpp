@@ -37,7 +37,8 @@ Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model
   auto at = [&](const std::string& name) { return params + layout.get(name).offset; };
   build(
       [&](const std::string& name) {
-        if (const kernels::Q8Rows* q = quantized ? quantized->find(name) : nullptr) return WeightMatrix(*q);
+        if (const model::HeldMatrix* h = quantized ? quantized->find(name) : nullptr)
+          return WeightMatrix(h->type, h->rows.data, h->rows.rows, h->rows.cols);
         const auto& t = layout.get(name);
         return WeightMatrix(at(name), t.shape[0], t.shape[1]);
       },

@@ -28,7 +28,7 @@ class Decoder {
   explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0,
                    kernels::CacheType cache = kernels::CacheType::kF32);
   // A model in memory: `params` laid out as model::ParamLayout(cfg) without
-  // the matrices `quantized` holds (a LoRA run on a Q8_0 base), LoRA tensors
+  // the matrices `quantized` holds (a LoRA run on a quantized base), LoRA tensors
   // included (applied unmerged). Views, not copies: params and quantized
   // must outlive the decoder and not change while it is used.
   Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized = nullptr,

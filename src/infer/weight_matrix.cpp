@@ -7,7 +7,7 @@
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
 #include "kernels/q8_dot.h"
-#include "kernels/q8_linear.h"
+#include "kernels/quant_linear.h"
 #include "kernels/q8_packed.h"
 #include "quant/blocks.h"
 #include "quant/k_rows.h"
@@ -17,29 +17,37 @@ namespace ggtrain::infer {
 
 using gguf::TensorType;
 
-WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t)
-    : type_(t.type), data_(t.data), rows_(t.n_dims >= 2 ? int64_t(t.ne[1]) : 1),
-      cols_(int64_t(t.ne[0])) {
+WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
   if (t.n_dims > 2) fail("{}: tensor '{}' has {} dimensions, expected a matrix", f.path(), t.name, t.n_dims);
-  act_type_ = type_;
+  if (!readable(t.type))
+    fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K "
+         "and Q6_K", f.path(), t.name, gguf::type_name(t.type));
+  *this = WeightMatrix(t.type, t.data, t.n_dims >= 2 ? int64_t(t.ne[1]) : 1, int64_t(t.ne[0]));
+}
+
+bool WeightMatrix::readable(TensorType t) {
+  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::Q8_0 ||
+         quant::has_block_codec(t);
+}
+
+WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, int64_t cols)
+    : type_(type), act_type_(type), data_(data), rows_(rows), cols_(cols) {
   if ((type_ == TensorType::Q4_0 || type_ == TensorType::Q5_0) && cols_ % 32 == 0) {
     owned_bytes_.resize(size_t(rows_ * kernels::q8_0_row_bytes(cols_)));
-    (type_ == TensorType::Q4_0 ? quant::q4_0_to_q8_0 : quant::q5_0_to_q8_0)(t.data, owned_bytes_.data(),
+    (type_ == TensorType::Q4_0 ? quant::q4_0_to_q8_0 : quant::q5_0_to_q8_0)(data, owned_bytes_.data(),
                                                                            size_t(rows_ * cols_));
     data_ = owned_bytes_.data();
     type_ = act_type_ = TensorType::Q8_0;
   } else if (type_ == TensorType::Q4_K || type_ == TensorType::Q5_K || type_ == TensorType::Q6_K) {
-    auto k = quant::KRows::unpack(type_, t.data, rows_, cols_);
+    auto k = quant::KRows::unpack(type_, data, rows_, cols_);
     if (quant::KPacked::available()) kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(k));
     else krows_ = std::make_unique<quant::KRows>(std::move(k));
     data_ = nullptr;
-  } else if (type_ == TensorType::F16 || type_ == TensorType::BF16 || quant::has_block_codec(type_)) {
-    owned_ = f.to_float(t);
+  } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {  // F16, BF16, Q5_1
+    owned_.resize(size_t(rows_ * cols_));
+    gguf::decode_floats(type_, data, owned_.data(), owned_.size());
     data_ = reinterpret_cast<const uint8_t*>(owned_.data());
     type_ = TensorType::F32;
-  } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {
-    fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K "
-         "and Q6_K", f.path(), t.name, gguf::type_name(t.type));
   }
   if (type_ == TensorType::Q8_0) pack_q8_0();
 }
@@ -55,11 +63,6 @@ void WeightMatrix::pack_q8_0() {
 
 WeightMatrix::WeightMatrix(const float* data, int64_t rows, int64_t cols)
     : data_(reinterpret_cast<const uint8_t*>(data)), rows_(rows), cols_(cols) {}
-
-WeightMatrix::WeightMatrix(const kernels::Q8Rows& q)
-    : type_(TensorType::Q8_0), act_type_(TensorType::Q8_0), data_(q.data), rows_(q.rows), cols_(q.cols) {
-  pack_q8_0();
-}
 
 namespace {
 
@@ -168,7 +171,7 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
     kernels::round_q8_0_activations(x_in, xr.data(), size_t(n * cols_));
     const int64_t band_rows = std::max<int64_t>(1, (int64_t(1) << 18) / cols_);
     band.resize(size_t(std::min(band_rows, rows_) * cols_));
-    kernels::q8_linear_forward(y, xr.data(), kernels::Q8Rows{data_, rows_, cols_}, n, band.data(), band_rows);
+    kernels::quant_linear_forward(y, xr.data(), kernels::q8_0_rows(data_, rows_, cols_), n, band.data(), band_rows);
     return;
   }
   kernels::quantize_q8_0_activations(x_in, xq.data(), size_t(n * cols_));

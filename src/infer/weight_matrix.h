@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "gguf/reader.h"
-#include "kernels/q8_linear.h"
 #include "kernels/q8_packed.h"
 #include "quant/k_rows.h"
 
@@ -23,10 +22,12 @@ class WeightMatrix {
   WeightMatrix() = default;
   // rows x cols row-major, i.e. ggml ne = [cols, rows].
   WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t);
-  // Views of weights in memory (a training run's parameters, a Q8_0 base it
-  // holds); `data` must outlive the matrix.
+  // Views of weights in memory (a training run's parameters, a quantized
+  // base it holds, any type readable() accepts); `data` must outlive the
+  // matrix.
   WeightMatrix(const float* data, int64_t rows, int64_t cols);
-  explicit WeightMatrix(const kernels::Q8Rows& q);
+  WeightMatrix(gguf::TensorType type, const uint8_t* data, int64_t rows, int64_t cols);
+  static bool readable(gguf::TensorType t);
   // Movable, not copyable: data_ may point into owned_.
   WeightMatrix(WeightMatrix&&) = default;
   WeightMatrix& operator=(WeightMatrix&&) = default;

@@ -12,7 +12,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/lora.h"
-#include "kernels/q8_linear.h"
+#include "kernels/quant_linear.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "model/quantized_base.h"
@@ -129,7 +129,7 @@ void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
 
 template <typename T>
 WeightRef<T> LlamaModel<T>::block_weight(int64_t l, BlockMatrix t) const {
-  if (!q8_blocks_.empty() && q8_blocks_[size_t(l)][size_t(t)]) return {nullptr, q8_blocks_[size_t(l)][size_t(t)]};
+  if (!quant_blocks_.empty() && quant_blocks_[size_t(l)][size_t(t)]) return {nullptr, quant_blocks_[size_t(l)][size_t(t)]};
   const auto& w = w_.layers[size_t(l)];
   const T* const m[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
   return {m[t], nullptr};
@@ -138,7 +138,7 @@ WeightRef<T> LlamaModel<T>::block_weight(int64_t l, BlockMatrix t) const {
 template <typename T>
 void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out) {
   if constexpr (std::is_same_v<T, float>) {
-    if (w.q8) return q8_linear_forward(y, x.fp32, *w.q8, M, q8_scratch_, q8_band_rows(n_in));
+    if (w.quant) return quant_linear_forward(y, x.fp32, *w.quant, M, band_scratch_, band_rows(n_in));
     if (x.bf16) return kernels::linear_forward(y, x.bf16, bf16_weight(w.fp32), M, n_in, n_out);
   }
   linear_forward(y, x.fp32, w.fp32, M, n_in, n_out);
@@ -148,8 +148,8 @@ template <typename T>
 void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
                                int64_t n_in, int64_t n_out, bool accumulate_dx) {
   if constexpr (std::is_same_v<T, float>) {
-    if (w.q8) {  // frozen: dw is null
-      if (dx) q8_linear_backward_input(dx, dy.fp32, *w.q8, M, q8_scratch_, q8_band_rows(n_in), accumulate_dx);
+    if (w.quant) {  // frozen: dw is null
+      if (dx) quant_linear_backward_input(dx, dy.fp32, *w.quant, M, band_scratch_, band_rows(n_in), accumulate_dx);
       return;
     }
     if (dy.bf16) return kernels::linear_backward(dx, dw, dy.bf16, x.bf16, bf16_weight(w.fp32), M, n_in, n_out, accumulate_dx);
@@ -265,8 +265,8 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
   if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
     embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
     linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
-  } else if (q8_embd_) {
-    if constexpr (std::is_same_v<T, float>) q8_embedding_forward(residual_[0], inputs, *q8_embd_, BT);
+  } else if (quant_embd_) {
+    if constexpr (std::is_same_v<T, float>) quant_embedding_forward(residual_[0], inputs, *quant_embd_, BT);
   } else {
     embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
   }

@@ -14,7 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
-#include "kernels/q8_linear.h"
+#include "kernels/quant_linear.h"
 #include "kernels/tile_gemm_bf16.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -39,17 +39,17 @@ struct ModelOptions {
   int64_t logit_chunk_rows = 0;
   // Attention tile sizes (0: the kernel's defaults); tests shrink them.
   int64_t attn_tile_rows = 0, attn_tile_cols = 0;
-  // Frozen matrices kept as Q8_0 (a LoRA run on a Q8_0 base): absent from
-  // params() and layout(); every GEMM dequantizes a band of rows into a
-  // scratch buffer. Float models only; must outlive the model.
+  // Frozen matrices kept in their blocks (a LoRA run on a quantized base):
+  // absent from params() and layout(); every GEMM dequantizes a band of
+  // rows into a scratch buffer. Float models only; must outlive the model.
   const QuantizedBase* quantized = nullptr;
 };
 
-// A weight matrix as a linear layer reads it: float parameters, or Q8_0 rows.
+// A weight matrix as a linear layer reads it: float parameters, or quantized rows.
 template <typename T>
 struct WeightRef {
   const T* fp32 = nullptr;
-  const kernels::Q8Rows* q8 = nullptr;
+  const kernels::QuantRows* quant = nullptr;
 };
 
 // Wall time per operation, summed over layers and steps, when attached with
@@ -155,9 +155,9 @@ class LlamaModel {
                   int64_t n_in, int64_t n_out, bool accumulate_dx);
   // Matrix t of block l, and the head: float or held quantized.
   WeightRef<T> block_weight(int64_t l, BlockMatrix t) const;
-  WeightRef<T> head_weight() const { return {w_.output, q8_output_}; }
+  WeightRef<T> head_weight() const { return {w_.output, quant_output_}; }
   // Rows of a quantized matrix with `cols` columns that fit the scratch.
-  int64_t q8_band_rows(int64_t cols) const { return std::max<int64_t>(1, q8_scratch_size_ / cols); }
+  int64_t band_rows(int64_t cols) const { return std::max<int64_t>(1, band_scratch_size_ / cols); }
   void bind_quantized();
   // dy as a GEMM input: itself in fp32, rounded into `scratch` in bf16.
   GemmIn<T> gemm_in(T* dy, kernels::bf16* scratch, int64_t n);
@@ -205,10 +205,10 @@ class LlamaModel {
   ModelWeights<T> w_, g_;
   // Q8_0 matrices (ModelOptions::quantized) per block and target, and of the
   // embedding and head; null where the matrix is float.
-  std::vector<std::array<const kernels::Q8Rows*, kNumBlockMatrices>> q8_blocks_;
-  const kernels::Q8Rows *q8_embd_ = nullptr, *q8_output_ = nullptr;
-  int64_t q8_scratch_size_ = 0;  // floats of dequantized rows at a time
-  T* q8_scratch_ = nullptr;
+  std::vector<std::array<const kernels::QuantRows*, kNumBlockMatrices>> quant_blocks_;
+  const kernels::QuantRows *quant_embd_ = nullptr, *quant_output_ = nullptr;
+  int64_t band_scratch_size_ = 0;  // floats of dequantized rows at a time
+  T* band_scratch_ = nullptr;
   kernels::AttnShape attn_shape_;
   std::vector<int32_t> doc_start_;  // [BT] set_documents' copy (attn_shape_.doc_start points here)
   int64_t counted_targets_ = 0;

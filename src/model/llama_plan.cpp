@@ -13,24 +13,29 @@
 
 namespace ggtrain::model {
 
-// Points q8_blocks_, q8_embd_ and q8_output_ at the quantized matrices and
-// sizes the scratch: the largest quantized block matrix, and bands of at
+// Points quant_blocks_, quant_embd_ and quant_output_ at the quantized
+// matrices and sizes the scratch: the largest quantized block matrix, and bands of at
 // least 1024 rows for a quantized vocabulary matrix.
 template <typename T>
 void LlamaModel<T>::bind_quantized() {
   if (!opts_.quantized || opts_.quantized->names().empty()) return;
   const auto& q = *opts_.quantized;
-  q8_blocks_.assign(size_t(cfg_.n_layers), {});
+  quant_blocks_.assign(size_t(cfg_.n_layers), {});
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     for (int t = 0; t < kNumBlockMatrices; ++t)
-      if (const auto* m = q.find(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
-        q8_blocks_[size_t(l)][size_t(t)] = m;
-        q8_scratch_size_ = std::max(q8_scratch_size_, m->rows * m->cols);
+      if (const auto* h = q.find(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
+        const kernels::QuantRows* m = &h->rows;
+        quant_blocks_[size_t(l)][size_t(t)] = m;
+        band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
       }
-  q8_embd_ = q.find("token_embd.weight");
-  q8_output_ = cfg_.tied ? q8_embd_ : q.find("output.weight");
-  if (q8_output_)
-    q8_scratch_size_ = std::max(q8_scratch_size_, std::min<int64_t>(q8_output_->rows, 1024) * q8_output_->cols);
+  auto rows_of = [&](const char* name) -> const kernels::QuantRows* {
+    const HeldMatrix* h = q.find(name);
+    return h ? &h->rows : nullptr;
+  };
+  quant_embd_ = rows_of("token_embd.weight");
+  quant_output_ = cfg_.tied ? quant_embd_ : rows_of("output.weight");
+  if (quant_output_)
+    band_scratch_size_ = std::max(band_scratch_size_, std::min<int64_t>(quant_output_->rows, 1024) * quant_output_->cols);
 }
 
 template <typename T>
@@ -117,7 +122,7 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
     d_v_h_ = take_gemm_in(p, BT * KD).bf16;
   }
   d_act_ = p.take(BT * F);
-  if (q8_scratch_size_ > 0) q8_scratch_ = p.take(q8_scratch_size_);
+  if (band_scratch_size_ > 0) band_scratch_ = p.take(band_scratch_size_);
   if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
 }
 

@@ -29,7 +29,7 @@ struct ParamTensor {
 class ParamLayout {
  public:
   // `held_elsewhere`: tensors the model keeps outside the buffer (a LoRA
-  // run's Q8_0 base matrices); the others pack as if they were absent.
+  // run's quantized base matrices); the others pack as if they were absent.
   explicit ParamLayout(const LlamaConfig& c, const std::set<std::string>& held_elsewhere = {});
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   int64_t total() const { return total_; }

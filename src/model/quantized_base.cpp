@@ -3,33 +3,56 @@
 #include <fmt/ranges.h>
 
 #include "model/checkpoint.h"
+#include "quant/blocks.h"
 #include "model/params.h"
 #include "util/error.h"
 #include "util/hash.h"
 
 namespace ggtrain::model {
 
+namespace {
+
+// The decoder of a quantized type the base may hold; null for the others
+// (F32, F16, BF16: those become float parameters).
+using RowDecoder = void (*)(const uint8_t*, float*, size_t);
+RowDecoder held_decoder(gguf::TensorType t) {
+  switch (t) {
+    case gguf::TensorType::Q8_0: return kernels::dequantize_q8_0;
+    case gguf::TensorType::Q4_0: return quant::dequantize_q4_0;
+    case gguf::TensorType::Q5_0: return quant::dequantize_q5_0;
+    case gguf::TensorType::Q5_1: return quant::dequantize_q5_1;
+    case gguf::TensorType::Q4_K: return quant::dequantize_q4_k;
+    case gguf::TensorType::Q5_K: return quant::dequantize_q5_k;
+    case gguf::TensorType::Q6_K: return quant::dequantize_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c) {
   const ParamLayout base(c.without_lora());
   for (const auto& t : base.tensors()) {
     const auto* ti = f.find_tensor(t.name);
-    if (!ti || ti->type != gguf::TensorType::Q8_0 || t.shape.size() != 2) continue;
+    const RowDecoder decode = ti ? held_decoder(ti->type) : nullptr;
+    if (!decode || t.shape.size() != 2) continue;
     if (ti->shape() != ggml_ne(t.shape))
       fail("{}: tensor '{}' has ne [{}], expected [{}]", f.path(), t.name, fmt::join(ti->shape(), ", "),
            fmt::join(ggml_ne(t.shape), ", "));
-    const kernels::Q8Rows rows{ti->data, t.shape[0], t.shape[1]};
-    if (t.shape[1] % int64_t(kernels::kQ8Block) != 0 || uint64_t(rows.rows * rows.row_bytes()) != ti->n_bytes)
-      fail("{}: Q8_0 tensor '{}' holds {} bytes, not {} rows of {} blocks", f.path(), t.name, ti->n_bytes,
-           rows.rows, t.shape[1] / int64_t(kernels::kQ8Block));
-    rows_[t.name] = rows;
+    const auto& tt = gguf::traits(ti->type);
+    const int64_t block = int64_t(tt.block_size), row_bytes = t.shape[1] / block * int64_t(tt.type_size);
+    if (t.shape[1] % block != 0 || uint64_t(t.shape[0] * row_bytes) != ti->n_bytes)
+      fail("{}: {} tensor '{}' holds {} bytes, not {} rows of {} blocks", f.path(), gguf::type_name(ti->type),
+           t.name, ti->n_bytes, t.shape[0], t.shape[1] / block);
+    held_[t.name] = {ti->type, {ti->data, t.shape[0], t.shape[1], row_bytes, decode}};
     names_.insert(t.name);
     bytes_ += int64_t(ti->n_bytes);
   }
 }
 
-const kernels::Q8Rows* QuantizedBase::find(const std::string& name) const {
-  const auto it = rows_.find(name);
-  return it == rows_.end() ? nullptr : &it->second;
+const HeldMatrix* QuantizedBase::find(const std::string& name) const {
+  const auto it = held_.find(name);
+  return it == held_.end() ? nullptr : &it->second;
 }
 
 void load_base_params(const gguf::GgufFile& f, const LlamaConfig& c, const ParamLayout& layout, float* params) {

@@ -1,32 +1,43 @@
 #pragma once
-// A LoRA run's frozen base, read from its GGUF: the Q8_0 matrices stay Q8_0
-// (34 bytes per 32 weights instead of 128 as F32 master weights), pointing
-// into the file's memory map as llama.cpp's loader does; every other base
-// tensor (norms, F32/F16/BF16 matrices) becomes float parameters.
+// A LoRA run's frozen base, read from its GGUF: the quantized matrices
+// (Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) stay in their blocks (Q8_0: 34
+// bytes per 32 weights, Q4_K: 144 per 256, instead of 4 bytes a weight as
+// F32 master weights), pointing into the file's memory map as llama.cpp's
+// loader does; every other base tensor (norms, F32/F16/BF16 matrices)
+// becomes float parameters.
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
 
 #include "gguf/reader.h"
-#include "kernels/q8_linear.h"
+#include "gguf/types.h"
+#include "kernels/quant_linear.h"
 #include "model/config.h"
 #include "model/params.h"
 
 namespace ggtrain::model {
 
+// One held matrix: its GGUF type (the decoder reads it as a file's) and its
+// rows as the training layers read them.
+struct HeldMatrix {
+  gguf::TensorType type;
+  kernels::QuantRows rows;
+};
+
 class QuantizedBase {
  public:
   QuantizedBase() = default;
-  // The 2-D Q8_0 tensors of `f` among the base tensors of `c` (LoRA tensors
-  // aside), shapes checked against the model's. `f` must outlive this.
+  // The 2-D quantized tensors of `f` among the base tensors of `c` (LoRA
+  // tensors aside), shapes and sizes checked against the model's. `f` must
+  // outlive this.
   QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c);
-  const kernels::Q8Rows* find(const std::string& name) const;
+  const HeldMatrix* find(const std::string& name) const;
   const std::set<std::string>& names() const { return names_; }
   int64_t bytes() const { return bytes_; }
 
  private:
-  std::map<std::string, kernels::Q8Rows> rows_;
+  std::map<std::string, HeldMatrix> held_;
   std::set<std::string> names_;
   int64_t bytes_ = 0;
 };

@@ -169,13 +169,13 @@ void Run::attach_donor() {
                c_.init.donor, donor_->vocab, donor_->dim, mc_.d_model, donor_->dim);
 }
 
-// A LoRA run keeps the base's Q8_0 matrices as they are in the file (they
+// A LoRA run keeps the base's quantized matrices as they are in the file (they
 // are frozen): the model reads them through `opts`.
 void Run::hold_quantized_base(model::ModelOptions& opts) {
   quantized_ = std::make_unique<model::QuantizedBase>(*base_, mc_);
   opts.quantized = quantized_.get();
   if (!quiet_ && !quantized_->names().empty())
-    fmt::print(stderr, "base: {} Q8_0 matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
+    fmt::print(stderr, "base: {} matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
                double(quantized_->bytes()) / (1 << 20));
 }
 

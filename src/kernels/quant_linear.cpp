@@ -1,4 +1,4 @@
-#include "kernels/q8_linear.h"
+#include "kernels/quant_linear.h"
 
 #include <algorithm>
 
@@ -7,38 +7,37 @@
 
 namespace ggtrain::kernels {
 
-void q8_dequantize_rows(const Q8Rows& w, int64_t r0, int64_t r1, float* out) {
+void dequantize_rows(const QuantRows& w, int64_t r0, int64_t r1, float* out) {
 #pragma omp parallel for if ((r1 - r0) * w.cols >= kMinParallelWork)
   for (int64_t r = r0; r < r1; ++r)
-    dequantize_q8_0(w.data + r * w.row_bytes(), out + (r - r0) * w.cols, size_t(w.cols));
+    w.dequantize(w.data + r * w.row_bytes, out + (r - r0) * w.cols, size_t(w.cols));
 }
 
-void q8_linear_forward(float* out, const float* inp, const Q8Rows& w, int64_t M, float* scratch,
+void quant_linear_forward(float* out, const float* inp, const QuantRows& w, int64_t M, float* scratch,
                        int64_t band_rows) {
   for (int64_t r0 = 0; r0 < w.rows; r0 += band_rows) {
     const int64_t n = std::min(band_rows, w.rows - r0);
-    q8_dequantize_rows(w, r0, r0 + n, scratch);
+    dequantize_rows(w, r0, r0 + n, scratch);
     // out[:, r0 : r0 + n] = inp band^T: the band's columns of out, row stride w.rows
     gemm(false, true, M, n, w.cols, 1.f, inp, w.cols, scratch, w.cols, 0.f, out + r0, w.rows);
   }
 }
 
-void q8_linear_backward_input(float* dinp, const float* dout, const Q8Rows& w, int64_t M, float* scratch,
+void quant_linear_backward_input(float* dinp, const float* dout, const QuantRows& w, int64_t M, float* scratch,
                               int64_t band_rows, bool accumulate) {
   for (int64_t r0 = 0; r0 < w.rows; r0 += band_rows) {
     const int64_t n = std::min(band_rows, w.rows - r0);
-    q8_dequantize_rows(w, r0, r0 + n, scratch);
+    dequantize_rows(w, r0, r0 + n, scratch);
     // dinp (+)= dout[:, r0 : r0 + n] band: the bands' contributions add up
     const float beta = accumulate || r0 > 0 ? 1.f : 0.f;
     gemm(false, false, M, w.cols, n, 1.f, dout + r0, w.rows, scratch, w.cols, beta, dinp, w.cols);
   }
 }
 
-void q8_embedding_forward(float* x, const int32_t* tokens, const Q8Rows& table, int64_t N) {
+void quant_embedding_forward(float* x, const int32_t* tokens, const QuantRows& table, int64_t N) {
 #pragma omp parallel for if (N * table.cols >= kMinParallelWork)
   for (int64_t n = 0; n < N; ++n)
-    dequantize_q8_0(table.data + int64_t(tokens[n]) * table.row_bytes(), x + n * table.cols,
-                          size_t(table.cols));
+    table.dequantize(table.data + int64_t(tokens[n]) * table.row_bytes, x + n * table.cols, size_t(table.cols));
 }
 
 }  // namespace ggtrain::kernels
