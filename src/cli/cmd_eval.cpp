@@ -52,8 +52,8 @@ int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string
     if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
   });
   if (tty) fmt::print(stderr, "\n");
-  fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text)\n", r.ppl,
-             r.chunks, ctx, r.scored, tokens.size());
+  fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text), {:.1f} tokens/s\n",
+             r.ppl, r.chunks, ctx, r.scored, tokens.size(), double(r.chunks * ctx) / r.seconds);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cross_entropy.h"
+#include "util/clock.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -19,6 +20,7 @@ PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, in
   r.chunks = int64_t(tokens.size()) / n_ctx;
   double nll = 0;
   std::vector<int32_t> window(static_cast<size_t>(n_ctx));
+  const double t0 = now_seconds();
   for (int64_t c = 0; c < r.chunks; ++c) {
     std::copy(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx, window.begin());
     if (bos >= 0) window[0] = bos;
@@ -30,6 +32,7 @@ PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, in
     r.scored += n_ctx - 1 - first;
     if (on_chunk) on_chunk(c, std::exp(nll / double(r.scored)));
   }
+  r.seconds = now_seconds() - t0;
   r.nll = nll / double(r.scored);
   r.ppl = std::exp(r.nll);
   return r;

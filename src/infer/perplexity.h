@@ -17,6 +17,7 @@ namespace ggtrain::infer {
 struct PerplexityResult {
   double ppl = 0, nll = 0;
   int64_t chunks = 0, scored = 0;
+  double seconds = 0;  // evaluating the chunks (chunks * n_ctx tokens), as llama.cpp times it
 };
 
 // on_chunk (optional) gets (chunk index, running perplexity).
