@@ -130,11 +130,12 @@ void attend_keys(const Partial& p, const float* q, int64_t G, const E* k, const 
   }
 }
 
-// How many parts one query's keys are split into: enough (query, KV head,
-// part) items for every thread twice over when a single query is decoded,
-// each part at least kMinChunkTiles tiles.
+// How many parts one query's keys are split into, when the work is spread
+// over threads: enough (query, KV head, part) items for every thread twice
+// over when a single query is decoded, each part at least kMinChunkTiles
+// tiles.
 int64_t key_parts(const DecodeAttnShape& s, int64_t pos, int64_t n, int64_t threads) {
-  if (n != 1 || threads <= 1) return 1;
+  if (n != 1) return 1;
   const int64_t tiles = pos / kTile + 1;
   const int64_t want = (2 * threads + s.n_kv_heads - 1) / s.n_kv_heads;
   return std::max<int64_t>(1, std::min(want, tiles / kMinChunkTiles));
@@ -151,13 +152,13 @@ template <typename E>
 void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc, int64_t n_ctx,
                             const DecodeAttnShape& s, int64_t pos, int64_t n, float* scratch, int64_t threads) {
   const int64_t hd = s.d_head, G = s.group(), QD = s.n_heads * hd, KVH = s.n_kv_heads;
-  const int64_t parts = key_parts(s, pos, n, threads), items = n * KVH * parts;
+  const bool parallel = threads > 1 && s.n_heads * n * (pos + n) * hd >= kMinParallelWork;
+  const int64_t parts = parallel ? key_parts(s, pos, n, threads) : 1, items = n * KVH * parts;
   const int64_t per_thread = per_thread_scratch(s, n_ctx);
   // Split parts: [n_heads, parts] of (o[hd], m, l) after the threads' scratch.
   float* part_o = scratch + threads * per_thread;
   float* part_m = part_o + s.n_heads * parts * hd;
   float* part_l = part_m + s.n_heads * parts;
-  const bool parallel = threads > 1 && s.n_heads * n * (pos + n) * hd >= kMinParallelWork;
 #pragma omp parallel num_threads(int(threads)) if (parallel)
   {
     float* qs = scratch + omp_get_thread_num() * per_thread;
