@@ -2,16 +2,12 @@
 
 #include <omp.h>
 
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
-#include "kernels/parallel.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
-#include "kernels/vexp.h"
 #include "model/quantized_base.h"
 #include "util/error.h"
 
