@@ -68,6 +68,25 @@ logit_report=$(node "$CLI" compare ours.f32 theirs.f32 1e-4) || {
   fail "ggtrain and llama.cpp logits differ by more than 1e-4"
 }
 
+# ggtrain's default fp16 K/V cache against llama.cpp's (its default too): the
+# same rounding of keys and values, so the same tolerance; on a prompt of
+# under 16 tokens (the decode attention kernel) and one of 60 (the flash
+# kernel over the rounded batch). (On this small model fp16 moves the logits
+# by only ~4e-5, so this checks the cache's layout and kernels against
+# llama.cpp, not the rounding itself: test_infer and test_attention_decode do.)
+short_ids="1,$("$GGTRAIN" tokenize -m "$M" --lines <(echo "In the"))"
+long_ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m "$M" --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
+for case in "short:$short_ids" "long:$long_ids"; do
+  name=${case%%:*} case_ids=${case#*:}
+  "$GGTRAIN" eval -m "$M" --tokens "$case_ids" --dump-logits "ours16-$name.f32"
+  LLAMA_CPP_KV_TYPE=F16 node "$CLI" logits "$M" "$case_ids" "theirs16-$name.f32"
+  report=$(node "$CLI" compare "ours16-$name.f32" "theirs16-$name.f32" 1e-4) || {
+    echo "$report"
+    fail "fp16 cache ($name prompt): ggtrain and llama.cpp logits differ by more than 1e-4"
+  }
+  echo "fp16 cache, $name prompt of $(tr -cd , <<<"$case_ids" | wc -c) + 1 tokens: $report"
+done
+
 # Tokenizer: the first 250 corpus lines plus hand-written edge cases.
 head -n 250 corpus.txt >lines.txt
 cat >>lines.txt <<'EOF'

@@ -5,8 +5,9 @@
 //       One llama_decode of exactly these token ids (no BOS is added) at
 //       positions 0..n-1 of one sequence, logits requested at every position;
 //       writes float32 row-major [n_tokens, n_vocab]. CPU only, 1 thread,
-//       flash attention off, F32 K/V cache. With LORA.gguf, that adapter is
-//       applied to the model at scale 1.
+//       flash attention off, F32 K/V cache (F16 with LLAMA_CPP_KV_TYPE=F16,
+//       llama.cpp's default). With LORA.gguf, that adapter is applied to the
+//       model at scale 1.
 //   node llama_cpp.mjs tokenize MODEL.gguf LINES.txt
 //       For each non-empty line (split on "\n" only, like ggtrain), prints the
 //       token ids llama.cpp gives without BOS and without parsing special
@@ -59,6 +60,13 @@ function parseIds(text) {
   return ids.map(Number);
 }
 
+// The K/V cache type of `logits`: F32 unless LLAMA_CPP_KV_TYPE says F16.
+function kvType() {
+  const t = process.env.LLAMA_CPP_KV_TYPE ?? "F32";
+  if (t !== "F32" && t !== "F16") die(`LLAMA_CPP_KV_TYPE=${t}: F32 or F16`, 2);
+  return t;
+}
+
 async function cmdLogits(modelPath, idsText, outPath, loraPath) {
   const ids = parseIds(idsText);
   const llama = await loadLlama();
@@ -76,8 +84,8 @@ async function cmdLogits(modelPath, idsText, outPath, loraPath) {
     batchSize: n, // one batch => one llama_decode over all n tokens
     flashAttention: false,
     threads: 1,
-    experimentalKvCacheKeyType: "F32",
-    experimentalKvCacheValueType: "F32",
+    experimentalKvCacheKeyType: kvType(),
+    experimentalKvCacheValueType: kvType(),
     // A LoRA adapter GGUF applied at scale 1 (llama_set_adapter_lora).
     lora: loraPath ? { adapters: [{ filePath: resolve(loraPath) }] } : undefined,
   });
