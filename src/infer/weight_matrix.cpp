@@ -177,7 +177,8 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
   kernels::quantize_q8_0_activations(x_in, xq.data(), size_t(n * cols_));
 #pragma omp parallel for schedule(static) if (n * rows_ * cols_ >= kernels::kMinParallelWork)
   for (int64_t r = 0; r < rows_; ++r)
-    for (int64_t i = 0; i < n; ++i) y[i * rows_ + r] = kernels::dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
+    for (int64_t i = 0; i < n; ++i)
+      y[i * rows_ + r] = kernels::dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
 }
 
 void WeightMatrix::row(int64_t r, float* out) const {

@@ -2,7 +2,8 @@
 // A model weight as inference reads it: F32 straight from the GGUF memory
 // map (zero-copy); Q8_0 repacked at load for the VNNI int8 kernels
 // (kernels/q8_packed.h; read in place where the build lacks them); Q4_0 and
-// Q5_0 re-encoded exactly as Q8_0 blocks at load, then the same; the K-quants unpacked at load into int8 quants with group scales
+// Q5_0 re-encoded exactly as Q8_0 blocks at load, then the same; the
+// K-quants unpacked at load into int8 quants with group scales
 // (quant/k_rows.h); F16, BF16 and Q5_1 dequantized once at load. Like
 // ggml, the activations are first rounded to the weight's "dot type" (F16,
 // BF16, Q8_0 blocks with an fp16 scale, or Q8_K blocks of 256 with a float

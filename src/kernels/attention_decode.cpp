@@ -228,7 +228,8 @@ template <typename E>
 void store_kv_typed(E* kc, E* vc, int64_t n_ctx, const DecodeAttnShape& s, float* k, float* v, int64_t pos,
                     int64_t n) {
   const int64_t hd = s.d_head, KD = s.n_kv_heads * hd;
-  std::vector<uint16_t> hk(static_cast<size_t>(hd));
+  // A key row's fp16 bits before their transposed write (fp16 caches only).
+  std::vector<uint16_t> hk(std::is_same_v<E, uint16_t> ? static_cast<size_t>(hd) : 0);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = pos + i;
     for (int64_t g = 0; g < s.n_kv_heads; ++g) {
@@ -257,6 +258,8 @@ int64_t attention_decode_scratch(const DecodeAttnShape& s, int64_t n_ctx, int64_
 void attention_decode(float* out, const float* q, const KvLayerView& c, const DecodeAttnShape& s, int64_t pos,
                       int64_t n, float* scratch, int64_t threads) {
   if (s.group() > 64) fail("attention: {} query heads per KV head (at most 64)", s.group());
+  if (pos < 0 || n < 1 || pos + n > c.n_ctx)
+    fail("attention: positions {}..{} outside a cache of {}", pos, pos + n, c.n_ctx);
   if (c.type == CacheType::kF16)
     attention_decode_typed(out, q, static_cast<const uint16_t*>(c.k), static_cast<const uint16_t*>(c.v), c.n_ctx,
                            s, pos, n, scratch, threads);
