@@ -213,18 +213,30 @@ INSTANTIATE_TEST_SUITE_P(Types, HeldBase,
                                            gguf::TensorType::Q6_K),
                          [](const auto& info) { return std::string(gguf::type_name(info.param)); });
 
+namespace {
+
+// A LoRA run over the quantized file `base` printing samples every 5 steps,
+// after checking that the run holds all of the tiny model's 16 matrices
+// quantized.
+train::RunConfig held_base_lora_config(TempDir& tmp, const std::string& base) {
+  {
+    const gguf::GgufFile f(base);
+    EXPECT_EQ(model::QuantizedBase(f, model::config_from_llama_gguf(f)).names().size(), 2u * 7u + 2u) << base;
+  }
+  auto c = lora_config(tmp, base, 10);
+  c.train.sample_every = 5;
+  return c;
+}
+
+}  // namespace
+
 // A LoRA run on a Q8_0 base (held quantized) resumes bit-exactly and prints
 // samples from the held model; resuming with a different base is refused.
 TEST(Lora, Q8_0BaseAndAChangedBase) {
   TempDir tmp("ggtrain_lora_q8");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
   model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
-  auto c = lora_config(tmp, tmp / "base-q8_0.gguf", 10);
-  c.train.sample_every = 5;
-  {
-    const gguf::GgufFile f(tmp / "base-q8_0.gguf");
-    EXPECT_EQ(model::QuantizedBase(f, model::config_from_llama_gguf(f)).names().size(), 2u * 7u + 2u);
-  }
+  const auto c = held_base_lora_config(tmp, tmp / "base-q8_0.gguf");
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
   test_support::run_quiet(tmp / "r", c, false, 5);
   EXPECT_EQ(gguf::GgufFile(train::weights_path(tmp / "r", 5)).get_string("general.type"), "adapter");
@@ -244,12 +256,7 @@ TEST(Lora, KQuantMixBaseIsHeldAndResumes) {
   TempDir tmp("ggtrain_lora_q4km");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
   model::export_quantized(base, tmp / "base-q4_k_m.gguf", quant::FileType::Q4_K_M);
-  auto c = lora_config(tmp, tmp / "base-q4_k_m.gguf", 10);
-  c.train.sample_every = 5;
-  {
-    const gguf::GgufFile f(tmp / "base-q4_k_m.gguf");
-    EXPECT_EQ(model::QuantizedBase(f, model::config_from_llama_gguf(f)).names().size(), 2u * 7u + 2u);
-  }
+  const auto c = held_base_lora_config(tmp, tmp / "base-q4_k_m.gguf");
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 }
 

@@ -24,7 +24,9 @@ void add_inference_options(CLI::App* cmd, InferenceOptions& o) {
 }
 
 InferenceModel::InferenceModel(const InferenceOptions& o)
-    : file(path_with_threads_set(o)), decoder(file, o.ctx, infer::cache_type_from_name(o.cache_type)), tokenizer(data::Tokenizer::from_gguf(file)) {
+    : file(path_with_threads_set(o)),
+      decoder(file, o.ctx, infer::cache_type_from_name(o.cache_type)),
+      tokenizer(data::Tokenizer::from_gguf(file)) {
   apply_lora_options(o.lora, decoder);
 }
 

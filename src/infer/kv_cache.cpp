@@ -5,7 +5,7 @@
 namespace ggtrain::infer {
 
 KvCache::KvCache(kernels::CacheType type, int64_t n_layers, int64_t n_ctx, const kernels::DecodeAttnShape& shape)
-    : type_(type), shape_(shape), n_ctx_((n_ctx + 15) / 16 * 16) {
+    : type_(type), shape_(shape), n_ctx_(kernels::cache_positions(n_ctx)) {
   const int64_t element = type == kernels::CacheType::kF16 ? 2 : 4;
   layer_bytes_ = n_ctx_ * shape.n_kv_heads * shape.d_head * element;
   k_.assign(size_t(n_layers * layer_bytes_), 0);

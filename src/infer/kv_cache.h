@@ -23,7 +23,7 @@ class KvCache {
  private:
   kernels::CacheType type_;
   kernels::DecodeAttnShape shape_;
-  int64_t n_ctx_;         // rounded up to whole tiles of 16
+  int64_t n_ctx_;         // kernels::cache_positions of the context
   int64_t layer_bytes_;   // of keys (and of values) per layer
   std::vector<uint8_t> k_, v_;
 };

@@ -23,8 +23,8 @@ namespace ggtrain::kernels {
 
 namespace {
 
-constexpr int64_t kTile = 16;          // key positions per transposed tile
 constexpr int64_t kMinChunkTiles = 4;  // a thread's share of one query's keys: 64 keys at least
+static_assert(kKeyTile == 16, "the AVX-512 paths hold one tile's scores in one register");
 
 inline float to_float(float x) { return x; }
 inline float to_float(uint16_t h) { return fp16_to_fp32(h); }
@@ -41,8 +41,8 @@ inline __m512 load16(const uint16_t* p) {
 // multiple of 16, the tail of the last tile is computed and not used.
 template <typename E>
 void key_scores(float* s, int64_t ld, const float* qs, int64_t G, const E* k, int64_t hd, int64_t j0, int64_t j1) {
-  for (int64_t j = j0; j < j1; j += kTile) {
-    const E* tile = k + (j / kTile) * hd * kTile;
+  for (int64_t j = j0; j < j1; j += kKeyTile) {
+    const E* tile = k + (j / kKeyTile) * hd * kKeyTile;
     for (int64_t r = 0; r < G; ++r) {
       const float* qr = qs + r * hd;
       float* out = s + r * ld + (j - j0);
@@ -51,18 +51,18 @@ void key_scores(float* s, int64_t ld, const float* qs, int64_t G, const E* k, in
       __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       int64_t d = 0;
       for (; d + 4 <= hd; d += 4) {
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kTile), a0);
-        a1 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 1]), load16(tile + (d + 1) * kTile), a1);
-        a2 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 2]), load16(tile + (d + 2) * kTile), a2);
-        a3 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 3]), load16(tile + (d + 3) * kTile), a3);
+        a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kKeyTile), a0);
+        a1 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 1]), load16(tile + (d + 1) * kKeyTile), a1);
+        a2 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 2]), load16(tile + (d + 2) * kKeyTile), a2);
+        a3 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 3]), load16(tile + (d + 3) * kKeyTile), a3);
       }
-      for (; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kTile), a0);
+      for (; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kKeyTile), a0);
       _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 #else
-      float acc[kTile] = {};
+      float acc[kKeyTile] = {};
       for (int64_t d = 0; d < hd; ++d)
-        for (int64_t lane = 0; lane < kTile; ++lane) acc[lane] += qr[d] * to_float(tile[d * kTile + lane]);
-      std::copy(acc, acc + kTile, out);
+        for (int64_t lane = 0; lane < kKeyTile; ++lane) acc[lane] += qr[d] * to_float(tile[d * kKeyTile + lane]);
+      std::copy(acc, acc + kKeyTile, out);
 #endif
     }
   }
@@ -136,16 +136,16 @@ void attend_keys(const Partial& p, const float* q, int64_t G, const E* k, const 
 // tiles.
 int64_t key_parts(const DecodeAttnShape& s, int64_t pos, int64_t n, int64_t threads) {
   if (n != 1) return 1;
-  const int64_t tiles = pos / kTile + 1;
+  const int64_t tiles = pos / kKeyTile + 1;
   const int64_t want = (2 * threads + s.n_kv_heads - 1) / s.n_kv_heads;
   return std::max<int64_t>(1, std::min(want, tiles / kMinChunkTiles));
 }
 
 int64_t max_key_parts(int64_t threads) { return std::max<int64_t>(1, 2 * threads); }
 
-// A thread's queries [G, hd] and scores [G, n_ctx rounded up to whole tiles].
+// A thread's queries [G, hd] and scores [G, the cache's positions].
 int64_t per_thread_scratch(const DecodeAttnShape& s, int64_t n_ctx) {
-  return s.group() * (s.d_head + (n_ctx + kTile - 1) / kTile * kTile);
+  return s.group() * (s.d_head + cache_positions(n_ctx));
 }
 
 template <typename E>
@@ -166,11 +166,11 @@ void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t i = it / (KVH * parts), g = (it / parts) % KVH, c = it % parts;
-      const int64_t keys = pos + i + 1, tiles = (keys + kTile - 1) / kTile;
-      const int64_t j0 = std::min(keys, c * tiles / parts * kTile);
-      const int64_t j1 = std::min(keys, (c + 1) * tiles / parts * kTile);
+      const int64_t keys = pos + i + 1, tiles = (keys + kKeyTile - 1) / kKeyTile;
+      const int64_t j0 = std::min(keys, c * tiles / parts * kKeyTile);
+      const int64_t j1 = std::min(keys, (c + 1) * tiles / parts * kKeyTile);
       const float* qg = q + i * QD + g * G * hd;
-      const E* k = kc + g * (n_ctx / kTile) * hd * kTile;
+      const E* k = kc + g * (n_ctx / kKeyTile) * hd * kKeyTile;
       const E* v = vc + g * n_ctx * hd;
       if (parts == 1) {
         float m[64], l[64];  // G <= 64: checked by attention_decode
@@ -178,12 +178,8 @@ void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc
         attend_keys<E>({o, hd, m, l, 1}, qg, G, k, v, hd, j0, j1, qs, sc, n_ctx);
         for (int64_t r = 0; r < G; ++r)
           for (int64_t d = 0; d < hd; ++d) o[r * hd + d] /= l[r];
-      } else {
+      } else {  // every part holds at least kMinChunkTiles tiles (key_parts)
         const int64_t h0 = g * G;
-        if (j0 >= j1) {
-          for (int64_t r = 0; r < G; ++r) part_m[(h0 + r) * parts + c] = -INFINITY, part_l[(h0 + r) * parts + c] = 0;
-          continue;
-        }
         attend_keys<E>({part_o + (h0 * parts + c) * hd, parts * hd, part_m + h0 * parts + c,
                         part_l + h0 * parts + c, parts},
                        qg, G, k, v, hd, j0, j1, qs, sc, n_ctx);
@@ -201,7 +197,6 @@ void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc
         float* o = out + h * hd;
         std::fill(o, o + hd, 0.0f);
         for (int64_t c = 0; c < parts; ++c) {
-          if (lh[c] == 0) continue;
           const float w = std::exp(mh[c] - m) / l;
           const float* oc = part_o + (h * parts + c) * hd;
           for (int64_t d = 0; d < hd; ++d) o[d] += w * oc[d];
@@ -235,14 +230,14 @@ void store_kv_typed(E* kc, E* vc, int64_t n_ctx, const DecodeAttnShape& s, float
     for (int64_t g = 0; g < s.n_kv_heads; ++g) {
       float* kr = k + i * KD + g * hd;
       float* vr = v + i * KD + g * hd;
-      E* kt = kc + ((g * (n_ctx / kTile) + p / kTile) * hd) * kTile + p % kTile;
+      E* kt = kc + ((g * (n_ctx / kKeyTile) + p / kKeyTile) * hd) * kKeyTile + p % kKeyTile;
       E* vt = vc + (g * n_ctx + p) * hd;
       if constexpr (std::is_same_v<E, uint16_t>) {
         round_to_fp16(kr, hk.data(), hd);
         round_to_fp16(vr, vt, hd);
-        for (int64_t d = 0; d < hd; ++d) kt[d * kTile] = hk[size_t(d)];
+        for (int64_t d = 0; d < hd; ++d) kt[d * kKeyTile] = hk[size_t(d)];
       } else {
-        for (int64_t d = 0; d < hd; ++d) kt[d * kTile] = kr[d];
+        for (int64_t d = 0; d < hd; ++d) kt[d * kKeyTile] = kr[d];
         std::copy(vr, vr + hd, vt);
       }
     }

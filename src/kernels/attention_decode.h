@@ -26,8 +26,13 @@ struct KvLayerView {
   CacheType type;
   const void* k;
   const void* v;
-  int64_t n_ctx;  // positions the layer holds, a multiple of 16
+  int64_t n_ctx;  // positions the layer holds: cache_positions() of the context
 };
+
+constexpr int64_t kKeyTile = 16;  // key positions per transposed tile
+
+// Positions a layer's cache holds for a context of n_ctx: whole tiles.
+constexpr int64_t cache_positions(int64_t n_ctx) { return (n_ctx + kKeyTile - 1) / kKeyTile * kKeyTile; }
 
 struct DecodeAttnShape {
   int64_t n_heads, n_kv_heads, d_head;

@@ -14,7 +14,7 @@ void dequantize_rows(const QuantRows& w, int64_t r0, int64_t r1, float* out) {
 }
 
 void quant_linear_forward(float* out, const float* inp, const QuantRows& w, int64_t M, float* scratch,
-                       int64_t band_rows) {
+                          int64_t band_rows) {
   for (int64_t r0 = 0; r0 < w.rows; r0 += band_rows) {
     const int64_t n = std::min(band_rows, w.rows - r0);
     dequantize_rows(w, r0, r0 + n, scratch);
@@ -24,7 +24,7 @@ void quant_linear_forward(float* out, const float* inp, const QuantRows& w, int6
 }
 
 void quant_linear_backward_input(float* dinp, const float* dout, const QuantRows& w, int64_t M, float* scratch,
-                              int64_t band_rows, bool accumulate) {
+                                 int64_t band_rows, bool accumulate) {
   for (int64_t r0 = 0; r0 < w.rows; r0 += band_rows) {
     const int64_t n = std::min(band_rows, w.rows - r0);
     dequantize_rows(w, r0, r0 + n, scratch);

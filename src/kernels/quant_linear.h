@@ -31,12 +31,12 @@ void dequantize_rows(const QuantRows& w, int64_t r0, int64_t r1, float* out);
 // out[M, w.rows] = inp[M, w.cols] W^T, dequantizing up to `band_rows` rows of
 // W at a time into scratch (band_rows * w.cols floats).
 void quant_linear_forward(float* out, const float* inp, const QuantRows& w, int64_t M, float* scratch,
-                       int64_t band_rows);
+                          int64_t band_rows);
 
 // dinp[M, w.cols] (= or +=, per accumulate) dout[M, w.rows] W. W is frozen:
 // no weight gradient.
 void quant_linear_backward_input(float* dinp, const float* dout, const QuantRows& w, int64_t M, float* scratch,
-                              int64_t band_rows, bool accumulate);
+                                 int64_t band_rows, bool accumulate);
 
 // x[n, :] = table[tokens[n], :] for a quantized embedding table.
 void quant_embedding_forward(float* x, const int32_t* tokens, const QuantRows& table, int64_t N);

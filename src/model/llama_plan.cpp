@@ -14,28 +14,28 @@
 namespace ggtrain::model {
 
 // Points quant_blocks_, quant_embd_ and quant_output_ at the quantized
-// matrices and sizes the scratch: the largest quantized block matrix, and bands of at
-// least 1024 rows for a quantized vocabulary matrix.
+// matrices and sizes the scratch: the largest quantized block matrix, and
+// bands of at least 1024 rows for a quantized vocabulary matrix.
 template <typename T>
 void LlamaModel<T>::bind_quantized() {
   if (!opts_.quantized || opts_.quantized->names().empty()) return;
   const auto& q = *opts_.quantized;
-  quant_blocks_.assign(size_t(cfg_.n_layers), {});
-  for (int64_t l = 0; l < cfg_.n_layers; ++l)
-    for (int t = 0; t < kNumBlockMatrices; ++t)
-      if (const auto* h = q.find(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
-        const kernels::QuantRows* m = &h->rows;
-        quant_blocks_[size_t(l)][size_t(t)] = m;
-        band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
-      }
-  auto rows_of = [&](const char* name) -> const kernels::QuantRows* {
+  auto rows_of = [&](const std::string& name) -> const kernels::QuantRows* {
     const HeldMatrix* h = q.find(name);
     return h ? &h->rows : nullptr;
   };
+  quant_blocks_.assign(size_t(cfg_.n_layers), {});
+  for (int64_t l = 0; l < cfg_.n_layers; ++l)
+    for (int t = 0; t < kNumBlockMatrices; ++t)
+      if (const auto* m = rows_of(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
+        quant_blocks_[size_t(l)][size_t(t)] = m;
+        band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
+      }
   quant_embd_ = rows_of("token_embd.weight");
   quant_output_ = cfg_.tied ? quant_embd_ : rows_of("output.weight");
   if (quant_output_)
-    band_scratch_size_ = std::max(band_scratch_size_, std::min<int64_t>(quant_output_->rows, 1024) * quant_output_->cols);
+    band_scratch_size_ =
+        std::max(band_scratch_size_, std::min<int64_t>(quant_output_->rows, 1024) * quant_output_->cols);
 }
 
 template <typename T>
