@@ -18,5 +18,6 @@ Runner add_chat_command(CLI::App& app);
 Runner add_export_command(CLI::App& app);
 Runner add_import_command(CLI::App& app);
 Runner add_data_command(CLI::App& app);
+Runner add_config_command(CLI::App& app);
 
 }  // namespace ggtrain::cli

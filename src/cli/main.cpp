@@ -6,26 +6,40 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/usage_error.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"ggtrain: train small Llama models from scratch, checkpoints as GGUF"};
+  CLI::App app{"ggtrain: train small Llama models from scratch or finetune a GGUF; every checkpoint a GGUF that "
+               "llama.cpp, ollama and LM Studio load"};
   app.set_version_flag("--version", "ggtrain 0.1.0");
   app.require_subcommand(1);
   std::vector<ggtrain::cli::Runner> runners{
-      ggtrain::cli::add_inspect_command(app), ggtrain::cli::add_train_command(app),
-      ggtrain::cli::add_eval_command(app), ggtrain::cli::add_generate_command(app), ggtrain::cli::add_chat_command(app),
-      ggtrain::cli::add_export_command(app), ggtrain::cli::add_tokenizer_command(app),
-      ggtrain::cli::add_tokenize_command(app),
-      ggtrain::cli::add_import_command(app), ggtrain::cli::add_data_command(app)};
+      ggtrain::cli::add_train_command(app),     ggtrain::cli::add_generate_command(app),
+      ggtrain::cli::add_chat_command(app),      ggtrain::cli::add_eval_command(app),
+      ggtrain::cli::add_export_command(app),    ggtrain::cli::add_config_command(app),
+      ggtrain::cli::add_data_command(app),      ggtrain::cli::add_tokenizer_command(app),
+      ggtrain::cli::add_tokenize_command(app),  ggtrain::cli::add_inspect_command(app),
+      ggtrain::cli::add_import_command(app)};
   // llama.cpp spells the system prompt "-sys"; CLI11 takes no multi-letter
   // single-dash names, so that one spelling is translated before parsing.
-  std::vector<std::string> args;
-  for (int i = argc - 1; i > 0; --i) args.push_back(std::string_view(argv[i]) == "-sys" ? "--system-prompt" : argv[i]);
+  std::vector<std::string> typed;
+  for (int i = 1; i < argc; ++i) typed.push_back(std::string_view(argv[i]) == "-sys" ? "--system-prompt" : argv[i]);
+  if (const std::string m = ggtrain::cli::unknown_command_message(app, typed); !m.empty()) {
+    fmt::print(stderr, "ggtrain: error: {}\n", m);
+    return ggtrain::cli::kUsageExitCode;
+  }
   try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
+    app.parse(std::vector<std::string>(typed.rbegin(), typed.rend()));  // CLI11 takes them last first
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "ggtrain: error: {}\n", ggtrain::cli::usage_error_message(app, e));
+    return ggtrain::cli::kUsageExitCode;
   }
   try {
     for (auto& run : runners) {

@@ -25,9 +25,15 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<LlamaField>& llama_fields() {
   using C = LlamaConfig;
   static const std::vector<LlamaField> fields = {
-      {"d_model", &C::d_model}, {"n_layers", &C::n_layers},   {"n_heads", &C::n_heads},
-      {"n_kv_heads", &C::n_kv_heads}, {"d_ff", &C::d_ff},     {"ctx", &C::ctx},
-      {"tied", &C::tied},       {"rope_freq_base", &C::rope_freq_base}, {"rms_eps", &C::rms_eps},
+      {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
+      {"n_layers", &C::n_layers, "transformer blocks"},
+      {"n_heads", &C::n_heads, "attention (query) heads; head size = d_model / n_heads"},
+      {"n_kv_heads", &C::n_kv_heads, "key/value heads (grouped-query attention); divides n_heads"},
+      {"d_ff", &C::d_ff, "hidden width of the SwiGLU feed-forward layer"},
+      {"ctx", &C::ctx, "longest context the model is built for (llama.context_length)"},
+      {"tied", &C::tied, "the output head shares the token embedding's weights"},
+      {"rope_freq_base", &C::rope_freq_base, "RoPE base frequency (llama.rope.freq_base)"},
+      {"rms_eps", &C::rms_eps, "epsilon of the RMS norms (llama.attention.layer_norm_rms_epsilon)"},
   };
   return fields;
 }
@@ -85,6 +91,10 @@ double LlamaConfig::flops_per_token(int64_t seq_len) const {
 }
 
 LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
+  if (const gguf::Value* type = f.find("general.type"); type && type->type == gguf::ValueType::STRING &&
+                                                           type->s == "adapter")
+    fail("{} is a LoRA adapter, not a model: use it with the base model it was trained on (generate/chat/eval -m "
+         "BASE --lora {}, or export --merge-lora BASE {} OUT)", f.path(), f.path(), f.path());
   const std::string& arch = f.get_string("general.architecture");
   if (arch != "llama")
     fail("{}: general.architecture is '{}'; only 'llama' models are supported", f.path(), arch);

@@ -77,6 +77,7 @@ Precision precision_from_name(const std::string& name);  // "fp32", "bf16"
 struct LlamaField {
   const char* name;  // "d_model": config key model.d_model
   std::variant<int64_t LlamaConfig::*, bool LlamaConfig::*, double LlamaConfig::*> member;
+  const char* doc;  // one line for `ggtrain config show`
 };
 const std::vector<LlamaField>& llama_fields();
 // f's value in c, as text for messages.

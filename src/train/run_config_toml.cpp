@@ -15,6 +15,7 @@
 
 #include "train/run_config.h"
 #include "util/error.h"
+#include "util/suggest.h"
 #include "util/utf8.h"
 
 namespace ggtrain::train {
@@ -30,6 +31,7 @@ struct Key {
   std::function<void(RunConfig&, const std::string&)> set;
   std::function<std::string(const RunConfig&)> get;  // TOML literal
   Kind kind;
+  const char* doc;  // one line for `ggtrain config show`
 };
 
 int64_t parse_int(const std::string& key, const std::string& v) {
@@ -62,9 +64,9 @@ std::string quote(const std::string& s) {
 }
 
 template <typename T>
-Key int_key(const std::string& name, T RunConfig::*sec, int64_t T::*field) {
+Key int_key(const std::string& name, T RunConfig::*sec, int64_t T::*field, const char* doc) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_int(name, v); },
-          [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }, Kind::Int};
+          [=](const RunConfig& c) { return std::to_string((c.*sec).*field); }, Kind::Int, doc};
 }
 
 // A TOML float literal that reads back as the same double: "{}" prints the
@@ -77,16 +79,16 @@ std::string float_literal(double v) {
 }
 
 template <typename T>
-Key float_key(const std::string& name, T RunConfig::*sec, double T::*field) {
+Key float_key(const std::string& name, T RunConfig::*sec, double T::*field, const char* doc) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_float(name, v); },
-          [=](const RunConfig& c) { return float_literal((c.*sec).*field); }, Kind::Float};
+          [=](const RunConfig& c) { return float_literal((c.*sec).*field); }, Kind::Float, doc};
 }
 
 template <typename T>
-Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field) {
+Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field, const char* doc) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_bool(name, v); },
           [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); },
-          Kind::Bool};
+          Kind::Bool, doc};
 }
 
 // String values must be UTF-8: the resolved config is saved as TOML (with
@@ -94,7 +96,7 @@ Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field) {
 // path in another encoding would come back changed on --resume (the input
 // is kept in fuzz/regressions/config/).
 template <typename T>
-Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field) {
+Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field, const char* doc) {
   return {name,
           [=](RunConfig& c, const std::string& v) {
             if (!valid_utf8(v))
@@ -102,7 +104,7 @@ Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field
                    name);
             (c.*sec).*field = v;
           },
-          [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String};
+          [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String, doc};
 }
 
 // A list of names: a TOML array of strings, or through --set the names
@@ -128,9 +130,9 @@ std::string list_literal(const std::vector<std::string>& names) {
 }
 
 template <typename T>
-Key list_key(const std::string& name, T RunConfig::*sec, std::vector<std::string> T::*field) {
+Key list_key(const std::string& name, T RunConfig::*sec, std::vector<std::string> T::*field, const char* doc) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_list(name, v); },
-          [=](const RunConfig& c) { return list_literal((c.*sec).*field); }, Kind::List};
+          [=](const RunConfig& c) { return list_literal((c.*sec).*field); }, Kind::List, doc};
 }
 
 // data.sources as --set writes it: "PATH@WEIGHT,PATH@WEIGHT" (weight 1
@@ -183,11 +185,11 @@ std::vector<Key> model_keys() {
         [&](auto member) -> Key {
           using Member = decltype(member);
           if constexpr (std::is_same_v<Member, int64_t model::LlamaConfig::*>)
-            return int_key(name, &RunConfig::model, member);
+            return int_key(name, &RunConfig::model, member, f.doc);
           else if constexpr (std::is_same_v<Member, bool model::LlamaConfig::*>)
-            return bool_key(name, &RunConfig::model, member);
+            return bool_key(name, &RunConfig::model, member, f.doc);
           else
-            return float_key(name, &RunConfig::model, member);
+            return float_key(name, &RunConfig::model, member, f.doc);
         },
         f.member));
   }
@@ -204,38 +206,39 @@ const std::vector<Key>& keys() {
   static const std::vector<Key> k = [] {
     std::vector<Key> all = model_keys();
     const std::vector<Key> rest = {
-      list_key("data.corpus", &RunConfig::data, &D::corpus),
-      list_key("data.val_corpus", &RunConfig::data, &D::val_corpus),
+      list_key("data.corpus", &RunConfig::data, &D::corpus, "training text: files, folders (recursive) or globs; .txt, .jsonl/.json, also .gz/.zst"),
+      list_key("data.val_corpus", &RunConfig::data, &D::val_corpus, "a separate validation set; empty: data.val_fraction of the corpus is held out"),
       {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
-       [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources},
-      string_key("data.file_type", &RunConfig::data, &D::file_type),
-      string_key("data.doc_separator", &RunConfig::data, &D::doc_separator),
-      string_key("data.text_key", &RunConfig::data, &D::text_key),
-      string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document),
-      bool_key("data.add_bos", &RunConfig::data, &D::add_bos),
-      bool_key("data.add_eos", &RunConfig::data, &D::add_eos),
-      int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens),
-      int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines),
-      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer),
-      int_key("data.vocab_size", &RunConfig::data, &D::vocab_size),
-      float_key("data.val_fraction", &RunConfig::data, &D::val_fraction),
-      string_key("data.format", &RunConfig::data, &D::format),
-      string_key("data.chat_template", &RunConfig::data, &D::chat_template),
-      string_key("data.overflow", &RunConfig::data, &D::overflow),
-      string_key("data.attention", &RunConfig::data, &D::attention),
-      int_key("train.steps", &RunConfig::train, &T::steps),
-      int_key("train.batch", &RunConfig::train, &T::batch),
-      int_key("train.seq_len", &RunConfig::train, &T::seq_len),
-      int_key("train.grad_accum", &RunConfig::train, &T::grad_accum),
-      float_key("train.lr_max", &RunConfig::train, &T::lr_max),
-      float_key("train.lr_min", &RunConfig::train, &T::lr_min),
-      int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps),
-      string_key("train.schedule", &RunConfig::train, &T::schedule),
-      float_key("train.weight_decay", &RunConfig::train, &T::weight_decay),
-      float_key("train.beta1", &RunConfig::train, &T::beta1),
-      float_key("train.beta2", &RunConfig::train, &T::beta2),
-      float_key("train.eps", &RunConfig::train, &T::eps),
-      float_key("train.grad_clip", &RunConfig::train, &T::grad_clip),
+       [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources,
+       "a mixture instead of data.corpus: [{path, weight}], windows drawn in proportion to the weights"},
+      string_key("data.file_type", &RunConfig::data, &D::file_type, "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"),
+      string_key("data.doc_separator", &RunConfig::data, &D::doc_separator, "text files: a document per line, per blank_line-separated block, or per file"),
+      string_key("data.text_key", &RunConfig::data, &D::text_key, "JSONL: the member that holds each document's text"),
+      string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document, "invalid UTF-8 or JSON: error (stop, naming file and line) or skip (counted)"),
+      bool_key("data.add_bos", &RunConfig::data, &D::add_bos, "each document starts with BOS"),
+      bool_key("data.add_eos", &RunConfig::data, &D::add_eos, "each document ends with EOS"),
+      int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens, "training tokens per prepared shard file"),
+      int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines, "lines sampled from the corpus to train a tokenizer on"),
+      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer, "a sentencepiece .model or a .gguf whose vocabulary to use; empty: train one on the corpus"),
+      int_key("data.vocab_size", &RunConfig::data, &D::vocab_size, "pieces of the tokenizer trained on the corpus (raised if the text has more characters)"),
+      float_key("data.val_fraction", &RunConfig::data, &D::val_fraction, "share of documents held out for validation, in [0, 0.5)"),
+      string_key("data.format", &RunConfig::data, &D::format, "text (pretraining), chat, alpaca, completion (answer-only loss), or auto (detected per file)"),
+      string_key("data.chat_template", &RunConfig::data, &D::chat_template, "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr"),
+      string_key("data.overflow", &RunConfig::data, &D::overflow, "an example longer than train.seq_len: truncate, split or skip (counted)"),
+      string_key("data.attention", &RunConfig::data, &D::attention, "causal (windows attend across documents) or document (within each document)"),
+      int_key("train.steps", &RunConfig::train, &T::steps, "optimizer steps of the whole run (the schedule's length)"),
+      int_key("train.batch", &RunConfig::train, &T::batch, "sequences per micro-batch (under mpirun: the global micro-batch)"),
+      int_key("train.seq_len", &RunConfig::train, &T::seq_len, "tokens per sequence (at most model.ctx)"),
+      int_key("train.grad_accum", &RunConfig::train, &T::grad_accum, "micro-batches per step (tokens per step = batch x seq_len x grad_accum)"),
+      float_key("train.lr_max", &RunConfig::train, &T::lr_max, "peak learning rate, reached after the warmup"),
+      float_key("train.lr_min", &RunConfig::train, &T::lr_min, "learning rate at the end of the schedule"),
+      int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps, "steps of linear warmup from 0 to lr_max"),
+      string_key("train.schedule", &RunConfig::train, &T::schedule, "cosine, constant or wsd (warmup-stable-decay)"),
+      float_key("train.weight_decay", &RunConfig::train, &T::weight_decay, "AdamW decoupled weight decay (matrices only)"),
+      float_key("train.beta1", &RunConfig::train, &T::beta1, "AdamW first-moment decay"),
+      float_key("train.beta2", &RunConfig::train, &T::beta2, "AdamW second-moment decay"),
+      float_key("train.eps", &RunConfig::train, &T::eps, "AdamW epsilon"),
+      float_key("train.grad_clip", &RunConfig::train, &T::grad_clip, "global gradient-norm clip; 0 off"),
       {"train.seed",
        [](RunConfig& c, const std::string& v) {
          int64_t s = parse_int("train.seed", v);
@@ -243,28 +246,32 @@ const std::vector<Key>& keys() {
          c.train.seed = uint64_t(s);
        },
        [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); },
-       Kind::Int},
-      int_key("train.threads", &RunConfig::train, &T::threads),
-      int_key("train.eval_every", &RunConfig::train, &T::eval_every),
-      int_key("train.eval_batches", &RunConfig::train, &T::eval_batches),
-      int_key("train.sample_every", &RunConfig::train, &T::sample_every),
-      int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens),
-      string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite),
-      int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite),
-      int_key("train.zero", &RunConfig::train, &T::zero),
-      string_key("train.recompute", &RunConfig::train, &T::recompute),
-      string_key("train.precision", &RunConfig::train, &T::precision),
-      list_key("train.freeze", &RunConfig::train, &T::freeze),
+       Kind::Int,
+       "seed of the initial weights, the batch order and the samples"},
+      int_key("train.threads", &RunConfig::train, &T::threads, "threads; 0 uses every core"),
+      int_key("train.eval_every", &RunConfig::train, &T::eval_every, "validation loss every N steps (and at the end); 0 off"),
+      int_key("train.eval_batches", &RunConfig::train, &T::eval_batches, "validation batches per evaluation"),
+      int_key("train.sample_every", &RunConfig::train, &T::sample_every, "print a generated sample every N steps; 0 off"),
+      int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens, "tokens per printed sample"),
+      string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
+      int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite, "with skip: stop after this many non-finite steps in a row"),
+      int_key("train.zero", &RunConfig::train, &T::zero, "under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1)"),
+      string_key("train.recompute", &RunConfig::train, &T::recompute, "activations recomputed in backward to save memory: none, attn or all"),
+      string_key("train.precision", &RunConfig::train, &T::precision, "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
+      list_key("train.freeze", &RunConfig::train, &T::freeze, "tensors that keep their values, e.g. [\"token_embd\", \"blk.0-3\", \"attn_norm\"]"),
       {"train.lora.rank", [](RunConfig& c, const std::string& v) { c.train.lora.rank = parse_int("train.lora.rank", v); },
-       [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int},
+       [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int,
+       "LoRA rank; > 0 trains adapters on a frozen init.from base"},
       {"train.lora.alpha", [](RunConfig& c, const std::string& v) { c.train.lora.alpha = parse_float("train.lora.alpha", v); },
-       [](const RunConfig& c) { return float_literal(c.train.lora.alpha); }, Kind::Float},
+       [](const RunConfig& c) { return float_literal(c.train.lora.alpha); }, Kind::Float,
+       "LoRA scale numerator: W + (alpha / rank) B A"},
       {"train.lora.targets", [](RunConfig& c, const std::string& v) { c.train.lora.targets = parse_list("train.lora.targets", v); },
-       [](const RunConfig& c) { return list_literal(c.train.lora.targets); }, Kind::List},
-      int_key("checkpoint.every", &RunConfig::checkpoint, &K::every),
-      int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last),
-      string_key("init.donor", &RunConfig::init, &I::donor),
-      string_key("init.from", &RunConfig::init, &I::from),
+       [](const RunConfig& c) { return list_literal(c.train.lora.targets); }, Kind::List,
+       "block matrices that get adapters: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down"},
+      int_key("checkpoint.every", &RunConfig::checkpoint, &K::every, "write weights/step_N.gguf every N steps (and at the end); 0: only at the end"),
+      int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last, "checkpoints kept (older ones deleted); 0 keeps all"),
+      string_key("init.donor", &RunConfig::init, &I::donor, "a llama GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
+      string_key("init.from", &RunConfig::init, &I::from, "a GGUF to continue training (finetune): shape, vocabulary and weights come from it"),
     };
     all.insert(all.end(), rest.begin(), rest.end());
     return all;
@@ -273,9 +280,12 @@ const std::vector<Key>& keys() {
 }
 
 const Key& find_key(const std::string& name, const std::string& source) {
-  for (const auto& k : keys())
+  std::vector<std::string> names;
+  for (const auto& k : keys()) {
     if (k.name == name) return k;
-  fail("{}: unknown config key '{}'", source, name);
+    names.push_back(k.name);
+  }
+  fail("{}: unknown config key '{}'{}; `ggtrain config show` lists every key", source, name, did_you_mean(name, names));
 }
 
 const char* kind_text(Kind k) {
@@ -446,7 +456,10 @@ void apply_override(RunConfig& c, const std::string& assignment) {
   c.set_keys.insert(name);
 }
 
-std::string to_toml(const RunConfig& c) {
+namespace {
+// The keys under their [section] headers; with `documented`, each line
+// ends in a comment saying what the key does (aligned, as a reference).
+std::string toml_text(const RunConfig& c, bool documented) {
   std::string out, section;
   for (const auto& k : keys()) {
     const std::string sec = k.name.substr(0, k.name.find('.'));
@@ -454,9 +467,15 @@ std::string to_toml(const RunConfig& c) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", sec);
       section = sec;
     }
-    out += fmt::format("{} = {}\n", k.name.substr(k.name.find('.') + 1), k.get(c));
+    const std::string line = fmt::format("{} = {}", k.name.substr(k.name.find('.') + 1), k.get(c));
+    out += documented ? fmt::format("{:<40} # {}\n", line, k.doc) : line + "\n";
   }
   return out;
 }
+}  // namespace
+
+std::string to_toml(const RunConfig& c) { return toml_text(c, false); }
+
+std::string to_toml_documented(const RunConfig& c) { return toml_text(c, true); }
 
 }  // namespace ggtrain::train
