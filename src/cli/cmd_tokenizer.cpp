@@ -27,7 +27,7 @@ Runner add_tokenizer_command(CLI::App& app) {
   auto* train = cmd->add_subcommand(
       "train", "Train a sentencepiece BPE tokenizer (byte fallback) on a text file");
   train->add_option("--input", opts->input, "Training text, one sentence per line")->required();
-  train->add_option("--vocab", opts->vocab, "Vocabulary size (> 259 + distinct characters)")
+  train->add_option("--vocab", opts->vocab, "Vocabulary size (at least 259 + the text's distinct characters)")
       ->required();
   train->add_option("--out", opts->out, "sentencepiece model to write (FILE.model)")->required();
   return [train, opts]() -> int {

@@ -10,15 +10,12 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace ggtrain::data {
-
-// 256 byte pieces + <unk>, <s>, </s>; sentencepiece also needs one piece per
-// distinct character of the text on top (character_coverage = 1.0).
-constexpr int kReservedPieces = 259;
 
 // sentencepiece skips lines longer than max_sentence_length bytes (4192 by
 // default) without saying so; raised here, and what is still longer counted.
@@ -37,16 +34,32 @@ SentencepieceReport count_lines(const std::string& path) {
 }
 }  // namespace
 
+int64_t minimum_bpe_vocab(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read training text: {}", path, errno_text(errno));
+  std::unordered_set<uint32_t> chars;  // a character's UTF-8 bytes packed into one number
+  for (std::string line; std::getline(in, line);)
+    for (size_t i = 0; i < line.size();) {
+      const auto lead = static_cast<unsigned char>(line[i]);
+      const size_t n = lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+      uint32_t key = 0;
+      for (size_t k = 0; k < n && i + k < line.size(); ++k) key = key << 8 | static_cast<unsigned char>(line[i + k]);
+      chars.insert(key);
+      i += n;
+    }
+  return kReservedBpePieces + int64_t(chars.size());
+}
+
 SentencepieceReport train_sentencepiece_bpe(const std::string& input_path, int vocab_size,
                                             const std::string& out_model_path) {
   struct stat st {};
   if (::stat(input_path.c_str(), &st) != 0)
     fail("{}: cannot read training text: {}", input_path, errno_text(errno));
   if (!S_ISREG(st.st_mode)) fail("{}: training text is not a regular file", input_path);
-  if (vocab_size <= kReservedPieces)
-    fail("vocabulary size {} is too small: the 256 byte pieces and <unk>, <s>, </s> take {}, "
-         "and every distinct character of {} needs a piece too",
-         vocab_size, kReservedPieces, input_path);
+  if (const int64_t need = minimum_bpe_vocab(input_path); vocab_size < need)
+    fail("{}: a vocabulary of {} is too small for this text: its {} distinct characters and the {} reserved pieces "
+         "(256 bytes, <unk>, <s>, </s>) need at least {}; ask for {} or more",
+         input_path, vocab_size, need - kReservedBpePieces, kReservedBpePieces, need, need);
 
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   const std::unordered_map<std::string, std::string> args{

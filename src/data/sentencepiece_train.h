@@ -9,14 +9,22 @@ namespace ggtrain::data {
 
 // Trains on `input_path` (one sentence per line) and writes the sentencepiece
 // model to exactly `out_model_path`, atomically. Error on a missing input, a
-// vocabulary too small for the 256 byte pieces + <unk>/<s>/</s> and the
-// text's characters, or any sentencepiece failure. sentencepiece logs only
+// vocabulary below minimum_bpe_vocab (naming the size that works), or any
+// sentencepiece failure. sentencepiece logs only
 // warnings unless GGTRAIN_VERBOSE is set.
 struct SentencepieceReport {
   int64_t lines = 0;       // lines of the input
   int64_t long_lines = 0;  // lines sentencepiece skips: longer than max_line_bytes
   int64_t max_line_bytes = 0;
 };
+// 256 byte pieces + <unk>, <s>, </s>.
+constexpr int kReservedBpePieces = 259;
+
+// The smallest vocabulary sentencepiece accepts for the text of `path`: the
+// 259 reserved pieces and one per distinct character (character_coverage
+// 1.0 keeps every character a piece of its own).
+int64_t minimum_bpe_vocab(const std::string& path);
+
 SentencepieceReport train_sentencepiece_bpe(const std::string& input_path, int vocab_size,
                                             const std::string& out_model_path);
 

@@ -47,11 +47,23 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
     fail("data.corpus ({}): no text to train a tokenizer on (empty files or blank lines only)",
          fmt::join(c.data.corpus, ", "));
   }
+  // A text with more distinct characters than data.vocab_size leaves room
+  // for gets the vocabulary it needs, with room for merges: a user's first
+  // run on their own text should not fail on a preset's small vocabulary.
+  int64_t vocab = c.data.vocab_size;
+  const int64_t need = data::minimum_bpe_vocab(sample);
+  if (vocab < need) {
+    vocab = (need + 32 + 63) / 64 * 64;
+    if (!quiet)
+      fmt::print(stderr, "tokenizer: the text has {} distinct characters, more than a vocabulary of {} holds "
+                 "(data.vocab_size); training {} pieces instead\n", need - data::kReservedBpePieces,
+                 c.data.vocab_size, vocab);
+  }
   if (!quiet)
-    fmt::print(stderr, "training a {}-token BPE tokenizer on {} lines sampled from the corpus\n", c.data.vocab_size,
+    fmt::print(stderr, "training a {}-token BPE tokenizer on {} lines sampled from the corpus\n", vocab,
                data::human_count(double(lines)));
   try {
-    const auto report = data::train_sentencepiece_bpe(sample, int(c.data.vocab_size), out_model);
+    const auto report = data::train_sentencepiece_bpe(sample, int(vocab), out_model);
     if (report.long_lines > 0 && !quiet)
       fmt::print(stderr, "tokenizer: {} of the sampled lines are longer than {} bytes and were not used for it\n",
                  report.long_lines, report.max_line_bytes);
@@ -60,7 +72,7 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
     // Name what the user gave, not the sample file made from it.
     std::string what = e.what();
     if (what.rfind(sample, 0) == 0) what = fmt::format("data.corpus ({})", fmt::join(c.data.corpus, ", ")) + what.substr(sample.size());
-    fail("{} (data.vocab_size = {})", what, c.data.vocab_size);
+    fail("{} (data.vocab_size = {})", what, vocab);
   }
   fs::remove(sample);
 }
