@@ -17,6 +17,8 @@ ChatSession::ChatSession(infer::Decoder& dec, const data::Tokenizer& tok, Templa
     stop_.push_back(tok.eos_id());
 }
 
+int64_t ChatSession::context_size() const { return dec_.n_ctx(); }
+
 void ChatSession::clear() {
   if (!history_.empty() && history_[0].role == "system") history_.resize(1);
   else history_.clear();
@@ -36,7 +38,8 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
   std::vector<int32_t> prompt = prompt_ids(c);
   // Oldest user+assistant pairs go while the prompt leaves no room for a reply.
   const size_t first_turn = !c.empty() && c[0].role == "system" ? 1 : 0;
-  const int64_t room = std::max<int64_t>(1, std::min<int64_t>(n_predict, dec_.n_ctx() / 4));
+  const int64_t wanted = n_predict < 0 ? dec_.n_ctx() : n_predict;  // -1: until the turn ends or the context is full
+  const int64_t room = std::max<int64_t>(1, std::min<int64_t>(wanted, dec_.n_ctx() / 4));
   while (int64_t(prompt.size()) + room > dec_.n_ctx() && c.size() > first_turn + 1) {
     c.erase(c.begin() + long(first_turn), c.begin() + long(first_turn) + 2);
     ++r.dropped_turns;
@@ -46,7 +49,7 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
     fail("chat: the message alone ({} tokens with the template) fills the context of {}", prompt.size(), dec_.n_ctx());
   history_.assign(c.begin(), c.end() - 1);
   const auto shared = std::mismatch(cached_.begin(), cached_.end(), prompt.begin(), prompt.end()).first - cached_.begin();
-  const int64_t n = std::min(n_predict, dec_.n_ctx() - int64_t(prompt.size()));
+  const int64_t n = std::min(wanted, dec_.n_ctx() - int64_t(prompt.size()));
   const infer::Generation g = infer::generate(dec_, prompt, n, sampler, seed, stop_, [&](int32_t id) {
     if (on_piece && std::find(stop_.begin(), stop_.end(), id) == stop_.end()) on_piece(tok_.token_to_piece(id));
   }, {shared, cancelled});
@@ -54,6 +57,7 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
   r.tokens = g.tokens;
   r.stopped = g.stopped;
   r.cancelled = g.cancelled;
+  r.context_full = !g.stopped && !g.cancelled && int64_t(prompt.size() + g.tokens.size()) >= dec_.n_ctx();
   std::vector<int32_t> text_ids = g.tokens;
   if (g.stopped) text_ids.pop_back();
   std::string text;

@@ -23,6 +23,7 @@ struct Reply {
   std::vector<int32_t> tokens;  // generated, the end-of-turn token included when it came
   bool stopped = false;         // ended on an end-of-turn / end-of-text token
   bool cancelled = false;
+  bool context_full = false;    // cut because the context had no room left
   int64_t dropped_turns = 0;    // user+assistant pairs dropped to make room for this one
 };
 
@@ -32,13 +33,15 @@ class ChatSession {
   ChatSession(infer::Decoder& dec, const data::Tokenizer& tok, Template t, std::string system);
 
   // Answers `user`, with room for n_predict tokens (at most what the
-  // context leaves); on_piece sees the reply's text as it streams.
+  // context leaves; -1: all it leaves); on_piece sees the reply's text as
+  // it streams.
   Reply reply(const std::string& user, int64_t n_predict, const infer::SamplerConfig& sampler, uint64_t seed,
               const std::function<void(const std::string&)>& on_piece = {},
               const std::function<bool()>& cancelled = {});
   // Starts a new conversation (the system message stays).
   void clear();
   const Conversation& history() const { return history_; }
+  int64_t context_size() const;
   // The ids that end a reply: the template's end of turn, and EOS.
   const std::vector<int32_t>& stop_tokens() const { return stop_; }
 

@@ -117,6 +117,9 @@ int converse(const ChatOptions& o, chat::ChatSession& s) {
     if (r.dropped_turns > 0)
       fmt::print(stderr, "chat: the context was full; the oldest {} turn(s) were dropped\n", r.dropped_turns);
     if (r.cancelled) fmt::print(stderr, "chat: reply interrupted\n");
+    else if (r.context_full)
+      fmt::print(stderr, "chat: reply cut: the context of {} tokens is full (-c raises it; the oldest turns make room "
+                 "for the next reply)\n", s.context_size());
     else if (!r.stopped) fmt::print(stderr, "chat: reply cut at {} tokens (-n)\n", r.tokens.size());
   }
   fmt::print("\n");
@@ -130,7 +133,7 @@ Runner add_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal, with the model's chat template");
   add_inference_options(cmd, o->model);
   cmd->add_option("--system-prompt", o->system, "System message (also -sys, as llama.cpp spells it)");
-  cmd->add_option("-n,--n-predict", o->n, "Most tokens per reply (default 256)");
+  add_n_predict_option(cmd, o->n, "Most tokens per reply (default 256; -1: until the turn ends or the context is full)");
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama3, llama2, mistral, gemma, phi3 or zephyr (default: the model's)");

@@ -1,6 +1,8 @@
 #include <fmt/core.h>
 
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
@@ -16,10 +18,22 @@
 
 namespace ggtrain::cli {
 
+namespace {
+
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the prompt file (-f)", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
 Runner add_generate_command(CLI::App& app) {
   struct Opts {
     InferenceOptions model;
-    std::string prompt, tokens;
+    std::string prompt, prompt_file, tokens;
     int64_t n = 64;
     infer::SamplerConfig sampler;
     uint64_t seed = 42;
@@ -28,9 +42,12 @@ Runner add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a llama GGUF (KV cache, streamed)");
   add_inference_options(cmd, o->model);
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added as the model asks)");
-  cmd->add_option("--tokens", o->tokens, "Prompt as comma-separated token ids instead of text");
-  cmd->add_option("-n,--n-predict", o->n, "Tokens to generate (default 64)");
+  auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added as the model asks)");
+  auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt text from FILE");
+  auto* tokens = cmd->add_option("--tokens", o->tokens, "Prompt as comma-separated token ids instead of text");
+  prompt->excludes(file)->excludes(tokens);
+  file->excludes(tokens);
+  add_n_predict_option(cmd, o->n, "Tokens to generate (default 64; -1: until end of text or the context is full)");
   add_sampling_options(cmd, o->sampler, o->seed);
   cmd->add_flag("--print-ids", o->print_ids, "End with one line of the generated ids, comma-separated");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Go on after the end-of-text token (speed measurements)");
@@ -40,21 +57,25 @@ Runner add_generate_command(CLI::App& app) {
     infer::Decoder& dec = m.decoder;
     const data::Tokenizer& tok = m.tokenizer;
     dec.warmup();
-    std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(o->prompt, tok.add_bos()) : parse_token_list(o->tokens);
-    if (o->tokens.empty()) fmt::print("{}", o->prompt);
+    const std::string text = o->prompt_file.empty() ? o->prompt : read_prompt_file(o->prompt_file);
+    std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(text, tok.add_bos()) : parse_token_list(o->tokens);
+    if (o->tokens.empty()) fmt::print("{}", text);
     std::fflush(stdout);
 
-    const infer::Generation g =
-        infer::generate(dec, prompt, o->n, o->sampler, o->seed, o->ignore_eos ? std::vector<int32_t>{} : std::vector<int32_t>{tok.eos_id()}, [&](int32_t next) {
-          if (next == tok.eos_id()) return;
-          fmt::print("{}", tok.token_to_piece(next));
-          std::fflush(stdout);
-        });
+    const std::vector<int32_t> stop = o->ignore_eos ? std::vector<int32_t>{} : std::vector<int32_t>{tok.eos_id()};
+    const infer::Generation g = infer::generate(dec, prompt, o->n, o->sampler, o->seed, stop, [&](int32_t next) {
+      if (next == tok.eos_id()) return;
+      fmt::print("{}", tok.token_to_piece(next));
+      std::fflush(stdout);
+    });
     const auto& out = g.tokens;
     const double prompt_s = g.prompt_seconds, decode_s = g.decode_seconds;
     fmt::print("\n");
     if (o->print_ids) fmt::print("{}\n", fmt::join(out, ","));
     std::fflush(stdout);
+    if (g.context_full)
+      fmt::print(stderr, "generate: stopped: the context of {} tokens is full (-c raises it, up to the model's {})\n",
+                 dec.n_ctx(), dec.config().ctx);
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tokens/s); generated {} tokens in {:.3f} s ({:.1f} tokens/s)\n",
                prompt.size(), prompt_s, double(prompt.size()) / prompt_s, out.size(), decode_s,
                double(out.size()) / decode_s);

@@ -1,5 +1,7 @@
 #include "cli/inference_model.h"
 
+#include <fmt/core.h>
+
 #include "cli/threads_option.h"
 
 namespace ggtrain::cli {
@@ -27,7 +29,10 @@ InferenceModel::InferenceModel(const InferenceOptions& o)
     : file(path_with_threads_set(o)),
       decoder(file, o.ctx, infer::cache_type_from_name(o.cache_type)),
       tokenizer(data::Tokenizer::from_gguf(file)) {
-  apply_lora_options(o.lora, decoder);
+  apply_lora_options(o.lora, decoder, tokenizer);
+  if (o.ctx > decoder.config().ctx)  // llama.cpp warns the same way
+    fmt::print(stderr, "warning: -c {} is longer than the {} tokens {} was trained for (llama.context_length); "
+               "expect worse text past {}\n", o.ctx, decoder.config().ctx, o.model, decoder.config().ctx);
 }
 
 }  // namespace ggtrain::cli

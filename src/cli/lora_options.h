@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "data/tokenizer.h"
 #include "infer/decoder.h"
 
 namespace ggtrain::cli {
@@ -15,7 +16,9 @@ struct LoraOptions {
 };
 
 void add_lora_options(CLI::App* cmd, LoraOptions& o);
-// Reads the adapter (checked against the decoder's model) and applies it.
-void apply_lora_options(const LoraOptions& o, infer::Decoder& dec);
+// Reads the adapter (checked against the decoder's model) and applies it;
+// a chat adapter's template and end-of-turn id replace the base's in `tok`
+// (the adapter was trained to answer through them).
+void apply_lora_options(const LoraOptions& o, infer::Decoder& dec, data::Tokenizer& tok);
 
 }  // namespace ggtrain::cli

@@ -88,6 +88,9 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }
   int32_t eot_id() const { return eot_; }
   void set_chat_template(const std::string& jinja, int32_t eot_id);
+  // Takes the chat keys (tokenizer.chat_template, eot id) a file has, e.g.
+  // a chat LoRA adapter's over its base's; keys the file lacks stay.
+  void read_chat_keys(const gguf::GgufFile& f);
   // Just those two keys (when set), e.g. for a LoRA adapter of a chat run.
   void add_chat_keys(gguf::GgufWriter& w) const;
 
@@ -106,8 +109,6 @@ class Tokenizer {
   void finish(const std::string& src);
   int32_t find(std::string_view text) const;
   void encode_spm(const std::string& text, std::vector<int32_t>& out) const;
-  // Reads the chat keys (tokenizer.chat_template, eot id) of a model file.
-  void read_chat_keys(const gguf::GgufFile& f);
 
   // The gpt2 vocabulary type, in bpe_tokenizer.cpp.
   static Tokenizer from_gguf_bpe(const gguf::GgufFile& f);

@@ -24,7 +24,7 @@ Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
   g.prompt_seconds = t1 - t0;
   std::vector<int32_t> history = prompt;
   Rng rng(seed);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; n < 0 || i < n; ++i) {
     if (control.cancelled && control.cancelled()) {
       g.cancelled = true;
       break;
@@ -34,7 +34,11 @@ Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
     history.push_back(next);
     if (on_token) on_token(next);
     g.stopped = std::find(stop_tokens.begin(), stop_tokens.end(), next) != stop_tokens.end();
-    if (g.stopped || i + 1 == n || dec.position() >= dec.n_ctx()) break;
+    if (g.stopped || i + 1 == n) break;
+    if (dec.position() >= dec.n_ctx()) {
+      g.context_full = true;
+      break;
+    }
     dec.eval(&next, 1, false);
   }
   g.decode_seconds = now_seconds() - t1;

@@ -16,6 +16,7 @@ struct Generation {
   std::vector<int32_t> tokens;  // generated, the stop token included when it came
   bool stopped = false;         // ended on a stop token
   bool cancelled = false;       // ended because GenerateControl::cancelled said so
+  bool context_full = false;    // ended because the cache held n_ctx tokens
   double prompt_seconds = 0, decode_seconds = 0;
 };
 
@@ -27,7 +28,7 @@ struct GenerateControl {
   std::function<bool()> cancelled;
 };
 
-// Continues `prompt` by up to n tokens, stopping after any of
+// Continues `prompt` by up to n tokens (n < 0: no limit), stopping after any of
 // `stop_tokens`, when the context is full, or when cancelled. on_token
 // (optional) sees each token as it is drawn.
 Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n, const SamplerConfig& sampler,
