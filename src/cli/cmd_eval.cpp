@@ -18,6 +18,7 @@
 #include "kernels/cross_entropy.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace ggtrain::cli {
 
@@ -40,13 +41,26 @@ int eval_tokens(infer::Decoder& dec, const std::string& csv, const std::string& 
   return 0;
 }
 
+// A model file or an archive given to --text would be scored as bytes:
+// refuse it, naming the first byte that is no text.
+void check_is_text(const std::string& text, const std::string& path) {
+  const size_t nul = text.find('\0');
+  const int64_t bad = first_invalid_utf8(text.data(), text.size());
+  if (nul == std::string::npos && bad < 0) return;
+  const size_t at = bad >= 0 && (nul == std::string::npos || size_t(bad) < nul) ? size_t(bad) : nul;
+  fail("{}: not a text file (byte {} is 0x{:02x}, {}); eval --text scores UTF-8 text", path, at,
+       static_cast<unsigned char>(text[at]), text[at] == '\0' ? "a NUL" : "not UTF-8");
+}
+
 int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path, int64_t ctx) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read", path);
   std::stringstream ss;
   ss << in.rdbuf();
+  const std::string text = ss.str();
+  check_is_text(text, path);
   // As llama.cpp: BOS first and at each chunk start only when the vocabulary asks for it.
-  auto tokens = tok.encode(ss.str(), tok.add_bos());
+  auto tokens = tok.encode(text, tok.add_bos());
   const bool tty = ::isatty(2);
   auto r = infer::perplexity(dec, tokens, ctx, tok.add_bos() ? tok.bos_id() : -1, [&](int64_t c, double ppl) {
     if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);

@@ -13,6 +13,19 @@
 
 namespace ggtrain::cli {
 
+namespace {
+
+// The output's folder must exist: say so before any work, not as a failed
+// temporary file after minutes of quantizing.
+void check_output_folder(const std::string& out) {
+  const std::filesystem::path dir = std::filesystem::path(out).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir))
+    fail("export: the folder of {} does not exist ({}); create it first (mkdir -p {})", out, dir.string(),
+         dir.string());
+}
+
+}  // namespace
+
 Runner add_export_command(CLI::App& app) {
   struct Opts {
     std::vector<std::string> files;
@@ -41,11 +54,15 @@ Runner add_export_command(CLI::App& app) {
                                                                 : "IN.gguf OUT.gguf", o->files.size());
     const std::string type_name = o->type.empty() ? (o->merge_lora ? "f32" : "f16") : o->type;
     const std::string& out = o->files.back();
+    check_output_folder(out);
     if (const auto ft = quant::quantized_file_type(type_name)) {
-      if (o->merge_lora)
-        model::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft);
-      else
-        model::export_quantized(o->files[0], out, *ft);
+      const model::QuantizeReport r = o->merge_lora
+                                          ? model::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft)
+                                          : model::export_quantized(o->files[0], out, *ft);
+      if (r.fallbacks > 0)  // llama-quantize says the same
+        fmt::print("note: {} of {} quantized tensors have rows that are not a multiple of the {} block size and were "
+                   "stored in a fallback type (Q5_0, Q5_1, Q8_0 or F16), as llama-quantize does; `ggtrain inspect {}` "
+                   "lists each tensor's type\n", r.fallbacks, r.quantized, type_name, out);
     } else {
       const auto type = gguf::type_from_name(type_name);
       if (!type || (*type != gguf::TensorType::F32 && *type != gguf::TensorType::F16 &&
@@ -59,7 +76,9 @@ Runner add_export_command(CLI::App& app) {
     fmt::print("wrote {} ({}, {} bytes)\n", out, type_name, std::filesystem::file_size(out));
     if (o->ollama) {
       const std::string mf = model::write_ollama_modelfile(out);
-      fmt::print("wrote {}: ollama create NAME -f {}\n", mf, mf);
+      fmt::print("wrote {}\nnext: ollama create NAME -f {}   (then: ollama run NAME)\n", mf, mf);
+    } else {
+      fmt::print("next: ggtrain chat -m {}   or llama.cpp: llama-cli -m {}\n", out, out);
     }
     return 0;
   };

@@ -186,9 +186,11 @@ void place_tensor_data(std::vector<TensorInfo>& tensors, const MappedFile& map, 
     fail("{}: data section would start at {}, past the end of the file ({} bytes)", path, data_offset, map.size());
   const uint64_t data_size = data_offset <= map.size() ? map.size() - data_offset : 0;
   for (auto& t : tensors) {
+    // Past the end of the file: most often a file cut short, which is worth saying.
     if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-      fail("{}: tensor '{}' data [{}, +{}) lies outside the {}-byte data section", path, t.name, t.offset,
-           t.n_bytes, data_size);
+      fail("{}: tensor '{}' data [{}, +{}) lies outside the {}-byte data section: the file ends before it "
+           "(truncated by an interrupted copy or download? copy it again)", path, t.name, t.offset, t.n_bytes,
+           data_size);
     t.data = map.data() + data_offset + t.offset;
   }
   std::vector<const TensorInfo*> by_offset;

@@ -20,10 +20,21 @@ namespace ggtrain::model {
 
 namespace {
 
+// A chat adapter's template and end-of-turn id: the merged model answers
+// through them, as the adapter was trained to (the base may have none, or
+// another).
+MetadataChanges adapter_chat_keys(const gguf::GgufFile& adapter) {
+  MetadataChanges keys;
+  for (const char* k : {"tokenizer.chat_template", "tokenizer.ggml.eot_token_id"})
+    if (const gguf::Value* v = adapter.find(k)) keys.emplace_back(k, *v);
+  return keys;
+}
+
 // The model of `in_path` with every weight as F32, `change` applied, written
-// as `type` with all metadata kept.
+// as `type` with all metadata kept (and `changes` applied to it).
 void rewrite_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type,
-                   const std::function<void(const LlamaConfig&, const ParamLayout&, float*)>& change) {
+                   const std::function<void(const LlamaConfig&, const ParamLayout&, float*)>& change,
+                   const MetadataChanges& changes = {}) {
   if (!gguf::is_float_convertible(type))
     fail("export: type {} is not one of F32, F16, BF16, Q8_0", gguf::type_name(type));
   gguf::GgufFile f(in_path);
@@ -35,6 +46,7 @@ void rewrite_model(const std::string& in_path, const std::string& out_path, gguf
   gguf::GgufWriter w;
   for (const auto& [k, v] : f.metadata())
     if (k != "general.alignment") w.set(k, v);
+  for (const auto& [k, v] : changes) w.set(k, v);
   add_llama_model(w, c, layout, params.data(), type);
   w.write(out_path);
 }
@@ -48,28 +60,33 @@ void export_model(const std::string& in_path, const std::string& out_path, gguf:
 void merge_lora_model(const std::string& base_path, const std::string& adapter_path, double user_scale,
                       const std::string& out_path, gguf::TensorType type) {
   const gguf::GgufFile a(adapter_path);
-  rewrite_model(base_path, out_path, type, [&](const LlamaConfig& c, const ParamLayout& layout, float* p) {
-    merge_lora(read_lora_adapter(a, c), user_scale, layout, p);
-  });
+  rewrite_model(
+      base_path, out_path, type,
+      [&](const LlamaConfig& c, const ParamLayout& layout, float* p) {
+        merge_lora(read_lora_adapter(a, c), user_scale, layout, p);
+      },
+      adapter_chat_keys(a));
 }
 
-void export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft) {
-  quantize_model(gguf::GgufFile(in_path), ft, out_path);
+QuantizeReport export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft) {
+  return quantize_model(gguf::GgufFile(in_path), ft, out_path);
 }
 
-void merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
-                          const std::string& out_path, quant::FileType ft) {
+QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
+                                    const std::string& out_path, quant::FileType ft) {
   const gguf::GgufFile f(base_path);
   const LlamaConfig c = config_from_llama_gguf(f);
   const ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
   load_llama_params(f, layout, params.data());
-  merge_lora(read_lora_adapter(gguf::GgufFile(adapter_path), c), user_scale, layout, params.data());
-  quantize_model(f, ft, out_path, [&](const gguf::TensorInfo& t) {
+  const gguf::GgufFile adapter(adapter_path);
+  merge_lora(read_lora_adapter(adapter, c), user_scale, layout, params.data());
+  const FloatSource merged = [&](const gguf::TensorInfo& t) {
     const ParamTensor* p = layout.find(t.name);
     const float* begin = params.data() + p->offset;
     return std::vector<float>(begin, begin + t.n_elements);
-  });
+  };
+  return quantize_model(f, ft, out_path, merged, adapter_chat_keys(adapter));
 }
 
 std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gguf/types.h"
+#include "model/quantize.h"
 #include "quant/recipe.h"
 
 namespace ggtrain::model {
@@ -14,15 +15,16 @@ void export_model(const std::string& in_path, const std::string& out_path, gguf:
 
 // BASE + LoRA adapter (at user_scale, as llama.cpp's --lora-scale) merged
 // into a standard model: W + scale * B A summed in double; all metadata of
-// the base kept; weights written as `type`.
+// the base kept, but the adapter's chat template and end-of-turn id (a chat
+// adapter's) replace the base's; weights written as `type`.
 void merge_lora_model(const std::string& base_path, const std::string& adapter_path, double user_scale,
                       const std::string& out_path, gguf::TensorType type);
 
 // The same two as a llama.cpp quantized file type (q4_k_m, q8_0, ...),
 // byte-identical to llama.cpp's llama_model_quantize output (model/quantize.h).
-void export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft);
-void merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
-                          const std::string& out_path, quant::FileType ft);
+QuantizeReport export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft);
+QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
+                                    const std::string& out_path, quant::FileType ft);
 
 // An ollama Modelfile for the model stored at `gguf_name` (relative to the
 // Modelfile): for a chat template ggtrain renders (the model's

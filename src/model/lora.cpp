@@ -30,13 +30,14 @@ void init_lora(const ParamLayout& layout, float* params, uint64_t seed) {
   }
 }
 
-void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
-                      const float* params) {
+void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+                      const std::string& base_path) {
   using gguf::Value;
   w.set("general.architecture", Value::str("llama"));
   w.set("general.type", Value::str("adapter"));
   w.set("adapter.type", Value::str("lora"));
   w.set("adapter.lora.alpha", Value::f32(float(c.lora.alpha)));
+  if (!base_path.empty()) w.set(kAdapterBaseKey, Value::str(base_path));
   for (const auto& t : layout.tensors())
     if (ends_with(t.name, ".lora_a") || ends_with(t.name, ".lora_b"))
       w.add_tensor_f32(t.name, gguf::TensorType::F32, ggml_ne(t.shape), params + t.offset);
@@ -61,6 +62,16 @@ LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, con
     }
   return out;
 }
+
+namespace {
+
+// " (PATH)", the base model a ggtrain adapter records it was trained on.
+std::string trained_on(const gguf::GgufFile& adapter) {
+  const gguf::Value* v = adapter.find(kAdapterBaseKey);
+  return v && v->type == gguf::ValueType::STRING ? " (" + v->s + ")" : "";
+}
+
+}  // namespace
 
 LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) {
   auto str = [&](const char* key) {
@@ -93,8 +104,9 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) 
     if (!tb) fail("{}: '{}' has no '{}.lora_b'", f.path(), ta.name, p.weight);
     if (ta.n_dims != 2 || tb->n_dims != 2 || ta.ne[0] != uint64_t(p.in) || tb->ne[1] != uint64_t(p.out) ||
         ta.ne[1] != tb->ne[0] || ta.ne[1] == 0)
-      fail("{}: '{}' / '.lora_b' have ne [{}] / [{}]; expected [{}, r] / [r, {}]", f.path(), ta.name,
-           fmt::join(ta.shape(), ", "), fmt::join(tb->shape(), ", "), p.in, p.out);
+      fail("{}: '{}' / '.lora_b' have ne [{}] / [{}]; expected [{}, r] / [r, {}]: the adapter was trained on "
+           "another base model{}; give that one", f.path(), ta.name, fmt::join(ta.shape(), ", "),
+           fmt::join(tb->shape(), ", "), p.in, p.out, trained_on(f));
     p.rank = int64_t(ta.ne[1]);
     p.a = f.to_float(ta);
     p.b = f.to_float(*tb);

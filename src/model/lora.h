@@ -19,10 +19,15 @@ namespace ggtrain::model {
 // adapted model computes exactly what the base does.
 void init_lora(const ParamLayout& layout, float* params, uint64_t seed);
 
-// Adapter metadata and every *.lora_a / *.lora_b tensor of `layout` (F32).
-// `params` must stay valid until w.write().
-void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
-                      const float* params);
+// Where an adapter written by ggtrain records the base model it was trained
+// on (llama.cpp ignores the key): named when the adapter meets another base.
+inline constexpr const char* kAdapterBaseKey = "ggtrain.lora.base_model";
+
+// Adapter metadata and every *.lora_a / *.lora_b tensor of `layout` (F32),
+// with the base model's path when given. `params` must stay valid until
+// w.write().
+void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+                      const std::string& base_path = "");
 
 struct LoraPair {
   std::string weight;     // base tensor name, e.g. "blk.0.attn_q.weight"

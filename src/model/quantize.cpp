@@ -23,8 +23,8 @@ bool replaced_key(const std::string& k) {
 
 }  // namespace
 
-void quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
-                    const FloatSource& floats) {
+QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
+                              const FloatSource& floats, const MetadataChanges& changes) {
   const LlamaConfig c = config_from_llama_gguf(in);
   std::vector<const gguf::TensorInfo*> order;
   std::vector<quant::TensorShape> shapes;
@@ -40,6 +40,7 @@ void quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::str
     if (k == "general.alignment") w.set_alignment(uint32_t(in.get_uint(k)));
     else if (!replaced_key(k)) w.set(k, v);
   }
+  for (const auto& [k, v] : changes) w.set(k, v);  // set() replaces a key in place
   w.set("general.quantization_version", gguf::Value::u32(2));  // ggml's GGML_QNT_VERSION
   w.set("general.file_type", gguf::Value::u32(uint32_t(ft)));
 
@@ -65,6 +66,7 @@ void quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::str
     w.add_tensor_f32(t->name, type, t->shape(), values.back().data());
   }
   w.write(out_path);
+  return {recipe.quantized(), recipe.fallbacks()};
 }
 
 }  // namespace ggtrain::model

@@ -6,6 +6,7 @@
 // ggml's reference quantizers (quant/blocks.h).
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/reader.h"
@@ -18,7 +19,16 @@ namespace ggtrain::model {
 // merged weights for every tensor instead).
 using FloatSource = std::function<std::vector<float>(const gguf::TensorInfo&)>;
 
-void quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
-                    const FloatSource& floats = {});
+// Metadata that replaces the input's value of the same key (in its place)
+// or is added after the input's keys.
+using MetadataChanges = std::vector<std::pair<std::string, gguf::Value>>;
+
+struct QuantizeReport {
+  int quantized = 0;  // tensors the recipe quantized
+  int fallbacks = 0;  // of those, stored in a fallback type (rows not a multiple of its block)
+};
+
+QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
+                              const FloatSource& floats = {}, const MetadataChanges& changes = {});
 
 }  // namespace ggtrain::model

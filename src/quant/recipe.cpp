@@ -107,7 +107,10 @@ TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int
 
 TensorType TypeRecipe::next(const TensorShape& t, TensorType current) {
   if (!quantizable(t)) return current;
-  return fallback(mix_choice(t), t.ne[0]);
+  const TensorType chosen = mix_choice(t), stored = fallback(chosen, t.ne[0]);
+  ++quantized_;
+  if (stored != chosen) ++fallbacks_;
+  return stored;
 }
 
 // llama_tensor_get_type_impl's branches that apply to these file types.

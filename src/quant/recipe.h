@@ -41,12 +41,18 @@ class TypeRecipe {
   // (attn_v and ffn_down choices depend on how many came before); `current`
   // is kept for tensors llama.cpp does not quantize (norms, 1-D).
   gguf::TensorType next(const TensorShape& t, gguf::TensorType current);
+  // Of the tensors next() quantized so far: how many, and how many took a
+  // fallback type because their rows did not fit the chosen type's blocks
+  // (llama-quantize reports the same count).
+  int quantized() const { return quantized_; }
+  int fallbacks() const { return fallbacks_; }
 
  private:
   FileType ft_;
   gguf::TensorType default_;
   bool tied_embeddings_ = true;
   int n_layers_ = 0, n_attn_v_ = 0, i_attn_v_ = 0, i_ffn_down_ = 0;
+  int quantized_ = 0, fallbacks_ = 0;
   gguf::TensorType mix_choice(const TensorShape& t);
 };
 

@@ -42,7 +42,7 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   // The writer keeps pointers to tensor data until write(): `folded` lives to the end.
   std::optional<model::FoldedModel> folded;
   if (d.lora_base) {
-    model::add_lora_adapter(w, *d.config, *d.layout, d.params);
+    model::add_lora_adapter(w, *d.config, *d.layout, d.params, d.lora_base->path());
     w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
     d.tokenizer->add_chat_keys(w);  // a chat run's template, for whoever serves the adapter
     w.write(path);  // an adapter: llama.cpp takes the vocabulary from the base
