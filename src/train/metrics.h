@@ -29,8 +29,9 @@ class MetricsLog {
   std::vector<std::pair<double, double>> train_, val_;
 };
 
-// An SVG line chart of one or two series (x = step, y = loss).
+// An SVG line chart of one or two series (x = step, y = loss) under
+// `title`; validation points are also drawn as dots.
 std::string loss_svg(const std::vector<std::pair<double, double>>& train,
-                     const std::vector<std::pair<double, double>>& val);
+                     const std::vector<std::pair<double, double>>& val, const std::string& title);
 
 }  // namespace ggtrain::train
