@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/config_options.h"
 #include "train/run_data.h"
+#include "train/run_folder.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
@@ -13,8 +15,8 @@ namespace ggtrain::cli {
 namespace {
 
 struct Opts {
-  std::string config, preset, out;
-  std::vector<std::string> sets;
+  ConfigOptions config;
+  std::string out;
   bool quiet = false;
 };
 
@@ -23,12 +25,11 @@ struct Opts {
 // and OUT/data. A later `ggtrain train --run-dir OUT` with the same config
 // reuses both; an interrupted preparation continues after its last shard.
 int run(const Opts& o) {
-  auto c = train::preset(o.preset.empty() ? "s15" : o.preset);
-  if (!o.config.empty()) train::apply_toml_file(c, o.config);
-  for (const auto& s : o.sets) train::apply_override(c, s);
+  const train::RunConfig c = resolve_config(o.config);
   c.validate();
   if (c.data.corpus.empty() && c.data.sources.empty())
     throw ggtrain::Error("config: data.corpus is not set (text or JSONL files, folders or globs)");
+  train::create_run_folder(o.out);  // as `train --run-dir` does
   const auto tok = train::run_tokenizer(o.out, c, o.quiet, -1);
   // The manifests' counts: opening the shards would map (and check) every
   // token, which a preparation has no need for.
@@ -37,7 +38,9 @@ int run(const Opts& o) {
     train_tokens += p.manifest.train_tokens;
     val_tokens += p.manifest.val_tokens;
   }
-  fmt::print("prepared {}/data: {} training and {} validation tokens\n", o.out, train_tokens, val_tokens);
+  fmt::print("prepared {}/data: {} training and {} validation tokens\n"
+             "next: ggtrain train --run-dir {} with the same --preset/--config/--set (it reuses the prepared data)\n",
+             o.out, train_tokens, val_tokens, train::shell_word(o.out));
   return 0;
 }
 
@@ -49,9 +52,7 @@ Runner add_data_command(CLI::App& app) {
   auto* prep = data->add_subcommand(
       "prepare", "Tokenize data.corpus into OUT/data (shards + manifest.json) as `train --run-dir OUT` would, "
                  "in bounded memory on all threads; re-run to continue an interrupted preparation");
-  prep->add_option("--config", o->config, "TOML config file (applied over the preset)");
-  prep->add_option("--preset", o->preset, "Starting point: tiny, s15 (default), smol135");
-  prep->add_option("--set", o->sets, "Override one key: section.key=value (repeatable)");
+  add_config_options(prep, o->config);
   prep->add_option("--out,--run-dir", o->out, "The run folder to prepare")->required();
   prep->add_flag("--quiet", o->quiet, "No progress line");
   data->require_subcommand(1);

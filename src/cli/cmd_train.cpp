@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -9,7 +10,10 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/config_options.h"
 #include "train/distributed.h"
+#include "train/run_checkpoint.h"
+#include "train/run_folder.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
@@ -18,11 +22,58 @@ namespace ggtrain::cli {
 namespace {
 
 struct Opts {
-  std::string config, preset, run_dir = "runs/default";
-  std::vector<std::string> sets;
+  ConfigOptions config;
+  std::string run_dir = "runs/default";
   bool resume = false, quiet = false;
   int64_t stop_at = 0;
 };
+
+// What a finished run wrote and the commands a user runs next.
+void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::RunConfig& c) {
+  const bool lora = c.train.lora.rank > 0, chat = c.data.format != "text";
+  const std::string val = std::isfinite(sum.last_val_loss) ? fmt::format("{:.4f}", sum.last_val_loss) : "n/a";
+  fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {}, {:.0f} tokens/s\n", sum.first_step,
+             sum.last_step, sum.first_loss, sum.last_loss, val, sum.tokens_per_s);
+  if (sum.nonfinite_steps > 0)
+    fmt::print("skipped {} steps whose loss or gradient norm was not finite (train.on_nonfinite = \"skip\")\n",
+               sum.nonfinite_steps);
+  const std::string dir = train::shell_word(o.run_dir), w = train::shell_word(sum.final_weights);
+  fmt::print("wrote {} ({} {}), {}/metrics.jsonl and the loss plot {}/loss.svg\n", sum.final_weights,
+             lora ? "a LoRA adapter" : "a GGUF model", lora ? "for its base model" : "llama.cpp loads as it is", dir,
+             dir);
+  if (sum.last_step < sum.planned_steps) {
+    fmt::print("next: ggtrain train --resume --run-dir {}   (continues to step {})\n", dir, sum.planned_steps);
+    return;
+  }
+  if (lora) {
+    const std::string base = train::shell_word(c.init.from);
+    fmt::print("next: ggtrain {} -m {} --lora {}\n"
+               "      ggtrain export --merge-lora {} {} merged.gguf --type q8_0\n", chat ? "chat" : "generate", base, w,
+               base, w);
+    return;
+  }
+  if (chat)
+    fmt::print("next: ggtrain chat -m {}\n", w);
+  else
+    fmt::print("next: ggtrain generate -m {} -p \"Once upon a time\"\n", w);
+  fmt::print("      ggtrain eval -m {} --text FILE\n"
+             "      ggtrain export {} model-q8_0.gguf --type q8_0 --ollama\n", w, w);
+}
+
+// A resumed run that already reached train.steps has nothing to train:
+// say so (and how to go on) instead of an empty summary.
+// Every rank reads the folder and returns alike; rank 0 speaks.
+bool report_if_finished(const Opts& o, const train::RunConfig& c) {
+  const int64_t at = train::latest_step(o.run_dir);
+  if (at < c.train.steps) return false;
+  if (train::world().root())
+    fmt::print("{}: already trained to step {} of train.steps = {}; nothing to do\n"
+             "final weights: {}\n"
+             "to train further: ggtrain train --resume --run-dir {} --set train.steps=N (N > {})\n",
+             o.run_dir, at, c.train.steps, std::filesystem::path(train::weights_path(o.run_dir, at)).string(),
+             train::shell_word(o.run_dir), at);
+  return true;
+}
 
 int run(const Opts& o) {
   train::TrainOptions opts;
@@ -31,23 +82,17 @@ int run(const Opts& o) {
   opts.quiet = o.quiet;
   opts.stop_at = o.stop_at;
   if (o.resume) {
-    if (!o.config.empty() || !o.preset.empty())
+    if (!o.config.config.empty() || !o.config.preset.empty())
       throw ggtrain::Error("--resume uses the run's saved config; only --set overrides are allowed");
     opts.config = train::saved_run_config(o.run_dir);
+    for (const auto& s : o.config.sets) train::apply_override(opts.config, s);
+    if (report_if_finished(o, opts.config)) return 0;
   } else {
-    opts.config = train::preset(o.preset.empty() ? "s15" : o.preset);
-    if (!o.config.empty()) train::apply_toml_file(opts.config, o.config);
+    opts.config = resolve_config(o.config);
   }
-  for (const auto& s : o.sets) train::apply_override(opts.config, s);
   auto sum = train::run_training(opts);
   if (!train::world().root()) return 0;  // under mpirun rank 0 alone reports
-  const std::string val = std::isfinite(sum.last_val_loss) ? fmt::format("{:.4f}", sum.last_val_loss) : "n/a";
-  fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {}, {:.0f} tokens/s\n"
-             "final weights: {}\n",
-             sum.first_step, sum.last_step, sum.first_loss, sum.last_loss, val, sum.tokens_per_s, sum.final_weights);
-  if (sum.nonfinite_steps > 0)
-    fmt::print("skipped {} steps whose loss or gradient norm was not finite (train.on_nonfinite = \"skip\")\n",
-               sum.nonfinite_steps);
+  print_outcome(sum, o, opts.config);
   return 0;
 }
 
@@ -61,14 +106,16 @@ Runner add_train_command(CLI::App& app) {
                      "trains data-parallel on N ranks (train.batch is the global micro-batch)"
                    : "Train a model; checkpoints go to RUN_DIR/weights. This ggtrain was built without "
                      "MPI: one process only (install libopenmpi-dev and rebuild for mpirun)");
-  cmd->add_option("--config", o->config, "TOML config file (applied over the preset)");
-  cmd->add_option("--preset", o->preset, "Starting point: tiny, s15 (default), smol135");
-  cmd->add_option("--set", o->sets, "Override one key: section.key=value (repeatable)");
+  add_config_options(cmd, o->config);
   cmd->add_option("--run-dir", o->run_dir, "Run folder (default runs/default)");
   cmd->add_flag("--resume", o->resume, "Continue the run in --run-dir from its latest checkpoint");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
   cmd->add_option("--stop-at", o->stop_at,
                   "Exit after this step with a checkpoint (resume later with --resume)");
+  cmd->footer(
+      "Config keys (model.*, data.*, train.*, checkpoint.*, init.*): `ggtrain config show [--preset P]` prints "
+      "every key with its value and what it does.\nExample: ggtrain train --preset tiny --set data.corpus=my.txt "
+      "--run-dir runs/mine");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     try {

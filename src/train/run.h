@@ -47,6 +47,7 @@ class Run {
   void load_donor();
   void load_tokenizer(int64_t resume_step);
   void prepare_data();
+  void report_plan() const;
   void build_model();
   void attach_donor();
   void hold_quantized_base(model::ModelOptions& opts);

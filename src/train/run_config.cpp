@@ -160,6 +160,10 @@ void RunConfig::validate() const {
   check_run_options(*this);
 }
 
+LrSchedule lr_schedule_of(const TrainSection& t) {
+  return {schedule_kind_from_name(t.schedule), t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
+}
+
 std::vector<std::string> preset_names() { return {"tiny", "s15", "smol135"}; }
 
 RunConfig preset(const std::string& name) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "train/schedule.h"
 
 namespace ggtrain::train {
 
@@ -127,6 +128,9 @@ struct RunConfig {
   void validate() const;
 };
 
+// The learning-rate schedule train.* describes.
+LrSchedule lr_schedule_of(const TrainSection& t);
+
 std::vector<std::string> preset_names();
 RunConfig preset(const std::string& name);  // "tiny", "s15", "smol135"
 // Applies every key of a TOML document; unknown keys and bad values are
@@ -137,5 +141,8 @@ void apply_toml_file(RunConfig& c, const std::string& path);
 void apply_override(RunConfig& c, const std::string& assignment);
 // The resolved config as a TOML document that apply_toml reads back.
 std::string to_toml(const RunConfig& c);
+// The same with a comment on each line saying what the key does
+// (`ggtrain config show`); it reads back the same way.
+std::string to_toml_documented(const RunConfig& c);
 
 }  // namespace ggtrain::train

@@ -61,6 +61,7 @@ Run::Run(const TrainOptions& o)
   if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
   load_tokenizer(resume_step);
   prepare_data();
+  if (!quiet_) report_plan();
   build_model();
   if (resume_)
     resume_state();
@@ -88,6 +89,15 @@ int64_t Run::check_resume() {
   RunConfig saved;
   apply_toml(saved, read_latest_meta(run_dir_).config_toml, state_path(run_dir_, step) + " (saved config)");
   check_same_model(c_, saved, run_dir_, step);
+  if (saved.train.steps != c_.train.steps && !quiet_) {
+    // The schedule is a function of train.steps: a new length reshapes it
+    // from here on, which a user extending a finished run should know.
+    const LrSchedule before = lr_schedule_of(saved.train), after = lr_schedule_of(c_.train);
+    fmt::print(stderr, "note: train.steps {} -> {}: the {} learning-rate schedule is stretched to end at step {}; "
+               "at step {} the rate goes from {:.2e} to {:.2e}\n", saved.train.steps, c_.train.steps,
+               c_.train.schedule, c_.train.steps, step, before.lr_at(std::min(step, saved.train.steps - 1)),
+               after.lr_at(step));
+  }
   return step;
 }
 
@@ -128,6 +138,23 @@ void Run::prepare_data() {
   inputs_.resize(step_tokens);
   targets_.resize(step_tokens);
   doc_start_.resize(step_tokens);
+}
+
+// What the planned steps amount to, and a warning when no validation loss
+// can be reported.
+void Run::report_plan() const {
+  const auto& t = c_.train;
+  int64_t train_tokens = 0;
+  for (const auto& s : tokens_.train) train_tokens += s->size();
+  const int64_t per_step = t.batch * t.seq_len * t.grad_accum;
+  fmt::print(stderr, "plan: {} steps x {} tokens = {} tokens, {:.2f} epochs of the {} training tokens\n", t.steps,
+             per_step, t.steps * per_step, double(t.steps * per_step) / double(std::max<int64_t>(1, train_tokens)),
+             train_tokens);
+  const int64_t val_windows = val_loader_ ? val_loader_->n_windows() : 0;
+  if (t.eval_every > 0 && val_windows < t.batch)
+    fmt::print(stderr, "warning: the validation set holds {} tokens, less than one batch of {} x {}: no validation "
+               "loss will be reported; raise data.val_fraction (now {}) or name a data.val_corpus\n",
+               tokens_.val ? tokens_.val->size() : 0, t.batch, t.seq_len, c_.data.val_fraction);
 }
 
 void Run::build_model() {

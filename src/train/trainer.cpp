@@ -35,8 +35,9 @@ std::string duration_text(double s) {
 
 TrainSummary Run::loop(StopSignals& signals) {
   const auto& t = c_.train;
-  schedule_ = {schedule_kind_from_name(t.schedule), t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
+  schedule_ = lr_schedule_of(t);
   summary_.first_step = start_step_;
+  summary_.planned_steps = t.steps;
   loop_start_s_ = now_seconds();
   signals.arm();
   for (int64_t step = start_step_; step < t.steps; ++step) {
@@ -48,6 +49,10 @@ TrainSummary Run::loop(StopSignals& signals) {
     const bool stopping = (stop_at_ > 0 && r.step == stop_at_) || sig != 0;
     maybe_checkpoint(r.step, stopping);
     if (sig != 0 && r.step < t.steps) report_interruption(sig, r.step);
+    else if (stopping && r.step < t.steps && dp_->root())
+      fmt::print(stderr, "{}stopped after step {}/{} (--stop-at) with checkpoint {}\n"
+                 "continue with: ggtrain train --resume --run-dir {}\n", tty_ && !quiet_ ? "\n" : "", r.step,
+                 t.steps, weights_path(run_dir_, r.step), shell_word(run_dir_));
     if (stopping) break;
   }
   if (tty_ && !quiet_) fmt::print(stderr, "\n");

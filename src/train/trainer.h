@@ -20,6 +20,7 @@ struct TrainOptions {
 
 struct TrainSummary {
   int64_t first_step = 0, last_step = 0;
+  int64_t planned_steps = 0;  // train.steps
   double first_loss = 0, last_loss = 0, tokens_per_s = 0;
   double last_val_loss = NAN;  // NAN when no evaluation ran (train.eval_every = 0)
   std::string final_weights;
