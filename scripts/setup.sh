@@ -23,6 +23,9 @@ PACKAGES+=(libopenmpi-dev openmpi-bin iproute2)
 # The llama.cpp checks (tests/*.sh, label npm): node-llama-cpp's prebuilt
 # llama.cpp; git reads llama.h from the source bundle it ships.
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
+# The tests render the loss plot to PNG (tests/test_loss_plot.cpp) with
+# librsvg's rsvg-convert. Not needed to build or train.
+if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.

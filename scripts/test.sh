@@ -20,7 +20,7 @@ fi
 
 # MPI is required here (GGTRAIN_MPI=ON): without it the `mpi` tests would
 # silently not exist.
-GGTRAIN_MPI=ON GGTRAIN_WITH_NODE=1 GGTRAIN_WITH_FUZZ=1 GGTRAIN_WITH_DEBOOTSTRAP=1 bash scripts/setup.sh
+GGTRAIN_MPI=ON GGTRAIN_WITH_TESTS=1 GGTRAIN_WITH_NODE=1 GGTRAIN_WITH_FUZZ=1 GGTRAIN_WITH_DEBOOTSTRAP=1 bash scripts/setup.sh
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 if (( node_major < NODE_MAJOR_NEEDED )); then
   echo "test.sh: Node.js >= $NODE_MAJOR_NEEDED is needed (node-llama-cpp 3.22.1); found $(node --version) at $(command -v node)" >&2

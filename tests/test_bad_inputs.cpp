@@ -75,6 +75,14 @@ class Env {
     sets.insert(sets.begin(), {"train.steps=2", "train.seq_len=32", "init.from=" + base, "data.format=chat"});
     return tiny_train_args(bin(), t("chat_run"), t("chat.jsonl"), sets);
   }
+  // A LoRA adapter (rank 2, 2 steps) on the step-2 checkpoint of base_run("base").
+  std::string lora_adapter() const {
+    const std::string base = base_run("base") + "/weights/step_2.gguf";
+    auto a = tiny_train_args(bin(), t("lora"), corpus(), {"train.steps=2", "init.from=" + base, "train.lora.rank=2"});
+    const auto r = run_cli(a, t("lora.out"));
+    if (r.status != 0) throw std::runtime_error("LoRA run failed: " + r.output);
+    return train::weights_path(t("lora"), 2);
+  }
   CliOptions opts;  // environment for the CLI of this case
 
  private:
@@ -202,6 +210,55 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", e.base_run() + "/weights/step_2.gguf", e.t("out.gguf"), "--type", "q3_k_m"};
                },
                {"--type q3_k_m", "q4_k_m"}});
+  // --- files of the wrong kind, and typing mistakes (usage errors exit 2)
+  c.push_back({"model_is_a_lora_adapter", "`generate -m` given a LoRA adapter instead of a model",
+               [](Env& e) { return A{e.bin(), "generate", "-m", e.lora_adapter(), "-p", "a"}; },
+               {"lora/weights/step_2.gguf", "is a LoRA adapter, not a model", "--lora"}});
+  c.push_back({"model_truncated", "`generate -m` given a model file cut short (an interrupted copy)",
+               [](Env& e) {
+                 const std::string w = e.t("cut.gguf");
+                 fs::copy_file(train::weights_path(e.base_run(), 2), w);
+                 fs::resize_file(w, fs::file_size(w) * 3 / 5);
+                 return A{e.bin(), "generate", "-m", w, "-p", "a"};
+               },
+               {"cut.gguf", "truncated", "copy it again", "data section"}});
+  c.push_back({"export_output_folder_missing", "`export IN OUT` where OUT's folder does not exist",
+               [](Env& e) {
+                 return A{e.bin(), "export", train::weights_path(e.base_run(), 2), e.t("no/such/dir/out.gguf"), "--type",
+                          "q8_0"};
+               },
+               {"no/such/dir", "does not exist", "mkdir -p"}});
+  c.push_back({"merge_lora_other_base", "`export --merge-lora` with a base of another shape than the adapter's",
+               [](Env& e) {
+                 const std::string adapter = e.lora_adapter();
+                 auto a = e.fresh({"model.d_model=32", "model.n_heads=2", "model.n_kv_heads=1", "checkpoint.every=2"}, "other");
+                 a.insert(a.end(), {"--stop-at", "2"});
+                 if (run_cli(a, e.t("other.out")).status != 0) throw std::runtime_error("other base failed");
+                 return A{e.bin(), "export", "--merge-lora", train::weights_path(e.t("other"), 2), adapter, e.t("m.gguf")};
+               },
+               {"lora/weights/step_2.gguf", "trained on another base model", "base/weights/step_2.gguf", "give that one"}});
+  c.push_back({"merge_lora_adapter_as_base", "`export --merge-lora ADAPTER ADAPTER OUT` (the adapter given as the base)",
+               [](Env& e) {
+                 const std::string adapter = e.lora_adapter();
+                 return A{e.bin(), "export", "--merge-lora", adapter, adapter, e.t("m.gguf")};
+               },
+               {"is a LoRA adapter, not a model", "export --merge-lora BASE"}});
+  c.push_back({"eval_text_binary", "`eval --text` given a binary file (a GGUF)",
+               [](Env& e) {
+                 const std::string w = train::weights_path(e.base_run(), 2);
+                 return A{e.bin(), "eval", "-m", w, "--text", w};
+               },
+               {"step_2.gguf", "not a text file", "UTF-8"}});
+  c.push_back({"tokenizer_vocab_too_small", "`tokenizer train --vocab` below what the text's characters need",
+               [](Env& e) { return A{e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "270", "--out", e.t("t.model")}; },
+               {"corpus.txt", "too small", "need at least", "ask for"}});
+  c.push_back({"unknown_command", "`ggtrain trian` (a misspelt command)",
+               [](Env& e) { return A{e.bin(), "trian"}; }, {"unknown command 'trian'", "did you mean 'train'?"}, 2});
+  c.push_back({"unknown_option", "`ggtrain generate --tmep 0.5` (a misspelt option)",
+               [](Env& e) { return A{e.bin(), "generate", "-m", e.t("m.gguf"), "--tmep", "0.5"}; },
+               {"unexpected arguments --tmep 0.5", "did you mean --temp"}, 2});
+  c.push_back({"n_predict_below_minus_one", "`generate -n -2` (-1 is the only negative count: no limit)",
+               [](Env& e) { return A{e.bin(), "generate", "-m", e.t("m.gguf"), "-n", "-2"}; }, {"--n-predict", "-2", "-1"}, 2});
   c.push_back({"cache_type_unknown", "`generate --cache-type q4_0` (a KV cache type ggtrain does not keep)",
                [](Env& e) {
                  return A{e.bin(), "generate", "-m", e.base_run() + "/weights/step_2.gguf", "-p", "a", "--cache-type",

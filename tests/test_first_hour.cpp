@@ -1,0 +1,312 @@
+// A new user's first hour, through the CLI as they would type it: the first
+// run on their own text, the messages on typing mistakes, the llama.cpp flags
+// they know, a run's lifecycle (finished, stopped, lengthened), a chat LoRA
+// adapter's template through chat and merge, what each command says it wrote
+// and what to run next. Each test failed before the behaviour it checks.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "gguf/reader.h"
+#include "support/cli_runner.h"
+#include "support/files.h"
+#include "support/temp_dir.h"
+#include "train/run_checkpoint.h"
+
+using namespace ggtrain;
+using namespace ggtrain::test_support;
+namespace fs = std::filesystem;
+
+namespace {
+
+// English prose with the characters real text has and the KJV lacks
+// (digits, brackets, quotes, symbols, accented letters): 80+ distinct
+// characters, more than the tiny preset's 320 pieces leave room for.
+void write_english_text(const std::string& path, int lines) {
+  static const char* words[] = {
+      "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "Alice's", "(small)", "cat",
+      "naps;", "\"quotes\",", "numbers", "12,345", "&", "67%", "-", "dashes:", "why?", "yes!", "[brackets]",
+      "{braces}", "<angle>", "@home", "#tag", "$5", "*star*", "~tilde", "^caret", "|", "pipe", "/", "slash", "=",
+      "+", "plus", "_under", "caf\xc3\xa9", "na\xc3\xafve", "r\xc3\xa9sum\xc3\xa9", "Zebra", "Quiet", "Xylophone",
+      "Jazz", "Victory", "Kite", "Umbrella", "Ostrich", "Garden", "Window", "Harbor"};
+  const size_t n = sizeof(words) / sizeof(words[0]);
+  std::ofstream out(path);
+  uint64_t s = 12345;
+  for (int i = 0; i < lines; ++i) {
+    std::string line;
+    const int len = 6 + int(i % 9);
+    for (int k = 0; k < len; ++k) {
+      s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+      line += (k ? " " : "") + std::string(words[(s >> 33) % n]);
+    }
+    out << line << ".\n";
+  }
+}
+
+int distinct_characters(const std::string& path) {
+  const std::string text = slurp(path);
+  std::set<std::string> chars;
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const size_t len = lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    if (text[i] != '\n') chars.insert(text.substr(i, len));
+    i += len;
+  }
+  return int(chars.size());
+}
+
+// The CLI in a folder of its own: every test's files live there.
+class FirstHour : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir("ggtrain-first-hour");
+    write_english_text(*dir_ / "mine.txt", 600);
+    // The model the other tests run: trained with room for the text's
+    // characters, so that those tests do not depend on the vocabulary fix.
+    base_run_ = new CliResult(cli({"train", "--preset", "tiny", "--set", "data.corpus=" + (*dir_ / "mine.txt"), "--set",
+                                   "data.vocab_size=512", "--set", "train.threads=1", "--run-dir", *dir_ / "runs/base"}));
+  }
+  static void TearDownTestSuite() {
+    delete base_run_;
+    delete dir_;
+  }
+  static CliResult cli(std::vector<std::string> args, const CliOptions& opts = {}) {
+    args.insert(args.begin(), GGTRAIN_BIN);
+    return run_cli(args, *dir_ / "out.txt", opts);
+  }
+  static std::string t(const std::string& rel) { return *dir_ / rel; }
+  static std::string model() { return train::weights_path(t("runs/base"), 40); }
+
+  static TempDir* dir_;
+  static CliResult* base_run_;
+};
+TempDir* FirstHour::dir_ = nullptr;
+CliResult* FirstHour::base_run_ = nullptr;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_F(FirstHour, TinyPresetTrainsOnOrdinaryEnglish) {
+  ASSERT_GT(distinct_characters(t("mine.txt")), 320 - 259) << "the text must need more than the preset's vocabulary";
+  // The first run on one's own text, as the README's quick start has it.
+  const std::string run = t("runs/mine"), weights = train::weights_path(run, 40);
+  const CliResult r = cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
+                           "train.threads=1", "--run-dir", run});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "distinct characters, more than a vocabulary of 320 holds")) << r.output;
+  const gguf::GgufFile f(weights);
+  const uint64_t vocab = f.find("tokenizer.ggml.tokens")->items.size();
+  EXPECT_GE(vocab, uint64_t(259 + distinct_characters(t("mine.txt"))));
+  EXPECT_EQ(vocab % 64, 0u);
+  EXPECT_TRUE(contains(r.output, "epochs of the")) << r.output;
+  // What it wrote, and what to run next.
+  EXPECT_TRUE(contains(r.output, "loss plot " + run + "/loss.svg")) << r.output;
+  EXPECT_TRUE(contains(r.output, "next: ggtrain generate -m " + weights)) << r.output;
+}
+
+TEST_F(FirstHour, TokenizerTrainNamesTheVocabularyThatWorks) {
+  const int need = 259 + distinct_characters(t("mine.txt"));
+  CliResult r = cli({"tokenizer", "train", "--input", t("mine.txt"), "--vocab", std::to_string(need - 1), "--out",
+                     t("tok.model")});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(error_line(r.output), fmt::format("need at least {}; ask for {} or more", need, need)))
+      << r.output;
+  EXPECT_FALSE(contains(r.output, "character_coverage")) << "sentencepiece's own option leaked: " << r.output;
+  r = cli({"tokenizer", "train", "--input", t("mine.txt"), "--vocab", std::to_string(need), "--out", t("tok.model")});
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+TEST_F(FirstHour, DataPrepareCreatesItsFolder) {
+  const std::string out = t("new/deeper/run");
+  const CliResult r = cli({"data", "prepare", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--out", out});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(out + "/data/manifest.json"));
+  EXPECT_TRUE(contains(r.output, "next: ggtrain train --run-dir " + out)) << r.output;
+}
+
+TEST_F(FirstHour, UsageErrorsSayWhatToTypeAndExitWithTwo) {
+  struct Row {
+    std::vector<std::string> args;
+    std::vector<std::string> says;
+  };
+  const std::vector<Row> rows = {
+      {{}, {"no command given", "train, generate"}},
+      {{"foo"}, {"unknown command 'foo'", "the commands are: train"}},
+      {{"trian"}, {"unknown command 'trian' (did you mean 'train'?)"}},
+      {{"data", "prep"}, {"ggtrain data: unknown command 'prep' (did you mean 'prepare'?)"}},
+      {{"data"}, {"ggtrain data takes a command: prepare"}},
+      {{"generate", "-m", "x.gguf", "--tmep", "0.5"},
+       {"ggtrain generate: unexpected arguments --tmep 0.5", "did you mean --temp for --tmep?"}},
+      {{"generate"}, {"ggtrain generate: --model is required", "see ggtrain generate --help"}},
+      {{"generate", "-m", "x.gguf", "-n", "-2"}, {"--n-predict", "-2"}},
+  };
+  for (const auto& row : rows) {
+    const CliResult r = cli(row.args);
+    SCOPED_TRACE(fmt::format("ggtrain {}", fmt::join(row.args, " ")));
+    EXPECT_EQ(r.status, 2) << r.output;
+    const std::string line = error_line(r.output);
+    ASSERT_FALSE(line.empty()) << "no 'ggtrain: error:' line: " << r.output;
+    for (const auto& s : row.says) EXPECT_TRUE(contains(line, s)) << "'" << s << "' not in: " << line;
+  }
+  // A config key typed wrong gets the same help.
+  const CliResult r = cli({"config", "show", "--set", "train.step=3"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(error_line(r.output), "unknown config key 'train.step' (did you mean 'train.steps'?)"))
+      << r.output;
+}
+
+TEST_F(FirstHour, ConfigShowListsEveryKeyAndReadsBack) {
+  CliResult r = cli({"config", "show", "--preset", "tiny", "--set", "train.steps=77"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shown = r.output;
+  int keys = 0;
+  std::istringstream in(shown);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#' || line[0] == '[') continue;
+    ++keys;
+    EXPECT_TRUE(std::regex_search(line, std::regex(R"(^[\w.]+ = .* # \S.{10,})"))) << "no description: " << line;
+  }
+  EXPECT_GE(keys, 55);
+  for (const char* k : {"steps = 77", "vocab_size = 320", "d_model = 64", "lora.rank", "keep_last", "from = "})
+    EXPECT_TRUE(contains(shown, k)) << k;
+  // Saved and given back, it is the same config.
+  spit(t("shown.toml"), shown);
+  r = cli({"config", "show", "--config", t("shown.toml")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.substr(r.output.find('\n')), shown.substr(shown.find('\n')));
+  r = cli({"train", "--help"});
+  EXPECT_TRUE(contains(r.output, "ggtrain config show")) << r.output;
+}
+
+TEST_F(FirstHour, GenerateTakesLlamaCppFlags) {
+  ASSERT_EQ(base_run_->status, 0) << base_run_->output;
+  spit(t("prompt.txt"), "The quick brown");
+  // -f FILE and -s SEED mean what -p TEXT and --seed do.
+  const CliResult a = cli({"generate", "-m", model(), "-f", t("prompt.txt"), "-s", "7", "-n", "12", "--print-ids"});
+  const CliResult b = cli({"generate", "-m", model(), "-p", "The quick brown", "--seed", "7", "-n", "12", "--print-ids"});
+  ASSERT_EQ(a.status, 0) << a.output;
+  ASSERT_EQ(b.status, 0) << b.output;
+  auto ids = [](const std::string& out) { return out.substr(0, out.find("prompt:")); };
+  EXPECT_EQ(ids(a.output), ids(b.output));
+  const CliResult c = cli({"generate", "-m", model(), "-p", "The quick brown", "--seed", "8", "-n", "12", "--print-ids"});
+  EXPECT_NE(ids(c.output), ids(b.output)) << "the seed changes nothing: the comparison above proves nothing";
+  // -n -1: until the end of text or a full context, which is said.
+  const CliResult full = cli({"generate", "-m", model(), "-p", "The", "-n", "-1", "--ignore-eos", "--print-ids"});
+  ASSERT_EQ(full.status, 0) << full.output;
+  EXPECT_TRUE(contains(full.output, "stopped: the context of 64 tokens is full")) << full.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(full.output, m, std::regex(R"(prompt: (\d+) tokens.*generated (\d+) tokens)")))
+      << full.output;
+  // Every position of the 64-token context filled, and one token more
+  // sampled from the last one's logits.
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]), 64 + 1);
+  // -c past the trained context: a warning, as llama.cpp gives.
+  const CliResult longer = cli({"generate", "-m", model(), "-p", "The", "-n", "4", "-c", "128"});
+  ASSERT_EQ(longer.status, 0) << longer.output;
+  EXPECT_TRUE(contains(longer.output, "warning: -c 128 is longer than the 64 tokens")) << longer.output;
+}
+
+TEST_F(FirstHour, RunLifecycleSaysWhereItStandsAndWhatNext) {
+  const std::string run = t("runs/life");
+  const std::vector<std::string> fresh = {"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
+                                          "train.threads=1", "--run-dir", run};
+  std::vector<std::string> a = fresh;
+  a.insert(a.end(), {"--stop-at", "15"});
+  CliResult r = cli(a);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "stopped after step 15/40 (--stop-at)")) << r.output;
+  EXPECT_TRUE(contains(r.output, "continue with: ggtrain train --resume --run-dir " + run)) << r.output;
+  r = cli({"train", "--resume", "--run-dir", run});
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Finished: a resume says so and how to go on, not an empty summary.
+  r = cli({"train", "--resume", "--run-dir", run});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(contains(r.output, "0 tokens/s")) << r.output;
+  EXPECT_TRUE(contains(r.output, "already trained to step 40 of train.steps = 40; nothing to do")) << r.output;
+  EXPECT_TRUE(contains(r.output, "--set train.steps=N")) << r.output;
+  // A longer run reshapes the schedule: said, with the rate before and after.
+  r = cli({"train", "--resume", "--run-dir", run, "--set", "train.steps=50"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(train.steps 40 -> 50: the cosine learning-rate schedule is )"
+                                                     R"(stretched to end at step 50; at step 40 the rate goes from \S+ to \S+)")))
+      << r.output;
+  EXPECT_EQ(train::latest_step(run), 50);
+}
+
+TEST_F(FirstHour, AnEmptyValidationSetIsWarned) {
+  const CliResult r = cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
+                           "train.threads=1", "--set", "data.val_fraction=0", "--set", "train.steps=2", "--run-dir",
+                           t("runs/noval")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "warning: the validation set holds 0 tokens, less than one batch of 4 x 64: no "
+                                 "validation loss will be reported"))
+      << r.output;
+}
+
+// A chat adapter trained with a template the base lacks (llama2's [INST],
+// whose markers are plain text) answers through that template in `chat`,
+// in a merged model, and in the merged model's ollama Modelfile.
+TEST_F(FirstHour, ChatAdapterKeepsItsTemplateThroughChatAndMerge) {
+  ASSERT_EQ(base_run_->status, 0) << base_run_->output;
+  {
+    std::ofstream out(t("chat.jsonl"));
+    const char* words[] = {"alpha", "beta", "gamma", "delta"};
+    for (int i = 0; i < 64; ++i)
+      out << fmt::format(R"({{"messages": [{{"role": "user", "content": "Which word is number {}?"}}, )"
+                         R"({{"role": "assistant", "content": "{}"}}]}})", i % 4, words[i % 4]) << "\n";
+  }
+  const std::string adapter = train::weights_path(t("runs/lora"), 4);
+  CliResult r = cli({"train", "--preset", "tiny", "--set", "init.from=" + model(), "--set", "data.corpus=" + t("chat.jsonl"),
+                     "--set", "data.format=chat", "--set", "data.chat_template=llama2", "--set", "train.lora.rank=4",
+                     "--set", "train.steps=4", "--set", "train.threads=1", "--run-dir", t("runs/lora")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "next: ggtrain chat -m " + model() + " --lora " + adapter)) << r.output;
+  spit(t("q.txt"), "Which word is number 2?\n");
+  auto prompt_ids = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = {"chat", "--prompt-file", t("q.txt"), "--json", "-n", "2", "--temp", "0"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult c = cli(a);
+    EXPECT_EQ(c.status, 0) << c.output;
+    std::smatch m;
+    std::regex_search(c.output, m, std::regex(R"("prompt_ids":\[([0-9,]+)\])"));
+    return m.size() > 1 ? m[1].str() : "none: " + c.output;
+  };
+  const std::string llama2 = prompt_ids({"-m", model(), "--lora", adapter, "--chat-template", "llama2"});
+  const std::string chatml = prompt_ids({"-m", model(), "--lora", adapter, "--chat-template", "chatml"});
+  ASSERT_NE(llama2, chatml) << "the two templates must tokenize differently for this test to mean anything";
+  EXPECT_EQ(prompt_ids({"-m", model(), "--lora", adapter}), llama2);
+  // Merged (float and quantized): the adapter's template is the model's.
+  const std::string adapter_template = gguf::GgufFile(adapter).get_string("tokenizer.chat_template");
+  for (const char* type : {"f32", "q8_0"}) {
+    SCOPED_TRACE(type);
+    const std::string merged = t(fmt::format("merged/{}.gguf", type));
+    fs::create_directories(t("merged"));
+    r = cli({"export", "--merge-lora", model(), adapter, merged, "--type", type, "--ollama"});
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(gguf::GgufFile(merged).get_string("tokenizer.chat_template"), adapter_template);
+    EXPECT_TRUE(contains(slurp(t("merged/Modelfile")), "[INST]")) << slurp(t("merged/Modelfile"));
+    EXPECT_TRUE(contains(r.output, "next: ollama create NAME -f")) << r.output;
+    EXPECT_EQ(prompt_ids({"-m", merged}), llama2);
+  }
+}
+
+TEST_F(FirstHour, QuantizedExportSaysWhichTensorsFellBack) {
+  ASSERT_EQ(base_run_->status, 0) << base_run_->output;
+  // The tiny model's rows (64, 160) are no multiple of 256: every K-quant
+  // matrix falls back, as llama-quantize reports too.
+  CliResult r = cli({"export", model(), t("q4km.gguf"), "--type", "q4_k_m"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(note: \d+ of \d+ quantized tensors have rows that are not a multiple)")))
+      << r.output;
+  r = cli({"export", model(), t("q8.gguf"), "--type", "q8_0"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(contains(r.output, "fallback")) << "q8_0's 32-blocks fit every row: " << r.output;
+}
