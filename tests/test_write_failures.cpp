@@ -169,6 +169,9 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
     fs::permissions(tmp.path(), fs::perms::all);
     args[0] = tmp / "ggtrain";
     fs::copy_file(GGTRAIN_BIN, args[0]);
+    // A portable build's launcher starts ggtrain-vN from its own folder.
+    for (const auto& e : fs::directory_iterator(fs::path(GGTRAIN_BIN).parent_path()))
+      if (e.path().filename().string().rfind("ggtrain-", 0) == 0) fs::copy_file(e.path(), tmp / e.path().filename().string());
     auto v = run_cli({args[0], "--version"}, tmp / "version.txt", o);
     if (v.status != 0) GGTRAIN_SKIP("the ggtrain binary cannot run as uid 65534 here (status " + std::to_string(v.status) + ")");
   }

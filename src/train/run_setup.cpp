@@ -15,6 +15,7 @@
 #include "train/run.h"
 #include "train/run_folder.h"
 #include "util/atomic_file.h"
+#include "util/cpu_level.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -147,6 +148,8 @@ void Run::report_plan() const {
   int64_t train_tokens = 0;
   for (const auto& s : tokens_.train) train_tokens += s->size();
   const int64_t per_step = t.batch * t.seq_len * t.grad_accum;
+  fmt::print(stderr, "cpu: level {} ({}), {} threads\n", built_cpu_level(), built_cpu_description(),
+             omp_get_max_threads());
   fmt::print(stderr, "plan: {} steps x {} tokens = {} tokens, {:.2f} epochs of the {} training tokens\n", t.steps,
              per_step, t.steps * per_step, double(t.steps * per_step) / double(std::max<int64_t>(1, train_tokens)),
              train_tokens);

@@ -19,6 +19,7 @@
 #include "train/run.h"
 #include "train/run_folder.h"
 #include "util/clock.h"
+#include "util/cpu_level.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -135,6 +136,7 @@ void Run::log_step(const StepResult& r) {
   train_seconds_ += r.seconds;
   nlohmann::json record{{"step", r.step},       {"loss", r.loss},         {"lr", r.lr},
                         {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", now_seconds() - loop_start_s_}};
+  if (r.step == start_step_ + 1) record["cpu_level"] = built_cpu_level();  // which build of the engine ran
   if (!r.finite) {  // NaN/Inf are written as null; the counters say why
     record["skipped"] = true;
     record["nonfinite_in_a_row"] = nonfinite_in_a_row_;
