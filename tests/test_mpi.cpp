@@ -431,7 +431,8 @@ std::set<std::string> ggtrain_netns() {
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     std::ifstream comm(e.path() / "comm");
     std::string name;
-    if (!std::getline(comm, name) || name != "ggtrain") continue;
+    // "ggtrain", or the level program a portable build's launcher execs ("ggtrain-v4").
+    if (!std::getline(comm, name) || (name != "ggtrain" && name.rfind("ggtrain-v", 0) != 0)) continue;
     std::error_code ec2;
     const auto ns = std::filesystem::read_symlink(e.path() / "ns/net", ec2);
     if (!ec2) out.insert(ns.string());
