@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -68,10 +67,9 @@ bool report_if_finished(const Opts& o, const train::RunConfig& c) {
   if (at < c.train.steps) return false;
   if (train::world().root())
     fmt::print("{}: already trained to step {} of train.steps = {}; nothing to do\n"
-             "final weights: {}\n"
-             "to train further: ggtrain train --resume --run-dir {} --set train.steps=N (N > {})\n",
-             o.run_dir, at, c.train.steps, std::filesystem::path(train::weights_path(o.run_dir, at)).string(),
-             train::shell_word(o.run_dir), at);
+               "final weights: {}\n"
+               "to train further: ggtrain train --resume --run-dir {} --set train.steps=N (N > {})\n",
+               o.run_dir, at, c.train.steps, train::weights_path(o.run_dir, at), train::shell_word(o.run_dir), at);
   return true;
 }
 
