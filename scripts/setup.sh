@@ -25,7 +25,7 @@ PACKAGES+=(libopenmpi-dev openmpi-bin iproute2)
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
 # The tests render the loss plot to PNG (tests/test_loss_plot.cpp) with
 # librsvg's rsvg-convert. Not needed to build or train.
-if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin); fi
+if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.
@@ -55,7 +55,11 @@ BUILD_DIR=${GGTRAIN_BUILD_DIR:-build}
 # Configure every time (a no-op when nothing changed): a build folder
 # configured before a package was installed, or with other options, is
 # brought up to date instead of silently keeping what it found then.
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DGGTRAIN_MPI="${GGTRAIN_MPI:-AUTO}" >/dev/null
+# GGTRAIN_CPU_LEVELS="v2;v4" builds the engine for those x86-64 levels only
+# (default: v2, v3 and v4, and the launcher picks at run time).
+levels=()
+if [[ -n "${GGTRAIN_CPU_LEVELS:-}" ]]; then levels=(-DGGTRAIN_CPU_LEVELS="$GGTRAIN_CPU_LEVELS"); fi
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DGGTRAIN_MPI="${GGTRAIN_MPI:-AUTO}" "${levels[@]}" >/dev/null
 if (( $# )); then
   cmake --build "$BUILD_DIR" -j "$(nproc)" --target "$@"
 else

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 
 #include "data/token_file.h"
 #include "gguf/reader.h"
@@ -115,6 +116,31 @@ void rewrite_gguf(const std::string& in, const std::string& out, const std::stri
   }
   w.write(out + ".new");
   fs::rename(out + ".new", out);
+}
+
+// A copy of `in` with `extra` applied to the writer after the metadata and
+// before the tensors (a key replaced, a tensor added first).
+std::string gguf_with(const std::string& in, const std::string& out,
+                      const std::function<void(gguf::GgufWriter&)>& extra) {
+  gguf::GgufFile f(in);
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : f.metadata()) w.set(k, v);
+  extra(w);
+  std::vector<std::vector<float>> keep;
+  for (const auto& ti : f.tensors()) {
+    keep.push_back(f.to_float(ti));
+    w.add_tensor_f32(ti.name, ti.type, ti.shape(), keep.back().data());
+  }
+  w.write(out);
+  return out;
+}
+
+// The step-2 checkpoint with a rope_freqs.weight of these values (tiny: 8).
+std::string with_rope_freqs(Env& e, std::vector<float> factors) {
+  auto keep = std::make_shared<std::vector<float>>(std::move(factors));
+  return gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("l3.gguf"), [keep](gguf::GgufWriter& w) {
+    w.add_tensor_f32("rope_freqs.weight", gguf::TensorType::F32, {keep->size()}, keep->data());
+  });
 }
 
 std::vector<Case> cases() {
@@ -287,6 +313,20 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", e.t("nan.gguf"), e.t("out.gguf"), "--type", "q4_0"};
                },
                {"nan.gguf", "blk.1.ffn_up.weight", "non-finite", "element 7"}});
+  c.push_back({"rope_freqs_wrong_length", "a model whose `rope_freqs.weight` has 3 values, not head size / 2",
+               [](Env& e) { return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 2, 4}), "-p", "a"}; },
+               {"l3.gguf", "rope_freqs.weight", "ne [3]", "expected [8]"}});
+  c.push_back({"rope_freqs_not_positive", "a model whose `rope_freqs.weight` holds a 0",
+               [](Env& e) { return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 1, 0, 8, 8, 8, 8, 8}), "-p", "a"}; },
+               {"l3.gguf", "rope_freqs.weight value 2 is 0", "positive and finite"}});
+  c.push_back({"key_length_not_head_size", "a model whose `llama.attention.key_length` is not d_model / n_heads",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-p", "a", "-m",
+                          gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("k.gguf"), [](gguf::GgufWriter& w) {
+                            w.set("llama.attention.key_length", gguf::Value::u32(32));
+                          })};
+               },
+               {"k.gguf", "llama.attention.key_length is 32", "d_model / n_heads is 16", "not supported"}});
   c.push_back({"config_file_missing", "`--config` names no file",
                [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
                {"nope.toml", "cannot read config file"}});

@@ -157,3 +157,42 @@ TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
   const auto c = continue_config(tmp, tmp / "imported.gguf", 10);
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 }
+
+// A Llama 3.x file (rope_freqs.weight, RoPE base 500000): the factors come
+// with init.from into the model, every checkpoint carries them unchanged (a
+// resume, which reads its model from the saved config, takes them from the
+// file again), and a LoRA run on it trains against them too.
+TEST(Finetune, Llama3RopeFactorsComeWithTheModelAndSurviveResume) {
+  TempDir tmp("ggtrain_from_llama3");
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
+  const std::vector<float> factors = {1.0f, 1.75f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};  // tiny: d_head 16
+  {
+    const gguf::GgufFile b(base);
+    gguf::GgufWriter w;
+    for (const auto& [k, v] : b.metadata()) w.set(k, v);
+    w.set("llama.rope.freq_base", gguf::Value::f32(500000.0f));
+    w.add_tensor_f32(model::kRopeFreqsTensor, gguf::TensorType::F32, {factors.size()}, factors.data());
+    std::vector<std::vector<float>> keep;
+    for (const auto& t : b.tensors()) {
+      keep.push_back(b.to_float(t));
+      w.add_tensor_f32(t.name, gguf::TensorType::F32, t.shape(), keep.back().data());
+    }
+    w.write(tmp / "llama3.gguf");
+  }
+  auto c = continue_config(tmp, tmp / "llama3.gguf", 10);
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
+  const gguf::GgufFile l3(tmp / "llama3.gguf");
+  for (int64_t step : {5, 10}) {
+    const gguf::GgufFile w(train::weights_path(tmp / "b", step));
+    EXPECT_TRUE(same_bytes(l3, w, model::kRopeFreqsTensor)) << "step " << step;
+    EXPECT_EQ(model::config_from_llama_gguf(w).rope_freq_base, 500000.0);
+  }
+  // (A resume that lost the factors would train steps 6-10 on plain RoPE and
+  // end elsewhere than the uninterrupted run; that the training forward uses
+  // them: Decoder.MatchesTrainingForwardWithLlama3RopeFactors.)
+
+  c.train.lora.rank = 2;
+  c.train.steps = 4;
+  c.checkpoint.every = 2;
+  test_support::expect_exact_resume(tmp / "la", tmp / "lb", c, 2);
+}

@@ -538,8 +538,10 @@ TEST(Import, BadInputsAreClearErrors) {
        },
        {"'blk.0.attn_q.weight'", "per-head"}},
       {"an extra tensor",
-       [](ToyFile& f, Shape&) { f.tensors.push_back({"rope_freqs.weight", TensorType::F32, {8}, std::vector<float>(8)}); },
-       {"unexpected tensor 'rope_freqs.weight'"}},
+       [](ToyFile& f, Shape&) {
+         f.tensors.push_back({"blk.0.attn_q_norm.weight", TensorType::F32, {8}, std::vector<float>(8)});
+       },
+       {"unexpected tensor 'blk.0.attn_q_norm.weight'"}},
       {"a copied tensor with the wrong shape",
        [](ToyFile& f, Shape&) {
          auto* t = f.find("blk.1.ffn_up.weight");

@@ -92,6 +92,37 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads) {
 }  // namespace
 
 TEST(Decoder, MatchesTrainingForwardGqaUntied) { check_decoder_matches_training_forward(false, 2); }
+
+// Llama 3.x RoPE scaling (rope_freqs.weight): written, read back, and applied
+// by the decoder as by the training forward; and it matters (the same
+// weights without the factors give other logits). llama.cpp's agreement on
+// what the factors mean: tests/llama_cpp_llama3_check.sh.
+TEST(Decoder, MatchesTrainingForwardWithLlama3RopeFactors) {
+  TempDir tmp;
+  auto c = config(false, 2);
+  c.rope_freq_base = 500000;
+  c.rope_freq_factors = {1.0f, 1.5f, 3.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};  // d_head 16
+  auto p = write_model(c, tmp / "m.gguf");
+  gguf::GgufFile f(tmp / "m.gguf");
+  EXPECT_EQ(model::config_from_llama_gguf(f).rope_freq_factors, c.rope_freq_factors);
+  const int64_t T = 40, V = c.vocab;
+  const auto toks = tokens(T, V);
+  model::LlamaModel<float> m(c, 1, T);
+  std::copy(p.begin(), p.end(), m.params());
+  m.forward(toks.data(), nullptr);
+  infer::Decoder d(f);
+  d.eval(toks.data(), T, true);
+  EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits(), size_t(T * V)), 1e-5));
+
+  auto plain_cfg = c;
+  plain_cfg.rope_freq_factors.clear();
+  model::LlamaModel<float> plain(plain_cfg, 1, T);
+  std::copy(p.begin(), p.end(), plain.params());
+  plain.forward(toks.data(), nullptr);
+  const auto cmp = compare(plain.logits(), m.logits(), size_t(T * V));
+  ASSERT_TRUE(cmp.finite());
+  EXPECT_GT(cmp.rel_to_max(), 1e-3) << "the factors do not change the logits: the test would not see them ignored";
+}
 TEST(Decoder, MatchesTrainingForwardMqaTied) { check_decoder_matches_training_forward(true, 1); }
 
 // With an fp16 cache (llama.cpp's default), a prompt run as one batch (the

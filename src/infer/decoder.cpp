@@ -58,7 +58,8 @@ void Decoder::build(Matrix matrix, Vector vec) {
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, N = n_ctx_;
   rope_cos_.resize(size_t(N * cfg_.d_head() / 2));
   rope_sin_.resize(rope_cos_.size());
-  kernels::rope_tables(rope_cos_.data(), rope_sin_.data(), N, cfg_.d_head(), cfg_.rope_freq_base);
+  kernels::rope_tables(rope_cos_.data(), rope_sin_.data(), N, cfg_.d_head(), cfg_.rope_freq_base,
+                       cfg_.rope_factors_or_null());
   for (auto* b : {&x_, &h_, &tmp_}) b->resize(size_t(N * C));
   for (auto* b : {&q_, &att_out_}) b->resize(size_t(N * cfg_.q_dim()));
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));

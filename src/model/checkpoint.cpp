@@ -31,6 +31,10 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
   uint32_t ftype = type == TensorType::F16 ? 1 : type == TensorType::Q8_0 ? 7
                  : type == TensorType::BF16 ? 32 : 0;
   w.set("general.file_type", Value::u32(ftype));
+  // First, where llama.cpp's converter puts it (an extra tensor, before the model's).
+  if (!c.rope_freq_factors.empty())
+    w.add_tensor_f32(kRopeFreqsTensor, TensorType::F32, {uint64_t(c.rope_freq_factors.size())},
+                     c.rope_freq_factors.data());
   for (const auto& t : layout.tensors()) {
     TensorType tt = t.shape.size() == 1 ? TensorType::F32 : type;
     if (tt == TensorType::Q8_0 && t.shape.back() % 32 != 0) tt = TensorType::F16;
@@ -41,7 +45,7 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
 void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere) {
   for (const auto& ti : f.tensors())
-    if (!layout.find(ti.name) && !held_elsewhere.count(ti.name))
+    if (!layout.find(ti.name) && !held_elsewhere.count(ti.name) && ti.name != kRopeFreqsTensor)
       fail("{}: unexpected tensor '{}' for this llama configuration", f.path(), ti.name);
   for (const auto& t : layout.tensors()) {
     const auto& ti = f.tensor(t.name);

@@ -17,7 +17,8 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
 
 // Fills `params` (laid out by `layout`) from the file; every tensor must be
 // present with the expected shape, and no unknown tensor may be present
-// (but those the model holds elsewhere, `held_elsewhere`).
+// (but those the model holds elsewhere, `held_elsewhere`, and the RoPE
+// factors, which config_from_llama_gguf reads).
 void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere = {});
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "gguf/reader.h"
@@ -44,6 +45,7 @@ std::string field_text(const LlamaConfig& c, const LlamaField& f) {
 
 void copy_fields(LlamaConfig& to, const LlamaConfig& from) {
   for (const auto& f : llama_fields()) std::visit([&](auto member) { to.*member = from.*member; }, f.member);
+  to.rope_freq_factors = from.rope_freq_factors;
 }
 
 bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32) {
@@ -74,6 +76,13 @@ void LlamaConfig::validate(const std::string& where) const {
     fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
   if (!(rope_freq_base > 0)) fail("{}: rope_freq_base must be positive", where);
   if (!(rms_eps > 0)) fail("{}: rms_eps must be positive", where);
+  if (!rope_freq_factors.empty() && int64_t(rope_freq_factors.size()) != d_head() / 2)
+    fail("{}: {} has {} values, expected head size / 2 = {}", where, kRopeFreqsTensor, rope_freq_factors.size(),
+         d_head() / 2);
+  for (size_t i = 0; i < rope_freq_factors.size(); ++i)
+    if (!(std::isfinite(rope_freq_factors[i]) && rope_freq_factors[i] > 0))
+      fail("{}: {} value {} is {}; RoPE frequency factors must be positive and finite", where, kRopeFreqsTensor, i,
+           rope_freq_factors[i]);
   if (donor_dim < 0) fail("{}: donor_dim must be >= 0, is {}", where, donor_dim);
   if (donor_dim > 0 && tied)
     fail("{}: a donor embedding (donor_dim {}) needs an untied output head", where, donor_dim);
@@ -121,6 +130,19 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_
       fail("{}: llama.rope.dimension_count {} differs from the head size {}; partial RoPE is "
            "not supported",
            f.path(), int64_t(rd->as_double()), c.d_head());
+  // Qwen3-style heads wider or narrower than d_model / n_heads.
+  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"})
+    if (const auto* kl = f.find(key))
+      if (kl->is_integer() && int64_t(kl->as_double()) != c.d_head())
+        fail("{}: {} is {} but d_model / n_heads is {}; heads of another size are not supported", f.path(), key,
+             int64_t(kl->as_double()), c.d_head());
+  if (const gguf::TensorInfo* rf = f.find_tensor(kRopeFreqsTensor)) {
+    if (rf->n_dims != 1 || rf->ne[0] != uint64_t(c.d_head() / 2))
+      fail("{}: tensor '{}' has ne [{}], expected [{}] (head size / 2)", f.path(), kRopeFreqsTensor,
+           fmt::join(rf->shape(), ", "), c.d_head() / 2);
+    c.rope_freq_factors = f.to_float(*rf);
+    c.validate(f.path());
+  }
   return c;
 }
 

@@ -22,6 +22,14 @@ struct LlamaConfig {
   bool tied = false;
   double rope_freq_base = 10000.0;
   double rms_eps = 1e-5;
+  // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
+  // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
+  // plain RoPE. Not a config key: it comes with init.from's file and is
+  // written into every checkpoint and export of that model.
+  std::vector<float> rope_freq_factors;
+  const float* rope_factors_or_null() const {
+    return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
+  }
   // Warm start (init.donor): > 0 means token_embd is not a parameter but a
   // frozen donor table E [vocab, donor_dim] seen through the trainable lens
   // `lens.proj.weight` W [d_model, donor_dim]: x = W E[token]. Training-time
@@ -82,8 +90,8 @@ struct LlamaField {
 const std::vector<LlamaField>& llama_fields();
 // f's value in c, as text for messages.
 std::string field_text(const LlamaConfig& c, const LlamaField& f);
-// Copies every field of llama_fields() from `from` into `to` (vocab,
-// donor_dim and lora stay as `to` has them).
+// Copies every field of llama_fields() and the RoPE factors from `from`
+// into `to` (vocab, donor_dim and lora stay as `to` has them).
 void copy_fields(LlamaConfig& to, const LlamaConfig& from);
 // Whether a and b agree on f; `as_f32` compares doubles at the f32
 // precision GGUF metadata stores them in.
@@ -94,5 +102,9 @@ bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f,
 // embedding_is_d_model = false: token_embd may have another width (a donor
 // table that import folds through a lens); only its row count (vocab) is used.
 LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);
+
+// The tensor of LlamaConfig::rope_freq_factors: part of the model, not a
+// parameter (nothing trains it).
+inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
 
 }  // namespace ggtrain::model

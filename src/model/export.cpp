@@ -83,6 +83,7 @@ QuantizeReport merge_lora_quantized(const std::string& base_path, const std::str
   merge_lora(read_lora_adapter(adapter, c), user_scale, layout, params.data());
   const FloatSource merged = [&](const gguf::TensorInfo& t) {
     const ParamTensor* p = layout.find(t.name);
+    if (!p) return f.to_float(t);  // not a parameter (rope_freqs.weight): as the base has it
     const float* begin = params.data() + p->offset;
     return std::vector<float>(begin, begin + t.n_elements);
   };

@@ -87,7 +87,7 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
-  rope_tables(rope_cos_, rope_sin_, seq_len_, cfg_.d_head(), cfg_.rope_freq_base);
+  rope_tables(rope_cos_, rope_sin_, seq_len_, cfg_.d_head(), cfg_.rope_freq_base, cfg_.rope_factors_or_null());
 }
 
 template <typename T>

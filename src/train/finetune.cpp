@@ -25,4 +25,8 @@ void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
   model::copy_fields(c.model, from);
 }
 
+void adopt_file_only_parts_of(RunConfig& c, const gguf::GgufFile& f) {
+  c.model.rope_freq_factors = model::config_from_llama_gguf(f).rope_freq_factors;
+}
+
 }  // namespace ggtrain::train

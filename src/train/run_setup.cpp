@@ -33,12 +33,16 @@ std::unique_ptr<gguf::GgufFile> open_base(const std::string& path) {
 }
 
 // The config the run trains with: a fresh run from init.from takes its
-// model section from the file (a resumed one has it in its saved config).
+// model section from the file (a resumed one has it in its saved config,
+// all but what only the file holds).
 RunConfig resolve_config(const TrainOptions& o, const gguf::GgufFile* base) {
   RunConfig c = o.config;
-  if (base && !o.resume) {
+  if (base) {
     try {
-      adopt_model_of(c, *base);
+      if (o.resume)
+        adopt_file_only_parts_of(c, *base);
+      else
+        adopt_model_of(c, *base);
     } catch (const Error& e) {
       fail("{} (init.from)", e.what());
     }

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Llama 3.x files against llama.cpp itself (node-llama-cpp's prebuilt
+# llama.cpp, tests/node/llama_cpp.mjs). The model: a 200-step tiny checkpoint
+# rewritten by llama.cpp's own gguf-py (tests/make_llama3_gguf.py) with what
+# a Llama 3.2 GGUF adds: rope_freqs.weight (the "llama3" RoPE scaling, from
+# convert_hf_to_gguf.py's formula), RoPE base 500000 and RMS eps 1e-6 (not
+# llama.cpp's defaults, so a key ggtrain dropped or misnamed would show).
+#   1. ggtrain's logits equal llama.cpp's (1e-4) on a 60-token prompt, for that
+#      file and for the same file without rope_freqs (plain RoPE at base
+#      500000, eps 1e-6). Control: llama.cpp's logits of the two files differ
+#      by more than 1e-2, so an engine that ignored the factors fails 100x over.
+#   2. A full finetune from the file (init.from, 4 steps): the checkpoint
+#      carries the factors and the base, and llama.cpp's logits equal ggtrain's.
+#   3. A LoRA run on it: llama.cpp with the adapter equals `eval --lora`.
+#   4. Its q8_0 export (llama.cpp's recipe keeps rope_freqs F32): llama.cpp's
+#      logits equal ggtrain's within Q8_0_TOL.
+#
+#   tests/llama_cpp_llama3_check.sh PATH/TO/ggtrain
+#
+# Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
+set -euo pipefail
+[[ $# -eq 1 ]] || { echo "usage: $0 PATH/TO/ggtrain" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+CLI="$HERE/node/llama_cpp.mjs"
+BUNDLE="$HERE/node/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+fail() { echo "llama_cpp_llama3_check: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+command -v git >/dev/null || fail "'git' is missing (reads gguf-py from node-llama-cpp's source bundle)"
+[[ -f "$BUNDLE" ]] || fail "no $BUNDLE; run npm ci in tests/node (see scripts/test.sh)"
+PY=""
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[[ -n $PY ]] || fail "no python3 with numpy (apt-get install python3-numpy)"
+
+start=$SECONDS
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
+git -C llama-src checkout -q HEAD -- gguf-py || fail "no gguf-py in $BUNDLE"
+export GGUF_PY=$tmp/llama-src/gguf-py
+
+bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
+"$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=200 \
+  --set train.threads=1 --quiet >/dev/null
+"$PY" "$HERE/make_llama3_gguf.py" small/weights/latest llama3.gguf
+"$PY" "$HERE/make_llama3_gguf.py" small/weights/latest plain.gguf --no-rope-freqs
+
+ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m llama3.gguf --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
+[[ $(tr -cd , <<<"$ids" | wc -c) -eq 59 ]] || fail "the prompt has fewer than 60 tokens: $ids"
+
+# logits MODEL NAME [ADAPTER]: ggtrain's and llama.cpp's, as NAME-ours/theirs.f32
+logits() {
+  local lora=()
+  [[ $# -lt 3 ]] || lora=(--lora "$3")
+  "$GGTRAIN" eval --cache-type f32 -m "$1" "${lora[@]}" --tokens "$ids" --dump-logits "$2-ours.f32" >/dev/null
+  node "$CLI" logits "$1" "$ids" "$2-theirs.f32" ${3:+"$3"} 2>/dev/null
+}
+# same NAME TOL WHAT: ggtrain's and llama.cpp's logits of NAME agree within TOL
+same() {
+  local report
+  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2") || { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $2"; }
+  echo "$3: $report (limit $2)"
+}
+
+# 1. The Llama 3 file and its plain-RoPE twin.
+logits llama3.gguf llama3
+same llama3 1e-4 "rope_freqs, base 500000, eps 1e-6"
+logits plain.gguf plain
+same plain 1e-4 "plain RoPE, base 500000, eps 1e-6"
+# differ A.f32 B.f32 MIN WHAT: a control; the two must differ by more than MIN
+differ() {
+  local report
+  if report=$(node "$CLI" compare "$1" "$2" "$3" 2>/dev/null); then
+    fail "control: $4 differ by only $report (what the check compares would go untested)"
+  fi
+  echo "control: $4: $(head -n 1 <<<"$report") (must exceed $3)"
+}
+differ llama3-theirs.f32 plain-theirs.f32 1e-2 "llama.cpp's logits with and without rope_freqs"
+
+# 2. A full finetune keeps the factors, the base and the eps.
+"$GGTRAIN" train --run-dir ft --set data.corpus=corpus.txt --set init.from=llama3.gguf --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
+info=$("$GGTRAIN" inspect ft/weights/latest)
+grep -q 'rope_freqs.weight' <<<"$info" || fail "the finetune's checkpoint has no rope_freqs.weight"
+grep -q 'llama.rope.freq_base.*500000' <<<"$info" || fail "the finetune's checkpoint lost llama.rope.freq_base 500000"
+logits ft/weights/latest ft
+same ft 1e-4 "full finetune of the Llama 3 file"
+
+# 3. LoRA on it, applied by llama.cpp.
+"$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from=llama3.gguf --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 --set train.lr_max=1e-2 --quiet >/dev/null
+logits llama3.gguf lora lora/weights/latest
+same lora 1e-4 "LoRA adapter on the Llama 3 file"
+differ lora-ours.f32 llama3-ours.f32 1e-2 "the logits with and without the adapter"
+
+# 4. q8_0 export.
+"$GGTRAIN" export ft/weights/latest ft-q8_0.gguf --type q8_0 >/dev/null
+"$GGTRAIN" inspect ft-q8_0.gguf | grep -q 'rope_freqs.weight.*F32' || fail "the q8_0 export has no F32 rope_freqs.weight"
+logits ft-q8_0.gguf q8
+same q8 "${Q8_0_TOL:-1e-4}" "q8_0 export of the finetune"
+echo "llama_cpp_llama3_check: OK in $((SECONDS - start)) s"
