@@ -7,9 +7,9 @@
 # FF and Unicode spaces inside lines; tests/support/varied_text.cpp).
 #
 # Vocabularies: the shared fixtures tiny-spm.gguf (llama/SPM) and
-# tiny-gpt2.gguf (gpt2, pre "gpt-2"), and four gpt2 vocabularies built here
+# tiny-gpt2.gguf (gpt2, pre "gpt-2"), and five gpt2 vocabularies built here
 # with 400 merges learned on Genesis plus other generated lines, one per
-# pre-tokenizer: default, gpt-2, llama-bpe, smollm (tests/support/bpe_vocab.h
+# pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2 (tests/support/bpe_vocab.h
 # says what else each exercises). For each, `ggtrain tokenize` must give
 # exactly llama.cpp's ids (no BOS, special tokens not parsed) on every line,
 # and decoding llama.cpp's ids must give llama.cpp's text (not for the
@@ -64,7 +64,7 @@ n_lines=$(grep -c '' lines.txt)
 (($(grep -c '^$' lines.txt || true) == 0)) || fail "lines.txt has empty lines"
 
 models=("$FIXTURES/tiny-spm.gguf" "$FIXTURES/tiny-gpt2.gguf")
-for kind in default gpt-2 llama-bpe smollm; do
+for kind in default gpt-2 llama-bpe smollm qwen2; do
   "$MAKE_VOCAB" vocab "$kind" corpus.txt 400 "vocab-$kind.gguf"
   models+=("vocab-$kind.gguf")
 done

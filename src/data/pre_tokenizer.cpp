@@ -22,6 +22,8 @@ constexpr std::array kPreTokenizers = {
     PreTokenizer{"llama3", PreSplit::kLlama3, true, true, true},
     PreTokenizer{"llama-v3", PreSplit::kLlama3, true, true, true},
     PreTokenizer{"smollm", PreSplit::kSmollm, false, false, false},
+    PreTokenizer{"qwen2", PreSplit::kQwen2, false, false, false},
+    PreTokenizer{"deepseek-r1-qwen", PreSplit::kQwen2, false, false, false},
     PreTokenizer{"starcoder", PreSplit::kSmollm, false, true, false},
 };
 
@@ -107,8 +109,9 @@ void split_gpt2_span(const Span& s, Pieces& out) {
   }
 }
 
-// unicode_regex_split_custom_llama3: the llama3 regex, written out by hand.
-void split_llama3_span(const Span& s, Pieces& out) {
+// unicode_regex_split_custom_llama3 (max_digits 3) and _qwen2 (1): the llama3
+// regex, written out by hand; qwen2's differs only in \p{N} for \p{N}{1,3}.
+void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits) {
   Cutter cut{out, s.begin};
   for (size_t pos = s.begin; pos < s.end;) {
     const uint32_t c = s.cpt(pos);
@@ -125,10 +128,10 @@ void split_llama3_span(const Span& s, Pieces& out) {
       cut.cut(pos);
       continue;
     }
-    // \p{N}{1,3}
+    // \p{N}{1,max_digits}
     if (f & uc::kNumber) {
       for (size_t start = pos; s.flags(pos) & uc::kNumber;)
-        if (++pos - start >= 3) cut.cut(start = pos);
+        if (++pos - start >= max_digits) cut.cut(start = pos);
       cut.cut(pos);
       continue;
     }
@@ -153,6 +156,9 @@ void split_llama3_span(const Span& s, Pieces& out) {
     cut.cut(pos);
   }
 }
+
+void split_llama3_span(const Span& s, Pieces& out) { split_llama3_like_span(s, out, 3); }
+void split_qwen2_span(const Span& s, Pieces& out) { split_llama3_like_span(s, out, 1); }
 
 // A std::regex_iterator pass of a single-class regex: `greedy` takes maximal
 // runs of the class (X+), otherwise each member alone (X); the text between
@@ -234,6 +240,9 @@ Pieces split(const Cpts& cpts, PreSplit kind) {
       break;
     case PreSplit::kLlama3:
       p = refine(cpts, p, split_llama3_span);
+      break;
+    case PreSplit::kQwen2:
+      p = refine(cpts, p, split_qwen2_span);
       break;
     case PreSplit::kSmollm:
       runs(is_number, false);

@@ -16,6 +16,7 @@ enum class PreSplit {
   kGpt2,     // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   kLlama3,   // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kSmollm,   // \p{N} (every digit alone), then GPT-2's
+  kQwen2,    // kLlama3's with \p{N} for \p{N}{1,3} (Qwen2, Qwen2.5, Qwen3)
 };
 
 // What a tokenizer.ggml.pre name selects in llama.cpp's llama_vocab::load.

@@ -61,8 +61,12 @@ KindSpec kind_spec(const std::string& kind) {
     k.name = "tiny-smollm-bpe";
     k.specials = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {" @@ ", 4}, {"<|channel|>", 3}};
     k.bos = "<|im_start|>", k.eos = "<|im_end|>";
+  } else if (kind == "qwen2") {  // Qwen2.5 and Qwen3 files: no BOS added, digits split one by one
+    k.name = "tiny-qwen3-bpe";
+    k.specials = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<think>", 4}, {"</think>", 4}};
+    k.bos = "<|endoftext|>", k.eos = "<|im_end|>";
   } else {
-    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm)", kind);
+    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2)", kind);
   }
   return k;
 }

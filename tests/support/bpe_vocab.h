@@ -22,6 +22,8 @@ namespace ggtrain::test_support {
 //                tokens no merge reaches (taken whole: ignore_merges).
 //   "smollm":    a user-defined token with spaces, "<|channel|>" typed control
 //                (llama.cpp makes it user-defined).
+//   "qwen2":     Qwen2.5/Qwen3's: llama3's split with single digits, no
+//                ignore_merges, spaces kept when decoding, <think> tags.
 // `n_merges` merges at most; lines are the training text.
 struct BpeVocabFile {
   std::vector<std::string> tokens, merges;
