@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "cli/threads_option.h"
 
 namespace ggtrain::cli {
@@ -15,11 +17,20 @@ const std::string& path_with_threads_set(const InferenceOptions& o) {
   return o.model;
 }
 
+// Without -c: the model's context, at most kDefaultCtx (as llama.cpp's tools
+// default to 4096): the decoder plans its buffers for all of it, and a
+// released model's 40960 or 131072 tokens would take tens of GB.
+constexpr int64_t kDefaultCtx = 4096;
+int64_t context_of(const InferenceOptions& o, const gguf::GgufFile& f) {
+  if (o.ctx > 0) return o.ctx;
+  return std::min(kDefaultCtx, model::config_from_llama_gguf(f).ctx);
+}
+
 }  // namespace
 
 void add_inference_options(CLI::App* cmd, InferenceOptions& o) {
   cmd->add_option("-m,--model", o.model, "GGUF model")->required();
-  cmd->add_option("-c,--ctx-size", o.ctx, "Context length (default: the model's)");
+  cmd->add_option("-c,--ctx-size", o.ctx, "Context length (default: the model's, at most 4096)");
   cmd->add_option("--cache-type", o.cache_type, "KV cache type: f16 (llama.cpp's default) or f32");
   add_lora_options(cmd, o.lora);
   add_threads_option(cmd, o.threads);
@@ -27,12 +38,13 @@ void add_inference_options(CLI::App* cmd, InferenceOptions& o) {
 
 InferenceModel::InferenceModel(const InferenceOptions& o)
     : file(path_with_threads_set(o)),
-      decoder(file, o.ctx, infer::cache_type_from_name(o.cache_type)),
+      decoder(file, context_of(o, file), infer::cache_type_from_name(o.cache_type)),
       tokenizer(data::Tokenizer::from_gguf(file)) {
   apply_lora_options(o.lora, decoder, tokenizer);
   if (o.ctx > decoder.config().ctx)  // llama.cpp warns the same way
-    fmt::print(stderr, "warning: -c {} is longer than the {} tokens {} was trained for (llama.context_length); "
-               "expect worse text past {}\n", o.ctx, decoder.config().ctx, o.model, decoder.config().ctx);
+    fmt::print(stderr, "warning: -c {} is longer than the {} tokens {} was trained for ({}); "
+               "expect worse text past {}\n", o.ctx, decoder.config().ctx, o.model, decoder.config().key("context_length"),
+               decoder.config().ctx);
 }
 
 }  // namespace ggtrain::cli

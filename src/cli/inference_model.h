@@ -16,7 +16,7 @@ namespace ggtrain::cli {
 
 struct InferenceOptions {
   std::string model;
-  int64_t ctx = 0, threads = 0;  // 0: the model's context; OpenMP's thread count
+  int64_t ctx = 0, threads = 0;  // 0: the model's context, at most 4096; OpenMP's thread count
   std::string cache_type = "f16";  // llama.cpp's default
   LoraOptions lora;
 };
