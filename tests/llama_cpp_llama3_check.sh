@@ -13,7 +13,7 @@
 #      carries the factors and the base, and llama.cpp's logits equal ggtrain's.
 #   3. A LoRA run on it: llama.cpp with the adapter equals `eval --lora`.
 #   4. Its q8_0 export (llama.cpp's recipe keeps rope_freqs F32): llama.cpp's
-#      logits equal ggtrain's within Q8_0_TOL.
+#      logits equal ggtrain's within 3e-2 (Q8_0's limit elsewhere).
 #
 #   tests/llama_cpp_llama3_check.sh PATH/TO/ggtrain
 #
@@ -101,5 +101,7 @@ differ lora-ours.f32 llama3-ours.f32 1e-2 "the logits with and without the adapt
 "$GGTRAIN" export ft/weights/latest ft-q8_0.gguf --type q8_0 >/dev/null
 "$GGTRAIN" inspect ft-q8_0.gguf | grep -q 'rope_freqs.weight.*F32' || fail "the q8_0 export has no F32 rope_freqs.weight"
 logits ft-q8_0.gguf q8
-same q8 "${Q8_0_TOL:-1e-4}" "q8_0 export of the finetune"
+# 3e-2: the limit of llama_cpp_export_check.sh for Q8_0 (an activation
+# rounded to the other int8 step on one side; measured here 9.5e-7).
+same q8 3e-2 "q8_0 export of the finetune"
 echo "llama_cpp_llama3_check: OK in $((SECONDS - start)) s"

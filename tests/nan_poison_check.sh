@@ -53,6 +53,8 @@ tests=(
   "ggtrain_engine_tests ModelOptions.FloatRecomputeMatchesStoredActivations"
   "ggtrain_infer_tests Decoder.MatchesTrainingForwardGqaUntied"
   "ggtrain_infer_tests Decoder.MatchesTrainingForwardMqaTied"
+  "ggtrain_infer_tests Decoder.MatchesTrainingForwardQwen3"
+  "ggtrain_infer_tests Decoder.MatchesTrainingForwardQwen2"
   "ggtrain_infer_tests Decoder.MatchesTrainingForwardWithLlama3RopeFactors"
   "ggtrain_run_tests ChatRun.LossIsTheMeanOverTheStepsAnswerTokens"
   "ggtrain_infer_tests Decoder.Fp16CacheBatchAndStepsAgreeAndFollowFp32"

@@ -319,14 +319,15 @@ std::vector<Case> cases() {
   c.push_back({"rope_freqs_not_positive", "a model whose `rope_freqs.weight` holds a 0",
                [](Env& e) { return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 1, 0, 8, 8, 8, 8, 8}), "-p", "a"}; },
                {"l3.gguf", "rope_freqs.weight value 2 is 0", "positive and finite"}});
-  c.push_back({"key_length_not_head_size", "a model whose `llama.attention.key_length` is not d_model / n_heads",
+  c.push_back({"tensor_shape_not_config", "a model whose metadata says heads of 32 (`llama.attention.key_length`, `llama.rope.dimension_count`) while its tensors hold heads of 16",
                [](Env& e) {
                  return A{e.bin(), "generate", "-p", "a", "-m",
                           gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("k.gguf"), [](gguf::GgufWriter& w) {
                             w.set("llama.attention.key_length", gguf::Value::u32(32));
+                            w.set("llama.rope.dimension_count", gguf::Value::u32(32));
                           })};
                },
-               {"k.gguf", "llama.attention.key_length is 32", "d_model / n_heads is 16", "not supported"}});
+               {"k.gguf", "blk.0.attn_q.weight", "ne [64, 64]", "expected [64, 128]"}});
   c.push_back({"config_file_missing", "`--config` names no file",
                [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
                {"nope.toml", "cannot read config file"}});
@@ -360,10 +361,10 @@ std::vector<Case> cases() {
                {"bert.gguf", "tokenizer.ggml.model", "bert", "data.tokenizer"}});
   c.push_back({"tokenizer_gguf_unknown_pre", "`data.tokenizer` is a gpt2 GGUF with a pre-tokenizer ggtrain does not implement",
                [](Env& e) {
-                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("qwen.gguf"), "tokenizer.ggml.pre", "qwen2", "");
-                 return e.fresh({"data.tokenizer=" + e.t("qwen.gguf")});
+                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("glm.gguf"), "tokenizer.ggml.pre", "chatglm-bpe", "");
+                 return e.fresh({"data.tokenizer=" + e.t("glm.gguf")});
                },
-               {"qwen.gguf", "tokenizer.ggml.pre", "qwen2", "data.tokenizer"}});
+               {"glm.gguf", "tokenizer.ggml.pre", "chatglm-bpe", "data.tokenizer"}});
   c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
                [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});

@@ -196,3 +196,27 @@ TEST(Finetune, Llama3RopeFactorsComeWithTheModelAndSurviveResume) {
   c.checkpoint.every = 2;
   test_support::expect_exact_resume(tmp / "la", tmp / "lb", c, 2);
 }
+
+// Qwen3 (model.arch = "qwen3": head norms, NeoX RoPE, heads of 24 on a
+// d_model of 64) trained from scratch, then continued from its checkpoint:
+// both resume bit-exactly, and the checkpoint is a qwen3 file with the
+// head norms and qwen3.attention.key_length (llama.cpp's agreement on what it
+// means: tests/llama_cpp_qwen3_check.sh).
+TEST(Finetune, Qwen3TrainsContinuesAndResumesExactly) {
+  TempDir tmp("ggtrain_qwen3");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  auto fresh = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  fresh.model.arch = "qwen3";
+  fresh.model.head_dim = 24;
+  fresh.checkpoint.every = 5;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", fresh, 5);
+  const std::string ck = train::weights_path(tmp / "a", 10);
+  const gguf::GgufFile f(ck);
+  EXPECT_EQ(f.get_string("general.architecture"), "qwen3");
+  EXPECT_EQ(f.get_uint("qwen3.attention.key_length"), 24u);
+  EXPECT_EQ(f.tensor("blk.1.attn_q_norm.weight").ne[0], 24u);
+  EXPECT_EQ(f.find("llama.block_count"), nullptr);
+  const auto c = continue_config(tmp, ck, 10);
+  test_support::expect_exact_resume(tmp / "c", tmp / "d", c, 5);
+  EXPECT_EQ(model::config_from_llama_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10))).head_dim, 24);
+}

@@ -51,6 +51,12 @@ std::vector<float> write_model(const model::LlamaConfig& c, const std::string& p
   model::ParamLayout layout(c);
   std::vector<float> p(static_cast<size_t>(layout.total()));
   model::init_params(c, layout, p.data(), 5, 0.2);  // large weights: logits that matter
+  // Biases (init: 0) and head norms (init: 1) away from their start, so a
+  // decoder that skipped or swapped one would be seen.
+  for (const auto& t : layout.tensors())
+    if (t.name.ends_with(".bias") || t.name.ends_with("_q_norm.weight") || t.name.ends_with("_k_norm.weight"))
+      for (int64_t i = 0; i < t.size; ++i)
+        p[size_t(t.offset + i)] += float(0.3 * std::sin(double(i) * 0.7 + double(t.offset % 97)));
   gguf::GgufWriter w;
   model::add_llama_model(w, c, layout, p.data());
   w.write(path);
@@ -63,9 +69,12 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab) {
   return t;
 }
 
-void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads) {
+void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const std::string& arch = "llama",
+                                            int64_t head_dim = 0) {
   TempDir tmp;
-  const auto c = config(tied, n_kv_heads);
+  auto c = config(tied, n_kv_heads);
+  c.arch = arch;
+  c.head_dim = head_dim;
   auto p = write_model(c, tmp / "m.gguf");
   const int64_t T = 40, V = c.vocab;
   model::LlamaModel<float> m(c, 1, T);
@@ -124,6 +133,8 @@ TEST(Decoder, MatchesTrainingForwardWithLlama3RopeFactors) {
   EXPECT_GT(cmp.rel_to_max(), 1e-3) << "the factors do not change the logits: the test would not see them ignored";
 }
 TEST(Decoder, MatchesTrainingForwardMqaTied) { check_decoder_matches_training_forward(true, 1); }
+TEST(Decoder, MatchesTrainingForwardQwen3) { check_decoder_matches_training_forward(true, 2, "qwen3", 24); }
+TEST(Decoder, MatchesTrainingForwardQwen2) { check_decoder_matches_training_forward(false, 2, "qwen2"); }
 
 // With an fp16 cache (llama.cpp's default), a prompt run as one batch (the
 // flash kernel over the rounded keys and values) and the same tokens fed one

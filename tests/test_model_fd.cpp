@@ -91,6 +91,21 @@ void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}
 TEST(ModelFd, GroupedQueryUntied) { check_model(tiny_config(4, 2, false)); }
 TEST(ModelFd, MultiHeadTied) { check_model(tiny_config(2, 2, true)); }
 TEST(ModelFd, MultiQueryTied) { check_model(tiny_config(4, 1, true)); }
+// Qwen3: each query and key head RMS-normed before RoPE (attn_q_norm,
+// attn_k_norm), NeoX RoPE pairs, heads of 6 where d_model / n_heads is 2
+// (q_dim 24 > d_model 8), tied head.
+TEST(ModelFd, Qwen3HeadNormsNeoxRopeWideHeads) {
+  auto c = tiny_config(4, 2, true);
+  c.arch = "qwen3";
+  c.head_dim = 6;
+  check_model(c);
+}
+// Qwen2: biases on the query, key and value projections, NeoX RoPE pairs.
+TEST(ModelFd, Qwen2BiasesNeoxRope) {
+  auto c = tiny_config(4, 2, false);
+  c.arch = "qwen2";
+  check_model(c);
+}
 TEST(ModelFd, LoraOnEveryTarget) {  // A and B of each target, with the base trainable too
   auto c = tiny_config(4, 2, false);
   c.lora = {3, 5.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};

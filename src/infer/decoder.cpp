@@ -8,6 +8,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/checkpoint.h"
 #include "model/quantized_base.h"
 #include "util/error.h"
 
@@ -18,8 +19,19 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
       n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx),
       threads_(omp_get_max_threads()),
       cache_(cache, cfg_.n_layers, n_ctx_, decode_shape()) {
-  build([&](const std::string& name) { return WeightMatrix(f, f.tensor(name)); },
-        [&](const std::string& name) { return f.to_float(f.tensor(name)); });
+  // Every tensor the model reads must have the shape its config implies: a
+  // hostile file's smaller matrix would otherwise be read past its end.
+  const model::ParamLayout layout(cfg_);
+  auto checked = [&](const std::string& name) -> const gguf::TensorInfo& {
+    const gguf::TensorInfo& t = f.tensor(name);
+    const auto want = model::ggml_ne(layout.get(name).shape);
+    if (t.shape() != want)
+      fail("{}: tensor '{}' has ne [{}], expected [{}] for this {} configuration", f.path(), name,
+           fmt::join(t.shape(), ", "), fmt::join(want, ", "), cfg_.arch);
+    return t;
+  };
+  build([&](const std::string& name) { return WeightMatrix(f, checked(name)); },
+        [&](const std::string& name) { return f.to_float(checked(name)); });
 }
 
 Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized,
@@ -54,6 +66,16 @@ void Decoder::build(Matrix matrix, Vector vec) {
     layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), mat(model::kAttnQ), mat(model::kAttnK),
                        mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate), mat(model::kFfnUp),
                        mat(model::kFfnDown)});
+    if (cfg_.architecture().qkv_bias) {
+      auto bias = [&](const char* what) { return vec(fmt::format("blk.{}.{}.bias", l, what)); };
+      layers_.back().bq = bias("attn_q");
+      layers_.back().bk = bias("attn_k");
+      layers_.back().bv = bias("attn_v");
+    }
+    if (cfg_.architecture().qk_norm) {
+      layers_.back().attn_q_norm = vec(n("attn_q_norm"));
+      layers_.back().attn_k_norm = vec(n("attn_k_norm"));
+    }
   }
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, N = n_ctx_;
   rope_cos_.resize(size_t(N * cfg_.d_head() / 2));
@@ -65,6 +87,7 @@ void Decoder::build(Matrix matrix, Vector vec) {
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));
   for (auto* b : {&gate_, &up_}) b->resize(size_t(N * F));
   rstd_.resize(size_t(N));
+  if (cfg_.architecture().qk_norm) head_rstd_.resize(size_t(N * cfg_.n_heads));
   lse_.resize(size_t(N * cfg_.n_heads));
   flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
   decode_scratch_.resize(size_t(kernels::attention_decode_scratch(decode_shape(), cache_.layer(0).n_ctx, threads_)));
@@ -118,6 +141,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (pos_ + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos_, n_ctx_);
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, hd = cfg_.d_head();
   const float eps = float(cfg_.rms_eps);
+  const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
   for (int64_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
       fail("decoder: token {} is outside the vocabulary of {}", tokens[i], cfg_.vocab);
@@ -131,8 +155,18 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     L.wq.matmul(h_.data(), q_.data(), n);
     L.wk.matmul(h_.data(), k_.data(), n);
     L.wv.matmul(h_.data(), v_.data(), n);
-    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd);
-    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd);
+    if (!L.bq.empty()) {
+      kernels::bias_forward(q_.data(), L.bq.data(), n, cfg_.q_dim());
+      kernels::bias_forward(k_.data(), L.bk.data(), n, cfg_.kv_dim());
+      kernels::bias_forward(v_.data(), L.bv.data(), n, cfg_.kv_dim());
+    }
+    if (!L.attn_q_norm.empty()) {  // each head's row normed on its own, in place
+      const int64_t hq = n * cfg_.n_heads, hk = n * cfg_.n_kv_heads;
+      kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, hd, eps);
+      kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, hd, eps);
+    }
+    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
+    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
     cache_.store(l, k_.data(), v_.data(), pos_, n);
     attention(l, n);
     L.wo.matmul(att_out_.data(), tmp_.data(), n);

@@ -59,6 +59,8 @@ class Decoder {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    std::vector<float> attn_q_norm, attn_k_norm;  // Architecture::qk_norm, else empty
+    std::vector<float> bq, bk, bv;                // Architecture::qkv_bias, else empty
     WeightMatrix& matrix(model::BlockMatrix m) {
       WeightMatrix* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
       return *all[m];
@@ -85,6 +87,7 @@ class Decoder {
   std::vector<float> rope_cos_, rope_sin_;
   // activations for up to n_ctx tokens
   std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, logits_;
+  std::vector<float> head_rstd_;  // [n_ctx * n_heads] the head norms' (qk_norm)
   std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
   std::vector<float> decode_scratch_;       // attention_decode's, for the others
 };

@@ -1,5 +1,5 @@
 #pragma once
-// Small fused element-wise layers: SwiGLU, residual add, embedding lookup.
+// Small fused element-wise layers: SwiGLU, residual add, bias, embedding lookup.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -97,6 +97,33 @@ template <typename T>
 void residual_forward(T* out, const T* a, const T* b, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// y[N, C] += b[C] on every row (a linear layer's bias).
+template <typename T>
+void bias_forward(T* y, const T* b, int64_t N, int64_t C) {
+#pragma omp parallel for if (N * C >= kMinParallelWork)
+  for (int64_t n = 0; n < N; ++n) {
+    T* row = y + n * C;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) row[c] += b[c];
+  }
+}
+
+// db[C] += sum over rows of dy[N, C], each channel summed in row order (the
+// result does not depend on the thread count).
+template <typename T>
+void bias_backward(T* db, const T* dy, int64_t N, int64_t C) {
+  constexpr int64_t kChunk = 64;
+#pragma omp parallel for if (N * C >= kMinParallelWork)
+  for (int64_t c0 = 0; c0 < C; c0 += kChunk) {
+    const int64_t c1 = std::min(c0 + kChunk, C);
+    T acc[kChunk] = {};
+    for (int64_t n = 0; n < N; ++n)
+#pragma omp simd
+      for (int64_t c = c0; c < c1; ++c) acc[c - c0] += dy[n * C + c];
+    for (int64_t c = c0; c < c1; ++c) db[c] += acc[c - c0];
+  }
 }
 
 // y += a * x, all [n].

@@ -1,7 +1,8 @@
 #pragma once
-// Rotary position embedding in llama.cpp's "normal" layout (ggml rope mode 0,
-// used by LLM_ARCH_LLAMA): ADJACENT pairs (x[2i], x[2i+1]) of each head are
-// rotated by p * base^(-2i/d_head). Not the NeoX half-split layout.
+// Rotary position embedding in llama.cpp's two layouts: "normal" (ggml rope
+// mode 0, LLM_ARCH_LLAMA) rotates ADJACENT pairs (x[2i], x[2i+1]) of each
+// head, NeoX (mode 2: qwen2, qwen3, gemma3) rotates the pairs (x[i],
+// x[i + d_head/2]); pair i turns by p * base^(-2i/d_head) in both.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -29,10 +30,13 @@ void rope_tables(T* cos_t, T* sin_t, int64_t n_pos, int64_t d_head, double base,
 
 // In place on x[B, T, n_heads, d_head]. direction +1 rotates (forward),
 // -1 rotates back, which is exactly the backward pass of a rotation.
+// halves: the NeoX pairing.
 template <typename T>
 void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t n_heads,
-                int64_t d_head, int direction) {
+                int64_t d_head, int direction, bool halves = false) {
   const int64_t half = d_head / 2;
+  // Pair i is (x[i * step], x[i * step + other]).
+  const int64_t step = halves ? 1 : 2, other = halves ? half : 1;
   const T sgn = direction > 0 ? T(1) : T(-1);
 #pragma omp parallel for collapse(2) if (B * Tn * n_heads * d_head >= kMinParallelWork)
   for (int64_t b = 0; b < B; ++b)
@@ -43,10 +47,11 @@ void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int
       for (int64_t h = 0; h < n_heads; ++h) {
         T* xh = row + h * d_head;
         for (int64_t i = 0; i < half; ++i) {
-          const T x0 = xh[2 * i], x1 = xh[2 * i + 1];
+          T* x0p = xh + i * step;
+          const T x0 = x0p[0], x1 = x0p[other];
           const T c = cs[i], s = sgn * sn[i];
-          xh[2 * i] = x0 * c - x1 * s;
-          xh[2 * i + 1] = x0 * s + x1 * c;
+          x0p[0] = x0 * c - x1 * s;
+          x0p[other] = x0 * s + x1 * c;
         }
       }
     }
@@ -54,14 +59,14 @@ void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int
 
 template <typename T>
 void rope_forward(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H,
-                  int64_t hd) {
-  rope_apply(x, cos_t, sin_t, B, Tn, H, hd, +1);
+                  int64_t hd, bool halves = false) {
+  rope_apply(x, cos_t, sin_t, B, Tn, H, hd, +1, halves);
 }
 
 template <typename T>
 void rope_backward(T* dx, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H,
-                   int64_t hd) {
-  rope_apply(dx, cos_t, sin_t, B, Tn, H, hd, -1);
+                   int64_t hd, bool halves = false) {
+  rope_apply(dx, cos_t, sin_t, B, Tn, H, hd, -1, halves);
 }
 
 }  // namespace ggtrain::kernels

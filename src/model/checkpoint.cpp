@@ -16,17 +16,22 @@ std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
 
 void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
                      const float* params, TensorType type) {
-  w.set("general.architecture", Value::str("llama"));
-  w.set("llama.vocab_size", Value::u32(uint32_t(c.vocab)));
-  w.set("llama.context_length", Value::u32(uint32_t(c.ctx)));
-  w.set("llama.embedding_length", Value::u32(uint32_t(c.d_model)));
-  w.set("llama.block_count", Value::u32(uint32_t(c.n_layers)));
-  w.set("llama.feed_forward_length", Value::u32(uint32_t(c.d_ff)));
-  w.set("llama.attention.head_count", Value::u32(uint32_t(c.n_heads)));
-  w.set("llama.attention.head_count_kv", Value::u32(uint32_t(c.n_kv_heads)));
-  w.set("llama.rope.dimension_count", Value::u32(uint32_t(c.d_head())));
-  w.set("llama.rope.freq_base", Value::f32(float(c.rope_freq_base)));
-  w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(float(c.rms_eps)));
+  auto u32 = [](int64_t v) { return Value::u32(uint32_t(v)); };
+  w.set("general.architecture", Value::str(c.arch));
+  w.set(c.key("vocab_size"), u32(c.vocab));
+  w.set(c.key("context_length"), u32(c.ctx));
+  w.set(c.key("embedding_length"), u32(c.d_model));
+  w.set(c.key("block_count"), u32(c.n_layers));
+  w.set(c.key("feed_forward_length"), u32(c.d_ff));
+  w.set(c.key("attention.head_count"), u32(c.n_heads));
+  w.set(c.key("attention.head_count_kv"), u32(c.n_kv_heads));
+  if (c.architecture().writes_head_size || c.head_dim > 0) {
+    w.set(c.key("attention.key_length"), u32(c.d_head()));
+    w.set(c.key("attention.value_length"), u32(c.d_head()));
+  }
+  w.set(c.key("rope.dimension_count"), u32(c.d_head()));
+  w.set(c.key("rope.freq_base"), Value::f32(float(c.rope_freq_base)));
+  w.set(c.key("attention.layer_norm_rms_epsilon"), Value::f32(float(c.rms_eps)));
   // llama_ftype: 0 = all F32, 1 = mostly F16, 7 = mostly Q8_0, 32 = mostly BF16
   uint32_t ftype = type == TensorType::F16 ? 1 : type == TensorType::Q8_0 ? 7
                  : type == TensorType::BF16 ? 32 : 0;

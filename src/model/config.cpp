@@ -26,9 +26,11 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<LlamaField>& llama_fields() {
   using C = LlamaConfig;
   static const std::vector<LlamaField> fields = {
+      {"arch", &C::arch, "architecture: llama, or qwen3 (RMS-normed query/key heads, NeoX RoPE)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
-      {"n_heads", &C::n_heads, "attention (query) heads; head size = d_model / n_heads"},
+      {"n_heads", &C::n_heads, "attention (query) heads"},
+      {"head_dim", &C::head_dim, "size of each attention head; 0: d_model / n_heads"},
       {"n_kv_heads", &C::n_kv_heads, "key/value heads (grouped-query attention); divides n_heads"},
       {"d_ff", &C::d_ff, "hidden width of the SwiGLU feed-forward layer"},
       {"ctx", &C::ctx, "longest context the model is built for (llama.context_length)"},
@@ -58,7 +60,15 @@ bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f,
       f.member);
 }
 
+const Architecture& LlamaConfig::architecture() const {
+  const Architecture* a = find_architecture(arch);
+  if (!a) fail("model: architecture '{}' is not supported ({})", arch, architecture_names());
+  return *a;
+}
+
 void LlamaConfig::validate(const std::string& where) const {
+  if (!find_architecture(arch))
+    fail("{}: arch is '{}'; supported architectures: {}", where, arch, architecture_names());
   auto positive = [&](int64_t v, const char* name) {
     if (v <= 0) fail("{}: {} must be positive, is {}", where, name, v);
   };
@@ -69,8 +79,9 @@ void LlamaConfig::validate(const std::string& where) const {
   positive(n_kv_heads, "n_kv_heads");
   positive(d_ff, "d_ff");
   positive(ctx, "ctx");
-  if (d_model % n_heads != 0)
-    fail("{}: d_model {} is not divisible by n_heads {}", where, d_model, n_heads);
+  if (head_dim < 0) fail("{}: head_dim must be >= 0 (0: d_model / n_heads), is {}", where, head_dim);
+  if (head_dim == 0 && d_model % n_heads != 0)
+    fail("{}: d_model {} is not divisible by n_heads {} (or set head_dim)", where, d_model, n_heads);
   if (d_head() % 2 != 0) fail("{}: head size {} must be even for RoPE", where, d_head());
   if (n_heads % n_kv_heads != 0)
     fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
@@ -104,18 +115,28 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_
                                                            type->s == "adapter")
     fail("{} is a LoRA adapter, not a model: use it with the base model it was trained on (generate/chat/eval -m "
          "BASE --lora {}, or export --merge-lora BASE {} OUT)", f.path(), f.path(), f.path());
-  const std::string& arch = f.get_string("general.architecture");
-  if (arch != "llama")
-    fail("{}: general.architecture is '{}'; only 'llama' models are supported", f.path(), arch);
   LlamaConfig c;
-  c.d_model = int64_t(f.get_uint("llama.embedding_length"));
-  c.n_layers = int64_t(f.get_uint("llama.block_count"));
-  c.n_heads = int64_t(f.get_uint("llama.attention.head_count"));
-  c.n_kv_heads = int64_t(f.get_uint_or("llama.attention.head_count_kv", uint64_t(c.n_heads)));
-  c.d_ff = int64_t(f.get_uint("llama.feed_forward_length"));
-  c.ctx = int64_t(f.get_uint("llama.context_length"));
-  c.rope_freq_base = f.get_float_or("llama.rope.freq_base", 10000.0);
-  c.rms_eps = f.get_float("llama.attention.layer_norm_rms_epsilon");
+  c.arch = f.get_string("general.architecture");
+  if (!find_architecture(c.arch))
+    fail("{}: general.architecture is '{}'; supported: {}", f.path(), c.arch, architecture_names());
+  auto key = [&](const char* name) { return c.key(name); };
+  c.d_model = int64_t(f.get_uint(key("embedding_length")));
+  c.n_layers = int64_t(f.get_uint(key("block_count")));
+  c.n_heads = int64_t(f.get_uint(key("attention.head_count")));
+  c.n_kv_heads = int64_t(f.get_uint_or(key("attention.head_count_kv"), uint64_t(c.n_heads)));
+  c.d_ff = int64_t(f.get_uint(key("feed_forward_length")));
+  c.ctx = int64_t(f.get_uint(key("context_length")));
+  c.rope_freq_base = f.get_float_or(key("rope.freq_base"), 10000.0);
+  c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"));
+  // Heads of another size than d_model / n_heads (Qwen3): head_dim, else 0.
+  if (f.find(key("attention.key_length"))) {
+    const int64_t k = int64_t(f.get_uint(key("attention.key_length")));
+    const int64_t v = int64_t(f.get_uint_or(key("attention.value_length"), uint64_t(k)));
+    if (v != k)
+      fail("{}: {} is {} but {} is {}; value heads of another size than key heads are not supported", f.path(),
+           key("attention.value_length"), v, key("attention.key_length"), k);
+    if (c.n_heads <= 0 || k * c.n_heads != c.d_model) c.head_dim = k;
+  }
   const auto& emb = f.tensor("token_embd.weight");
   if (emb.n_dims != 2)
     fail("{}: token_embd.weight has {} dimensions, expected 2", f.path(), emb.n_dims);
@@ -125,17 +146,10 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_
   c.vocab = int64_t(emb.ne[1]);
   c.tied = f.find_tensor("output.weight") == nullptr;
   c.validate(f.path());  // before d_head(): a head count of 0 would divide by zero
-  if (const auto* rd = f.find("llama.rope.dimension_count"))
+  if (const auto* rd = f.find(key("rope.dimension_count")))
     if (rd->is_integer() && int64_t(rd->as_double()) != c.d_head())
-      fail("{}: llama.rope.dimension_count {} differs from the head size {}; partial RoPE is "
-           "not supported",
-           f.path(), int64_t(rd->as_double()), c.d_head());
-  // Qwen3-style heads wider or narrower than d_model / n_heads.
-  for (const char* key : {"llama.attention.key_length", "llama.attention.value_length"})
-    if (const auto* kl = f.find(key))
-      if (kl->is_integer() && int64_t(kl->as_double()) != c.d_head())
-        fail("{}: {} is {} but d_model / n_heads is {}; heads of another size are not supported", f.path(), key,
-             int64_t(kl->as_double()), c.d_head());
+      fail("{}: {} {} differs from the head size {}; partial RoPE is not supported", f.path(),
+           key("rope.dimension_count"), int64_t(rd->as_double()), c.d_head());
   if (const gguf::TensorInfo* rf = f.find_tensor(kRopeFreqsTensor)) {
     if (rf->n_dims != 1 || rf->ne[0] != uint64_t(c.d_head() / 2))
       fail("{}: tensor '{}' has ne [{}], expected [{}] (head size / 2)", f.path(), kRopeFreqsTensor,

@@ -1,9 +1,12 @@
 #pragma once
-// Shape and numerics of a Llama decoder, as stored in llama.* GGUF metadata.
+// Shape and numerics of a decoder of one of model/architecture.h's families,
+// as stored in its GGUF metadata (<arch>.* keys).
 #include <cstdint>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "model/architecture.h"
 
 namespace ggtrain::gguf {
 class GgufFile;
@@ -12,6 +15,7 @@ class GgufFile;
 namespace ggtrain::model {
 
 struct LlamaConfig {
+  std::string arch = "llama";  // general.architecture: a row of architectures()
   int64_t vocab = 0;
   int64_t d_model = 0;
   int64_t n_layers = 0;
@@ -19,6 +23,9 @@ struct LlamaConfig {
   int64_t n_kv_heads = 0;
   int64_t d_ff = 0;
   int64_t ctx = 0;  // maximum sequence length
+  // Size of each attention head; 0: d_model / n_heads. Qwen3 has other sizes
+  // (<arch>.attention.key_length).
+  int64_t head_dim = 0;
   bool tied = false;
   double rope_freq_base = 10000.0;
   double rms_eps = 1e-5;
@@ -53,7 +60,10 @@ struct LlamaConfig {
     return c;
   }
 
-  int64_t d_head() const { return d_model / n_heads; }
+  const Architecture& architecture() const;  // throws for an unknown arch
+  // "<arch>.<key>": the metadata key of this model's family.
+  std::string key(const char* name) const { return arch + "." + name; }
+  int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t q_dim() const { return n_heads * d_head(); }
   int64_t kv_dim() const { return n_kv_heads * d_head(); }
   // Throws Error (prefixed by `where`) naming the first inconsistent field.
@@ -84,7 +94,7 @@ Precision precision_from_name(const std::string& name);  // "fp32", "bf16"
 // the run (init.donor, train.lora).
 struct LlamaField {
   const char* name;  // "d_model": config key model.d_model
-  std::variant<int64_t LlamaConfig::*, bool LlamaConfig::*, double LlamaConfig::*> member;
+  std::variant<int64_t LlamaConfig::*, bool LlamaConfig::*, double LlamaConfig::*, std::string LlamaConfig::*> member;
   const char* doc;  // one line for `ggtrain config show`
 };
 const std::vector<LlamaField>& llama_fields();
@@ -97,8 +107,8 @@ void copy_fields(LlamaConfig& to, const LlamaConfig& from);
 // precision GGUF metadata stores them in.
 bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32 = false);
 
-// From llama.* metadata of a llama-architecture GGUF; `tied` is inferred from
-// the absence of output.weight.
+// From the <arch>.* metadata of a GGUF of one of architectures(); `tied` is
+// inferred from the absence of output.weight.
 // embedding_is_d_model = false: token_embd may have another width (a donor
 // table that import folds through a lens); only its row count (vocab) is used.
 LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);

@@ -1,5 +1,6 @@
 #include "model/init.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -19,8 +20,8 @@ void init_params(const LlamaConfig& c, const ParamLayout& layout, float* params,
   const double residual_std = std / std::sqrt(2.0 * double(c.n_layers));
   for (const auto& t : layout.tensors()) {
     float* p = params + t.offset;
-    if (t.shape.size() == 1) {
-      for (int64_t i = 0; i < t.size; ++i) p[i] = 1.0f;
+    if (t.shape.size() == 1) {  // norm weights start at 1, biases at 0
+      std::fill(p, p + t.size, ends_with(t.name, ".bias") ? 0.0f : 1.0f);
       continue;
     }
     const bool residual_proj =

@@ -220,11 +220,21 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   auto& a = layer_acts_[size_t(l)];
   with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   charge_time_to(OpProfile::kNorm);
-  project(l, kAttnQ, a.q, a.h_attn, C, QD, OpProfile::kQkv);
-  project(l, kAttnK, a.k, a.h_attn, C, KD, OpProfile::kQkv);
+  project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, C, QD, OpProfile::kQkv);
+  project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, C, KD, OpProfile::kQkv);
   project(l, kAttnV, a.v, a.h_attn, C, KD, OpProfile::kQkv);
-  rope_forward(a.q, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd);
-  rope_forward(a.k, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd);
+  if (w.bq) {  // Architecture::qkv_bias
+    bias_forward(qk_norm() ? a.q_raw : a.q, w.bq, BT, QD);
+    bias_forward(qk_norm() ? a.k_raw : a.k, w.bk, BT, KD);
+    bias_forward(a.v, w.bv, BT, KD);
+  }
+  if (qk_norm()) {  // each head's row of d_head normed on its own
+    rmsnorm_forward(a.q, a.rstd_q, a.q_raw, w.attn_q_norm, BT * cfg_.n_heads, hd, T(cfg_.rms_eps));
+    rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * cfg_.n_kv_heads, hd, T(cfg_.rms_eps));
+    charge_time_to(OpProfile::kNorm);
+  }
+  rope_forward(a.q, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+  rope_forward(a.k, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
   charge_time_to(OpProfile::kRope);
   with_pointer(a.attn_out, [&](auto* o) {
     if constexpr (std::is_same_v<T, float>) {
@@ -400,13 +410,26 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
     attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape_);
   });
   charge_time_to(OpProfile::kAttention);
-  rope_backward(d_q_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd);
-  rope_backward(d_k_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd);
-  const GemmIn<T> dq = gemm_in(d_q_, d_q_h_, BT * QD), dk = gemm_in(d_k_, d_k_h_, BT * KD),
-                  dv = gemm_in(d_v_, d_v_h_, BT * KD);
+  rope_backward(d_q_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+  rope_backward(d_k_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
   charge_time_to(OpProfile::kRope);
-  project_bwd(l, kAttnQ, d_normed_, g.wq, dq, d_q_, a.h_attn, C, QD, false, OpProfile::kQkv);
-  project_bwd(l, kAttnK, d_normed_, g.wk, dk, d_k_, a.h_attn, C, KD, true, OpProfile::kQkv);
+  T *d_q_proj = d_q_, *d_k_proj = d_k_;  // the gradients of the projections' outputs
+  if (qk_norm()) {
+    std::fill(d_q_raw_, d_q_raw_ + BT * QD, T(0));
+    std::fill(d_k_raw_, d_k_raw_ + BT * KD, T(0));
+    rmsnorm_backward(d_q_raw_, g.attn_q_norm, d_q_, a.q_raw, w.attn_q_norm, a.rstd_q, BT * cfg_.n_heads, hd);
+    rmsnorm_backward(d_k_raw_, g.attn_k_norm, d_k_, a.k_raw, w.attn_k_norm, a.rstd_k, BT * cfg_.n_kv_heads, hd);
+    d_q_proj = d_q_raw_;
+    d_k_proj = d_k_raw_;
+    charge_time_to(OpProfile::kNorm);
+  }
+  if (g.bq) bias_backward(g.bq, d_q_proj, BT, QD);  // null: no bias, or frozen
+  if (g.bk) bias_backward(g.bk, d_k_proj, BT, KD);
+  if (g.bv) bias_backward(g.bv, d_v_, BT, KD);
+  const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * QD), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
+                  dv = gemm_in(d_v_, d_v_h_, BT * KD);
+  project_bwd(l, kAttnQ, d_normed_, g.wq, dq, d_q_proj, a.h_attn, C, QD, false, OpProfile::kQkv);
+  project_bwd(l, kAttnK, d_normed_, g.wk, dk, d_k_proj, a.h_attn, C, KD, true, OpProfile::kQkv);
   project_bwd(l, kAttnV, d_normed_, g.wv, dv, d_v_, a.h_attn, C, KD, true, OpProfile::kQkv);
   rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
   charge_time_to(OpProfile::kNorm);

@@ -79,6 +79,9 @@ struct LayerActs {
   GemmIn<T> h_attn;      // [BT, C]   normed input of attention
   T* q;                  // [BT, q_dim]  after RoPE
   T* k;                  // [BT, kv_dim] after RoPE
+  // Architecture::qk_norm: the projections before their head norms, and the
+  // norms' 1/rms per row of d_head; null otherwise.
+  T *q_raw = nullptr, *k_raw = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
   T* v;                  // [BT, kv_dim]
   T* lse;                // [B, H, T] log-sum-exp of each attention row (flash attention)
   GemmIn<T> attn_out;    // [BT, q_dim] heads concatenated, before attn_output
@@ -165,6 +168,8 @@ class LlamaModel {
   // bf16 training runs attention's tiles on bf16 too, where the CPU has
   // AVX512_BF16 (kernels/attention_bf16.h); elsewhere attention stays float.
   bool bf16_attention() const { return bf16_ && kernels::kNativeTileBf16 && cfg_.d_head() % 2 == 0; }
+  bool rope_halves() const { return cfg_.architecture().rope == RopeLayout::kHalves; }
+  bool qk_norm() const { return cfg_.architecture().qk_norm; }
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
@@ -228,6 +233,7 @@ class LlamaModel {
   // backward scratch, shared by all layers
   // d_normed_: the gradient of a block's normed input (h_attn or h_ffn).
   T *d_res_, *d_normed_, *d_q_, *d_k_, *d_v_, *d_attn_out_, *d_act_;
+  T *d_q_raw_ = nullptr, *d_k_raw_ = nullptr;  // before the head norms (qk_norm)
   GemmIn<T> d_gate_, d_up_;
   // bf16 roundings of gradients that feed GEMMs (bf16 training)
   kernels::bf16 *d_res_h_ = nullptr, *d_q_h_ = nullptr, *d_k_h_ = nullptr, *d_v_h_ = nullptr;

@@ -61,6 +61,12 @@ void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_p
     a.v = p.take(BT * KD);
     a.lse = p.take(BT * cfg_.n_heads);
     a.attn_out = take_gemm_in(p, BT * QD);
+    if (cfg_.architecture().qk_norm) {
+      a.q_raw = p.take(BT * QD);
+      a.k_raw = p.take(BT * KD);
+      a.rstd_q = p.take(BT * cfg_.n_heads);
+      a.rstd_k = p.take(BT * cfg_.n_kv_heads);
+    }
   }
   if (ffn_part) {
     a.x_mid = p.take(BT * C);
@@ -113,6 +119,10 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   d_k_ = p.take(BT * KD);
   d_v_ = p.take(BT * KD);
   d_attn_out_ = p.take(BT * QD);
+  if (cfg_.architecture().qk_norm) {
+    d_q_raw_ = p.take(BT * QD);
+    d_k_raw_ = p.take(BT * KD);
+  }
   d_gate_ = take_gemm_in(p, BT * F);
   d_up_ = take_gemm_in(p, BT * F);
   if (bf16_) {

@@ -33,7 +33,7 @@ void init_lora(const ParamLayout& layout, float* params, uint64_t seed) {
 void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
                       const std::string& base_path) {
   using gguf::Value;
-  w.set("general.architecture", Value::str("llama"));
+  w.set("general.architecture", Value::str(c.arch));  // llama.cpp refuses an adapter of another architecture
   w.set("general.type", Value::str("adapter"));
   w.set("adapter.type", Value::str("lora"));
   w.set("adapter.lora.alpha", Value::f32(float(c.lora.alpha)));
@@ -81,8 +81,8 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) 
   };
   if (str("general.type") != "adapter") fail("{}: general.type is not \"adapter\"", f.path());
   if (str("adapter.type") != "lora") fail("{}: adapter.type is not \"lora\"", f.path());
-  if (str("general.architecture") != "llama")
-    fail("{}: the adapter is for '{}', not a llama model", f.path(), str("general.architecture"));
+  if (str("general.architecture") != base.arch)
+    fail("{}: the adapter is for a '{}' model, not '{}'", f.path(), str("general.architecture"), base.arch);
   LoraAdapter out;
   out.alpha = f.get_float_or("adapter.lora.alpha", 0.0);
   if (!std::isfinite(out.alpha)) fail("{}: adapter.lora.alpha is not finite", f.path());

@@ -56,6 +56,15 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
     };
     add(n("attn_norm"), {C});
     for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
+    if (c.architecture().qkv_bias) {
+      add(fmt::format("blk.{}.attn_q.bias", l), {c.q_dim()});
+      add(fmt::format("blk.{}.attn_k.bias", l), {c.kv_dim()});
+      add(fmt::format("blk.{}.attn_v.bias", l), {c.kv_dim()});
+    }
+    if (c.architecture().qk_norm) {
+      add(n("attn_q_norm"), {c.d_head()});
+      add(n("attn_k_norm"), {c.d_head()});
+    }
     add(n("ffn_norm"), {C});
     for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
   }
@@ -133,6 +142,15 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConf
     auto mat = [&](BlockMatrix m) { return n(block_matrix_name(m)); };
     LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),  mat(kAttnK),   mat(kAttnV),   mat(kAttnOutput),
                        n("ffn_norm"),  mat(kFfnGate), mat(kFfnUp), mat(kFfnDown)};
+    if (c.architecture().qkv_bias) {
+      lw.bq = at(fmt::format("blk.{}.attn_q.bias", l));
+      lw.bk = at(fmt::format("blk.{}.attn_k.bias", l));
+      lw.bv = at(fmt::format("blk.{}.attn_v.bias", l));
+    }
+    if (c.architecture().qk_norm) {
+      lw.attn_q_norm = n("attn_q_norm");
+      lw.attn_k_norm = n("attn_k_norm");
+    }
     for (int t = 0; c.lora.rank > 0 && t < kNumBlockMatrices; ++t) {
       const std::string w = fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t)));
       if (!layout.find(w + ".lora_a")) continue;  // not a target

@@ -62,6 +62,10 @@ std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix
 template <typename T>
 struct LayerWeights {
   T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+  // Architecture::qk_norm: [d_head] weights of the query and key head norms; else null.
+  T *attn_q_norm = nullptr, *attn_k_norm = nullptr;
+  // Architecture::qkv_bias: [q_dim], [kv_dim], [kv_dim]; else null.
+  T *bq = nullptr, *bk = nullptr, *bv = nullptr;
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
 };

@@ -34,7 +34,7 @@ namespace {
 
 void write_weights(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d) {
   gguf::GgufWriter w;
-  w.set("general.architecture", Value::str("llama"));
+  w.set("general.architecture", Value::str(d.config->arch));
   w.set("general.name", Value::str("ggtrain-" + meta.run_id));
   w.set("general.run_id", Value::str(meta.run_id));
   w.set("general.step", Value::u64(uint64_t(meta.step)));

@@ -188,6 +188,8 @@ std::vector<Key> model_keys() {
             return int_key(name, &RunConfig::model, member, f.doc);
           else if constexpr (std::is_same_v<Member, bool model::LlamaConfig::*>)
             return bool_key(name, &RunConfig::model, member, f.doc);
+          else if constexpr (std::is_same_v<Member, std::string model::LlamaConfig::*>)
+            return string_key(name, &RunConfig::model, member, f.doc);
           else
             return float_key(name, &RunConfig::model, member, f.doc);
         },

@@ -227,7 +227,7 @@ void Run::init_state() {
   run_id_ = new_run_id();
   if (base_) {
     const int64_t base_vocab = tok_->vocab_size() - added_tokens_;
-    if (base_->get_uint_or("llama.vocab_size", uint64_t(base_vocab)) != uint64_t(base_vocab) ||
+    if (base_->get_uint_or(mc_.key("vocab_size"), uint64_t(base_vocab)) != uint64_t(base_vocab) ||
         mc_.vocab != tok_->vocab_size())
       fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(), base_vocab);
     if (added_tokens_ > 0) {

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The architectures beside llama against llama.cpp itself (node-llama-cpp's
+# prebuilt llama.cpp, tests/node/llama_cpp.mjs), one per run:
+#   qwen3: RMS-normed query and key heads (attn_q_norm / attn_k_norm), NeoX
+#          RoPE, heads of 24 where d_model / n_heads is 16
+#          (qwen3.attention.key_length), tied head;
+#   qwen2: biases on the query, key and value projections, NeoX RoPE.
+# Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
+# ggtrain dropped or misnamed would show).
+#   1. A tiny model of ARCH trained from scratch (200 steps): llama.cpp loads
+#      the checkpoint and its logits equal ggtrain's (1e-4) on a 60-token
+#      prompt. Control: the same weights as a llama file (written by
+#      llama.cpp's gguf-py, tests/gguf_as_arch.py: adjacent RoPE pairs, without
+#      the family's extra tensors) give llama.cpp logits that differ by more
+#      than 1e-2.
+#   2. A full finetune from it (init.from, 4 steps): llama.cpp agrees (1e-4).
+#   3. A LoRA adapter on it (general.architecture ARCH, as llama.cpp asks):
+#      llama.cpp with the adapter equals `eval --lora` (1e-4).
+#   4. Its q8_0 and q4_k_m exports: llama.cpp agrees (3e-2, the quantized
+#      types' limit elsewhere).
+#   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
+#      with it agrees (3e-2), and the adapter moves the logits by more (1e-1).
+#
+#   tests/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2
+#
+# Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
+set -euo pipefail
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+ARCH=$2
+case $ARCH in
+  qwen3) shape=(--set model.head_dim=24) extra=(attn_q_norm attn_k_norm) ;;
+  qwen2) shape=() extra=(attn_q.bias attn_k.bias attn_v.bias) ;;
+  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2" >&2; exit 2 ;;
+esac
+HERE=$(cd "$(dirname "$0")" && pwd)
+CLI="$HERE/node/llama_cpp.mjs"
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+fail() { echo "llama_cpp_arch_check $ARCH: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+BUNDLE="$HERE/node/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+[[ -f "$BUNDLE" ]] || fail "no $BUNDLE; run npm ci in tests/node (see scripts/test.sh)"
+command -v git >/dev/null || fail "'git' is missing (reads gguf-py from node-llama-cpp's source bundle)"
+PY=""
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+done
+[[ -n $PY ]] || fail "no python3 with numpy (apt-get install python3-numpy)"
+
+start=$SECONDS
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
+git -C llama-src checkout -q HEAD -- gguf-py || fail "no gguf-py in $BUNDLE"
+export GGUF_PY=$tmp/llama-src/gguf-py
+bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
+"$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=200 \
+  --set model.arch="$ARCH" "${shape[@]}" --set model.rope_freq_base=50000 --set model.rms_eps=1e-6 \
+  --set model.tied=true --set train.threads=1 --quiet >/dev/null
+M=small/weights/latest
+info=$("$GGTRAIN" inspect "$M")
+grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
+for t in "${extra[@]}"; do grep -q "blk.1.$t" <<<"$info" || fail "the checkpoint lacks blk.1.$t"; done
+
+ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m "$M" --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
+[[ $(tr -cd , <<<"$ids" | wc -c) -eq 59 ]] || fail "the prompt has fewer than 60 tokens: $ids"
+
+# logits MODEL NAME [ADAPTER]: ggtrain's and llama.cpp's, as NAME-ours/theirs.f32
+logits() {
+  local lora=()
+  [[ $# -lt 3 ]] || lora=(--lora "$3")
+  "$GGTRAIN" eval --cache-type f32 -m "$1" "${lora[@]}" --tokens "$ids" --dump-logits "$2-ours.f32" >/dev/null
+  node "$CLI" logits "$1" "$ids" "$2-theirs.f32" ${3:+"$3"} 2>/dev/null
+}
+# same NAME TOL WHAT: ggtrain's and llama.cpp's logits of NAME agree within TOL
+same() {
+  local report
+  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2") || { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $2"; }
+  echo "$3: $report (limit $2)"
+}
+# differ A.f32 B.f32 MIN WHAT: a control; the two must differ by more than MIN
+differ() {
+  local report
+  if report=$(node "$CLI" compare "$1" "$2" "$3" 2>/dev/null); then
+    fail "control: $4 differ by only $report (what the check compares would go untested)"
+  fi
+  echo "control: $4: $(head -n 1 <<<"$report") (must exceed $3)"
+}
+
+# 1. The checkpoint.
+logits "$M" base
+same base 1e-4 "$ARCH checkpoint"
+# The control: the same weights as a llama file, without the family's tensors.
+"$PY" "$HERE/gguf_as_arch.py" "$M" as-llama.gguf llama --drop "${extra[@]}"
+node "$CLI" logits as-llama.gguf "$ids" as-llama-theirs.f32 2>/dev/null
+differ as-llama-theirs.f32 base-theirs.f32 1e-2 "llama.cpp's logits of the weights as $ARCH and as llama"
+
+# 2. A full finetune.
+"$GGTRAIN" train --run-dir ft --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
+logits ft/weights/latest ft
+same ft 1e-4 "full finetune of the $ARCH checkpoint"
+
+# 3. LoRA.
+"$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 \
+  --set train.lora.targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down --set train.lr_max=1e-2 \
+  --quiet >/dev/null
+logits "$M" lora lora/weights/latest
+same lora 1e-4 "LoRA adapter on the $ARCH checkpoint"
+differ lora-ours.f32 base-ours.f32 1e-2 "the logits with and without the adapter"
+
+# 4. Quantized exports. Both sides round the activations to the weights'
+# dot type, from F32 activations that differ in their last bits (GEMM
+# summation order), so one activation near a rounding step can land on the
+# other side and move logits by ~1e-2 (llama_cpp_export_check.sh and
+# llama_cpp_quantize_check.sh: 3e-2). Measured here: q8_0 9.5e-7, q4_k_m 1.1e-2.
+for spec in q8_0:3e-2 q4_k_m:3e-2; do
+  type=${spec%%:*} tol=${spec#*:}
+  "$GGTRAIN" export ft/weights/latest "ft-$type.gguf" --type "$type" >/dev/null
+  logits "ft-$type.gguf" "$type"
+  same "$type" "$tol" "$type export of the finetune"
+done
+
+# 5. LoRA on the q4_k_m export, held quantized while it trains.
+"$GGTRAIN" train --run-dir lora-q4 --set data.corpus=corpus.txt --set init.from=ft-q4_k_m.gguf --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 --set train.lr_max=1e-2 \
+  2>train-q4.log >/dev/null
+grep -q "matrices stay quantized" train-q4.log || fail "the LoRA run did not hold its q4_k_m base quantized"
+logits ft-q4_k_m.gguf lora-q4 lora-q4/weights/latest
+same lora-q4 3e-2 "LoRA adapter on the q4_k_m export"
+differ lora-q4-ours.f32 q4_k_m-ours.f32 1e-1 "the q4_k_m logits with and without the adapter"
+echo "llama_cpp_arch_check $ARCH: OK in $((SECONDS - start)) s"
