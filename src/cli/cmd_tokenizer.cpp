@@ -1,4 +1,4 @@
-// `ggtrain tokenizer train` and `ggtrain tokenize`.
+// `ggtrain tokenizer train|import` and `ggtrain tokenize`.
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -9,16 +9,18 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "data/hf_tokenizer.h"
 #include "data/sentencepiece_train.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
 
 Runner add_tokenizer_command(CLI::App& app) {
   struct Opts {
-    std::string input, out;
+    std::string input, out, config;
     int vocab = 0;
   };
   auto opts = std::make_shared<Opts>();
@@ -30,10 +32,27 @@ Runner add_tokenizer_command(CLI::App& app) {
   train->add_option("--vocab", opts->vocab, "Vocabulary size (at least 259 + the text's distinct characters)")
       ->required();
   train->add_option("--out", opts->out, "sentencepiece model to write (FILE.model)")->required();
-  return [train, opts]() -> int {
-    if (!train->parsed()) return -1;
-    data::train_sentencepiece_bpe(opts->input, opts->vocab, opts->out);
-    fmt::print("wrote {} (vocabulary {})\n", opts->out, opts->vocab);
+  auto* import = cmd->add_subcommand(
+      "import", "Read a Hugging Face tokenizer.json (byte-level BPE) into a GGUF vocabulary, as llama.cpp's converter "
+                "writes it; use it as data.tokenizer or tokenize -m");
+  import->add_option("tokenizer_json", opts->input, "tokenizer.json")->required();
+  import->add_option("--config", opts->config,
+                     "its tokenizer_config.json (special tokens, add_bos_token, chat_template)");
+  import->add_option("--out", opts->out, "GGUF to write (the vocabulary only)")->required();
+  return [train, import, opts]() -> int {
+    if (train->parsed()) {
+      data::train_sentencepiece_bpe(opts->input, opts->vocab, opts->out);
+      fmt::print("wrote {} (vocabulary {})\n", opts->out, opts->vocab);
+      return 0;
+    }
+    if (!import->parsed()) return -1;
+    const data::HfVocabulary v = data::read_hf_tokenizer(opts->input, opts->config);
+    gguf::GgufWriter w;
+    w.set("general.name", gguf::Value::str("vocabulary of " + opts->input));
+    data::add_hf_vocabulary(w, v);
+    w.write(opts->out);
+    fmt::print("wrote {} ({} tokens, {} merges, pre-tokenizer {}{})\n", opts->out, v.tokens.size(), v.merges.size(),
+               v.pre, v.chat_template.empty() ? "" : ", chat template");
     return 0;
   };
 }

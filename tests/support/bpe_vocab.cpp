@@ -192,6 +192,31 @@ BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::str
   return v;
 }
 
+namespace {
+
+// A 1-layer llama of `vocab` tokens with random weights, for llama.cpp to load.
+void add_tiny_model(gguf::GgufWriter& w, int64_t vocab) {
+  model::LlamaConfig c;
+  c.vocab = vocab;
+  c.d_model = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.d_ff = 64, c.ctx = 64;
+  c.tied = true;
+  static std::vector<float> params;  // the writer keeps a pointer until write()
+  model::ParamLayout layout(c);
+  params.assign(size_t(layout.total()), 0.0f);
+  model::init_params(c, layout, params.data(), 7);
+  model::add_llama_model(w, c, layout, params.data());
+}
+
+}  // namespace
+
+void write_model_with_vocabulary(const std::string& path, const gguf::GgufFile& vocab) {
+  gguf::GgufWriter w;
+  add_tiny_model(w, int64_t(vocab.find("tokenizer.ggml.tokens")->items.size()));
+  for (const auto& [k, v] : vocab.metadata())
+    if (k.rfind("tokenizer.", 0) == 0 || k == "general.name") w.set(k, v);
+  w.write(path);
+}
+
 void write_bpe_vocab_gguf(const std::string& path, const std::string& kind, const BpeVocabFile& v) {
   const KindSpec spec = kind_spec(kind);
   model::LlamaConfig c;

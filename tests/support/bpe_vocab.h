@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "gguf/reader.h"
+
 namespace ggtrain::test_support {
 
 // Kinds, each named by its tokenizer.ggml.pre and each exercising a
@@ -36,5 +38,8 @@ BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::str
 // Writes it (tokenizer.ggml.* + a 1-layer llama with random weights).
 void write_bpe_vocab_gguf(const std::string& path, const std::string& kind,
                           const BpeVocabFile& v);
+
+// The tokenizer.* keys of `vocab` in a 1-layer llama with random weights.
+void write_model_with_vocabulary(const std::string& path, const gguf::GgufFile& vocab);
 
 }  // namespace ggtrain::test_support
