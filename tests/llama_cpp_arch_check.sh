@@ -19,7 +19,7 @@
 #   4. Its q8_0 and q4_k_m exports: llama.cpp agrees (3e-2, the quantized
 #      types' limit elsewhere).
 #   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
-#      with it agrees (3e-2), and the adapter moves the logits by more (1e-1).
+#      with it agrees (3e-2), and the adapter moves the logits by twice that.
 #
 #   tests/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2
 #
@@ -130,5 +130,7 @@ done
 grep -q "matrices stay quantized" train-q4.log || fail "the LoRA run did not hold its q4_k_m base quantized"
 logits ft-q4_k_m.gguf lora-q4 lora-q4/weights/latest
 same lora-q4 3e-2 "LoRA adapter on the q4_k_m export"
-differ lora-q4-ours.f32 q4_k_m-ours.f32 1e-1 "the q4_k_m logits with and without the adapter"
+# 6e-2: twice the limit above, so an adapter the decoder ignored would fail it
+# (measured 0.11 for qwen2, 0.20 for qwen3).
+differ lora-q4-ours.f32 q4_k_m-ours.f32 6e-2 "the q4_k_m logits with and without the adapter"
 echo "llama_cpp_arch_check $ARCH: OK in $((SECONDS - start)) s"
