@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -212,6 +213,19 @@ TEST_F(FirstHour, GenerateTakesLlamaCppFlags) {
   const CliResult longer = cli({"generate", "-m", model(), "-p", "The", "-n", "4", "-c", "128"});
   ASSERT_EQ(longer.status, 0) << longer.output;
   EXPECT_TRUE(contains(longer.output, "warning: -c 128 is longer than the 64 tokens")) << longer.output;
+}
+
+// `tokenize --sp` reads a sentencepiece model as llama.cpp's converter would:
+// the same ids as the GGUF of a run trained with it (whose ids llama_cpp_check
+// compares with llama.cpp's).
+TEST_F(FirstHour, TokenizeSpGivesTheIdsOfTheRunsGguf) {
+  ASSERT_EQ(base_run_->status, 0) << base_run_->output;
+  const CliResult sp = cli({"tokenize", "--sp", t("runs/base/tokenizer.model"), "--lines", t("mine.txt")});
+  ASSERT_EQ(sp.status, 0) << sp.output;
+  const CliResult gguf = cli({"tokenize", "-m", model(), "--lines", t("mine.txt")});
+  ASSERT_EQ(gguf.status, 0) << gguf.output;
+  EXPECT_EQ(std::count(sp.output.begin(), sp.output.end(), '\n'), 600);
+  EXPECT_EQ(sp.output, gguf.output);
 }
 
 TEST_F(FirstHour, RunLifecycleSaysWhereItStandsAndWhatNext) {
