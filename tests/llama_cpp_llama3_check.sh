@@ -99,7 +99,10 @@ differ lora-ours.f32 llama3-ours.f32 1e-2 "the logits with and without the adapt
 
 # 4. q8_0 export.
 "$GGTRAIN" export ft/weights/latest ft-q8_0.gguf --type q8_0 >/dev/null
-"$GGTRAIN" inspect ft-q8_0.gguf | grep -q 'rope_freqs.weight.*F32' || fail "the q8_0 export has no F32 rope_freqs.weight"
+# (The listing is read whole first: `inspect | grep -q` under pipefail fails
+# when grep exits before inspect has written everything.)
+info=$("$GGTRAIN" inspect ft-q8_0.gguf)
+grep -q 'rope_freqs.weight.*F32' <<<"$info" || fail "the q8_0 export has no F32 rope_freqs.weight"
 logits ft-q8_0.gguf q8
 # 3e-2: the limit of llama_cpp_export_check.sh for Q8_0 (an activation
 # rounded to the other int8 step on one side; measured here 9.5e-7).

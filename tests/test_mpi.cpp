@@ -218,6 +218,12 @@ TEST_F(MpiTest, ChatFinetuneTwoRanksFollowOneProcess) {
   expect_close(one.train, dp.train, 1e-5, "chat, 2 ranks vs 1 process");
   expect_close(one.train, zero.train, 1e-5, "chat, 2 ranks ZeRO-1 vs 1 process");
   expect_close(one.val, dp.val, 1e-5, "chat validation, 2 ranks");
+  for (const char* run : {"dp", "zero"}) {
+    expect_same_tensors(train::weights_path(dir("one"), 20), train::weights_path(dir(run), 20), kWeightLimit,
+                        std::string("chat ") + run + " weights");
+    expect_same_tensors(train::state_path(dir("one"), 20), train::state_path(dir(run), 20), kMomentLimit,
+                        std::string("chat ") + run + " AdamW moments");
+  }
 }
 
 // Negative control of the tensor comparison above: a single-process run
@@ -275,6 +281,12 @@ TEST_F(MpiTest, ResumesWithAnotherRankCount) {
   const Losses one = read_losses(dir("one"));
   expect_close(one.train, read_losses(dir("two_then_one")).train, 1e-5, "2 ranks, then 1");
   expect_close(one.train, read_losses(dir("one_then_two")).train, 1e-5, "1 rank, then 2 with ZeRO-1");
+  for (const char* run : {"two_then_one", "one_then_two"}) {
+    expect_same_tensors(train::weights_path(dir("one"), kSteps), train::weights_path(dir(run), kSteps), kWeightLimit,
+                        std::string(run) + " weights");
+    expect_same_tensors(train::state_path(dir("one"), kSteps), train::state_path(dir(run), kSteps), kMomentLimit,
+                        std::string(run) + " AdamW moments");
+  }
 }
 
 // With frozen tensors the trainable tensors are packed anew (their gradients
@@ -287,6 +299,10 @@ TEST_F(MpiTest, FrozenTensorsWithZero1FollowOneProcess) {
   run_ok(train("one", s), out("one"));
   run_ok(under_mpirun(2, train("zero", zero)), out("zero"));
   expect_close(read_losses(dir("one")).train, read_losses(dir("zero")).train, 1e-5, "frozen, ZeRO-1");
+  expect_same_tensors(train::weights_path(dir("one"), 30), train::weights_path(dir("zero"), 30), kWeightLimit,
+                      "frozen, ZeRO-1 weights");
+  expect_same_tensors(train::state_path(dir("one"), 30), train::state_path(dir("zero"), 30), kMomentLimit,
+                      "frozen, ZeRO-1 AdamW moments");
 }
 
 // A rank count that does not divide train.batch is refused up front, with
