@@ -5,6 +5,8 @@ general.architecture set to ARCH, every "<old arch>." key renamed to
 control: the same weights as a model of another family.
 
   GGUF_PY=llama-src/gguf-py python3 gguf_as_arch.py IN.gguf OUT.gguf ARCH [--drop attn_q_norm ...]
+
+rewrite_gguf() is the copy itself, which make_llama3_gguf.py uses too.
 """
 import argparse
 import os
@@ -15,6 +17,42 @@ import numpy as np  # noqa: E402
 from gguf import GGUFReader, GGUFValueType, GGUFWriter  # noqa: E402
 
 
+def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None):
+    """Copies src to dst with gguf-py: the architecture renamed to `arch`
+    (keys too), the f32 keys of `set_f32` ({name: value}, after renaming)
+    replaced, tensors whose names contain a `drop` entry or appear in
+    `first_tensors` ({name: array}, written first instead) left out."""
+    set_f32 = set_f32 or {}
+    first_tensors = first_tensors or {}
+    r = GGUFReader(src)
+    old = r.fields["general.architecture"].contents()
+    arch = arch or old
+    w = GGUFWriter(dst, arch)
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        if name.startswith(old + "."):
+            name = arch + name[len(old):]
+        if name in set_f32:
+            w.add_key_value(name, set_f32[name], GGUFValueType.FLOAT32)
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == GGUFValueType.ARRAY else None
+        w.add_key_value(name, field.contents(), vtype, sub_type=sub)
+    for name, data in first_tensors.items():
+        w.add_tensor(name, data)
+    for t in r.tensors:
+        if t.name in first_tensors or any(d in t.name for d in drop):
+            continue
+        if t.tensor_type.name != "F32":
+            sys.exit(f"{dst}: tensor {t.name} of {src} is {t.tensor_type.name}; give an F32 file")
+        w.add_tensor(t.name, np.array(t.data, dtype=np.float32).reshape(list(reversed(t.shape.tolist()))))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("src")
@@ -22,27 +60,7 @@ def main():
     ap.add_argument("arch")
     ap.add_argument("--drop", nargs="*", default=[])
     a = ap.parse_args()
-    r = GGUFReader(a.src)
-    old = r.fields["general.architecture"].contents()
-    w = GGUFWriter(a.dst, a.arch)
-    for name, field in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        if name.startswith(old + "."):
-            name = a.arch + name[len(old):]
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == GGUFValueType.ARRAY else None
-        w.add_key_value(name, field.contents(), vtype, sub_type=sub)
-    for t in r.tensors:
-        if any(d in t.name for d in a.drop):
-            continue
-        if t.tensor_type.name != "F32":
-            sys.exit(f"gguf_as_arch: tensor {t.name} is {t.tensor_type.name}; give an F32 file")
-        w.add_tensor(t.name, np.array(t.data, dtype=np.float32).reshape(list(reversed(t.shape.tolist()))))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    rewrite_gguf(a.src, a.dst, arch=a.arch, drop=a.drop)
 
 
 if __name__ == "__main__":

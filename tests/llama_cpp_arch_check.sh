@@ -38,22 +38,12 @@ CLI="$HERE/node/llama_cpp.mjs"
 export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
 fail() { echo "llama_cpp_arch_check $ARCH: FAIL: $*" >&2; exit 1; }
 command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
-BUNDLE="$HERE/node/node_modules/node-llama-cpp/llama/gitRelease.bundle"
-[[ -f "$BUNDLE" ]] || fail "no $BUNDLE; run npm ci in tests/node (see scripts/test.sh)"
-command -v git >/dev/null || fail "'git' is missing (reads gguf-py from node-llama-cpp's source bundle)"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
-[[ -n $PY ]] || fail "no python3 with numpy (apt-get install python3-numpy)"
-
+source "$HERE/support/llama_cpp_logits.sh"
 start=$SECONDS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
-git -C llama-src checkout -q HEAD -- gguf-py || fail "no gguf-py in $BUNDLE"
-export GGUF_PY=$tmp/llama-src/gguf-py
+use_gguf_py
 bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=200 \
   --set model.arch="$ARCH" "${shape[@]}" --set model.rope_freq_base=50000 --set model.rms_eps=1e-6 \
@@ -63,30 +53,7 @@ info=$("$GGTRAIN" inspect "$M")
 grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
 for t in "${extra[@]}"; do grep -q "blk.1.$t" <<<"$info" || fail "the checkpoint lacks blk.1.$t"; done
 
-ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m "$M" --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
-[[ $(tr -cd , <<<"$ids" | wc -c) -eq 59 ]] || fail "the prompt has fewer than 60 tokens: $ids"
-
-# logits MODEL NAME [ADAPTER]: ggtrain's and llama.cpp's, as NAME-ours/theirs.f32
-logits() {
-  local lora=()
-  [[ $# -lt 3 ]] || lora=(--lora "$3")
-  "$GGTRAIN" eval --cache-type f32 -m "$1" "${lora[@]}" --tokens "$ids" --dump-logits "$2-ours.f32" >/dev/null
-  node "$CLI" logits "$1" "$ids" "$2-theirs.f32" ${3:+"$3"} 2>/dev/null
-}
-# same NAME TOL WHAT: ggtrain's and llama.cpp's logits of NAME agree within TOL
-same() {
-  local report
-  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2") || { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $2"; }
-  echo "$3: $report (limit $2)"
-}
-# differ A.f32 B.f32 MIN WHAT: a control; the two must differ by more than MIN
-differ() {
-  local report
-  if report=$(node "$CLI" compare "$1" "$2" "$3" 2>/dev/null); then
-    fail "control: $4 differ by only $report (what the check compares would go untested)"
-  fi
-  echo "control: $4: $(head -n 1 <<<"$report") (must exceed $3)"
-}
+set_prompt_ids "$M"
 
 # 1. The checkpoint.
 logits "$M" base

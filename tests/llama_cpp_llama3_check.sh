@@ -23,25 +23,16 @@ set -euo pipefail
 GGTRAIN=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
 CLI="$HERE/node/llama_cpp.mjs"
-BUNDLE="$HERE/node/node_modules/node-llama-cpp/llama/gitRelease.bundle"
 export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
 fail() { echo "llama_cpp_llama3_check: FAIL: $*" >&2; exit 1; }
 command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
-command -v git >/dev/null || fail "'git' is missing (reads gguf-py from node-llama-cpp's source bundle)"
-[[ -f "$BUNDLE" ]] || fail "no $BUNDLE; run npm ci in tests/node (see scripts/test.sh)"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
-[[ -n $PY ]] || fail "no python3 with numpy (apt-get install python3-numpy)"
+source "$HERE/support/llama_cpp_logits.sh"
 
 start=$SECONDS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
-git -C llama-src checkout -q HEAD -- gguf-py || fail "no gguf-py in $BUNDLE"
-export GGUF_PY=$tmp/llama-src/gguf-py
+use_gguf_py
 
 bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=200 \
@@ -49,36 +40,13 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$PY" "$HERE/make_llama3_gguf.py" small/weights/latest llama3.gguf
 "$PY" "$HERE/make_llama3_gguf.py" small/weights/latest plain.gguf --no-rope-freqs
 
-ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m llama3.gguf --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
-[[ $(tr -cd , <<<"$ids" | wc -c) -eq 59 ]] || fail "the prompt has fewer than 60 tokens: $ids"
-
-# logits MODEL NAME [ADAPTER]: ggtrain's and llama.cpp's, as NAME-ours/theirs.f32
-logits() {
-  local lora=()
-  [[ $# -lt 3 ]] || lora=(--lora "$3")
-  "$GGTRAIN" eval --cache-type f32 -m "$1" "${lora[@]}" --tokens "$ids" --dump-logits "$2-ours.f32" >/dev/null
-  node "$CLI" logits "$1" "$ids" "$2-theirs.f32" ${3:+"$3"} 2>/dev/null
-}
-# same NAME TOL WHAT: ggtrain's and llama.cpp's logits of NAME agree within TOL
-same() {
-  local report
-  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2") || { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $2"; }
-  echo "$3: $report (limit $2)"
-}
+set_prompt_ids llama3.gguf
 
 # 1. The Llama 3 file and its plain-RoPE twin.
 logits llama3.gguf llama3
 same llama3 1e-4 "rope_freqs, base 500000, eps 1e-6"
 logits plain.gguf plain
 same plain 1e-4 "plain RoPE, base 500000, eps 1e-6"
-# differ A.f32 B.f32 MIN WHAT: a control; the two must differ by more than MIN
-differ() {
-  local report
-  if report=$(node "$CLI" compare "$1" "$2" "$3" 2>/dev/null); then
-    fail "control: $4 differ by only $report (what the check compares would go untested)"
-  fi
-  echo "control: $4: $(head -n 1 <<<"$report") (must exceed $3)"
-}
 differ llama3-theirs.f32 plain-theirs.f32 1e-2 "llama.cpp's logits with and without rope_freqs"
 
 # 2. A full finetune keeps the factors, the base and the eps.

@@ -17,7 +17,8 @@ import sys
 
 sys.path.insert(0, os.environ["GGUF_PY"])
 import numpy as np  # noqa: E402
-from gguf import GGUFReader, GGUFValueType, GGUFWriter  # noqa: E402
+from gguf import GGUFReader  # noqa: E402
+from gguf_as_arch import rewrite_gguf  # noqa: E402  (beside this script)
 
 
 def llama3_rope_factors(d_head, base, factor, low, high, original_ctx):
@@ -49,41 +50,16 @@ def main():
     ap.add_argument("--no-rope-freqs", action="store_true")
     a = ap.parse_args()
 
-    r = GGUFReader(a.src)
-    arch = r.fields["general.architecture"].contents()
+    fields = GGUFReader(a.src).fields
+    arch = fields["general.architecture"].contents()
     if arch != "llama":
         sys.exit(f"make_llama3_gguf: {a.src} is '{arch}', not llama")
-    w = GGUFWriter(a.dst, arch)
-    changed = {
-        "llama.rope.freq_base": (a.freq_base, GGUFValueType.FLOAT32),
-        "llama.attention.layer_norm_rms_epsilon": (a.eps, GGUFValueType.FLOAT32),
-    }
-    for name, field in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        if name in changed:
-            value, vtype = changed[name]
-            w.add_key_value(name, value, vtype)
-            continue
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == GGUFValueType.ARRAY else None
-        w.add_key_value(name, field.contents(), vtype, sub_type=sub)
-
-    d_head = int(r.fields["llama.rope.dimension_count"].contents())
-    if not a.no_rope_freqs:
-        w.add_tensor("rope_freqs.weight",
-                     llama3_rope_factors(d_head, a.freq_base, a.factor, a.low, a.high, a.original_ctx))
-    for t in r.tensors:
-        if t.tensor_type.name != "F32":
-            sys.exit(f"make_llama3_gguf: tensor {t.name} is {t.tensor_type.name}; give an F32 file")
-        if t.name == "rope_freqs.weight":
-            continue
-        w.add_tensor(t.name, np.array(t.data, dtype=np.float32).reshape(list(reversed(t.shape.tolist()))))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
+    d_head = int(fields["llama.rope.dimension_count"].contents())
+    factors = {} if a.no_rope_freqs else {
+        "rope_freqs.weight": llama3_rope_factors(d_head, a.freq_base, a.factor, a.low, a.high, a.original_ctx)}
+    rewrite_gguf(a.src, a.dst,
+                 set_f32={"llama.rope.freq_base": a.freq_base, "llama.attention.layer_norm_rms_epsilon": a.eps},
+                 drop=("rope_freqs.weight",), first_tensors=factors)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,50 @@
+# Sourced by the llama.cpp logit checks (llama_cpp_llama3_check.sh,
+# llama_cpp_arch_check.sh). The caller sets GGTRAIN, HERE (tests/), CLI
+# (tests/node/llama_cpp.mjs) and fail(), and runs in its temporary folder.
+
+# PY: a python3 with numpy; GGUF_PY: llama.cpp's gguf-py, checked out of the
+# source bundle node-llama-cpp ships into ./llama-src.
+use_gguf_py() {
+  local bundle="$HERE/node/node_modules/node-llama-cpp/llama/gitRelease.bundle" p
+  command -v git >/dev/null || fail "'git' is missing (reads gguf-py from node-llama-cpp's source bundle)"
+  [[ -f "$bundle" ]] || fail "no $bundle; run npm ci in tests/node (see scripts/test.sh)"
+  PY=""
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+  done
+  [[ -n $PY ]] || fail "no python3 with numpy (apt-get install python3-numpy)"
+  git clone -q --no-checkout "$bundle" llama-src 2>/dev/null || fail "cannot clone $bundle"
+  git -C llama-src checkout -q HEAD -- gguf-py || fail "no gguf-py in $bundle"
+  export GGUF_PY=$PWD/llama-src/gguf-py
+  export PYTHONDONTWRITEBYTECODE=1  # make_llama3_gguf.py imports gguf_as_arch.py: no __pycache__ in tests/
+}
+
+# ids: BOS and the first 59 tokens of corpus.txt's first three lines under MODEL.
+set_prompt_ids() {
+  ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m "$1" --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
+  [[ $(tr -cd , <<<"$ids" | wc -c) -eq 59 ]] || fail "the prompt has fewer than 60 tokens: $ids"
+}
+
+# logits MODEL NAME [ADAPTER]: ggtrain's and llama.cpp's on $ids, as NAME-ours/theirs.f32
+logits() {
+  local lora=()
+  [[ $# -lt 3 ]] || lora=(--lora "$3")
+  "$GGTRAIN" eval --cache-type f32 -m "$1" "${lora[@]}" --tokens "$ids" --dump-logits "$2-ours.f32" >/dev/null
+  node "$CLI" logits "$1" "$ids" "$2-theirs.f32" ${3:+"$3"} 2>/dev/null
+}
+
+# same NAME TOL WHAT: ggtrain's and llama.cpp's logits of NAME agree within TOL
+same() {
+  local report
+  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2") || { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $2"; }
+  echo "$3: $report (limit $2)"
+}
+
+# differ A.f32 B.f32 MIN WHAT: a control; the two must differ by more than MIN
+differ() {
+  local report
+  if report=$(node "$CLI" compare "$1" "$2" "$3" 2>/dev/null); then
+    fail "control: $4 differ by only $report (what the check compares would go untested)"
+  fi
+  echo "control: $4: $(head -n 1 <<<"$report") (must exceed $3)"
+}
