@@ -23,12 +23,7 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
   // hostile file's smaller matrix would otherwise be read past its end.
   const model::ParamLayout layout(cfg_);
   auto checked = [&](const std::string& name) -> const gguf::TensorInfo& {
-    const gguf::TensorInfo& t = f.tensor(name);
-    const auto want = model::ggml_ne(layout.get(name).shape);
-    if (t.shape() != want)
-      fail("{}: tensor '{}' has ne [{}], expected [{}] for this {} configuration", f.path(), name,
-           fmt::join(t.shape(), ", "), fmt::join(want, ", "), cfg_.arch);
-    return t;
+    return model::tensor_of_shape(f, layout.get(name));
   };
   build([&](const std::string& name) { return WeightMatrix(f, checked(name)); },
         [&](const std::string& name) { return f.to_float(checked(name)); });

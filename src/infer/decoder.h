@@ -59,8 +59,8 @@ class Decoder {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
-    std::vector<float> attn_q_norm, attn_k_norm;  // Architecture::qk_norm, else empty
-    std::vector<float> bq, bk, bv;                // Architecture::qkv_bias, else empty
+    std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
+    std::vector<float> bq = {}, bk = {}, bv = {};           // Architecture::qkv_bias, else empty
     WeightMatrix& matrix(model::BlockMatrix m) {
       WeightMatrix* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
       return *all[m];

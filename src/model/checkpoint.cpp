@@ -47,19 +47,21 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
   }
 }
 
+const gguf::TensorInfo& tensor_of_shape(const gguf::GgufFile& f, const ParamTensor& t) {
+  const auto& ti = f.tensor(t.name);
+  if (ti.shape() != ggml_ne(t.shape))
+    fail("{}: tensor '{}' has ne [{}], expected [{}]", f.path(), t.name, fmt::join(ti.shape(), ", "),
+         fmt::join(ggml_ne(t.shape), ", "));
+  return ti;
+}
+
 void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere) {
   for (const auto& ti : f.tensors())
     if (!layout.find(ti.name) && !held_elsewhere.count(ti.name) && ti.name != kRopeFreqsTensor)
       fail("{}: unexpected tensor '{}' for this llama configuration", f.path(), ti.name);
   for (const auto& t : layout.tensors()) {
-    const auto& ti = f.tensor(t.name);
-    if (ti.shape() != ggml_ne(t.shape)) {
-      auto ne = ggml_ne(t.shape);
-      fail("{}: tensor '{}' has ne [{}], expected [{}]", f.path(), t.name,
-           fmt::join(ti.shape(), ", "), fmt::join(ne, ", "));
-    }
-    auto v = f.to_float(ti);
+    auto v = f.to_float(tensor_of_shape(f, t));
     std::copy(v.begin(), v.end(), params + t.offset);
   }
 }

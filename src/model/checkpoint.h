@@ -22,6 +22,10 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
 void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere = {});
 
+// f's tensor t.name, which must have t's shape (an error naming both
+// otherwise): what a hostile file's smaller matrix would be read past.
+const gguf::TensorInfo& tensor_of_shape(const gguf::GgufFile& f, const ParamTensor& t);
+
 // ggml ne order (reverse of the row-major shape).
 std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape);
 
