@@ -26,7 +26,7 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<LlamaField>& llama_fields() {
   using C = LlamaConfig;
   static const std::vector<LlamaField> fields = {
-      {"arch", &C::arch, "architecture: llama, or qwen3 (RMS-normed query/key heads, NeoX RoPE)"},
+      {"arch", &C::arch, "architecture: llama, qwen2 or qwen3 (rows of model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
       {"n_heads", &C::n_heads, "attention (query) heads"},
