@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Rewrites an F32 GGUF as another architecture with llama.cpp's own gguf-py:
 general.architecture set to ARCH, every "<old arch>." key renamed to
-"ARCH.", and the tensors whose names contain one of --drop left out. A test's
-control: the same weights as a model of another family.
+"ARCH.", and the tensors whose names contain one of --drop left out;
+--drop-key leaves keys out, --set-u32 KEY=N sets integer ones. A test's
+control: the same weights as a model of another family, or with a key that
+ggtrain could have written wrongly or left out.
 
   GGUF_PY=llama-src/gguf-py python3 gguf_as_arch.py IN.gguf OUT.gguf ARCH [--drop attn_q_norm ...]
+      [--drop-key gemma3.rope.freq_base_swa ...] [--set-u32 gemma3.attention.sliding_window=15 ...]
 
 rewrite_gguf() is the copy itself, which make_llama3_gguf.py uses too.
 """
@@ -17,12 +20,14 @@ import numpy as np  # noqa: E402
 from gguf import GGUFReader, GGUFValueType, GGUFWriter  # noqa: E402
 
 
-def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None):
+def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None, set_u32=None, drop_keys=()):
     """Copies src to dst with gguf-py: the architecture renamed to `arch`
-    (keys too), the f32 keys of `set_f32` ({name: value}, after renaming)
-    replaced, tensors whose names contain a `drop` entry or appear in
-    `first_tensors` ({name: array}, written first instead) left out."""
+    (keys too), the f32 keys of `set_f32` and the u32 keys of `set_u32`
+    ({name: value}, after renaming) set, the keys in `drop_keys` left out,
+    tensors whose names contain a `drop` entry or appear in `first_tensors`
+    ({name: array}, written first instead) left out."""
     set_f32 = set_f32 or {}
+    set_u32 = set_u32 or {}
     first_tensors = first_tensors or {}
     r = GGUFReader(src)
     old = r.fields["general.architecture"].contents()
@@ -33,12 +38,19 @@ def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None)
             continue
         if name.startswith(old + "."):
             name = arch + name[len(old):]
+        if name in drop_keys:
+            continue
         if name in set_f32:
             w.add_key_value(name, set_f32[name], GGUFValueType.FLOAT32)
+            continue
+        if name in set_u32:
+            w.add_key_value(name, set_u32.pop(name), GGUFValueType.UINT32)
             continue
         vtype = field.types[0]
         sub = field.types[-1] if vtype == GGUFValueType.ARRAY else None
         w.add_key_value(name, field.contents(), vtype, sub_type=sub)
+    for name, value in set_u32.items():  # keys src lacks
+        w.add_key_value(name, value, GGUFValueType.UINT32)
     for name, data in first_tensors.items():
         w.add_tensor(name, data)
     for t in r.tensors:
@@ -59,8 +71,11 @@ def main():
     ap.add_argument("dst")
     ap.add_argument("arch")
     ap.add_argument("--drop", nargs="*", default=[])
+    ap.add_argument("--drop-key", nargs="*", default=[])
+    ap.add_argument("--set-u32", nargs="*", default=[])
     a = ap.parse_args()
-    rewrite_gguf(a.src, a.dst, arch=a.arch, drop=a.drop)
+    set_u32 = {k: int(v) for k, v in (kv.split("=", 1) for kv in a.set_u32)}
+    rewrite_gguf(a.src, a.dst, arch=a.arch, drop=a.drop, set_u32=set_u32, drop_keys=a.drop_key)
 
 
 if __name__ == "__main__":

@@ -21,26 +21,28 @@ namespace {
 struct Case {
   kernels::CacheType type;
   int64_t n_heads, n_kv_heads, d_head, threads;
+  int64_t window = 0;  // sliding window (0: none)
 };
 
 std::string name(const Case& c) {
   return std::string(c.type == kernels::CacheType::kF16 ? "f16" : "f32") + " heads " + std::to_string(c.n_heads) +
          "/" + std::to_string(c.n_kv_heads) + " d_head " + std::to_string(c.d_head) + " threads " +
-         std::to_string(c.threads);
+         std::to_string(c.threads) + (c.window ? " window " + std::to_string(c.window) : "");
 }
 
 // Causal attention in double of queries q [n, H*hd] at positions pos.. over
-// the keys and values k, v [positions, KVH*hd].
+// the keys and values k, v [positions, KVH*hd] (the last c.window of them
+// with a window).
 std::vector<double> reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                               const Case& c, int64_t pos, int64_t n) {
   const int64_t hd = c.d_head, QD = c.n_heads * hd, KD = c.n_kv_heads * hd, G = c.n_heads / c.n_kv_heads;
   std::vector<double> out(size_t(n * QD));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < c.n_heads; ++h) {
-      const int64_t g = h / G, keys = pos + i + 1;
-      std::vector<double> s(static_cast<size_t>(keys));
+      const int64_t g = h / G, keys = pos + i + 1, first = c.window ? std::max<int64_t>(0, keys - c.window) : 0;
+      std::vector<double> s(static_cast<size_t>(keys), -INFINITY);
       double m = -INFINITY, l = 0;
-      for (int64_t j = 0; j < keys; ++j) {
+      for (int64_t j = first; j < keys; ++j) {
         double dot = 0;
         for (int64_t d = 0; d < hd; ++d) dot += double(q[size_t(i * QD + h * hd + d)]) * k[size_t(j * KD + g * hd + d)];
         s[size_t(j)] = dot / std::sqrt(double(hd));
@@ -67,7 +69,7 @@ class AttentionDecode : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionDecode, EqualsDoubleSoftmaxOverTheCachedKeys) {
   const Case c = GetParam();
-  const kernels::DecodeAttnShape shape{c.n_heads, c.n_kv_heads, c.d_head};
+  const kernels::DecodeAttnShape shape{c.n_heads, c.n_kv_heads, c.d_head, c.window};
   const int64_t n_ctx = 330, layers = 2, QD = c.n_heads * c.d_head, KD = c.n_kv_heads * c.d_head;
   std::mt19937 rng(7);
   // Keys and values of every position, stored into layer 1 (layer 0 stays
@@ -96,7 +98,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{kernels::CacheType::kF32, 8, 2, 64, 1}, Case{kernels::CacheType::kF32, 8, 2, 64, 3},
                       Case{kernels::CacheType::kF16, 8, 2, 64, 3}, Case{kernels::CacheType::kF16, 9, 3, 64, 2},
                       Case{kernels::CacheType::kF16, 6, 6, 48, 2}, Case{kernels::CacheType::kF32, 4, 1, 20, 2},
-                      Case{kernels::CacheType::kF16, 4, 1, 20, 1}, Case{kernels::CacheType::kF32, 2, 2, 128, 4}));
+                      Case{kernels::CacheType::kF16, 4, 1, 20, 1}, Case{kernels::CacheType::kF32, 2, 2, 128, 4},
+                      // Sliding windows (gemma3's local layers): starts inside a tile, one
+                      // query's keys split across threads, windows longer than the context.
+                      Case{kernels::CacheType::kF32, 8, 2, 64, 3, 50}, Case{kernels::CacheType::kF16, 4, 1, 20, 2, 77},
+                      Case{kernels::CacheType::kF32, 2, 2, 128, 1, 17}, Case{kernels::CacheType::kF16, 8, 2, 64, 4, 1000}));
 
 // fp16 really rounds: keys and values after store() are fp16 values, and an
 // fp32 cache leaves them alone.

@@ -328,6 +328,24 @@ std::vector<Case> cases() {
                           })};
                },
                {"k.gguf", "blk.0.attn_q.weight", "ne [64, 64]", "expected [64, 128]"}});
+  c.push_back({"rope_scaling_not_linear", "a model whose `llama.rope.scaling.type` is `yarn` (only linear scaling is implemented)",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-p", "a", "-m",
+                          gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("y.gguf"), [](gguf::GgufWriter& w) {
+                            w.set("llama.rope.scaling.type", gguf::Value::str("yarn"));
+                          })};
+               },
+               {"y.gguf", "llama.rope.scaling.type", "'yarn'", "linear"}});
+  c.push_back({"logit_softcapping", "a model with `llama.final_logit_softcapping` (Gemma 2's soft-capped logits)",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-p", "a", "-m",
+                          gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("cap.gguf"), [](gguf::GgufWriter& w) {
+                            w.set("llama.final_logit_softcapping", gguf::Value::f32(30));
+                          })};
+               },
+               {"cap.gguf", "llama.final_logit_softcapping", "not supported"}});
+  c.push_back({"sliding_window_not_gemma3", "`model.sliding_window=16` for a llama model (only gemma3 has local layers)",
+               [](Env& e) { return e.fresh({"model.sliding_window=16"}); }, {"sliding_window", "llama", "set it to 0"}});
   c.push_back({"config_file_missing", "`--config` names no file",
                [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
                {"nope.toml", "cannot read config file"}});

@@ -220,3 +220,35 @@ TEST(Finetune, Qwen3TrainsContinuesAndResumesExactly) {
   test_support::expect_exact_resume(tmp / "c", tmp / "d", c, 5);
   EXPECT_EQ(model::config_from_llama_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10))).head_dim, 24);
 }
+
+// Gemma 3 (model.arch = "gemma3": GeGLU, post-norms, scaled embedding, a
+// sliding window of 8 on every other layer with its own RoPE base, linear
+// RoPE scaling on the others) trained from scratch and continued from its
+// checkpoint: both resume bit-exactly, and the window and RoPE keys come
+// with the file (llama.cpp's agreement on what they mean:
+// tests/llama_cpp_arch_check.sh gemma3).
+TEST(Finetune, Gemma3TrainsContinuesAndResumesExactly) {
+  TempDir tmp("ggtrain_gemma3");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  auto fresh = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  fresh.model.arch = "gemma3";
+  fresh.model.head_dim = 24;
+  fresh.model.sliding_window = 8;
+  fresh.model.swa_pattern = 2;
+  fresh.model.rope_freq_base_swa = 5000;
+  fresh.model.rope_scaling_factor = 2;
+  fresh.checkpoint.every = 5;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", fresh, 5);
+  const std::string ck = train::weights_path(tmp / "a", 10);
+  const gguf::GgufFile f(ck);
+  EXPECT_EQ(f.get_string("general.architecture"), "gemma3");
+  EXPECT_EQ(f.get_uint("gemma3.attention.sliding_window"), 8u);
+  EXPECT_EQ(f.tensor("blk.1.post_ffw_norm.weight").ne[0], 64u);
+  const auto c = continue_config(tmp, ck, 10);
+  test_support::expect_exact_resume(tmp / "c", tmp / "d", c, 5);
+  const auto back = model::config_from_llama_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10)));
+  EXPECT_EQ(back.sliding_window, 8);
+  EXPECT_EQ(back.swa_pattern, 2);
+  EXPECT_EQ(back.rope_freq_base_swa, 5000.0);
+  EXPECT_EQ(back.rope_scaling_factor, 2.0);
+}

@@ -51,10 +51,11 @@ std::vector<float> write_model(const model::LlamaConfig& c, const std::string& p
   model::ParamLayout layout(c);
   std::vector<float> p(static_cast<size_t>(layout.total()));
   model::init_params(c, layout, p.data(), 5, 0.2);  // large weights: logits that matter
-  // Biases (init: 0) and head norms (init: 1) away from their start, so a
+  // Biases (init: 0), head norms and post-norms (init: 1) away from their start, so a
   // decoder that skipped or swapped one would be seen.
   for (const auto& t : layout.tensors())
-    if (t.name.ends_with(".bias") || t.name.ends_with("_q_norm.weight") || t.name.ends_with("_k_norm.weight"))
+    if (t.name.ends_with(".bias") || t.name.ends_with("_q_norm.weight") || t.name.ends_with("_k_norm.weight") ||
+        t.name.ends_with("post_attention_norm.weight") || t.name.ends_with("post_ffw_norm.weight"))
       for (int64_t i = 0; i < t.size; ++i)
         p[size_t(t.offset + i)] += float(0.3 * std::sin(double(i) * 0.7 + double(t.offset % 97)));
   gguf::GgufWriter w;
@@ -75,6 +76,13 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
   auto c = config(tied, n_kv_heads);
   c.arch = arch;
   c.head_dim = head_dim;
+  if (arch == "gemma3") {  // layers 0 and 2 local, 1 global; none of them at llama.cpp's defaults
+    c.n_layers = 3;
+    c.sliding_window = 11;
+    c.swa_pattern = 2;
+    c.rope_freq_base_swa = 1000;
+    c.rope_scaling_factor = 4;
+  }
   auto p = write_model(c, tmp / "m.gguf");
   const int64_t T = 40, V = c.vocab;
   model::LlamaModel<float> m(c, 1, T);
@@ -135,6 +143,7 @@ TEST(Decoder, MatchesTrainingForwardWithLlama3RopeFactors) {
 TEST(Decoder, MatchesTrainingForwardMqaTied) { check_decoder_matches_training_forward(true, 1); }
 TEST(Decoder, MatchesTrainingForwardQwen3) { check_decoder_matches_training_forward(true, 2, "qwen3", 24); }
 TEST(Decoder, MatchesTrainingForwardQwen2) { check_decoder_matches_training_forward(false, 2, "qwen2"); }
+TEST(Decoder, MatchesTrainingForwardGemma3) { check_decoder_matches_training_forward(true, 2, "gemma3", 24); }
 
 // With an fp16 cache (llama.cpp's default), a prompt run as one batch (the
 // flash kernel over the rounded keys and values) and the same tokens fed one
@@ -406,6 +415,36 @@ TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
 // A hostile head count of 0 (with llama.rope.dimension_count present, as in
 // every llama.cpp model) is a clear error, not a division by zero while the
 // RoPE width is compared with the head size.
+// Gemma 3's sliding-window keys: the window always (llama.cpp reads no
+// window without it), the pattern and the local RoPE base only where they
+// differ from what llama.cpp assumes (the converter writes neither), linear
+// RoPE scaling as the converter writes it; all read back.
+TEST(ModelConfig, Gemma3WritesTheSlidingWindowKeysLlamaCppWouldNotAssume) {
+  TempDir tmp;
+  auto c = config(true, 2);
+  c.arch = "gemma3";
+  c.sliding_window = 512;
+  write_model(c, tmp / "default.gguf");
+  const gguf::GgufFile d(tmp / "default.gguf");
+  EXPECT_EQ(d.get_uint("gemma3.attention.sliding_window"), 512u);
+  EXPECT_EQ(d.find("gemma3.attention.sliding_window_pattern"), nullptr);
+  EXPECT_EQ(d.find("gemma3.rope.freq_base_swa"), nullptr);
+  EXPECT_EQ(d.find("gemma3.rope.scaling.type"), nullptr);
+  EXPECT_EQ(model::config_from_llama_gguf(d).swa_pattern, 6);
+  EXPECT_EQ(model::config_from_llama_gguf(d).rope_freq_base_swa, 10000.0);
+  c.swa_pattern = 4;
+  c.rope_freq_base_swa = 20000;
+  c.rope_scaling_factor = 8;
+  write_model(c, tmp / "other.gguf");
+  const gguf::GgufFile o(tmp / "other.gguf");
+  EXPECT_EQ(o.get_uint("gemma3.attention.sliding_window_pattern"), 4u);
+  EXPECT_EQ(o.get_float("gemma3.rope.freq_base_swa"), 20000.0);
+  EXPECT_EQ(o.get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(o.get_float("gemma3.rope.scaling.factor"), 8.0);
+  const auto back = model::config_from_llama_gguf(o);
+  for (const auto& f : model::llama_fields()) EXPECT_TRUE(model::same_field(back, c, f, true)) << f.name;
+}
+
 TEST(ModelConfig, ZeroHeadCountIsAClearError) {
   ggtrain::test_support::TempDir tmp("ggtrain_zero_heads");
   const ggtrain::gguf::GgufFile src(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf");

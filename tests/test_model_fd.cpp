@@ -100,6 +100,22 @@ TEST(ModelFd, Qwen3HeadNormsNeoxRopeWideHeads) {
   c.head_dim = 6;
   check_model(c);
 }
+// Gemma 3: embedding scaled by sqrt(d_model), GeGLU (GELU tanh), norms of
+// the attention and feed-forward outputs, head norms, heads wider than
+// d_model / n_heads; layer 0 local (a window of 2 positions, its own RoPE
+// base), layer 1 global (linear RoPE scaling); in a packed, masked batch so
+// that the window and the documents both cut.
+TEST(ModelFd, Gemma3SlidingWindowPostNormsGeglu) {
+  auto c = tiny_config(4, 2, true);
+  c.arch = "gemma3";
+  c.head_dim = 6;
+  c.sliding_window = 2;
+  c.swa_pattern = 2;
+  c.rope_freq_base_swa = 30.0;
+  c.rope_scaling_factor = 3.0;
+  check_model(c, {}, {true, true});
+  check_model(c);
+}
 // Qwen2: biases on the query, key and value projections, NeoX RoPE pairs.
 TEST(ModelFd, Qwen2BiasesNeoxRope) {
   auto c = tiny_config(4, 2, false);

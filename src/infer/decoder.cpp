@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "kernels/attention.h"
@@ -71,12 +72,23 @@ void Decoder::build(Matrix matrix, Vector vec) {
       layers_.back().attn_q_norm = vec(n("attn_q_norm"));
       layers_.back().attn_k_norm = vec(n("attn_k_norm"));
     }
+    if (cfg_.architecture().post_norms) {
+      layers_.back().attn_post_norm = vec(n("post_attention_norm"));
+      layers_.back().ffn_post_norm = vec(n("post_ffw_norm"));
+    }
   }
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, N = n_ctx_;
-  rope_cos_.resize(size_t(N * cfg_.d_head() / 2));
-  rope_sin_.resize(rope_cos_.size());
-  kernels::rope_tables(rope_cos_.data(), rope_sin_.data(), N, cfg_.d_head(), cfg_.rope_freq_base,
-                       cfg_.rope_factors_or_null());
+  for (bool local : {false, true}) {
+    if (local && cfg_.sliding_window == 0) break;
+    auto& cs = local ? rope_cos_local_ : rope_cos_;
+    auto& sn = local ? rope_sin_local_ : rope_sin_;
+    cs.resize(size_t(N * cfg_.d_head() / 2));
+    sn.resize(cs.size());
+    const model::LlamaConfig::Rope r = cfg_.rope(local);
+    kernels::rope_tables(cs.data(), sn.data(), N, cfg_.d_head(), r.base, r.freq_factors, r.linear_factor);
+  }
+  for (int64_t t = 0; cfg_.sliding_window > 0 && t < N; ++t)
+    window_start_.push_back(int32_t(std::max<int64_t>(0, t - cfg_.sliding_window + 1)));
   for (auto* b : {&x_, &h_, &tmp_}) b->resize(size_t(N * C));
   for (auto* b : {&q_, &att_out_}) b->resize(size_t(N * cfg_.q_dim()));
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));
@@ -111,14 +123,32 @@ kernels::AttnShape Decoder::flash_shape(int64_t n) const {
 // kernel, over this batch's keys and values (already rounded as the cache
 // holds them). Otherwise (decode, or a prompt after a kept prefix) the
 // cache's own kernel.
+// A local layer sees the last sliding_window positions: the flash kernel
+// through per-position first keys, the cache's through its window.
 void Decoder::attention(int64_t l, int64_t n) {
+  const bool local = cfg_.is_local_layer(l);
   if (pos_ == 0 && n >= kFlashPrompt) {
+    kernels::AttnShape shape = flash_shape(n);
+    if (local) shape.doc_start = window_start_.data();
     kernels::attention_forward(att_out_.data(), lse_.data(), flash_scratch_.data(), q_.data(), k_.data(), v_.data(),
-                               flash_shape(n));
+                               shape);
     return;
   }
-  kernels::attention_decode(att_out_.data(), q_.data(), cache_.layer(l), decode_shape(), pos_, n,
-                            decode_scratch_.data(), threads_);
+  kernels::attention_decode(att_out_.data(), q_.data(), cache_.layer(l), decode_shape(local ? cfg_.sliding_window : 0),
+                            pos_, n, decode_scratch_.data(), threads_);
+}
+
+void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
+  const int64_t C = cfg_.d_model;
+  kernels::rmsnorm_forward(tmp_.data(), rstd_.data(), tmp_.data(), norm.data(), n, C, float(cfg_.rms_eps));
+  kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+}
+
+void Decoder::gate(int64_t n) {
+  const int64_t m = n * cfg_.d_ff;
+  if (cfg_.architecture().ffn_activation == model::FfnActivation::kGeluTanh)
+    return kernels::geglu_forward(gate_.data(), gate_.data(), up_.data(), m);
+  kernels::swiglu_forward(gate_.data(), gate_.data(), up_.data(), m);
 }
 
 void Decoder::warmup() {
@@ -134,7 +164,7 @@ void Decoder::warmup() {
 void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (n <= 0) fail("decoder: nothing to evaluate");
   if (pos_ + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos_, n_ctx_);
-  const int64_t C = cfg_.d_model, F = cfg_.d_ff, hd = cfg_.d_head();
+  const int64_t C = cfg_.d_model, hd = cfg_.d_head();
   const float eps = float(cfg_.rms_eps);
   const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
   for (int64_t i = 0; i < n; ++i) {
@@ -142,10 +172,13 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
       fail("decoder: token {} is outside the vocabulary of {}", tokens[i], cfg_.vocab);
     token_embd_.row(tokens[i], x_.data() + i * C);
   }
-  const float* cs = rope_cos_.data() + pos_ * hd / 2;
-  const float* sn = rope_sin_.data() + pos_ * hd / 2;
+  if (cfg_.architecture().embedding_scale)  // sqrtf(d_model), as llama.cpp
+    kernels::scale_inplace(x_.data(), std::sqrt(float(C)), n * C);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const Layer& L = layers_[size_t(l)];
+    const bool local = cfg_.is_local_layer(l);
+    const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos_ * hd / 2;
+    const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos_ * hd / 2;
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.attn_norm.data(), n, C, eps);
     L.wq.matmul(h_.data(), q_.data(), n);
     L.wk.matmul(h_.data(), k_.data(), n);
@@ -165,13 +198,19 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     cache_.store(l, k_.data(), v_.data(), pos_, n);
     attention(l, n);
     L.wo.matmul(att_out_.data(), tmp_.data(), n);
-    kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+    if (L.attn_post_norm.empty())
+      kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+    else
+      add_post_normed(L.attn_post_norm, n);
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
     L.w_gate.matmul(h_.data(), gate_.data(), n);
     L.w_up.matmul(h_.data(), up_.data(), n);
-    kernels::swiglu_forward(gate_.data(), gate_.data(), up_.data(), n * F);
+    gate(n);
     L.w_down.matmul(gate_.data(), tmp_.data(), n);
-    kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+    if (L.ffn_post_norm.empty())
+      kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+    else
+      add_post_normed(L.ffn_post_norm, n);
   }
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
   kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first * C, output_norm_.data(), rows, C, eps);

@@ -61,6 +61,7 @@ class Decoder {
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
     std::vector<float> bq = {}, bk = {}, bv = {};           // Architecture::qkv_bias, else empty
+    std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
     WeightMatrix& matrix(model::BlockMatrix m) {
       WeightMatrix* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
       return *all[m];
@@ -71,7 +72,12 @@ class Decoder {
   void build(Matrix matrix, Vector vec);
   void attention(int64_t l, int64_t n);
   kernels::AttnShape flash_shape(int64_t n) const;
-  kernels::DecodeAttnShape decode_shape() const { return {cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()}; }
+  kernels::DecodeAttnShape decode_shape(int64_t window = 0) const {
+    return {cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head(), window};
+  }
+  // out = rmsnorm(tmp_) of n rows (a post-norm), added to the residual stream x_.
+  void add_post_normed(const std::vector<float>& norm, int64_t n);
+  void gate(int64_t n);  // gate_ = f(gate_) * up_, f the family's activation
   // Prompts of at least this many tokens into an empty cache use the flash
   // kernel (its 64-query tiles gain nothing on a handful of queries).
   static constexpr int64_t kFlashPrompt = 16;
@@ -85,6 +91,8 @@ class Decoder {
   std::vector<float> output_norm_;
   std::vector<Layer> layers_;
   std::vector<float> rope_cos_, rope_sin_;
+  std::vector<float> rope_cos_local_, rope_sin_local_;  // the local layers' (LlamaConfig::sliding_window)
+  std::vector<int32_t> window_start_;  // [n_ctx] a prompt's first visible key per position (local layers)
   // activations for up to n_ctx tokens
   std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, logits_;
   std::vector<float> head_rstd_;  // [n_ctx * n_heads] the head norms' (qk_norm)

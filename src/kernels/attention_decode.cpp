@@ -114,14 +114,17 @@ struct Partial {
   int64_t ml_stride;
 };
 
+// Keys before `first` (a sliding window's start, inside the first tile)
+// are scored and then masked out; at least one key of [j0, j1) is visible.
 template <typename E>
 void attend_keys(const Partial& p, const float* q, int64_t G, const E* k, const E* v, int64_t hd, int64_t j0,
-                 int64_t j1, float* qs, float* s, int64_t ld) {
+                 int64_t j1, int64_t first, float* qs, float* s, int64_t ld) {
   const float scale = 1.0f / std::sqrt(float(hd));
   for (int64_t i = 0; i < G * hd; ++i) qs[i] = q[i] * scale;
   key_scores(s, ld, qs, G, k, hd, j0, j1);
   for (int64_t r = 0; r < G; ++r) {
     float* sr = s + r * ld;
+    for (int64_t j = j0; j < first; ++j) sr[j - j0] = -INFINITY;
     float m = -INFINITY;
     for (int64_t j = 0; j < j1 - j0; ++j) m = std::max(m, sr[j]);
     p.m[r * p.ml_stride] = m;
@@ -136,7 +139,8 @@ void attend_keys(const Partial& p, const float* q, int64_t G, const E* k, const 
 // tiles.
 int64_t key_parts(const DecodeAttnShape& s, int64_t pos, int64_t n, int64_t threads) {
   if (n != 1) return 1;
-  const int64_t tiles = pos / kKeyTile + 1;
+  const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos + 1 - s.window) : 0;
+  const int64_t tiles = pos / kKeyTile + 1 - first / kKeyTile;
   const int64_t want = (2 * threads + s.n_kv_heads - 1) / s.n_kv_heads;
   return std::max<int64_t>(1, std::min(want, tiles / kMinChunkTiles));
 }
@@ -166,23 +170,25 @@ void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t i = it / (KVH * parts), g = (it / parts) % KVH, c = it % parts;
-      const int64_t keys = pos + i + 1, tiles = (keys + kKeyTile - 1) / kKeyTile;
-      const int64_t j0 = std::min(keys, c * tiles / parts * kKeyTile);
-      const int64_t j1 = std::min(keys, (c + 1) * tiles / parts * kKeyTile);
+      // Keys [first, keys) are visible, in tiles [t0, t0 + tiles).
+      const int64_t keys = pos + i + 1, first = s.window > 0 ? std::max<int64_t>(0, keys - s.window) : 0;
+      const int64_t t0 = first / kKeyTile, tiles = (keys + kKeyTile - 1) / kKeyTile - t0;
+      const int64_t j0 = std::min(keys, (t0 + c * tiles / parts) * kKeyTile);
+      const int64_t j1 = std::min(keys, (t0 + (c + 1) * tiles / parts) * kKeyTile);
       const float* qg = q + i * QD + g * G * hd;
       const E* k = kc + g * (n_ctx / kKeyTile) * hd * kKeyTile;
       const E* v = vc + g * n_ctx * hd;
       if (parts == 1) {
         float m[64], l[64];  // G <= 64: checked by attention_decode
         float* o = out + i * QD + g * G * hd;
-        attend_keys<E>({o, hd, m, l, 1}, qg, G, k, v, hd, j0, j1, qs, sc, n_ctx);
+        attend_keys<E>({o, hd, m, l, 1}, qg, G, k, v, hd, j0, j1, first, qs, sc, n_ctx);
         for (int64_t r = 0; r < G; ++r)
           for (int64_t d = 0; d < hd; ++d) o[r * hd + d] /= l[r];
       } else {  // every part holds at least kMinChunkTiles tiles (key_parts)
         const int64_t h0 = g * G;
         attend_keys<E>({part_o + (h0 * parts + c) * hd, parts * hd, part_m + h0 * parts + c,
                         part_l + h0 * parts + c, parts},
-                       qg, G, k, v, hd, j0, j1, qs, sc, n_ctx);
+                       qg, G, k, v, hd, j0, j1, first, qs, sc, n_ctx);
       }
     }
     if (parts > 1) {

@@ -36,6 +36,9 @@ constexpr int64_t cache_positions(int64_t n_ctx) { return (n_ctx + kKeyTile - 1)
 
 struct DecodeAttnShape {
   int64_t n_heads, n_kv_heads, d_head;
+  // Sliding-window attention: a query at position p sees only keys
+  // (p - window, p]. 0: every earlier key.
+  int64_t window = 0;
   int64_t group() const { return n_heads / n_kv_heads; }
 };
 
@@ -44,7 +47,8 @@ struct DecodeAttnShape {
 int64_t attention_decode_scratch(const DecodeAttnShape& s, int64_t n_ctx, int64_t threads);
 
 // out[i] (n_heads * d_head) = causal attention of q[i] at position pos + i
-// over the cache's positions [0, pos + i], for i < n; scale 1/sqrt(d_head).
+// over the cache's positions [0, pos + i] (the last `window` of them with a
+// window), for i < n; scale 1/sqrt(d_head).
 // q, out: [n, n_heads * d_head]. Runs on up to `threads` threads (what the
 // scratch was sized for).
 void attention_decode(float* out, const float* q, const KvLayerView& cache, const DecodeAttnShape& s,

@@ -1,5 +1,5 @@
 #pragma once
-// Small fused element-wise layers: SwiGLU, residual add, bias, embedding lookup.
+// Small fused element-wise layers: SwiGLU, GeGLU, residual add, bias, embedding lookup.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -53,7 +53,92 @@ void swiglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* g
   }
 }
 
+// GELU's tanh approximation as x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715
+// x^3): the same function as 0.5 x (1 + tanh(u)), without tanh's
+// cancellation near 0, and one exp like SiLU.
+constexpr double kGeluK0 = 0.7978845608028654;  // sqrt(2/pi)
+constexpr double kGeluK1 = 0.044715;
+
+template <typename Out>
+void geglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0, int64_t i1) {
+  const float k0 = float(kGeluK0), k1 = float(kGeluK1);
+  int64_t i = i0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.f), m2k0 = _mm512_set1_ps(-2.f * k0), vk1 = _mm512_set1_ps(k1);
+  for (; i + 16 <= i1; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(vk1, g), _mm512_mul_ps(g, g), g);  // g + k1 g^3
+    const __m512 e = exp16(_mm512_mul_ps(m2k0, inner));                                    // exp(-2u)
+    store16(act + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < i1; ++i) {
+    const float g = gate[i], s = 1.f / (1.f + std::exp(-2.f * k0 * (g + k1 * g * g * g)));
+    store(act + i, g * s * up[i]);
+  }
+}
+
+template <typename Out>
+void geglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up,
+                        int64_t i0, int64_t i1) {
+  const float k0 = float(kGeluK0), k1 = float(kGeluK1);
+  int64_t i = i0;
+#if defined(__AVX512F__)
+  const __m512 one = _mm512_set1_ps(1.f), m2k0 = _mm512_set1_ps(-2.f * k0), vk1 = _mm512_set1_ps(k1);
+  const __m512 two_k0 = _mm512_set1_ps(2.f * k0), three_k1 = _mm512_set1_ps(3.f * k1);
+  for (; i + 16 <= i1; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i), d = _mm512_loadu_ps(dact + i), g2 = _mm512_mul_ps(g, g);
+    const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(vk1, g), g2, g);
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_mul_ps(m2k0, inner))));
+    store16(dup + i, _mm512_mul_ps(d, _mm512_mul_ps(g, s)));
+    // gelu'(g) = s + g s (1 - s) 2 k0 (1 + 3 k1 g^2)
+    const __m512 du = _mm512_mul_ps(two_k0, _mm512_fmadd_ps(three_k1, g2, one));
+    const __m512 deriv = _mm512_fmadd_ps(_mm512_mul_ps(g, s), _mm512_mul_ps(_mm512_sub_ps(one, s), du), s);
+    store16(dgate + i, _mm512_mul_ps(_mm512_mul_ps(d, _mm512_loadu_ps(up + i)), deriv));
+  }
+#endif
+  for (; i < i1; ++i) {
+    const float g = gate[i], s = 1.f / (1.f + std::exp(-2.f * k0 * (g + k1 * g * g * g)));
+    store(dup + i, dact[i] * g * s);
+    store(dgate + i, dact[i] * up[i] * (s + g * s * (1.f - s) * 2.f * k0 * (1.f + 3.f * k1 * g * g)));
+  }
+}
+
 }  // namespace detail
+
+// act = gelu_tanh(gate) * up, all [n] (Gemma's GeGLU). act may be bf16 (Out).
+template <typename T, typename Out>
+void geglu_forward(Out* act, const T* gate, const T* up, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int64_t kB = detail::kElementBlock;
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+    for (int64_t i0 = 0; i0 < n; i0 += kB) detail::geglu_forward_f32(act, gate, up, i0, std::min(n, i0 + kB));
+  } else {
+    const T k0 = T(detail::kGeluK0), k1 = T(detail::kGeluK1);
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = gate[i];
+      store(act + i, g / (T(1) + std::exp(T(-2) * k0 * (g + k1 * g * g * g))) * up[i]);
+    }
+  }
+}
+
+// dgate, dup (written) from dact; stored as Out.
+template <typename T, typename Out>
+void geglu_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int64_t kB = detail::kElementBlock;
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+    for (int64_t i0 = 0; i0 < n; i0 += kB)
+      detail::geglu_backward_f32(dgate, dup, dact, gate, up, i0, std::min(n, i0 + kB));
+  } else {
+    const T k0 = T(detail::kGeluK0), k1 = T(detail::kGeluK1);
+    for (int64_t i = 0; i < n; ++i) {
+      const T g = gate[i], s = T(1) / (T(1) + std::exp(T(-2) * k0 * (g + k1 * g * g * g)));
+      store(dup + i, dact[i] * g * s);
+      store(dgate + i, dact[i] * up[i] * (s + g * s * (T(1) - s) * T(2) * k0 * (T(1) + T(3) * k1 * g * g)));
+    }
+  }
+}
 
 // act = silu(gate) * up, all [n]. act may be stored as bf16 (Out): it
 // only feeds the down projection.

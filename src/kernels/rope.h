@@ -15,13 +15,15 @@ namespace ggtrain::kernels {
 // freq_factors: null, or d_head/2 divisors of the pairs' angles (llama.cpp's
 // rope_freqs.weight, which Llama 3.x files carry for their "llama3" RoPE
 // scaling: ggml_rope_ext divides pair i's angle by factor i).
+// linear_factor: linear RoPE scaling, every position divided by it
+// (ggml's freq_scale = 1 / factor).
 template <typename T>
 void rope_tables(T* cos_t, T* sin_t, int64_t n_pos, int64_t d_head, double base,
-                 const float* freq_factors = nullptr) {
+                 const float* freq_factors = nullptr, double linear_factor = 1.0) {
   const int64_t half = d_head / 2;
   for (int64_t p = 0; p < n_pos; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      double theta = double(p) * std::pow(base, -2.0 * double(i) / double(d_head));
+      double theta = double(p) / linear_factor * std::pow(base, -2.0 * double(i) / double(d_head));
       if (freq_factors) theta /= double(freq_factors[i]);
       cos_t[p * half + i] = T(std::cos(theta));
       sin_t[p * half + i] = T(std::sin(theta));

@@ -15,6 +15,12 @@ enum class RopeLayout {
   kHalves,         // (x[i], x[i + d/2]): NeoX, mode 2 (qwen2, qwen3, gemma3)
 };
 
+// The gate's activation in the gated feed-forward act = f(gate) * up.
+enum class FfnActivation {
+  kSilu,      // SwiGLU (llama.cpp LLM_FFN_SILU)
+  kGeluTanh,  // GeGLU with GELU's tanh approximation (LLM_FFN_GELU, HF gelu_pytorch_tanh)
+};
+
 struct Architecture {
   const char* name;  // general.architecture, and the prefix of its keys ("qwen3.block_count")
   RopeLayout rope;
@@ -25,6 +31,19 @@ struct Architecture {
   bool qkv_bias;
   // The converter writes <arch>.attention.key_length / value_length.
   bool writes_head_size;
+  FfnActivation ffn_activation;
+  // RMS norms of each block's attention output and feed-forward output
+  // before they join the residual stream (blk.N.post_attention_norm,
+  // blk.N.post_ffw_norm).
+  bool post_norms;
+  // The token embedding is multiplied by sqrt(d_model) on the way in (not on
+  // the way out when the head is tied).
+  bool embedding_scale;
+  // Sliding-window attention on some layers (<arch>.attention.sliding_window
+  // > 0): layer l is local unless l % pattern == pattern - 1, as llama.cpp's
+  // set_swa_pattern; local layers use their own RoPE base and no RoPE
+  // scaling. 0: the family has no local layers.
+  int64_t default_swa_pattern;
   const char* doc;  // what a user knows it as
 };
 

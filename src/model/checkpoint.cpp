@@ -32,6 +32,18 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
   w.set(c.key("rope.dimension_count"), u32(c.d_head()));
   w.set(c.key("rope.freq_base"), Value::f32(float(c.rope_freq_base)));
   w.set(c.key("attention.layer_norm_rms_epsilon"), Value::f32(float(c.rms_eps)));
+  if (c.rope_scaling_factor != 1.0) {  // as the converter writes a "linear" rope_scaling
+    w.set(c.key("rope.scaling.type"), Value::str("linear"));
+    w.set(c.key("rope.scaling.factor"), Value::f32(float(c.rope_scaling_factor)));
+  }
+  if (c.sliding_window > 0) {
+    w.set(c.key("attention.sliding_window"), u32(c.sliding_window));
+    // Only what llama.cpp would not assume: the converter writes neither.
+    if (c.swa_pattern != c.architecture().default_swa_pattern)
+      w.set(c.key("attention.sliding_window_pattern"), u32(c.swa_pattern));
+    if (c.rope_freq_base_swa != 10000.0)
+      w.set(c.key("rope.freq_base_swa"), Value::f32(float(c.rope_freq_base_swa)));
+  }
   // llama_ftype: 0 = all F32, 1 = mostly F16, 7 = mostly Q8_0, 32 = mostly BF16
   uint32_t ftype = type == TensorType::F16 ? 1 : type == TensorType::Q8_0 ? 7
                  : type == TensorType::BF16 ? 32 : 0;

@@ -26,17 +26,23 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<LlamaField>& llama_fields() {
   using C = LlamaConfig;
   static const std::vector<LlamaField> fields = {
-      {"arch", &C::arch, "architecture: llama, qwen2 or qwen3 (rows of model/architecture.h)"},
+      {"arch", &C::arch, "architecture: llama, qwen2, qwen3 or gemma3 (rows of model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
       {"n_heads", &C::n_heads, "attention (query) heads"},
       {"head_dim", &C::head_dim, "size of each attention head; 0: d_model / n_heads"},
       {"n_kv_heads", &C::n_kv_heads, "key/value heads (grouped-query attention); divides n_heads"},
-      {"d_ff", &C::d_ff, "hidden width of the SwiGLU feed-forward layer"},
+      {"d_ff", &C::d_ff, "hidden width of the gated feed-forward layer"},
       {"ctx", &C::ctx, "longest context the model is built for (llama.context_length)"},
       {"tied", &C::tied, "the output head shares the token embedding's weights"},
       {"rope_freq_base", &C::rope_freq_base, "RoPE base frequency (llama.rope.freq_base)"},
       {"rms_eps", &C::rms_eps, "epsilon of the RMS norms (llama.attention.layer_norm_rms_epsilon)"},
+      {"rope_scaling_factor", &C::rope_scaling_factor,
+       "linear RoPE scaling of the global layers: positions divided by it (1: none)"},
+      {"sliding_window", &C::sliding_window,
+       "gemma3: positions a local layer's attention sees, itself included (0: all layers global)"},
+      {"swa_pattern", &C::swa_pattern, "gemma3: every swa_pattern-th layer is global, the others local"},
+      {"rope_freq_base_swa", &C::rope_freq_base_swa, "gemma3: RoPE base frequency of the local layers"},
   };
   return fields;
 }
@@ -87,6 +93,17 @@ void LlamaConfig::validate(const std::string& where) const {
     fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
   if (!(rope_freq_base > 0)) fail("{}: rope_freq_base must be positive", where);
   if (!(rms_eps > 0)) fail("{}: rms_eps must be positive", where);
+  if (!(rope_scaling_factor > 0 && std::isfinite(rope_scaling_factor)))
+    fail("{}: rope_scaling_factor must be positive, is {}", where, rope_scaling_factor);
+  if (sliding_window < 0 || swa_pattern < 0)
+    fail("{}: sliding_window ({}) and swa_pattern ({}) must be >= 0", where, sliding_window, swa_pattern);
+  if (sliding_window > 0 && architecture().default_swa_pattern == 0)
+    fail("{}: sliding_window is {} but {} has no sliding-window layers; set it to 0", where, sliding_window, arch);
+  if (!(rope_freq_base_swa > 0)) fail("{}: rope_freq_base_swa must be positive", where);
+  // llama.cpp scales Gemma 3 27B's queries by 1/sqrt(d_model / n_heads), a
+  // size it recognises by its 62 layers; every other size by 1/sqrt(head size).
+  if (arch == "gemma3" && n_layers == 62)
+    fail("{}: a gemma3 model of 62 layers (Gemma 3 27B) has an attention scale ggtrain does not implement", where);
   if (!rope_freq_factors.empty() && int64_t(rope_freq_factors.size()) != d_head() / 2)
     fail("{}: {} has {} values, expected head size / 2 = {}", where, kRopeFreqsTensor, rope_freq_factors.size(),
          d_head() / 2);
@@ -110,6 +127,34 @@ double LlamaConfig::flops_per_token(int64_t seq_len) const {
   return 6.0 * double(matmul_params()) + 12.0 * double(n_layers * d_model * seq_len);
 }
 
+namespace {
+
+// llama.cpp's reading: type "linear" unless named, the factor from
+// rope.scaling.factor or the older rope.scale_linear.
+void read_rope_scaling(const gguf::GgufFile& f, LlamaConfig& c) {
+  const std::string type_key = c.key("rope.scaling.type");
+  if (f.find(type_key)) {
+    const std::string type = f.get_string(type_key);
+    if (type != "linear" && type != "none")
+      fail("{}: {} is '{}'; only linear RoPE scaling (or none) is supported", f.path(), type_key, type);
+  }
+  double factor = f.get_float_or(c.key("rope.scaling.factor"), f.get_float_or(c.key("rope.scale_linear"), 0.0));
+  c.rope_scaling_factor = factor == 0 ? 1.0 : factor;
+}
+
+void read_sliding_window(const gguf::GgufFile& f, LlamaConfig& c) {
+  const int64_t default_pattern = c.architecture().default_swa_pattern;
+  if (default_pattern == 0) return;  // llama.cpp reads no window for this family
+  c.sliding_window = int64_t(f.get_uint_or(c.key("attention.sliding_window"), 0));
+  const std::string pattern_key = c.key("attention.sliding_window_pattern");
+  if (const gguf::Value* p = f.find(pattern_key); p && !p->is_integer())
+    fail("{}: {} is not an integer; per-layer sliding-window lists are not supported", f.path(), pattern_key);
+  c.swa_pattern = int64_t(f.get_uint_or(pattern_key, uint64_t(default_pattern)));
+  c.rope_freq_base_swa = f.get_float_or(c.key("rope.freq_base_swa"), 10000.0);
+}
+
+}  // namespace
+
 LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   if (const gguf::Value* type = f.find("general.type"); type && type->type == gguf::ValueType::STRING &&
                                                            type->s == "adapter")
@@ -128,6 +173,11 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_
   c.ctx = int64_t(f.get_uint(key("context_length")));
   c.rope_freq_base = f.get_float_or(key("rope.freq_base"), 10000.0);
   c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"));
+  read_rope_scaling(f, c);
+  read_sliding_window(f, c);
+  if (const gguf::Value* cap = f.find(key("final_logit_softcapping")); cap && cap->as_double() != 0)
+    fail("{}: {} is {}; soft-capped logits are not supported", f.path(), key("final_logit_softcapping"),
+         cap->as_double());
   // Heads of another size than d_model / n_heads (Qwen3): head_dim, else 0.
   if (f.find(key("attention.key_length"))) {
     const int64_t k = int64_t(f.get_uint(key("attention.key_length")));

@@ -29,6 +29,16 @@ struct LlamaConfig {
   bool tied = false;
   double rope_freq_base = 10000.0;
   double rms_eps = 1e-5;
+  // Linear RoPE scaling (<arch>.rope.scaling.factor, type "linear"): every
+  // position divided by it on the global layers. 1: none.
+  double rope_scaling_factor = 1.0;
+  // Sliding-window attention (families with Architecture::default_swa_pattern):
+  // the local layers (is_local_layer) see only the last sliding_window
+  // positions, themselves included, and rotate with rope_freq_base_swa.
+  // 0: every layer is global.
+  int64_t sliding_window = 0;
+  int64_t swa_pattern = 6;  // every swa_pattern-th layer is global; 0: all local
+  double rope_freq_base_swa = 10000.0;
   // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
   // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
   // plain RoPE. Not a config key: it comes with init.from's file and is
@@ -66,6 +76,22 @@ struct LlamaConfig {
   int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t q_dim() const { return n_heads * d_head(); }
   int64_t kv_dim() const { return n_kv_heads * d_head(); }
+  // The RoPE of a global or a local layer: llama.cpp rotates local layers
+  // with their own base and without scaling.
+  struct Rope {
+    double base;
+    const float* freq_factors;  // null: none
+    double linear_factor;
+  };
+  Rope rope(bool local) const {
+    if (local) return {rope_freq_base_swa, nullptr, 1.0};
+    return {rope_freq_base, rope_factors_or_null(), rope_scaling_factor};
+  }
+  // Whether layer l attends through the sliding window (llama.cpp's
+  // set_swa_pattern: all but every swa_pattern-th layer).
+  bool is_local_layer(int64_t l) const {
+    return sliding_window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1);
+  }
   // Throws Error (prefixed by `where`) naming the first inconsistent field.
   void validate(const std::string& where) const;
   // Matmul weights incl. the head (counted again when tied: it is a GEMM).

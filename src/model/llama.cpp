@@ -87,7 +87,15 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
-  rope_tables(rope_cos_, rope_sin_, seq_len_, cfg_.d_head(), cfg_.rope_freq_base, cfg_.rope_factors_or_null());
+  for (bool local : {false, true}) {
+    if (local && cfg_.sliding_window == 0) break;
+    const LlamaConfig::Rope r = cfg_.rope(local);
+    rope_tables(local ? rope_cos_local_ : rope_cos_, local ? rope_sin_local_ : rope_sin_, seq_len_, cfg_.d_head(),
+                r.base, r.freq_factors, r.linear_factor);
+  }
+  local_attn_shape_ = attn_shape_;
+  window_start_.resize(doc_start_.size());
+  set_documents(nullptr);
 }
 
 template <typename T>
@@ -101,16 +109,25 @@ void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what, bool a
 template <typename T>
 void LlamaModel<T>::set_documents(const int32_t* doc_start) {
   attn_shape_.doc_start = nullptr;
-  if (!doc_start) return;
+  if (doc_start) {
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < seq_len_; ++t) {
+        const int32_t s = doc_start[b * seq_len_ + t];
+        const int32_t prev = t > 0 ? doc_start[b * seq_len_ + t - 1] : 0;
+        if (s < prev || s > t)
+          fail("model: document start {} at position {} of row {} is not in [{}, {}]", s, t, b, prev, t);
+      }
+    std::copy(doc_start, doc_start + batch_ * seq_len_, doc_start_.begin());
+    attn_shape_.doc_start = doc_start_.data();
+  }
+  if (cfg_.sliding_window == 0) return;
+  // Both starts are non-decreasing along a row, so their maximum is too.
   for (int64_t b = 0; b < batch_; ++b)
     for (int64_t t = 0; t < seq_len_; ++t) {
-      const int32_t s = doc_start[b * seq_len_ + t];
-      const int32_t prev = t > 0 ? doc_start[b * seq_len_ + t - 1] : 0;
-      if (s < prev || s > t)
-        fail("model: document start {} at position {} of row {} is not in [{}, {}]", s, t, b, prev, t);
+      const int64_t i = b * seq_len_ + t;
+      window_start_[size_t(i)] = int32_t(std::max<int64_t>(doc_start ? doc_start[i] : 0, t - cfg_.sliding_window + 1));
     }
-  std::copy(doc_start, doc_start + batch_ * seq_len_, doc_start_.begin());
-  attn_shape_.doc_start = doc_start_.data();
+  local_attn_shape_.doc_start = window_start_.data();
 }
 
 template <typename T>
@@ -209,6 +226,35 @@ void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, T* dw, const G
   lora_bwd(l, t, din, dout_fp32, in.fp32, n_in, n_out);
 }
 
+template <typename T>
+void LlamaModel<T>::post_norm_forward(T* out, T* rstd, const T* proj, const T* w) {
+  rmsnorm_forward(out, rstd, proj, w, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+void LlamaModel<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  std::fill(d_proj, d_proj + BT * C, T(0));  // rmsnorm_backward accumulates
+  rmsnorm_backward(d_proj, dw, d_out, proj, w, rstd, BT, C);
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+template <typename Out>
+void LlamaModel<T>::gate_forward(Out* act, const T* gate, const T* up, int64_t n) const {
+  if (cfg_.architecture().ffn_activation == FfnActivation::kGeluTanh) return geglu_forward(act, gate, up, n);
+  swiglu_forward(act, gate, up, n);
+}
+
+template <typename T>
+template <typename Out>
+void LlamaModel<T>::gate_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) const {
+  if (cfg_.architecture().ffn_activation == FfnActivation::kGeluTanh)
+    return geglu_backward(dgate, dup, dact, gate, up, n);
+  swiglu_backward(dgate, dup, dact, gate, up, n);
+}
+
 // x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
 // and the feed-forward half's norm of x_mid with it (one pass). With x_mid
 // null (recomputation for backward) it stops after attention.
@@ -233,19 +279,24 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
     rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * cfg_.n_kv_heads, hd, T(cfg_.rms_eps));
     charge_time_to(OpProfile::kNorm);
   }
-  rope_forward(a.q, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
-  rope_forward(a.k, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+  rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+  rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
   charge_time_to(OpProfile::kRope);
   with_pointer(a.attn_out, [&](auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
-        return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
+        return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
     }
-    attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape_);
+    attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
   });
   charge_time_to(OpProfile::kAttention);
   if (!x_mid) return;
-  project(l, kAttnOutput, x_mid, a.attn_out, QD, C, OpProfile::kAttnOutput);
+  if (post_norms()) {  // x_mid = x_in + rmsnorm(attn_out Wo^T)
+    project(l, kAttnOutput, a.attn_proj, a.attn_out, QD, C, OpProfile::kAttnOutput);
+    post_norm_forward(x_mid, a.rstd_attn_post, a.attn_proj, w.attn_post_norm);
+  } else {
+    project(l, kAttnOutput, x_mid, a.attn_out, QD, C, OpProfile::kAttnOutput);
+  }
   with_pointer(a.h_ffn, [&](auto* h) {
     residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
   });
@@ -253,18 +304,24 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
 }
 
 // x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
-// by attn_block_forward). With x_out null (recomputation for backward) it
-// stops after SwiGLU.
+// by attn_block_forward); GELU for silu and a norm of the W_down output in
+// the families that have them. With x_out null (recomputation for backward)
+// it stops after the activation.
 template <typename T>
 void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
   project(l, kFfnGate, a.gate, a.h_ffn, C, F, OpProfile::kGateUp);
   project(l, kFfnUp, a.up, a.h_ffn, C, F, OpProfile::kGateUp);
-  with_pointer(a.act, [&](auto* act) { swiglu_forward(act, a.gate, a.up, BT * F); });
+  with_pointer(a.act, [&](auto* act) { gate_forward(act, a.gate, a.up, BT * F); });
   charge_time_to(OpProfile::kSwiglu);
   if (!x_out) return;
-  project(l, kFfnDown, x_out, a.act, F, C, OpProfile::kDown);
+  if (post_norms()) {  // x_out = x_mid + rmsnorm(act W_down^T)
+    project(l, kFfnDown, a.ffn_proj, a.act, F, C, OpProfile::kDown);
+    post_norm_forward(x_out, a.rstd_ffn_post, a.ffn_proj, w_.layers[size_t(l)].ffn_post_norm);
+  } else {
+    project(l, kFfnDown, x_out, a.act, F, C, OpProfile::kDown);
+  }
   residual_forward(x_out, x_out, x_mid, BT * C);
   charge_time_to(OpProfile::kResidual);
 }
@@ -280,6 +337,7 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
   } else {
     embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
   }
+  if (cfg_.architecture().embedding_scale) scale_inplace(residual_[0], embedding_scale(), BT * C);
   charge_time_to(OpProfile::kEmbedding);
 }
 
@@ -377,13 +435,20 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  // d_res is dL/d(x_out) and becomes dL/d(x_mid)
-  project_bwd(l, kFfnDown, d_act_, g.w_down, gemm_in(d_res, d_res_h_, BT * C), d_res, a.act, F, C, false,
+  // d_res is dL/d(x_out) and becomes dL/d(x_mid). d_down: dL/d(the down
+  // projection's output), through its post-norm where there is one (in
+  // d_normed_, free until the gate/up backward).
+  T* d_down = d_res;
+  if (post_norms()) {
+    post_norm_backward(d_normed_, g.ffn_post_norm, d_res, a.ffn_proj, w.ffn_post_norm, a.rstd_ffn_post);
+    d_down = d_normed_;
+  }
+  project_bwd(l, kFfnDown, d_act_, g.w_down, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, F, C, false,
               OpProfile::kDown);
   if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
-    swiglu_backward(d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
+    gate_backward(d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
   else
-    swiglu_backward(d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
+    gate_backward(d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
   project_bwd(l, kFfnGate, d_normed_, g.w_gate, d_gate_, d_gate_.fp32, a.h_ffn, C, F, false, OpProfile::kGateUp);
   project_bwd(l, kFfnUp, d_normed_, g.w_up, d_up_, d_up_.fp32, a.h_ffn, C, F, true, OpProfile::kGateUp);
@@ -398,20 +463,25 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  // d_res is dL/d(x_mid) and becomes dL/d(x_in)
-  project_bwd(l, kAttnOutput, d_attn_out_, g.wo, gemm_in(d_res, d_res_h_, BT * C), d_res, a.attn_out, QD, C, false,
+  // d_res is dL/d(x_mid) and becomes dL/d(x_in); d_proj as d_down above
+  T* d_proj = d_res;
+  if (post_norms()) {
+    post_norm_backward(d_normed_, g.attn_post_norm, d_res, a.attn_proj, w.attn_post_norm, a.rstd_attn_post);
+    d_proj = d_normed_;
+  }
+  project_bwd(l, kAttnOutput, d_attn_out_, g.wo, gemm_in(d_proj, d_res_h_, BT * C), d_proj, a.attn_out, QD, C, false,
               OpProfile::kAttnOutput);
   with_pointer(a.attn_out, [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
         return attention_backward_bf16(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v,
-                                       attn_shape_);
+                                       attn_shape(l));
     }
-    attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape_);
+    attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape(l));
   });
   charge_time_to(OpProfile::kAttention);
-  rope_backward(d_q_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
-  rope_backward(d_k_, rope_cos_, rope_sin_, batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+  rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+  rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
   charge_time_to(OpProfile::kRope);
   T *d_q_proj = d_q_, *d_k_proj = d_k_;  // the gradients of the projections' outputs
   if (qk_norm()) {
@@ -441,7 +511,9 @@ void LlamaModel<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
     phase_ = OpProfile::kRecompute;
     attn_block_forward(l, x_in, a.x_mid);
-    ffn_block_forward(l, a.x_mid, nullptr);
+    // A post-norm's backward needs the down projection's output, so the
+    // block runs to its end (into d_normed_, free until then).
+    ffn_block_forward(l, a.x_mid, post_norms() ? d_normed_ : nullptr);
     phase_ = OpProfile::kBackward;
   }
   ffn_block_backward(l, d_res);
@@ -473,6 +545,7 @@ void LlamaModel<T>::backward(T loss_scale) {
     if (on_layer_grads) on_layer_grads(l);
     if (profile_) last_charge_s_ = now_seconds();  // the hook's time is not the model's
   }
+  if (cfg_.architecture().embedding_scale) scale_inplace(d_res_, embedding_scale(), BT * C);
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
     linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
   else if (g_.token_embd)

@@ -5,6 +5,7 @@
 //
 // T is float for training; double exists for finite-difference checks.
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -90,7 +91,10 @@ struct LayerActs {
   GemmIn<T> h_ffn;       // [BT, C]
   T* gate;               // [BT, F]
   T* up;                 // [BT, F]
-  GemmIn<T> act;         // [BT, F]   silu(gate) * up
+  GemmIn<T> act;         // [BT, F]   silu(gate) * up (gelu_tanh(gate) * up: FfnActivation::kGeluTanh)
+  // Architecture::post_norms: the attention and feed-forward projections'
+  // outputs [BT, C] before their norms, and the norms' 1/rms; else null.
+  T *attn_proj = nullptr, *rstd_attn_post = nullptr, *ffn_proj = nullptr, *rstd_ffn_post = nullptr;
   std::array<T*, kNumBlockMatrices> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
 };
 
@@ -170,6 +174,24 @@ class LlamaModel {
   bool bf16_attention() const { return bf16_ && kernels::kNativeTileBf16 && cfg_.d_head() % 2 == 0; }
   bool rope_halves() const { return cfg_.architecture().rope == RopeLayout::kHalves; }
   bool qk_norm() const { return cfg_.architecture().qk_norm; }
+  bool post_norms() const { return cfg_.architecture().post_norms; }
+  // Architecture::embedding_scale's factor: sqrt(d_model), rounded to T as llama.cpp's sqrtf.
+  T embedding_scale() const { return T(std::sqrt(double(cfg_.d_model))); }
+  // Layer l's attention: the global one, or the sliding window's.
+  const kernels::AttnShape& attn_shape(int64_t l) const {
+    return cfg_.is_local_layer(l) ? local_attn_shape_ : attn_shape_;
+  }
+  const T* rope_cos(int64_t l) const { return cfg_.is_local_layer(l) ? rope_cos_local_ : rope_cos_; }
+  const T* rope_sin(int64_t l) const { return cfg_.is_local_layer(l) ? rope_sin_local_ : rope_sin_; }
+  // out = rmsnorm(proj) (the post-norm of an output) and its backward, which
+  // turns d_out into d_proj (written).
+  void post_norm_forward(T* out, T* rstd, const T* proj, const T* w);
+  void post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd);
+  // The gated activation of the feed-forward layer, and its backward.
+  template <typename Out>
+  void gate_forward(Out* act, const T* gate, const T* up, int64_t n) const;
+  template <typename Out>
+  void gate_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) const;
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
@@ -216,6 +238,10 @@ class LlamaModel {
   T* band_scratch_ = nullptr;
   kernels::AttnShape attn_shape_;
   std::vector<int32_t> doc_start_;  // [BT] set_documents' copy (attn_shape_.doc_start points here)
+  // The local layers' attention (LlamaConfig::sliding_window): each query's
+  // first key is the later of its document's start and the window's.
+  kernels::AttnShape local_attn_shape_;
+  std::vector<int32_t> window_start_;  // [BT] (local_attn_shape_.doc_start)
   int64_t counted_targets_ = 0;
 
   // activations
@@ -229,6 +255,7 @@ class LlamaModel {
   T* d_h_final_;         // [BT, C] d(mean loss)/d(h_final), filled by forward
   T* d_head_ = nullptr;  // [vocab, C] d(mean loss)/d(output), when output is trainable
   T *rope_cos_, *rope_sin_;
+  T *rope_cos_local_, *rope_sin_local_;  // the local layers' tables (== the global ones without a window)
   T* attn_scratch_;  // per-thread tiles of the attention kernels
   // backward scratch, shared by all layers
   // d_normed_: the gradient of a block's normed input (h_attn or h_ffn).

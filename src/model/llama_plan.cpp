@@ -75,6 +75,12 @@ void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_p
     a.gate = p.take(BT * F);
     a.up = p.take(BT * F);
     a.act = take_gemm_in(p, BT * F);
+    if (cfg_.architecture().post_norms) {
+      a.attn_proj = p.take(BT * C);
+      a.rstd_attn_post = p.take(BT);
+      a.ffn_proj = p.take(BT * C);
+      a.rstd_ffn_post = p.take(BT);
+    }
   }
 }
 
@@ -109,6 +115,8 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   if (g_.output) d_head_ = p.take(V * C);
   rope_cos_ = p.take(seq_len_ * cfg_.d_head() / 2);
   rope_sin_ = p.take(seq_len_ * cfg_.d_head() / 2);
+  rope_cos_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_cos_;
+  rope_sin_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_sin_;
   attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention()
                                                      ? attention_bf16_scratch_per_thread(attn_shape_)
                                                      : attention_scratch_per_thread(attn_shape_)));

@@ -65,8 +65,10 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
       add(n("attn_q_norm"), {c.d_head()});
       add(n("attn_k_norm"), {c.d_head()});
     }
+    if (c.architecture().post_norms) add(n("post_attention_norm"), {C});
     add(n("ffn_norm"), {C});
     for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
+    if (c.architecture().post_norms) add(n("post_ffw_norm"), {C});
   }
   add("output_norm.weight", {C});
   if (!c.tied) add("output.weight", {c.vocab, C});
@@ -150,6 +152,10 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConf
     if (c.architecture().qk_norm) {
       lw.attn_q_norm = n("attn_q_norm");
       lw.attn_k_norm = n("attn_k_norm");
+    }
+    if (c.architecture().post_norms) {
+      lw.attn_post_norm = n("post_attention_norm");
+      lw.ffn_post_norm = n("post_ffw_norm");
     }
     for (int t = 0; c.lora.rank > 0 && t < kNumBlockMatrices; ++t) {
       const std::string w = fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t)));

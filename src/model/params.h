@@ -64,6 +64,9 @@ struct LayerWeights {
   T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
   // Architecture::qk_norm: [d_head] weights of the query and key head norms; else null.
   T *attn_q_norm = nullptr, *attn_k_norm = nullptr;
+  // Architecture::post_norms: [C] norms of the attention and feed-forward
+  // outputs before the residual add; else null.
+  T *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
   // Architecture::qkv_bias: [q_dim], [kv_dim], [kv_dim]; else null.
   T *bq = nullptr, *bk = nullptr, *bv = nullptr;
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
