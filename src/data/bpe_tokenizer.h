@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/pre_tokenizer.h"
+#include "gguf/reader.h"
 #include "gguf/value.h"
 
 namespace ggtrain::data {
@@ -21,6 +22,20 @@ enum TokenAttr : uint32_t {
   kAttrUnknown = 1u << 0, kAttrUnused = 1u << 1, kAttrNormal = 1u << 2, kAttrControl = 1u << 3,
   kAttrUserDefined = 1u << 4, kAttrByte = 1u << 5, kAttrLstrip = 1u << 7, kAttrRstrip = 1u << 8,
 };
+
+// Token attributes as llama.cpp has them once a vocabulary is loaded (the
+// token types, then its fix-ups by token text and model name, for every
+// vocabulary type), and its special-token cache.
+struct LoadedAttrs {
+  std::vector<uint32_t> attrs;
+  // Tokens cut out of the text before tokenization when special tokens are
+  // not parsed (user-defined ones), in llama.cpp's order.
+  std::vector<int32_t> cut_first;
+  // ... and when they are (parse_special): every special token, in that order.
+  std::vector<int32_t> special;
+};
+LoadedAttrs loaded_attrs(const gguf::GgufFile& f, const std::vector<std::string>& pieces,
+                         const std::vector<int32_t>& types);
 
 struct BpeVocab {
   const PreTokenizer* pre = nullptr;

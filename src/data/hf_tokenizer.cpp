@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "util/error.h"
@@ -31,7 +32,8 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kPreByReg
     {R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", "gpt-2"},
 }};
 
-constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
+constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
+constexpr std::string_view kMeta = "\xe2\x96\x81";  // U+2581, SentencePiece's space
 
 struct Json {
   simdjson::dom::parser parser;
@@ -78,6 +80,78 @@ std::string pre_of(const Json& j) {
   j.bad("pre_tokenizer", fmt::format("splits with '{}', which is none of the byte-level BPE pre-tokenizers ggtrain "
                                      "implements (Llama 3's, Qwen2/3's, GPT-2's)",
                                      regex.empty() ? std::string(type) : regex));
+}
+
+std::string_view type_of(element e) {
+  std::string_view t;
+  return e["type"].get_string().get(t) ? std::string_view() : t;
+}
+
+// Replace(" " -> "▁") and Prepend("▁"): the normalizer steps of a
+// SentencePiece tokenizer.json.
+bool is_space_to_meta(element e) {
+  std::string_view from, to;
+  return type_of(e) == "Replace" && !e["pattern"]["String"].get_string().get(from) && from == " " &&
+         !e["content"].get_string().get(to) && to == kMeta;
+}
+bool is_meta_prepend(element e) {
+  std::string_view p;
+  return type_of(e) == "Prepend" && !e["prepend"].get_string().get(p) && p == kMeta;
+}
+
+// Whether a SentencePiece-style tokenizer.json puts "▁" before the text
+// (llama.cpp's add_space_prefix): spaces become "▁" in the normalizer
+// (Gemma: Replace; Llama 2: Prepend then Replace) or in a Metaspace
+// pre-tokenizer (prepend_scheme "always"/"first", or add_prefix_space).
+// Anything else is refused: llama.cpp's SentencePiece tokenizer does
+// exactly this and no more.
+bool spm_space_prefix(const Json& j) {
+  element norm, pre;
+  const bool has_norm = !j.root["normalizer"].get(norm) && !norm.is_null();
+  const bool has_pre = !j.root["pre_tokenizer"].get(pre) && !pre.is_null();
+  if (has_norm) {
+    std::vector<element> steps{norm};
+    if (array list; type_of(norm) == "Sequence" && !norm["normalizers"].get_array().get(list))
+      steps.assign(list.begin(), list.end());
+    const bool prepend = steps.size() == 2 && is_meta_prepend(steps[0]) && is_space_to_meta(steps[1]);
+    if (!prepend && !(steps.size() == 1 && is_space_to_meta(steps[0])))
+      j.bad("normalizer", "is not SentencePiece's (Replace \" \" with \"\u2581\", optionally after Prepend \"\u2581\")");
+    std::string_view split;
+    // Gemma's Split on " " after the normalizer has no space left to split on
+    const bool noop_pre = !has_pre || (type_of(pre) == "Split" && !pre["pattern"]["String"].get_string().get(split) &&
+                                       split == " ");
+    if (!noop_pre) j.bad("pre_tokenizer", "splits the text; a SentencePiece tokenizer does not");
+    return prepend;
+  }
+  std::string_view replacement, scheme;
+  if (!has_pre || type_of(pre) != "Metaspace" || pre["replacement"].get_string().get(replacement) ||
+      replacement != kMeta)
+    j.bad("pre_tokenizer", "is not a Metaspace with \"\u2581\" (and no SentencePiece normalizer either)");
+  if (!pre["prepend_scheme"].get_string().get(scheme)) return scheme != "never";
+  bool add = true;
+  if (pre["add_prefix_space"].get_bool().get(add)) add = true;
+  return add;
+}
+
+// SentencePiece's byte pieces, "<0x00>" .. "<0xFF>".
+bool is_byte_piece(const std::string& t) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
+  return t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && hex(t[3]) && hex(t[4]);
+}
+
+// The parts of merge i: ["a", "b"] or "a b" (SentencePiece pieces hold no
+// space: theirs is "▁").
+std::pair<std::string, std::string> merge_parts(const Json& j, element m, size_t i) {
+  const std::string member = fmt::format("model.merges[{}]", i);
+  if (m.is_string()) {
+    const std::string ab = string_of(j, m, member);
+    const size_t sp = ab.find(' ');
+    if (sp == std::string::npos) j.bad(member, "is not \"a b\"");
+    return {ab.substr(0, sp), ab.substr(sp + 1)};
+  }
+  array pair;
+  if (m.get_array().get(pair) || pair.size() != 2) j.bad(member, "is neither \"a b\" nor [\"a\", \"b\"]");
+  return {string_of(j, pair.at(0), member), string_of(j, pair.at(1), member)};
 }
 
 // convert_hf_to_gguf.py's does_token_look_special.
@@ -131,8 +205,8 @@ bool post_processor_adds(const Json& j, const std::string& bos) {
 // hold numbers no double holds, e.g. Llama 3's model_max_length 1e30, which a
 // whole-document parse refuses).
 struct TokenizerConfig {
-  std::string bos, eos, pad, chat_template;  // token texts; "" when absent or null
-  std::optional<bool> add_bos;
+  std::string bos, eos, pad, unk, chat_template;  // token texts; "" when absent or null
+  std::optional<bool> add_bos, add_eos;
 };
 
 TokenizerConfig read_tokenizer_config(const std::string& path) {
@@ -147,17 +221,21 @@ TokenizerConfig read_tokenizer_config(const std::string& path) {
     for (auto field : doc.get_object()) {
       const std::string_view key = field.unescaped_key();
       simdjson::ondemand::value value = field.value();
-      std::string* token = key == "bos_token" ? &c.bos : key == "eos_token" ? &c.eos : key == "pad_token" ? &c.pad
-                                                                                                         : nullptr;
+      std::string* token = key == "bos_token"   ? &c.bos
+                           : key == "eos_token" ? &c.eos
+                           : key == "pad_token" ? &c.pad
+                           : key == "unk_token" ? &c.unk
+                                                : nullptr;
       if (token) {  // a string, {"content": ...} or null
         if (value.is_null()) continue;
         if (value.type() == simdjson::ondemand::json_type::string) *token = std::string(std::string_view(value));
         else if (value.type() == simdjson::ondemand::json_type::object)
           *token = std::string(std::string_view(value["content"]));
         else bad(key, "is neither a string nor {\"content\": ...}");
-      } else if (key == "add_bos_token") {
+      } else if (key == "add_bos_token" || key == "add_eos_token") {
+        if (value.is_null()) continue;
         if (value.type() != simdjson::ondemand::json_type::boolean) bad(key, "is not true or false");
-        c.add_bos = bool(value);
+        (key == "add_bos_token" ? c.add_bos : c.add_eos) = bool(value);
       } else if (key == "chat_template" && value.type() == simdjson::ondemand::json_type::string) {
         c.chat_template = std::string(std::string_view(value));
       }
@@ -170,25 +248,25 @@ TokenizerConfig read_tokenizer_config(const std::string& path) {
 
 }  // namespace
 
-HfVocabulary read_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json) {
-  const Json j(tokenizer_json);
-  HfVocabulary v;
-  std::string_view type;
-  if (j.root["model"]["type"].get_string().get(type) || type != "BPE")
-    j.bad("model.type", "is not \"BPE\": only byte-level BPE tokenizers (tokenizer.ggml.model gpt2) can be read");
-  v.pre = pre_of(j);
+namespace {
 
+// model.vocab and added_tokens: the text of every id, and which are added.
+struct Pieces {
   std::map<int64_t, std::string> by_id;
+  std::map<int64_t, AddedToken> added;
+};
+
+Pieces read_pieces(const Json& j) {
+  Pieces p;
   object vocab;
   if (j.root["model"]["vocab"].get_object().get(vocab)) j.bad("model.vocab", "is not an object");
   for (auto field : vocab) {
     int64_t id;
     if (field.value.get_int64().get(id) || id < 0 || id > (1 << 24))
       j.bad("model.vocab", fmt::format("gives '{}' an id that is not an integer in 0..16777216", field.key));
-    if (!by_id.emplace(id, std::string(field.key)).second)
+    if (!p.by_id.emplace(id, std::string(field.key)).second)
       j.bad("model.vocab", fmt::format("gives the id {} twice", id));
   }
-  std::map<int64_t, AddedToken> added;
   array added_tokens;
   if (!j.root["added_tokens"].get_array().get(added_tokens))
     for (element a : added_tokens) {
@@ -198,54 +276,132 @@ HfVocabulary read_hf_tokenizer(const std::string& tokenizer_json, const std::str
         j.bad("added_tokens", "has an entry without a valid id and content");
       bool special = false;
       if (a["special"].get_bool().get(special)) special = false;
-      added[id] = {std::string(content), special};
-      by_id[id] = std::string(content);
+      p.added[id] = {std::string(content), special};
+      p.by_id[id] = std::string(content);
     }
-  if (by_id.empty()) j.bad("model.vocab", "is empty");
+  if (p.by_id.empty()) j.bad("model.vocab", "is empty");
+  return p;
+}
 
-  const int64_t n = by_id.rbegin()->first + 1;
+array merges_of(const Json& j) {
+  array merges;
+  if (j.root["model"]["merges"].get_array().get(merges)) j.bad("model.merges", "is not an array");
+  return merges;
+}
+
+// Byte-level BPE: tokens, types and merges as the converter's _set_vocab_gpt2.
+void gpt2_vocabulary(const Json& j, const Pieces& p, HfVocabulary& v) {
+  v.model = "gpt2";
+  v.pre = pre_of(j);
+  const int64_t n = p.by_id.rbegin()->first + 1;
   v.tokens.resize(size_t(n));
   v.types.assign(size_t(n), kUnused);
   for (int64_t id = 0; id < n; ++id) v.tokens[size_t(id)] = fmt::format("[PAD{}]", id);
-  for (const auto& [id, text] : by_id) {
+  for (const auto& [id, text] : p.by_id) {
     v.tokens[size_t(id)] = text;
-    const auto a = added.find(id);
-    v.types[size_t(id)] = a == added.end()                                ? kNormal
-                          : a->second.special || looks_special(text)      ? kControl
-                                                                          : kUserDefined;
+    const auto a = p.added.find(id);
+    v.types[size_t(id)] = a == p.added.end()                         ? kNormal
+                          : a->second.special || looks_special(text) ? kControl
+                                                                     : kUserDefined;
   }
-  array merges;
-  if (j.root["model"]["merges"].get_array().get(merges)) j.bad("model.merges", "is not an array");
   size_t i = 0;
-  for (element m : merges) v.merges.push_back(merge_of(j, m, i++));
+  for (element m : merges_of(j)) v.merges.push_back(merge_of(j, m, i++));
+}
+
+// SentencePiece BPE with byte fallback, as the converter's
+// _create_vocab_sentencepiece reads tokenizer.model and then
+// added_tokens_decoder: byte pieces BYTE, the unknown piece UNKNOWN, added
+// tokens CONTROL (special) or USER_DEFINED (their "▁" back to spaces) at
+// score -1000, missing ids "[PAD<id>]" UNUSED at -10000.
+void spm_vocabulary(const Json& j, const Pieces& p, HfVocabulary& v) {
+  v.model = "llama";
+  v.pre = "default";
+  if (!spm_space_prefix(j)) v.add_space_prefix = false;
+  std::string_view unk;
+  if (j.root["model"]["unk_token"].get_string().get(unk)) unk = {};
+  const int64_t n = p.by_id.rbegin()->first + 1;
+  v.tokens.resize(size_t(n));
+  v.types.assign(size_t(n), kUnused);
+  v.scores.assign(size_t(n), -10000.0f);
+  std::unordered_map<std::string_view, int64_t> id_of;
+  for (int64_t id = 0; id < n; ++id) v.tokens[size_t(id)] = fmt::format("[PAD{}]", id);
+  for (const auto& [id, text] : p.by_id) {
+    v.tokens[size_t(id)] = text;
+    v.types[size_t(id)] = is_byte_piece(text) ? kByte : text == unk ? kUnknown : kNormal;
+    v.scores[size_t(id)] = 0;
+    id_of.emplace(text, id);
+  }
+  std::vector<bool> scored(size_t(n), false);
+  size_t rank = 0;
+  for (element m : merges_of(j)) {
+    const auto [a, b] = merge_parts(j, m, rank);
+    const auto it = id_of.find(a + b);
+    if (it == id_of.end()) j.bad(fmt::format("model.merges[{}]", rank), "makes a piece the vocabulary lacks");
+    if (!scored[size_t(it->second)]) {
+      scored[size_t(it->second)] = true;
+      v.scores[size_t(it->second)] = -float(rank);
+    }
+    ++rank;
+  }
+  for (const auto& [id, a] : p.added) {
+    std::string& t = v.tokens[size_t(id)];
+    const bool control = a.special || looks_special(t);
+    v.types[size_t(id)] = control ? kControl : kUserDefined;
+    v.scores[size_t(id)] = -1000.0f;
+    for (size_t at; !control && (at = t.find(kMeta)) != std::string::npos;) t.replace(at, kMeta.size(), " ");
+  }
+}
+
+}  // namespace
+
+HfVocabulary read_hf_tokenizer(const std::string& tokenizer_json, const std::string& config_json) {
+  const Json j(tokenizer_json);
+  HfVocabulary v;
+  std::string_view type;
+  if (j.root["model"]["type"].get_string().get(type) || type != "BPE")
+    j.bad("model.type", "is not \"BPE\": ggtrain reads byte-level BPE (gpt2) and SentencePiece BPE (llama) "
+                        "tokenizers");
+  bool byte_fallback = false;
+  if (j.root["model"]["byte_fallback"].get_bool().get(byte_fallback)) byte_fallback = false;
+  const Pieces p = read_pieces(j);
+  if (byte_fallback)
+    spm_vocabulary(j, p, v);
+  else
+    gpt2_vocabulary(j, p, v);
 
   if (config_json.empty()) return v;
   const TokenizerConfig c = read_tokenizer_config(config_json);
   auto id_of = [&](const char* name, const std::string& t) -> int32_t {
     if (t.empty()) return -1;
-    for (const auto& [id, a] : added)
+    for (const auto& [id, a] : p.added)
       if (a.content == t) return int32_t(id);
     fail("{}: '{}' is '{}', which is not one of {}'s added_tokens", config_json, name, t, tokenizer_json);
   };
   v.bos = id_of("bos_token", c.bos);
   v.eos = id_of("eos_token", c.eos);
   v.pad = id_of("pad_token", c.pad);
+  v.unk = id_of("unk_token", c.unk);
   v.add_bos = c.add_bos ? *c.add_bos : v.bos >= 0 && post_processor_adds(j, c.bos);
+  v.add_eos = c.add_eos;
   v.chat_template = c.chat_template;
   return v;
 }
 
 void add_hf_vocabulary(gguf::GgufWriter& w, const HfVocabulary& v) {
   using gguf::Value;
-  w.set("tokenizer.ggml.model", Value::str("gpt2"));
+  w.set("tokenizer.ggml.model", Value::str(v.model));
   w.set("tokenizer.ggml.pre", Value::str(v.pre));
   w.set("tokenizer.ggml.tokens", Value::string_array(v.tokens));
+  if (!v.scores.empty()) w.set("tokenizer.ggml.scores", Value::f32_array(v.scores));
   w.set("tokenizer.ggml.token_type", Value::i32_array(v.types));
-  w.set("tokenizer.ggml.merges", Value::string_array(v.merges));
+  if (!v.merges.empty()) w.set("tokenizer.ggml.merges", Value::string_array(v.merges));
+  if (v.add_space_prefix) w.set("tokenizer.ggml.add_space_prefix", Value::boolean(*v.add_space_prefix));
   if (v.bos >= 0) w.set("tokenizer.ggml.bos_token_id", Value::u32(uint32_t(v.bos)));
   if (v.eos >= 0) w.set("tokenizer.ggml.eos_token_id", Value::u32(uint32_t(v.eos)));
+  if (v.unk >= 0) w.set("tokenizer.ggml.unknown_token_id", Value::u32(uint32_t(v.unk)));
   if (v.pad >= 0) w.set("tokenizer.ggml.padding_token_id", Value::u32(uint32_t(v.pad)));
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(v.add_bos));
+  if (v.add_eos) w.set("tokenizer.ggml.add_eos_token", Value::boolean(*v.add_eos));
   if (!v.chat_template.empty()) w.set("tokenizer.chat_template", Value::str(v.chat_template));
 }
 

@@ -1,5 +1,7 @@
 #include "data/tokenizer.h"
 
+#include "data/bpe_tokenizer.h"
+
 #include <sentencepiece_processor.h>
 
 #include <algorithm>
@@ -128,6 +130,12 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   t.add_bos_ = f.get_bool_or("tokenizer.ggml.add_bos_token", true);
   t.add_space_prefix_ = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
   t.finish(f.path());
+  // llama.cpp fixes some tokens' attributes by their text for every
+  // vocabulary type (Gemma's user-defined "</s>" is an end-of-generation
+  // control token to it): the cut lists come from those.
+  LoadedAttrs loaded = loaded_attrs(f, t.pieces_, t.types_);
+  t.user_defined_ = std::move(loaded.cut_first);
+  t.special_ = std::move(loaded.special);
   t.read_chat_keys(f);
   return t;
 }
