@@ -4,7 +4,6 @@
 
 #include "util/clock.h"
 #include "util/error.h"
-#include "util/rng.h"
 
 namespace ggtrain::infer {
 
@@ -23,7 +22,7 @@ Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
   const double t1 = now_seconds();
   g.prompt_seconds = t1 - t0;
   std::vector<int32_t> history = prompt;
-  Rng rng(seed);
+  std::mt19937 rng = sampler_rng(seed);
   for (int64_t i = 0; n < 0 || i < n; ++i) {
     if (control.cancelled && control.cancelled()) {
       g.cancelled = true;

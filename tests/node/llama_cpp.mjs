@@ -16,6 +16,12 @@
 //       For each line of comma-separated ids (an empty line: no ids), the
 //       text llama.cpp's llama_detokenize gives (remove_special = false,
 //       unparse_special = false), as lower-case hex of its UTF-8 bytes.
+//   node llama_cpp.mjs sample MODEL.gguf ID,ID,... N SEED TEMP TOP_K TOP_P MIN_P PENALTY LAST_N
+//       Up to N tokens after the prompt ids, drawn by llama.cpp's sampler
+//       chain as node-llama-cpp builds it (repeat penalty over the last
+//       LAST_N tokens of prompt and output, top-k, top-p, min-p,
+//       temperature, dist seeded with SEED), stopping after an
+//       end-of-generation token; prints them comma-separated.
 //   node llama_cpp.mjs compare A.f32 B.f32 TOL
 //       Prints the max abs difference of two float32 files; exit 1 if > TOL
 //       (or if the sizes differ or either holds a NaN).
@@ -31,6 +37,7 @@ const usage = `usage:
   node llama_cpp.mjs detokenize MODEL.gguf IDS.txt
   node llama_cpp.mjs compare A.f32 B.f32 TOL
   node llama_cpp.mjs greedy MODEL.gguf ID,ID,... N
+  node llama_cpp.mjs sample MODEL.gguf ID,ID,... N SEED TEMP TOP_K TOP_P MIN_P PENALTY LAST_N
   node llama_cpp.mjs perplexity MODEL.gguf IDS.txt N_CTX BOS_ID
   node llama_cpp.mjs bench MODEL.gguf ID,ID,... N_GEN THREADS`;
 
@@ -186,6 +193,41 @@ async function cmdGreedy(modelPath, idsText, nText) {
   await llama.dispose();
 }
 
+async function cmdSample(modelPath, idsText, nText, seed, temp, topK, topP, minP, penalty, lastN) {
+  const ids = parseIds(idsText);
+  const n = Number(nText), last = Number(lastN);
+  const llama = await loadLlama();
+  const model = await loadModel(llama, modelPath);
+  const context = await model.createContext({
+    sequences: 1,
+    contextSize: ids.length + n + 1,
+    batchSize: ids.length,
+    flashAttention: false,
+    threads: 1,
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
+  });
+  const history = [...ids], out = [];
+  const options = {
+    temperature: Number(temp), topK: Number(topK), topP: Number(topP), minP: Number(minP), seed: Number(seed),
+  };
+  if (Number(penalty) !== 1)
+    options.repeatPenalty = {
+      punishTokens: () => (last < 0 ? history : history.slice(-last)),
+      maxPunishTokens: last < 0 ? ids.length + n : last,
+      penalty: Number(penalty),
+    };
+  for await (const t of context.getSequence().evaluate(ids, options)) {
+    out.push(t);
+    history.push(t);
+    if (out.length >= n) break;
+  }
+  console.log(out.join(","));
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+}
+
 // llama.cpp's perplexity rule from llama.cpp's own logits: non-overlapping
 // chunks of nCtx tokens, first token of each replaced by BOS, positions
 // nCtx/2 .. nCtx-2 scored; prints "perplexity X".
@@ -321,6 +363,7 @@ else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
 else if (cmd === "detokenize" && args.length === 2) await cmdDetokenize(...args);
 else if (cmd === "compare" && args.length === 3) cmdCompare(...args);
 else if (cmd === "greedy" && args.length === 3) await cmdGreedy(...args);
+else if (cmd === "sample" && args.length === 10) await cmdSample(...args);
 else if (cmd === "bench" && args.length === 4) await cmdBench(...args);
 else if (cmd === "perplexity" && args.length === 4) await cmdPerplexity(...args);
 else die(usage);
