@@ -25,7 +25,10 @@ PACKAGES+=(libopenmpi-dev openmpi-bin iproute2)
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
 # The tests render the loss plot to PNG (tests/test_loss_plot.cpp) with
 # librsvg's rsvg-convert. Not needed to build or train.
-if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy); fi
+# ccache: the test run builds a fresh tree three times over (three CPU
+# levels, then ASan); with it, sources unchanged since the last run are not
+# compiled again (CMakeLists.txt uses it when installed).
+if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy ccache); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.

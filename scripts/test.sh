@@ -18,6 +18,13 @@ if command -v node >/dev/null; then
   fi
 fi
 
+# ccache keys on paths relative to the checkout and not on the working
+# folder, so a clone in another folder (CI's) reuses what the last run
+# compiled. The cache itself is ccache's default (~/.cache/ccache).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+# Its counts from here on (printed at the end).
+if command -v ccache >/dev/null; then ccache --zero-stats >/dev/null; fi
+
 # MPI is required here (GGTRAIN_MPI=ON): without it the `mpi` tests would
 # silently not exist.
 GGTRAIN_MPI=ON GGTRAIN_WITH_TESTS=1 GGTRAIN_WITH_NODE=1 GGTRAIN_WITH_FUZZ=1 GGTRAIN_WITH_DEBOOTSTRAP=1 bash scripts/setup.sh
@@ -57,4 +64,7 @@ fi
 # 6 minutes on 2 cores, most of it the build. GGTRAIN_SANITIZERS=0 skips it.
 if [[ "${GGTRAIN_SANITIZERS:-1}" != 0 ]]; then
   bash scripts/test_sanitizers.sh
+fi
+if command -v ccache >/dev/null; then
+  echo "test.sh: ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hit += $2 } $1 == "cache_miss" { miss = $2 } END { printf "%d hits, %d misses", hit, miss }')"
 fi
