@@ -8,12 +8,17 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "data/hf_tokenizer.h"
+#include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "support/files.h"
+#include "support/run_helpers.h"
 #include "support/temp_dir.h"
+#include "train/trainer.h"
 
 using namespace ggtrain;
 using ggtrain::test_support::spit;
@@ -90,4 +95,53 @@ TEST(HfTokenizer, PrependNormalizerMeansTheDefaultSpacePrefix) {
   const gguf::GgufFile f(tmp / "vocab.gguf");
   EXPECT_EQ(f.find("tokenizer.ggml.add_space_prefix"), nullptr);
   EXPECT_EQ(data::Tokenizer::from_gguf(f).encode("ab", false), (std::vector<int32_t>{9}));
+}
+
+// data.tokenizer = a tokenizer.json (its tokenizer_config.json beside it):
+// the run imports it into RUN_DIR/tokenizer.gguf, tokenizes the corpus with
+// it (documents start with its BOS), writes it into every checkpoint, and
+// resumes with it.
+TEST(HfTokenizer, TrainsWithATokenizerJson) {
+  TempDir dir;
+  // Specials, the 256 byte pieces, printable ASCII ("▁" for the space) and
+  // a few merges: SentencePiece BPE with byte fallback, Gemma-style.
+  std::string vocab = R"("<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3)";
+  int id = 4;
+  for (int b = 0; b < 256; ++b) vocab += fmt::format(R"(, "<0x{:02X}>": {})", b, id++);
+  for (char c = '!'; c <= '~'; ++c)
+    if (c != '"' && c != '\\') vocab += fmt::format(R"(, "{}": {})", c, id++);
+  vocab += fmt::format(R"(, "\u2581": {}, "th": {}, "\u2581th": {}, "he": {})", id, id + 1, id + 2, id + 3);
+  const int n_tokens = id + 4;
+  spit(dir / "tokenizer.json",
+       R"({"model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": {)" + vocab +
+           R"(}, "merges": [["t", "h"], ["\u2581", "th"], ["h", "e"]]},
+  "added_tokens": [{"id": 0, "content": "<pad>", "special": true}, {"id": 1, "content": "<eos>", "special": true},
+                   {"id": 2, "content": "<bos>", "special": true}, {"id": 3, "content": "<unk>", "special": true}],
+  "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}, "pre_tokenizer": null})");
+  spit(dir / "tokenizer_config.json", R"({"bos_token": "<bos>", "eos_token": "<eos>", "add_bos_token": true})");
+  const std::string corpus = dir / "corpus.txt";
+  ggtrain::test_support::write_synthetic_corpus(corpus, 400);
+
+  train::TrainOptions o;
+  o.run_dir = dir / "run";
+  o.config = ggtrain::test_support::tiny_run_config(corpus, 3);
+  o.config.data.tokenizer = dir / "tokenizer.json";
+  o.quiet = true;
+  const auto summary = train::run_training(o);
+  ASSERT_FALSE(summary.final_weights.empty());
+  const gguf::GgufFile ck(summary.final_weights);
+  EXPECT_EQ(ck.get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_EQ(ck.get_uint("llama.vocab_size"), uint64_t(n_tokens));
+  EXPECT_FALSE(ck.get_bool_or("tokenizer.ggml.add_space_prefix", true));
+  const auto t = data::Tokenizer::from_gguf(gguf::GgufFile(o.run_dir + "/tokenizer.gguf"));
+  const auto the = t.encode("the", false);  // "th" merges first, and "the" is no piece
+  ASSERT_EQ(the.size(), 2u);
+  EXPECT_EQ(t.piece(the[0]), "th");
+  EXPECT_EQ(t.piece(the[1]), "e");
+  data::TokenFile train(o.run_dir + "/data/train-00000.tok");
+  EXPECT_EQ(train.vocab(), n_tokens);
+  EXPECT_EQ(train[0], 2) << "documents start with BOS";
+  o.resume = true;
+  o.config.train.steps = 4;
+  EXPECT_EQ(train::run_training(o).last_step, 4);
 }

@@ -221,7 +221,7 @@ const std::vector<Key>& keys() {
       bool_key("data.add_eos", &RunConfig::data, &D::add_eos, "each document ends with EOS"),
       int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens, "training tokens per prepared shard file"),
       int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines, "lines sampled from the corpus to train a tokenizer on"),
-      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer, "a sentencepiece .model or a .gguf whose vocabulary to use; empty: train one on the corpus"),
+      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer, "a sentencepiece .model, a .gguf whose vocabulary to use, or a Hugging Face tokenizer.json (its tokenizer_config.json beside it); empty: train one on the corpus"),
       int_key("data.vocab_size", &RunConfig::data, &D::vocab_size, "pieces of the tokenizer trained on the corpus (raised if the text has more characters)"),
       float_key("data.val_fraction", &RunConfig::data, &D::val_fraction, "share of documents held out for validation, in [0, 0.5)"),
       string_key("data.format", &RunConfig::data, &D::format, "text (pretraining), chat, alpaca, completion (answer-only loss), or auto (detected per file)"),

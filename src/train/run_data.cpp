@@ -8,9 +8,11 @@
 #include "chat/chat_data.h"
 #include "chat/chat_tokens.h"
 #include "chat/template.h"
+#include "data/hf_tokenizer.h"
 #include "data/prepare/progress.h"
 #include "data/sentencepiece_train.h"
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "train/run_checkpoint.h"
 #include "util/error.h"
 
@@ -77,6 +79,29 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
   fs::remove(sample);
 }
 
+namespace {
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A Hugging Face tokenizer.json (with the tokenizer_config.json beside it,
+// when there is one) as `ggtrain tokenizer import` reads it, kept in
+// RUN_DIR/tokenizer.gguf: what the run tokenizes with is a file llama.cpp
+// reads too.
+data::Tokenizer tokenizer_from_hf_json(const std::string& json, const std::string& run_dir) {
+  const fs::path config = fs::path(json).parent_path() / "tokenizer_config.json";
+  const data::HfVocabulary v = data::read_hf_tokenizer(json, fs::exists(config) ? config.string() : "");
+  gguf::GgufWriter w;
+  w.set("general.name", gguf::Value::str("vocabulary of " + json));
+  data::add_hf_vocabulary(w, v);
+  const std::string out = run_dir + "/tokenizer.gguf";
+  w.write(out);
+  return data::Tokenizer::from_gguf(gguf::GgufFile(out));
+}
+
+}  // namespace
+
 data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step) {
   for (const auto& [key, path] : {std::pair{"init.donor", c.init.donor}, std::pair{"init.from", c.init.from}}) {
     if (path.empty()) continue;
@@ -89,10 +114,12 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
   const std::string& t = c.data.tokenizer;
   if (!t.empty()) {
     try {
-      if (t.size() > 5 && t.substr(t.size() - 5) == ".gguf") return data::Tokenizer::from_gguf(gguf::GgufFile(t));
+      if (ends_with(t, ".gguf")) return data::Tokenizer::from_gguf(gguf::GgufFile(t));
+      if (ends_with(t, ".json")) return tokenizer_from_hf_json(t, run_dir);
       return data::Tokenizer::from_sentencepiece(t);
     } catch (const Error& e) {
-      fail("{} (data.tokenizer must be a sentencepiece .model or a .gguf with a llama or gpt2 vocabulary)",
+      fail("{} (data.tokenizer must be a sentencepiece .model, a .gguf with a llama or gpt2 vocabulary, or a "
+           "Hugging Face tokenizer.json)",
            e.what());
     }
   }
