@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "util/error.h"
 
 namespace ggtrain::data {
@@ -33,7 +34,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kPreByReg
 }};
 
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
-constexpr std::string_view kMeta = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+constexpr std::string_view kMeta = kSentencePieceSpace;
 
 struct Json {
   simdjson::dom::parser parser;
@@ -139,6 +140,15 @@ bool is_byte_piece(const std::string& t) {
   return t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && hex(t[3]) && hex(t[4]);
 }
 
+// convert_hf_to_gguf.py's does_token_look_special.
+bool looks_special(const std::string& t) {
+  auto wrapped = [&](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xef\xbd\x9c", "\xef\xbd\x9c>") || wrapped("<unused", ">");
+}
+
 // The parts of merge i: ["a", "b"] or "a b" (SentencePiece pieces hold no
 // space: theirs is "▁").
 std::pair<std::string, std::string> merge_parts(const Json& j, element m, size_t i) {
@@ -154,26 +164,15 @@ std::pair<std::string, std::string> merge_parts(const Json& j, element m, size_t
   return {string_of(j, pair.at(0), member), string_of(j, pair.at(1), member)};
 }
 
-// convert_hf_to_gguf.py's does_token_look_special.
-bool looks_special(const std::string& t) {
-  auto wrapped = [&](std::string_view open, std::string_view close) {
-    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
-  };
-  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
-         wrapped("<\xef\xbd\x9c", "\xef\xbd\x9c>") || wrapped("<unused", ">");
-}
-
 // A merge as GGUF stores it, "a b", from "a b" or ["a", "b"] (a space inside
 // a part spelled as GPT-2's byte alphabet spells it, U+0120, as gguf-py does).
 std::string merge_of(const Json& j, element m, size_t i) {
-  const std::string member = fmt::format("model.merges[{}]", i);
-  if (m.is_string()) return string_of(j, m, member);
-  array pair;
-  if (m.get_array().get(pair) || pair.size() != 2) j.bad(member, "is neither \"a b\" nor [\"a\", \"b\"]");
+  if (m.is_string()) return string_of(j, m, fmt::format("model.merges[{}]", i));
+  const auto [a, b] = merge_parts(j, m, i);
   std::string out;
-  for (element part : pair) {
+  for (const std::string* part : {&a, &b}) {
     if (!out.empty()) out += ' ';
-    for (char c : string_of(j, part, member)) out += c == ' ' ? std::string("\xc4\xa0") : std::string(1, c);
+    for (char c : *part) out += c == ' ' ? std::string("\xc4\xa0") : std::string(1, c);
   }
   return out;
 }
@@ -348,7 +347,7 @@ void spm_vocabulary(const Json& j, const Pieces& p, HfVocabulary& v) {
     const bool control = a.special || looks_special(t);
     v.types[size_t(id)] = control ? kControl : kUserDefined;
     v.scores[size_t(id)] = -1000.0f;
-    for (size_t at; !control && (at = t.find(kMeta)) != std::string::npos;) t.replace(at, kMeta.size(), " ");
+    if (!control) t = replace_all(t, kMeta, " ");
   }
 }
 

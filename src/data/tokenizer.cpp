@@ -20,19 +20,7 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
-constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, sentencepiece's space
-
-std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size() + s.size() / 2);
-  for (size_t pos = 0;;) {
-    size_t hit = s.find(from, pos);
-    out.append(s.substr(pos, hit == std::string_view::npos ? s.size() - pos : hit - pos));
-    if (hit == std::string_view::npos) return out;
-    out.append(to);
-    pos = hit + from.size();
-  }
-}
+constexpr std::string_view kSpace = kSentencePieceSpace;
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -96,6 +84,18 @@ std::vector<int32_t> read_token_types(const gguf::GgufFile& f, size_t n) {
 }
 
 }  // namespace
+
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size() + s.size() / 2);
+  for (size_t pos = 0;;) {
+    size_t hit = s.find(from, pos);
+    out.append(s.substr(pos, hit == std::string_view::npos ? s.size() - pos : hit - pos));
+    if (hit == std::string_view::npos) return out;
+    out.append(to);
+    pos = hit + from.size();
+  }
+}
 
 Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   const std::string& model = f.get_string("tokenizer.ggml.model");

@@ -24,6 +24,11 @@ namespace ggtrain::data {
 
 struct BpeVocab;
 
+// SentencePiece's space, U+2581 ("▁"), which its pieces hold for " ".
+inline constexpr std::string_view kSentencePieceSpace = "\xe2\x96\x81";
+// s with every occurrence of `from` replaced by `to`.
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to);
+
 // GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum TokenType : int32_t {
   kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3,

@@ -10,6 +10,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "model/checkpoint.h"
+#include "model/family_ops.h"
 #include "model/quantized_base.h"
 #include "util/error.h"
 
@@ -84,11 +85,9 @@ void Decoder::build(Matrix matrix, Vector vec) {
     auto& sn = local ? rope_sin_local_ : rope_sin_;
     cs.resize(size_t(N * cfg_.d_head() / 2));
     sn.resize(cs.size());
-    const model::LlamaConfig::Rope r = cfg_.rope(local);
-    kernels::rope_tables(cs.data(), sn.data(), N, cfg_.d_head(), r.base, r.freq_factors, r.linear_factor);
+    model::layer_rope_tables(cfg_, local, cs.data(), sn.data(), N);
   }
-  for (int64_t t = 0; cfg_.sliding_window > 0 && t < N; ++t)
-    window_start_.push_back(int32_t(std::max<int64_t>(0, t - cfg_.sliding_window + 1)));
+  for (int64_t t = 0; cfg_.sliding_window > 0 && t < N; ++t) window_start_.push_back(int32_t(cfg_.window_first_key(t)));
   for (auto* b : {&x_, &h_, &tmp_}) b->resize(size_t(N * C));
   for (auto* b : {&q_, &att_out_}) b->resize(size_t(N * cfg_.q_dim()));
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));
@@ -144,12 +143,6 @@ void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
   kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
 }
 
-void Decoder::gate(int64_t n) {
-  const int64_t m = n * cfg_.d_ff;
-  if (cfg_.architecture().ffn_activation == model::FfnActivation::kGeluTanh)
-    return kernels::geglu_forward(gate_.data(), gate_.data(), up_.data(), m);
-  kernels::swiglu_forward(gate_.data(), gate_.data(), up_.data(), m);
-}
 
 void Decoder::warmup() {
   // 16 tokens: fewer leave oneDNN's GEMM for larger batches cold (measured:
@@ -205,7 +198,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
     L.w_gate.matmul(h_.data(), gate_.data(), n);
     L.w_up.matmul(h_.data(), up_.data(), n);
-    gate(n);
+    model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
     L.w_down.matmul(gate_.data(), tmp_.data(), n);
     if (L.ffn_post_norm.empty())
       kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);

@@ -77,7 +77,6 @@ class Decoder {
   }
   // out = rmsnorm(tmp_) of n rows (a post-norm), added to the residual stream x_.
   void add_post_normed(const std::vector<float>& norm, int64_t n);
-  void gate(int64_t n);  // gate_ = f(gate_) * up_, f the family's activation
   // Prompts of at least this many tokens into an empty cache use the flash
   // kernel (its 64-query tiles gain nothing on a handful of queries).
   static constexpr int64_t kFlashPrompt = 16;

@@ -1,7 +1,6 @@
 #include "infer/sampler.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <unordered_map>
 

@@ -16,6 +16,14 @@ namespace detail {
 
 constexpr int64_t kElementBlock = 4096;  // elements per parallel work item
 
+// fn(i0, i1) over blocks of kElementBlock elements of [0, n), in parallel
+// when n is worth it.
+template <typename Fn>
+void for_element_blocks(int64_t n, Fn&& fn) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i0 = 0; i0 < n; i0 += kElementBlock) fn(i0, std::min(n, i0 + kElementBlock));
+}
+
 // Vector bodies of SwiGLU for float on [i0, i1): the scalar loops call expf
 // per element, which cost as much as the GEMMs around them.
 template <typename Out>
@@ -59,11 +67,39 @@ void swiglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* g
 constexpr double kGeluK0 = 0.7978845608028654;  // sqrt(2/pi)
 constexpr double kGeluK1 = 0.044715;
 
+// sigmoid(2u) of gate g (gelu_tanh(g) = g * gelu_sigmoid(g)), and
+// d gelu_tanh / dg from g and that s: the scalar forms every type's loop uses.
+template <typename T>
+T gelu_sigmoid(T g) {
+  const T k0 = T(kGeluK0), k1 = T(kGeluK1);
+  return T(1) / (T(1) + std::exp(T(-2) * k0 * (g + k1 * g * g * g)));
+}
+template <typename T>
+T gelu_derivative(T g, T s) {
+  const T k0 = T(kGeluK0), k1 = T(kGeluK1);
+  return s + g * s * (T(1) - s) * T(2) * k0 * (T(1) + T(3) * k1 * g * g);
+}
+
+// Elements [i0, i1) one at a time, in T (the float paths' tails, all of the double ones).
+template <typename T, typename Out>
+void geglu_forward_scalar(Out* act, const T* gate, const T* up, int64_t i0, int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) store(act + i, gate[i] * gelu_sigmoid(gate[i]) * up[i]);
+}
+template <typename T, typename Out>
+void geglu_backward_scalar(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t i0,
+                           int64_t i1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const T g = gate[i], s = gelu_sigmoid(g);
+    store(dup + i, dact[i] * g * s);
+    store(dgate + i, dact[i] * up[i] * gelu_derivative(g, s));
+  }
+}
+
 template <typename Out>
 void geglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0, int64_t i1) {
-  const float k0 = float(kGeluK0), k1 = float(kGeluK1);
   int64_t i = i0;
 #if defined(__AVX512F__)
+  const float k0 = float(kGeluK0), k1 = float(kGeluK1);
   const __m512 one = _mm512_set1_ps(1.f), m2k0 = _mm512_set1_ps(-2.f * k0), vk1 = _mm512_set1_ps(k1);
   for (; i + 16 <= i1; i += 16) {
     const __m512 g = _mm512_loadu_ps(gate + i);
@@ -72,18 +108,15 @@ void geglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0,
     store16(act + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
   }
 #endif
-  for (; i < i1; ++i) {
-    const float g = gate[i], s = 1.f / (1.f + std::exp(-2.f * k0 * (g + k1 * g * g * g)));
-    store(act + i, g * s * up[i]);
-  }
+  geglu_forward_scalar(act, gate, up, i, i1);
 }
 
 template <typename Out>
 void geglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up,
                         int64_t i0, int64_t i1) {
-  const float k0 = float(kGeluK0), k1 = float(kGeluK1);
   int64_t i = i0;
 #if defined(__AVX512F__)
+  const float k0 = float(kGeluK0), k1 = float(kGeluK1);
   const __m512 one = _mm512_set1_ps(1.f), m2k0 = _mm512_set1_ps(-2.f * k0), vk1 = _mm512_set1_ps(k1);
   const __m512 two_k0 = _mm512_set1_ps(2.f * k0), three_k1 = _mm512_set1_ps(3.f * k1);
   for (; i + 16 <= i1; i += 16) {
@@ -97,11 +130,7 @@ void geglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* ga
     store16(dgate + i, _mm512_mul_ps(_mm512_mul_ps(d, _mm512_loadu_ps(up + i)), deriv));
   }
 #endif
-  for (; i < i1; ++i) {
-    const float g = gate[i], s = 1.f / (1.f + std::exp(-2.f * k0 * (g + k1 * g * g * g)));
-    store(dup + i, dact[i] * g * s);
-    store(dgate + i, dact[i] * up[i] * (s + g * s * (1.f - s) * 2.f * k0 * (1.f + 3.f * k1 * g * g)));
-  }
+  geglu_backward_scalar(dgate, dup, dact, gate, up, i, i1);
 }
 
 }  // namespace detail
@@ -109,35 +138,20 @@ void geglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* ga
 // act = gelu_tanh(gate) * up, all [n] (Gemma's GeGLU). act may be bf16 (Out).
 template <typename T, typename Out>
 void geglu_forward(Out* act, const T* gate, const T* up, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr int64_t kB = detail::kElementBlock;
-#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
-    for (int64_t i0 = 0; i0 < n; i0 += kB) detail::geglu_forward_f32(act, gate, up, i0, std::min(n, i0 + kB));
-  } else {
-    const T k0 = T(detail::kGeluK0), k1 = T(detail::kGeluK1);
-    for (int64_t i = 0; i < n; ++i) {
-      const T g = gate[i];
-      store(act + i, g / (T(1) + std::exp(T(-2) * k0 * (g + k1 * g * g * g))) * up[i]);
-    }
-  }
+  if constexpr (std::is_same_v<T, float>)
+    detail::for_element_blocks(n, [&](int64_t i0, int64_t i1) { detail::geglu_forward_f32(act, gate, up, i0, i1); });
+  else
+    detail::geglu_forward_scalar(act, gate, up, 0, n);
 }
 
 // dgate, dup (written) from dact; stored as Out.
 template <typename T, typename Out>
 void geglu_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr int64_t kB = detail::kElementBlock;
-#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
-    for (int64_t i0 = 0; i0 < n; i0 += kB)
-      detail::geglu_backward_f32(dgate, dup, dact, gate, up, i0, std::min(n, i0 + kB));
-  } else {
-    const T k0 = T(detail::kGeluK0), k1 = T(detail::kGeluK1);
-    for (int64_t i = 0; i < n; ++i) {
-      const T g = gate[i], s = T(1) / (T(1) + std::exp(T(-2) * k0 * (g + k1 * g * g * g)));
-      store(dup + i, dact[i] * g * s);
-      store(dgate + i, dact[i] * up[i] * (s + g * s * (T(1) - s) * T(2) * k0 * (T(1) + T(3) * k1 * g * g)));
-    }
-  }
+  if constexpr (std::is_same_v<T, float>)
+    detail::for_element_blocks(
+        n, [&](int64_t i0, int64_t i1) { detail::geglu_backward_f32(dgate, dup, dact, gate, up, i0, i1); });
+  else
+    detail::geglu_backward_scalar(dgate, dup, dact, gate, up, 0, n);
 }
 
 // act = silu(gate) * up, all [n]. act may be stored as bf16 (Out): it
@@ -145,9 +159,7 @@ void geglu_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T*
 template <typename T, typename Out>
 void swiglu_forward(Out* act, const T* gate, const T* up, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    constexpr int64_t kB = detail::kElementBlock;
-#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
-    for (int64_t i0 = 0; i0 < n; i0 += kB) detail::swiglu_forward_f32(act, gate, up, i0, std::min(n, i0 + kB));
+    detail::for_element_blocks(n, [&](int64_t i0, int64_t i1) { detail::swiglu_forward_f32(act, gate, up, i0, i1); });
   } else {
 #pragma omp parallel for simd schedule(static) if (n >= kMinParallelWork)
     for (int64_t i = 0; i < n; ++i) {
@@ -161,10 +173,8 @@ void swiglu_forward(Out* act, const T* gate, const T* up, int64_t n) {
 template <typename T, typename Out>
 void swiglu_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
-    constexpr int64_t kB = detail::kElementBlock;
-#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
-    for (int64_t i0 = 0; i0 < n; i0 += kB)
-      detail::swiglu_backward_f32(dgate, dup, dact, gate, up, i0, std::min(n, i0 + kB));
+    detail::for_element_blocks(
+        n, [&](int64_t i0, int64_t i1) { detail::swiglu_backward_f32(dgate, dup, dact, gate, up, i0, i1); });
   } else {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {

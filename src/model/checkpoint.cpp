@@ -41,7 +41,7 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
     // Only what llama.cpp would not assume: the converter writes neither.
     if (c.swa_pattern != c.architecture().default_swa_pattern)
       w.set(c.key("attention.sliding_window_pattern"), u32(c.swa_pattern));
-    if (c.rope_freq_base_swa != 10000.0)
+    if (c.rope_freq_base_swa != kDefaultRopeBaseSwa)
       w.set(c.key("rope.freq_base_swa"), Value::f32(float(c.rope_freq_base_swa)));
   }
   // llama_ftype: 0 = all F32, 1 = mostly F16, 7 = mostly Q8_0, 32 = mostly BF16

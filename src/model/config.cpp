@@ -150,7 +150,7 @@ void read_sliding_window(const gguf::GgufFile& f, LlamaConfig& c) {
   if (const gguf::Value* p = f.find(pattern_key); p && !p->is_integer())
     fail("{}: {} is not an integer; per-layer sliding-window lists are not supported", f.path(), pattern_key);
   c.swa_pattern = int64_t(f.get_uint_or(pattern_key, uint64_t(default_pattern)));
-  c.rope_freq_base_swa = f.get_float_or(c.key("rope.freq_base_swa"), 10000.0);
+  c.rope_freq_base_swa = f.get_float_or(c.key("rope.freq_base_swa"), kDefaultRopeBaseSwa);
 }
 
 }  // namespace

@@ -14,6 +14,10 @@ class GgufFile;
 
 namespace ggtrain::model {
 
+// The local layers' RoPE base llama.cpp assumes when a file has no
+// <arch>.rope.freq_base_swa (llama_hparams::rope_freq_base_train_swa).
+inline constexpr double kDefaultRopeBaseSwa = 10000.0;
+
 struct LlamaConfig {
   std::string arch = "llama";  // general.architecture: a row of architectures()
   int64_t vocab = 0;
@@ -38,7 +42,7 @@ struct LlamaConfig {
   // 0: every layer is global.
   int64_t sliding_window = 0;
   int64_t swa_pattern = 6;  // every swa_pattern-th layer is global; 0: all local
-  double rope_freq_base_swa = 10000.0;
+  double rope_freq_base_swa = kDefaultRopeBaseSwa;
   // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
   // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
   // plain RoPE. Not a config key: it comes with init.from's file and is
@@ -92,6 +96,8 @@ struct LlamaConfig {
   bool is_local_layer(int64_t l) const {
     return sliding_window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1);
   }
+  // The first position a local layer's query at position t sees.
+  int64_t window_first_key(int64_t t) const { return t - sliding_window + 1 > 0 ? t - sliding_window + 1 : 0; }
   // Throws Error (prefixed by `where`) naming the first inconsistent field.
   void validate(const std::string& where) const;
   // Matmul weights incl. the head (counted again when tied: it is a GEMM).

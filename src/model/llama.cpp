@@ -15,6 +15,7 @@
 #include "kernels/quant_linear.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "model/family_ops.h"
 #include "model/quantized_base.h"
 #include "util/clock.h"
 #include "util/error.h"
@@ -87,12 +88,8 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
-  for (bool local : {false, true}) {
-    if (local && cfg_.sliding_window == 0) break;
-    const LlamaConfig::Rope r = cfg_.rope(local);
-    rope_tables(local ? rope_cos_local_ : rope_cos_, local ? rope_sin_local_ : rope_sin_, seq_len_, cfg_.d_head(),
-                r.base, r.freq_factors, r.linear_factor);
-  }
+  layer_rope_tables(cfg_, false, rope_cos_, rope_sin_, seq_len_);
+  if (cfg_.sliding_window > 0) layer_rope_tables(cfg_, true, rope_cos_local_, rope_sin_local_, seq_len_);
   local_attn_shape_ = attn_shape_;
   window_start_.resize(doc_start_.size());
   set_documents(nullptr);
@@ -125,7 +122,7 @@ void LlamaModel<T>::set_documents(const int32_t* doc_start) {
   for (int64_t b = 0; b < batch_; ++b)
     for (int64_t t = 0; t < seq_len_; ++t) {
       const int64_t i = b * seq_len_ + t;
-      window_start_[size_t(i)] = int32_t(std::max<int64_t>(doc_start ? doc_start[i] : 0, t - cfg_.sliding_window + 1));
+      window_start_[size_t(i)] = int32_t(std::max<int64_t>(doc_start ? doc_start[i] : 0, cfg_.window_first_key(t)));
     }
   local_attn_shape_.doc_start = window_start_.data();
 }
@@ -240,21 +237,6 @@ void LlamaModel<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const T
   charge_time_to(OpProfile::kNorm);
 }
 
-template <typename T>
-template <typename Out>
-void LlamaModel<T>::gate_forward(Out* act, const T* gate, const T* up, int64_t n) const {
-  if (cfg_.architecture().ffn_activation == FfnActivation::kGeluTanh) return geglu_forward(act, gate, up, n);
-  swiglu_forward(act, gate, up, n);
-}
-
-template <typename T>
-template <typename Out>
-void LlamaModel<T>::gate_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) const {
-  if (cfg_.architecture().ffn_activation == FfnActivation::kGeluTanh)
-    return geglu_backward(dgate, dup, dact, gate, up, n);
-  swiglu_backward(dgate, dup, dact, gate, up, n);
-}
-
 // x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
 // and the feed-forward half's norm of x_mid with it (one pass). With x_mid
 // null (recomputation for backward) it stops after attention.
@@ -313,7 +295,7 @@ void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   auto& a = layer_acts_[size_t(l)];
   project(l, kFfnGate, a.gate, a.h_ffn, C, F, OpProfile::kGateUp);
   project(l, kFfnUp, a.up, a.h_ffn, C, F, OpProfile::kGateUp);
-  with_pointer(a.act, [&](auto* act) { gate_forward(act, a.gate, a.up, BT * F); });
+  with_pointer(a.act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.gate, a.up, BT * F); });
   charge_time_to(OpProfile::kSwiglu);
   if (!x_out) return;
   if (post_norms()) {  // x_out = x_mid + rmsnorm(act W_down^T)
@@ -446,9 +428,9 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
   project_bwd(l, kFfnDown, d_act_, g.w_down, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, F, C, false,
               OpProfile::kDown);
   if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
-    gate_backward(d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
+    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
   else
-    gate_backward(d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
+    ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
   project_bwd(l, kFfnGate, d_normed_, g.w_gate, d_gate_, d_gate_.fp32, a.h_ffn, C, F, false, OpProfile::kGateUp);
   project_bwd(l, kFfnUp, d_normed_, g.w_up, d_up_, d_up_.fp32, a.h_ffn, C, F, true, OpProfile::kGateUp);

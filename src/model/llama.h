@@ -187,11 +187,7 @@ class LlamaModel {
   // turns d_out into d_proj (written).
   void post_norm_forward(T* out, T* rstd, const T* proj, const T* w);
   void post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd);
-  // The gated activation of the feed-forward layer, and its backward.
-  template <typename Out>
-  void gate_forward(Out* act, const T* gate, const T* up, int64_t n) const;
-  template <typename Out>
-  void gate_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t n) const;
+  FfnActivation ffn_activation() const { return cfg_.architecture().ffn_activation; }
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.

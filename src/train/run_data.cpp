@@ -81,10 +81,6 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A Hugging Face tokenizer.json (with the tokenizer_config.json beside it,
 // when there is one) as `ggtrain tokenizer import` reads it, kept in
 // RUN_DIR/tokenizer.gguf: what the run tokenizes with is a file llama.cpp
@@ -114,8 +110,8 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
   const std::string& t = c.data.tokenizer;
   if (!t.empty()) {
     try {
-      if (ends_with(t, ".gguf")) return data::Tokenizer::from_gguf(gguf::GgufFile(t));
-      if (ends_with(t, ".json")) return tokenizer_from_hf_json(t, run_dir);
+      if (t.ends_with(".gguf")) return data::Tokenizer::from_gguf(gguf::GgufFile(t));
+      if (t.ends_with(".json")) return tokenizer_from_hf_json(t, run_dir);
       return data::Tokenizer::from_sentencepiece(t);
     } catch (const Error& e) {
       fail("{} (data.tokenizer must be a sentencepiece .model, a .gguf with a llama or gpt2 vocabulary, or a "
