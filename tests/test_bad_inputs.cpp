@@ -275,6 +275,32 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", w, "--text", w};
                },
                {"step_2.gguf", "not a text file", "UTF-8"}});
+  c.push_back({"eval_task_lines_not_six", "`eval --task` given a HellaSwag-form file whose lines are not six per task",
+               [](Env& e) {
+                 std::ofstream(e.t("t.hellaswag")) << "a context\n1\nan ending\nanother\n";
+                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.hellaswag")};
+               },
+               {"t.hellaswag", "4 lines, not a multiple of 6", "six lines per task"}});
+  c.push_back({"eval_task_bad_label", "`eval --task` given a HellaSwag-form task whose gold index is not 0-3",
+               [](Env& e) {
+                 std::ofstream(e.t("t.hellaswag")) << "a context\n4\na\nb\nc\nd\n";
+                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.hellaswag")};
+               },
+               {"t.hellaswag:2:", "gold ending's index", "0 to 3"}});
+  c.push_back({"eval_task_jsonl_field", "`eval --task` given a JSONL task without `endings`",
+               [](Env& e) {
+                 std::ofstream(e.t("t.jsonl")) << "{\"context\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 0}\n"
+                                                  "{\"context\": \"c\", \"label\": 0}\n";
+                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl")};
+               },
+               {"t.jsonl:2:", "no \"endings\""}});
+  c.push_back({"eval_task_too_long", "`eval --task` with a task longer than the context (`-c`)",
+               [](Env& e) {
+                 std::ofstream(e.t("t.jsonl")) << "{\"context\": \"a context of a good many words\", "
+                                                  "\"endings\": [\"one\", \"two\"], \"label\": 0}\n";
+                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl"), "-c", "4"};
+               },
+               {"t.jsonl: task 0", "needs", "the context is 4", "raise -c"}});
   c.push_back({"tokenizer_vocab_too_small", "`tokenizer train --vocab` below what the text's characters need",
                [](Env& e) { return A{e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "270", "--out", e.t("t.model")}; },
                {"corpus.txt", "too small", "need at least", "ask for"}});

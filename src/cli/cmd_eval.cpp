@@ -1,4 +1,5 @@
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include "cli/inference_model.h"
 #include "cli/token_list.h"
 #include "data/tokenizer.h"
+#include "eval/choice_score.h"
+#include "eval/choice_tasks.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "infer/perplexity.h"
@@ -71,25 +74,83 @@ int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string
   return 0;
 }
 
+struct TaskOptions {
+  std::string path, format;
+  int64_t count = 0;
+  bool json = false;
+};
+
+nlohmann::json choice_json(const eval::ChoiceResult& r) {
+  auto tasks = nlohmann::json::array();
+  for (const auto& t : r.tasks)
+    tasks.push_back({{"index", t.index}, {"gold", t.gold}, {"chosen", t.chosen_norm}, {"chosen_sum", t.chosen_sum},
+                     {"logprob", t.logprob}, {"scored_tokens", t.scored}});
+  return {{"tasks", r.tasks.size()},         {"acc", r.acc},
+          {"acc_stderr", r.acc_stderr},      {"acc_norm", r.acc_norm},
+          {"acc_norm_stderr", r.acc_norm_stderr}, {"seconds", r.seconds},
+          {"per_task", std::move(tasks)}};
+}
+
+int eval_task(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o) {
+  const auto format = eval::task_format_named(o.format, o.path);
+  auto tasks = eval::draw_tasks(eval::read_choice_tasks(o.path, format), o.count);
+  const bool tty = ::isatty(2) && !o.json;
+  size_t done = 0;
+  eval::ChoiceResult r;
+  try {
+    r = eval::score_choice_tasks(dec, tok, tasks, [&](const eval::TaskScore&, double acc_norm) {
+      if (tty) fmt::print(stderr, "\rtask {}/{}: acc_norm {:.2f}%", ++done, tasks.size(), 100 * acc_norm);
+    });
+  } catch (const Error& e) {
+    fail("{}: {}", o.path, e.what());  // the scorer names the task, not its file
+  }
+  if (tty) fmt::print(stderr, "\n");
+  if (o.json) {
+    fmt::print("{}\n", choice_json(r).dump());
+    return 0;
+  }
+  fmt::print("{}: acc_norm {:.2f}% +/- {:.2f}, acc {:.2f}% +/- {:.2f} over {} tasks, {:.2f} tasks/s\n", o.path,
+             100 * r.acc_norm, 100 * r.acc_norm_stderr, 100 * r.acc, 100 * r.acc_stderr, r.tasks.size(),
+             double(r.tasks.size()) / r.seconds);
+  return 0;
+}
+
 }  // namespace
 
 Runner add_eval_command(CLI::App& app) {
   struct Opts {
     InferenceOptions model;
     std::string tokens, text, dump_logits;
+    TaskOptions task;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("eval", "Logits of given tokens, or perplexity of a text, with a GGUF model");
+  auto* cmd = app.add_subcommand(
+      "eval", "Logits of given tokens, perplexity of a text, or accuracy on multiple-choice tasks, with a GGUF model");
   add_inference_options(cmd, o->model);  // -c: the chunk length of --text
   auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated token ids (evaluated as given)");
   auto* text = cmd->add_option("--text", o->text, "Text file: perplexity as llama.cpp's perplexity tool");
+  auto* task = cmd->add_option("--task", o->task.path,
+                               "Multiple-choice task file: accuracy as llama.cpp's llama-perplexity --hellaswag "
+                               "scores it");
   tokens->excludes(text);
+  task->excludes(tokens)->excludes(text);
+  cmd->add_option("--task-format", o->task.format,
+                  "hellaswag (llama-perplexity's six-line form) or jsonl ({\"context\", \"endings\", \"label\"} "
+                  "per line); default: jsonl for a .jsonl file")
+      ->needs(task);
+  cmd->add_option("--tasks", o->task.count,
+                  "Score N tasks drawn as llama-perplexity --hellaswag-tasks N draws them (default: all, drawn so)")
+      ->needs(task);
+  cmd->add_flag("--json", o->task.json, "With --task: print one JSON object (accuracies, per task the choices)")
+      ->needs(task);
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    if (o->tokens.empty() == o->text.empty()) fail("eval: give exactly one of --tokens and --text");
+    if (int(!o->tokens.empty()) + int(!o->text.empty()) + int(!o->task.path.empty()) != 1)
+      fail("eval: give exactly one of --tokens, --text and --task");
     InferenceModel m(o->model);
     if (!o->tokens.empty()) return eval_tokens(m.decoder, o->tokens, o->dump_logits);
+    if (!o->task.path.empty()) return eval_task(m.tokenizer, m.decoder, o->task);
     m.decoder.warmup();  // perplexity reports tokens/s
     return eval_text(m.tokenizer, m.decoder, o->text, m.decoder.n_ctx());
   };

@@ -1,0 +1,109 @@
+#include "eval/choice_score.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/clock.h"
+#include "util/error.h"
+
+namespace ggtrain::eval {
+
+namespace {
+
+// The first ending with the highest value (llama.cpp keeps the first of ties).
+int argmax_first(const std::vector<double>& v) {
+  int best = 0;
+  for (int i = 1; i < int(v.size()); ++i)
+    if (v[size_t(i)] > v[size_t(best)]) best = i;
+  return best;
+}
+
+// How many leading tokens every sequence shares, leaving each at least one
+// token of its own to score.
+size_t shared_prefix(const std::vector<std::vector<int32_t>>& seqs) {
+  size_t shortest = seqs[0].size();
+  for (const auto& s : seqs) shortest = std::min(shortest, s.size());
+  size_t n = 0;
+  while (n + 1 < shortest && std::all_of(seqs.begin(), seqs.end(), [&](const auto& s) { return s[n] == seqs[0][n]; }))
+    ++n;
+  return n;
+}
+
+double stderr_of(double p, size_t n) { return n > 1 ? std::sqrt(p * (1 - p) / double(n - 1)) : 0.0; }
+
+TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const ChoiceTask& task,
+                     std::vector<float>& prefix_logits) {
+  const int64_t V = dec.config().vocab;
+  std::vector<std::vector<int32_t>> seqs;
+  for (const auto& ending : task.endings) seqs.push_back(tok.encode(task.context + " " + ending, tok.add_bos()));
+  size_t longest = 0;
+  for (const auto& s : seqs) longest = std::max(longest, s.size());
+  if (int64_t(longest) > dec.n_ctx())
+    fail("task {}: an ending needs {} tokens with its context; the context is {} (raise -c)", task.index, longest,
+         dec.n_ctx());
+  const size_t prefix = shared_prefix(seqs);
+  if (prefix == 0)
+    fail("task {}: its endings share no first token (an empty context, and the vocabulary adds no BOS); "
+         "give the task a context", task.index);
+
+  dec.reset();
+  dec.eval(seqs[0].data(), int64_t(prefix), false);
+  std::copy(dec.logits(), dec.logits() + V, prefix_logits.begin());
+
+  TaskScore s;
+  s.index = task.index;
+  s.gold = task.gold;
+  std::vector<double> mean(seqs.size());
+  for (size_t e = 0; e < seqs.size(); ++e) {
+    const auto& seq = seqs[e];
+    double sum = token_logprob(prefix_logits.data(), V, seq[prefix]);
+    const int64_t rest = int64_t(seq.size() - prefix) - 1;  // tokens whose next token is scored
+    if (rest > 0) {
+      dec.truncate(int64_t(prefix));
+      dec.eval(seq.data() + prefix, rest, true);
+      for (int64_t j = 0; j < rest; ++j) sum += token_logprob(dec.logits() + j * V, V, seq[prefix + 1 + size_t(j)]);
+    }
+    s.logprob.push_back(sum);
+    s.scored.push_back(rest + 1);
+    mean[e] = sum / double(rest + 1);
+  }
+  s.chosen_norm = argmax_first(mean);
+  s.chosen_sum = argmax_first(s.logprob);
+  return s;
+}
+
+}  // namespace
+
+double token_logprob(const float* logits, int64_t vocab, int32_t target) {
+  double mx = logits[0];
+  for (int64_t j = 1; j < vocab; ++j) mx = std::max(mx, double(logits[j]));
+  double sum = 0;
+  for (int64_t j = 0; j < vocab; ++j) sum += std::exp(double(logits[j]) - mx);
+  return double(logits[target]) - mx - std::log(sum);
+}
+
+ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
+                                const std::function<void(const TaskScore&, double)>& on_task) {
+  ChoiceResult r;
+  std::vector<float> prefix_logits(size_t(dec.config().vocab));
+  size_t right = 0, right_norm = 0;
+  const double t0 = now_seconds();
+  for (const auto& task : tasks) {
+    r.tasks.push_back(score_task(dec, tok, task, prefix_logits));
+    const TaskScore& s = r.tasks.back();
+    right += s.chosen_sum == s.gold;
+    right_norm += s.chosen_norm == s.gold;
+    if (on_task) on_task(s, double(right_norm) / double(r.tasks.size()));
+  }
+  r.seconds = now_seconds() - t0;
+  const size_t n = r.tasks.size();
+  if (n > 0) {
+    r.acc = double(right) / double(n);
+    r.acc_norm = double(right_norm) / double(n);
+    r.acc_stderr = stderr_of(r.acc, n);
+    r.acc_norm_stderr = stderr_of(r.acc_norm, n);
+  }
+  return r;
+}
+
+}  // namespace ggtrain::eval

@@ -1,0 +1,45 @@
+#pragma once
+// Multiple-choice accuracy scored as llama.cpp's llama-perplexity scores
+// HellaSwag (hellaswag_score in tools/perplexity/perplexity.cpp): each
+// ending is tokenized as tokenize(context + " " + ending, add_special); the
+// tokens all endings share are evaluated once and the endings continue that
+// KV prefix; an ending's score is the mean log-probability of its tokens
+// past the shared prefix (llama.cpp's acc_norm), and the ending with the
+// highest score is the model's choice. Beside it, `acc` takes the sum of
+// those log-probabilities (unnormalised, lm-evaluation-harness's acc).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "eval/choice_tasks.h"
+#include "infer/decoder.h"
+
+namespace ggtrain::eval {
+
+struct TaskScore {
+  int64_t index = 0;            // the task's place in its file
+  int gold = 0;
+  int chosen_norm = 0;          // by mean log-probability (acc_norm)
+  int chosen_sum = 0;           // by summed log-probability (acc)
+  std::vector<double> logprob;  // per ending: summed log-probability of its scored tokens
+  std::vector<int64_t> scored;  // per ending: how many tokens were scored
+};
+
+struct ChoiceResult {
+  std::vector<TaskScore> tasks;
+  double acc = 0, acc_norm = 0;          // fractions of the tasks
+  double acc_stderr = 0, acc_norm_stderr = 0;  // sqrt(p (1 - p) / (n - 1)), 0 for one task
+  double seconds = 0;
+};
+
+// Scores `tasks` in their order; on_task (optional) gets each task's score
+// and the running acc_norm. Error naming the task when its longest ending
+// does not fit in the decoder's context.
+ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
+                                const std::function<void(const TaskScore&, double)>& on_task = {});
+
+// log softmax(logits)[target] in double.
+double token_logprob(const float* logits, int64_t vocab, int32_t target);
+
+}  // namespace ggtrain::eval

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Multiple-choice accuracy as llama.cpp scores it: `ggtrain eval --task` and
+# llama-perplexity --hellaswag (built from the source node-llama-cpp ships,
+# tests/support/build_llama_perplexity.sh) on the same GGUF and task file.
+# The model: the tiny preset (1024-token vocabulary) trained on Genesis; the
+# tasks: "which of four verses follows this one" from Exodus
+# (scripts/make_verse_task.sh), all drawn with --tasks 60 as
+# --hellaswag-tasks 60 draws them. llama-perplexity prints the running
+# accuracy after each task; from it, whether each task was answered right,
+# which must be ggtrain's answer task for task, in the same order. On the F32
+# file and its Q8_0 export; both sides keep an fp16 KV cache (their default).
+# Controls: ggtrain's tasks in file order, and ggtrain's choices by summed
+# instead of mean log-probability, must each disagree with llama-perplexity
+# (a wrong draw or a missing length normalisation would fail).
+#
+#   tests/llama_cpp_choice_check.sh PATH/TO/ggtrain LLAMA_BUILD_DIR
+#
+# Needs bible-kjv, git, cmake, node_modules in tests/node (the source bundle).
+set -euo pipefail
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain LLAMA_BUILD_DIR" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")" && pwd)
+fail() { echo "llama_cpp_choice_check: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+start=$SECONDS
+bash "$HERE/support/build_llama_perplexity.sh" "$2" || fail "could not build llama-perplexity"
+PERPLEXITY=$(realpath "$2/build/bin/llama-perplexity")
+echo "llama-perplexity ready after $((SECONDS - start)) s"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
+"$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=300 \
+  --set data.vocab_size=1024 --set model.ctx=512 --set train.threads=2 --quiet >/dev/null
+bash "$HERE/../scripts/make_verse_task.sh" Exod1:1-Exod40:38 80 exodus.hellaswag >/dev/null
+N=60
+"$GGTRAIN" export small/weights/latest q8_0.gguf --type q8_0 >/dev/null
+
+# right/wrong per task, as 1/0 on one line, from llama-perplexity's running
+# accuracy (task i: i, then acc in percent).
+theirs() {
+  "$PERPLEXITY" -m "$1" -f exodus.hellaswag --hellaswag --hellaswag-tasks $N -c 512 -t 2 2>/dev/null |
+    awk -F'\t' '$1 ~ /^[0-9]+$/ && $2 ~ /%$/ { right = int(($2 + 0) * $1 / 100 + 0.5); printf "%d", right - prev; prev = right }'
+}
+# ggtrain's, in the order drawn (or by FIELD and ORDER given).
+ours() { # MODEL CHOSEN_FIELD SORT(draw|file)
+  "$GGTRAIN" eval -m "$1" --task exodus.hellaswag --tasks $N -t 2 --json |
+    node -e '
+      const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
+      let t = r.per_task;
+      if (process.argv[2] === "file") t = [...t].sort((a, b) => a.index - b.index);
+      process.stdout.write(t.map(x => (x[process.argv[1]] === x.gold ? 1 : 0)).join(""));' "$2" "$3"
+}
+for m in small/weights/latest q8_0.gguf; do
+  a=$(theirs "$m")
+  b=$(ours "$m" chosen draw)
+  [[ ${#a} -eq $N ]] || fail "$m: llama-perplexity scored ${#a} tasks, not $N: '$a'"
+  [[ $a == "$b" ]] || fail "$m: answers differ (1 = right):
+  llama.cpp: $a
+  ggtrain:   $b"
+  right=$(tr -cd 1 <<<"$a" | wc -c)
+  [[ $(ours "$m" chosen file) != "$a" ]] || fail "control: $m in file order gives llama.cpp's answers: the order is not tested"
+  [[ $(ours "$m" chosen_sum draw) != "$a" ]] || fail "control: $m by summed log-probability gives llama.cpp's answers: the normalisation is not tested"
+  echo "$m: the same answer on all $N tasks ($right right): $a"
+done
+echo "llama_cpp_choice_check: OK in $((SECONDS - start)) s"
