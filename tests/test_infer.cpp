@@ -279,14 +279,16 @@ TEST(Perplexity, FollowsLlamaCppRule) {
   auto toks = tokens(16 * 3 + 5, c.vocab);  // 3 full chunks; the tail is dropped
   gguf::GgufFile f(tmp / "m.gguf");
   infer::Decoder d(f);
-  auto r = infer::perplexity(d, toks, n_ctx, bos);
+  std::vector<int32_t> token_bytes(size_t(c.vocab));
+  for (size_t v = 0; v < token_bytes.size(); ++v) token_bytes[v] = int32_t(v % 5);  // some tokens have none
+  auto r = infer::perplexity(d, toks, n_ctx, bos, {}, &token_bytes);
   EXPECT_EQ(r.chunks, 3);
   EXPECT_EQ(r.scored, 3 * (n_ctx - 1 - n_ctx / 2));
   // Independently, with the training forward pass: chunk c, first token BOS,
   // positions n_ctx/2 .. n_ctx-2 predict the next original token.
   model::LlamaModel<float> m(c, 1, n_ctx);
   std::copy(p.begin(), p.end(), m.params());
-  double nll = 0;
+  double nll = 0, bytes = 0;
   for (int64_t ch = 0; ch < 3; ++ch) {
     std::vector<int32_t> w(toks.begin() + ch * n_ctx, toks.begin() + (ch + 1) * n_ctx);
     w[0] = bos;
@@ -296,9 +298,13 @@ TEST(Perplexity, FollowsLlamaCppRule) {
       double mx = *std::max_element(z, z + c.vocab), s = 0;
       for (int64_t v = 0; v < c.vocab; ++v) s += std::exp(z[v] - mx);
       nll += mx + std::log(s) - z[toks[size_t(ch * n_ctx + k + 1)]];
+      bytes += double(toks[size_t(ch * n_ctx + k + 1)] % 5);
     }
   }
   EXPECT_NEAR(r.ppl, std::exp(nll / double(r.scored)), 1e-5 * r.ppl);
+  // Bits per byte: the same total in bits over the scored tokens' bytes.
+  EXPECT_EQ(double(r.bytes), bytes);
+  EXPECT_NEAR(r.bpb, nll / std::log(2.0) / bytes, 1e-5 * r.bpb);
   EXPECT_THROW(infer::perplexity(d, tokens(31, c.vocab), n_ctx, bos), Error);  // < 2 chunks
 }
 

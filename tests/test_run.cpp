@@ -2,9 +2,13 @@
 // run config (presets, TOML, --set), on a synthetic corpus.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "data/token_file.h"
 #include "gguf/reader.h"
 #include "support/capture.h"
 #include "support/run_helpers.h"
@@ -35,6 +39,55 @@ TEST(Run, ResumeIsBitIdenticalToAnUninterruptedRun) {
   test_support::expect_same_data_position(train::state_path(tmp / "a", 20), train::state_path(tmp / "b", 20));
   // The metrics of the resumed run continue the same curve, step for step.
   test_support::expect_same_metrics(tmp / "a", tmp / "b");
+}
+
+// Bits per byte of validation: the loss's total in bits over the bytes of
+// the targets' texts. Counted here from the validation token file (window w
+// predicts tokens w*T+1 .. w*T+T) and the GGUF's own token list (a piece's
+// bytes with U+2581 as a space, byte tokens one byte, control tokens none).
+TEST(Run, ValidationReportsBitsPerByteOfThePredictedText) {
+  TempDir tmp("ggtrain_bpb");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1500);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  c.train.eval_batches = 3;
+  test_support::run_quiet(tmp / "r", c, false);
+
+  gguf::GgufFile f(train::weights_path(tmp / "r", 10));
+  const auto& pieces = f.find("tokenizer.ggml.tokens")->items;
+  const auto& types = f.find("tokenizer.ggml.token_type")->items;
+  auto bytes_of = [&](int32_t id) -> double {
+    const std::string& p = pieces[size_t(id)].s;
+    switch (types[size_t(id)].i) {
+      case 1: {  // normal: each U+2581 (3 bytes) is one space
+        size_t n = p.size();
+        for (size_t at = p.find("\xe2\x96\x81"); at != std::string::npos; at = p.find("\xe2\x96\x81", at + 3)) n -= 2;
+        return double(n);
+      }
+      case 4: return double(p.size());  // user-defined: as written
+      case 6: return 1;                 // <0xNN>
+      default: return 0;
+    }
+  };
+  data::TokenFile val(tmp / "r/data/val-00000.tok");
+  const int64_t T = c.train.seq_len, windows = c.train.eval_batches * c.train.batch;
+  ASSERT_GE((val.size() - 1) / T, windows) << "the validation text is shorter than the test assumes";
+  double bytes = 0;
+  for (int64_t w = 0; w < windows; ++w)
+    for (int64_t t = 1; t <= T; ++t) bytes += bytes_of(val[w * T + t]);
+
+  std::ifstream in(tmp / "r/metrics.jsonl");
+  std::string line;
+  int evals = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("val_loss")) continue;
+    ++evals;
+    const double loss = j["val_loss"].get<double>(), bpb = j["val_bpb"].get<double>();
+    const double expected = loss * double(windows * T) / std::log(2.0) / bytes;
+    EXPECT_NEAR(bpb, expected, 1e-12 * expected) << line;
+    EXPECT_GT(bpb, 0);
+  }
+  EXPECT_EQ(evals, 1);
 }
 
 TEST(Run, CheckpointsAreLlamaModelsWithARelativeLatestLink) {

@@ -65,12 +65,17 @@ int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string
   // As llama.cpp: BOS first and at each chunk start only when the vocabulary asks for it.
   auto tokens = tok.encode(text, tok.add_bos());
   const bool tty = ::isatty(2);
-  auto r = infer::perplexity(dec, tokens, ctx, tok.add_bos() ? tok.bos_id() : -1, [&](int64_t c, double ppl) {
-    if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
-  });
+  const auto token_bytes = tok.token_byte_lengths();
+  auto r = infer::perplexity(
+      dec, tokens, ctx, tok.add_bos() ? tok.bos_id() : -1,
+      [&](int64_t c, double ppl) {
+        if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
+      },
+      &token_bytes);
   if (tty) fmt::print(stderr, "\n");
-  fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text), {:.1f} tokens/s\n",
-             r.ppl, r.chunks, ctx, r.scored, tokens.size(), double(r.chunks * ctx) / r.seconds);
+  fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text), {:.1f} tokens/s; "
+             "{:.4f} bits per byte ({} bytes scored)\n",
+             r.ppl, r.chunks, ctx, r.scored, tokens.size(), double(r.chunks * ctx) / r.seconds, r.bpb, r.bytes);
   return 0;
 }
 

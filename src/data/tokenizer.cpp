@@ -325,6 +325,12 @@ std::string Tokenizer::token_to_piece(int32_t id) const {
   }
 }
 
+std::vector<int32_t> Tokenizer::token_byte_lengths() const {
+  std::vector<int32_t> n(static_cast<size_t>(vocab_size()));
+  for (int32_t id = 0; id < vocab_size(); ++id) n[size_t(id)] = static_cast<int32_t>(token_to_piece(id).size());
+  return n;
+}
+
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   if (bpe_) return decode_bpe(ids);
   // The space prefix added by encode is dropped from the first piece, unless

@@ -61,6 +61,9 @@ class Tokenizer {
   // One token's text for streaming: control/unknown/unused -> "", byte
   // tokens -> the raw byte, normal pieces with U+2581 turned into spaces.
   std::string token_to_piece(int32_t id) const;
+  // Per token id, the bytes of its token_to_piece text (0 for control
+  // tokens): what bits per byte divide by.
+  std::vector<int32_t> token_byte_lengths() const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
   // The token a document starts with: BOS; for a gpt2 vocabulary without

@@ -10,7 +10,8 @@
 namespace ggtrain::infer {
 
 PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx,
-                            int32_t bos, const std::function<void(int64_t, double)>& on_chunk) {
+                            int32_t bos, const std::function<void(int64_t, double)>& on_chunk,
+                            const std::vector<int32_t>* token_bytes) {
   if (n_ctx < 2 || n_ctx > dec.n_ctx()) fail("perplexity: context {} must be in [2, {}]", n_ctx, dec.n_ctx());
   if (int64_t(tokens.size()) < 2 * n_ctx)
     fail("perplexity: the text has {} tokens; at least {} (2 x context {}) are needed",
@@ -27,7 +28,9 @@ PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, in
     dec.reset();
     dec.eval(window.data(), n_ctx, true);
     for (int64_t k = first; k < n_ctx - 1; ++k) {
-      nll += kernels::token_nll(dec.logits() + k * V, V, tokens[size_t(c * n_ctx + k + 1)]);
+      const int32_t target = tokens[size_t(c * n_ctx + k + 1)];
+      nll += kernels::token_nll(dec.logits() + k * V, V, target);
+      if (token_bytes) r.bytes += token_bytes->at(size_t(target));
     }
     r.scored += n_ctx - 1 - first;
     if (on_chunk) on_chunk(c, std::exp(nll / double(r.scored)));
@@ -35,6 +38,7 @@ PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, in
   r.seconds = now_seconds() - t0;
   r.nll = nll / double(r.scored);
   r.ppl = std::exp(r.nll);
+  r.bpb = r.bytes > 0 ? nll / std::log(2.0) / double(r.bytes) : NAN;
   return r;
 }
 

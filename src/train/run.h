@@ -64,7 +64,12 @@ class Run {
   void maybe_checkpoint(int64_t step, bool stopping);
   void report_interruption(int sig, int64_t step);
 
-  double evaluate();
+  // Validation: the mean loss over the counted targets, and that total in
+  // bits over their bytes (token_bytes_); NAN for both without validation data.
+  struct Validation {
+    double loss = NAN, bits_per_byte = NAN;
+  };
+  Validation evaluate();
   void checkpoint(int64_t step);
   CheckpointData checkpoint_data();
 
@@ -78,6 +83,7 @@ class Run {
   std::string run_id_;
   int64_t start_step_ = 0;
   std::unique_ptr<data::Tokenizer> tok_;
+  std::vector<int32_t> token_bytes_;  // tok_->token_byte_lengths(), for bits per byte
   RunTokens tokens_;
   std::unique_ptr<data::MixtureLoader> loader_;
   std::unique_ptr<data::BatchLoader> val_loader_;

@@ -117,6 +117,7 @@ void Run::load_donor() {
 void Run::load_tokenizer(int64_t resume_step) {
   tok_ = std::make_unique<data::Tokenizer>(run_tokenizer(run_dir_, c_, quiet_, resume_step));
   added_tokens_ = add_chat_vocabulary(*tok_, c_, quiet_ || !dp_->root());
+  token_bytes_ = tok_->token_byte_lengths();
   if (resume_ && c_.train.lora.rank == 0)  // a LoRA checkpoint is an adapter, without vocabulary
     check_same_vocabulary(*tok_,
                           !c_.init.donor.empty()      ? c_.init.donor

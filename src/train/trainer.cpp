@@ -159,31 +159,37 @@ void Run::log_step(const StepResult& r) {
 void Run::maybe_evaluate(int64_t step) {
   const auto& t = c_.train;
   if (t.eval_every <= 0 || (step % t.eval_every != 0 && step != t.steps)) return;
-  const double vl = evaluate();
-  if (!std::isfinite(vl)) return;
-  metrics_->log_eval({{"step", step}, {"val_loss", vl}, {"val_ppl", std::exp(vl)}});
-  summary_.last_val_loss = vl;
+  const Validation v = evaluate();
+  if (!std::isfinite(v.loss)) return;
+  metrics_->log_eval({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_bpb", v.bits_per_byte}});
+  summary_.last_val_loss = v.loss;
   if (!quiet_)
-    fmt::print(stderr, "{}validation at step {}: loss {:.4f}, perplexity {:.2f}\n", tty_ ? "\n" : "", step, vl,
-               std::exp(vl));
+    fmt::print(stderr, "{}validation at step {}: loss {:.4f}, perplexity {:.2f}, {:.4f} bits per byte\n",
+               tty_ ? "\n" : "", step, v.loss, std::exp(v.loss), v.bits_per_byte);
 }
 
-double Run::evaluate() {
-  if (!val_loader_) return NAN;
+Run::Validation Run::evaluate() {
+  if (!val_loader_) return {};
   const int64_t B = c_.train.batch, T = c_.train.seq_len;
   const int64_t n_batches = std::min(c_.train.eval_batches, val_loader_->n_windows() / B);
-  if (n_batches == 0) return NAN;
-  double sum = 0, counted = 0;  // the mean over every counted target of the batches
+  if (n_batches == 0) return {};
+  double sum = 0, counted = 0, bytes = 0;  // over every counted target of the batches
   for (int64_t i = 0; i < n_batches; ++i) {
     for (int64_t b = 0; b < B; ++b)
       val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
-    const double mean = model_->evaluate(dp_->local(inputs_.data()), dp_->local(targets_.data()),
+    const int32_t* targets = dp_->local(targets_.data());
+    const double mean = model_->evaluate(dp_->local(inputs_.data()), targets,
                                          documents_ ? dp_->local(doc_start_.data()) : nullptr);
     sum += mean * double(model_->counted_targets());
     counted += double(model_->counted_targets());
+    for (int64_t k = 0; k < model_->batch() * T; ++k)
+      if (targets[k] != kernels::kNoTarget) bytes += token_bytes_[size_t(targets[k])];
   }
-  const double all = dp_->mean_over_ranks(counted);
-  return all > 0 ? dp_->mean_over_ranks(sum) / all : NAN;
+  // Means over the ranks of each total: their ratios are the ratios of the sums.
+  const double all = dp_->mean_over_ranks(counted), nats = dp_->mean_over_ranks(sum);
+  const double all_bytes = dp_->mean_over_ranks(bytes);
+  if (all <= 0) return {};
+  return {nats / all, all_bytes > 0 ? nats / std::log(2.0) / all_bytes : NAN};
 }
 
 // A generated text on rank 0 every train.sample_every steps.
