@@ -301,6 +301,20 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl"), "-c", "4"};
                },
                {"t.jsonl: task 0", "needs", "the context is 4", "raise -c"}});
+  c.push_back({"train_eval_tasks_missing", "`train.eval_tasks` naming a task file that does not exist",
+               [](Env& e) {
+                 return e.fresh({"train.eval_tasks=" + e.t("no_such.jsonl"), "train.eval_tasks_every=2"});
+               },
+               {"no_such.jsonl", "cannot read the task file"}});
+  c.push_back({"train_eval_tasks_every_0", "`train.eval_tasks` set with `train.eval_tasks_every` left at 0",
+               [](Env& e) { return e.fresh({"train.eval_tasks=" + e.t("tasks.jsonl")}); },
+               {"train.eval_tasks", "train.eval_tasks_every is 0"}});
+  c.push_back({"keep_best_unknown_metric", "`checkpoint.keep_best` naming no metric",
+               [](Env& e) { return e.fresh({"checkpoint.keep_best=accuracy"}); },
+               {"checkpoint.keep_best", "val_loss", "task:NAME", "accuracy"}});
+  c.push_back({"keep_best_task_not_evaluated", "`checkpoint.keep_best = \"task:NAME\"` where NAME is no `train.eval_tasks` file",
+               [](Env& e) { return e.fresh({"checkpoint.keep_best=task:verses.hellaswag"}); },
+               {"task:verses.hellaswag", "names no train.eval_tasks file"}});
   c.push_back({"tokenizer_vocab_too_small", "`tokenizer train --vocab` below what the text's characters need",
                [](Env& e) { return A{e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "270", "--out", e.t("t.model")}; },
                {"corpus.txt", "too small", "need at least", "ask for"}});

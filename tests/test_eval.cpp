@@ -130,6 +130,7 @@ TEST(ChoiceScore, EqualsTheLogProbabilitiesOfEachWholeSequence) {
   ASSERT_EQ(r.tasks.size(), 2u);
 
   int right = 0, right_norm = 0;
+  double gold_mean = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
     std::vector<std::vector<int32_t>> seqs;
     for (const auto& e : tasks[t].endings) seqs.push_back(tok.encode(tasks[t].context + " " + e, tok.add_bos()));
@@ -160,11 +161,13 @@ TEST(ChoiceScore, EqualsTheLogProbabilitiesOfEachWholeSequence) {
     const int best_mean = int(std::max_element(mean.begin(), mean.end()) - mean.begin());
     EXPECT_EQ(r.tasks[t].chosen_sum, best_sum);
     EXPECT_EQ(r.tasks[t].chosen_norm, best_mean);
+    gold_mean += mean[size_t(tasks[t].gold)] / 2.0;
     right += best_sum == tasks[t].gold;
     right_norm += best_mean == tasks[t].gold;
   }
   EXPECT_DOUBLE_EQ(r.acc, right / 2.0);
   EXPECT_DOUBLE_EQ(r.acc_norm, right_norm / 2.0);
+  EXPECT_NEAR(r.gold_logprob, gold_mean, 2e-5);
 }
 
 TEST(ChoiceScore, RefusesATaskLongerThanTheContext) {

@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "gguf/reader.h"
 #include "support/run_helpers.h"
+#include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
 
 using namespace ggtrain;
@@ -60,12 +62,14 @@ int run_cli(const std::vector<std::string>& args, const std::string& dir, bool k
   return WEXITSTATUS(status);
 }
 
-std::vector<std::string> train_args(const std::string& dir, const std::string& corpus, bool resume) {
+std::vector<std::string> train_args(const std::string& dir, const std::string& corpus, bool resume,
+                                    const std::vector<std::string>& sets = {"train.eval_every=0"}) {
   std::vector<std::string> a{GGTRAIN_BIN, "train", "--run-dir", dir, "--quiet"};
   if (resume) return a.insert(a.end(), "--resume"), a;
-  for (const std::string& s : {"train.steps=" + std::to_string(kSteps), std::string("train.threads=1"),
-                              std::string("checkpoint.every=1"), std::string("checkpoint.keep_last=3"),
-                              std::string("train.eval_every=0")}) {
+  std::vector<std::string> all{"train.steps=" + std::to_string(kSteps), "train.threads=1", "checkpoint.every=1",
+                               "checkpoint.keep_last=3"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  for (const std::string& s : all) {
     a.push_back("--set");
     a.push_back(s);
   }
@@ -83,7 +87,63 @@ void expect_latest_is_complete(const std::string& dir) {
   EXPECT_EQ(s.tensors().size(), 2 * w.tensors().size());
 }
 
+// checkpoint.keep_best: the link, when there is one, names a complete
+// checkpoint, and best.json is never behind it (it is written first).
+void expect_best_is_complete(const std::string& dir) {
+  const std::string link = dir + "/weights/best.gguf";
+  if (!std::filesystem::is_symlink(link)) return;
+  const auto rec = train::read_best(dir);
+  ASSERT_TRUE(rec.has_value()) << "weights/best.gguf without best.json";
+  gguf::GgufFile w(link);
+  const int64_t step = int64_t(w.get_uint("general.step"));
+  EXPECT_EQ(std::filesystem::read_symlink(link).string(), "step_" + std::to_string(step) + ".gguf");
+  EXPECT_GE(rec->step, step);
+  EXPECT_LE(step, train::latest_step(dir));
+}
+
 }  // namespace
+
+// SIGKILLs during a run that keeps its best validation loss (evaluated every
+// other step on reversed lines, whose loss falls and rises again): after every
+// resume it ends with the uninterrupted run's best (step and value), its
+// link on that step's checkpoint.
+TEST(Kill, KeepBestSurvivesSigkillAndResume) {
+  TempDir tmp("ggtrain_kill_best");
+  const std::string corpus = tmp / "corpus.txt";
+  test_support::write_synthetic_corpus(corpus, 1200);
+  test_support::write_reversed_lines(corpus, tmp / "reversed.txt", 400);
+  const std::vector<std::string> sets{"train.eval_every=2", "checkpoint.keep_best=val_loss", "train.lr_max=0.01",
+                                      "train.lr_min=0.01", "train.schedule=constant",
+                                      "data.val_corpus=" + (tmp / "reversed.txt")};
+  ASSERT_EQ(run_cli(train_args(tmp / "clean", corpus, false, sets), tmp / "clean", false), 0);
+  const auto clean = train::read_best(tmp / "clean");
+  ASSERT_TRUE(clean.has_value());
+  EXPECT_LT(clean->step, kSteps - 10) << "the best is at the end: resumes would not have to keep an older one";
+
+  const std::string dir = tmp / "killed";
+  uint64_t seed = 77;
+  int kills = 0;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int64_t from = train::latest_step(dir);
+    const int rc = run_cli(train_args(dir, corpus, from >= 0, sets), dir, true, int((seed >> 33) % 40));
+    if (rc == -SIGKILL) ++kills;
+    else ASSERT_EQ(rc, 0) << "attempt " << attempt;
+    expect_latest_is_complete(dir);
+    expect_best_is_complete(dir);
+    if (rc == 0) break;
+  }
+  if (train::latest_step(dir) != kSteps) {
+    ASSERT_EQ(run_cli(train_args(dir, corpus, true, sets), dir, false), 0);
+  }
+  EXPECT_GE(kills, 8);
+  const auto killed = train::read_best(dir);
+  ASSERT_TRUE(killed.has_value());
+  EXPECT_EQ(killed->step, clean->step);
+  EXPECT_EQ(killed->value, clean->value);
+  EXPECT_EQ(std::filesystem::read_symlink(dir + "/weights/best.gguf"), std::filesystem::read_symlink(tmp / "clean/weights/best.gguf"));
+  expect_best_is_complete(dir);
+}
 
 TEST(Kill, Sigkill20TimesThenResumeIsBitIdentical) {
   TempDir tmp("ggtrain_kill");

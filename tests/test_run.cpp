@@ -5,13 +5,19 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <fstream>
 
 #include "data/token_file.h"
+#include "data/tokenizer.h"
+#include "eval/choice_score.h"
+#include "eval/choice_tasks.h"
 #include "gguf/reader.h"
+#include "infer/decoder.h"
 #include "support/capture.h"
 #include "support/run_helpers.h"
+#include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -88,6 +94,113 @@ TEST(Run, ValidationReportsBitsPerByteOfThePredictedText) {
     EXPECT_GT(bpb, 0);
   }
   EXPECT_EQ(evals, 1);
+}
+
+// train.eval_tasks: the record at step 20 is what `eval --task` (fp32
+// cache, the in-memory decoder's) gives on that step's checkpoint; the
+// step-10 checkpoint gives another (the weights of the step are scored).
+TEST(Run, TasksScoredInTheLoopEqualTheSavedCheckpointsScores) {
+  TempDir tmp("ggtrain_tasks");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 800);
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(tmp / "corpus.txt");
+    for (std::string l; std::getline(in, l) && lines.size() < 40;) lines.push_back(l);
+  }
+  {
+    std::ofstream out(tmp / "tasks.jsonl");
+    for (size_t i = 0; i + 1 < 30; i += 2)
+      out << nlohmann::json{{"context", lines[i]},
+                            {"endings", {lines[i + 1], lines[i + 9], lines[i + 5]}},
+                            {"label", i % 3 == 0 ? 0 : 1}}.dump()
+          << "\n";
+  }
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
+  c.model.ctx = 256;
+  c.train.eval_tasks = {tmp / "tasks.jsonl"};
+  c.train.eval_tasks_every = 20;
+  c.train.eval_tasks_limit = 10;
+  test_support::run_quiet(tmp / "r", c, false);
+
+  std::map<int64_t, nlohmann::json> records;
+  std::ifstream in(tmp / "r/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("task")) records[j["step"].get<int64_t>()] = j;
+  }
+  ASSERT_EQ(records.size(), 2u);  // steps 20 and 30 (the end)
+  ASSERT_TRUE(records.count(20));
+  auto score = [&](int64_t step) {
+    gguf::GgufFile f(train::weights_path(tmp / "r", step));
+    infer::Decoder dec(f, 256, kernels::CacheType::kF32);
+    const auto tasks = eval::draw_tasks(eval::read_choice_tasks(tmp / "tasks.jsonl", eval::TaskFormat::kJsonl), 10);
+    return eval::score_choice_tasks(dec, data::Tokenizer::from_gguf(f), tasks);
+  };
+  const auto& rec = records[20];
+  const auto r20 = score(20);
+  EXPECT_EQ(rec["tasks"].get<size_t>(), 10u);
+  EXPECT_EQ(rec["acc"].get<double>(), r20.acc);
+  EXPECT_EQ(rec["acc_norm"].get<double>(), r20.acc_norm);
+  EXPECT_EQ(rec["gold_logprob"].get<double>(), r20.gold_logprob);
+  EXPECT_NE(rec["gold_logprob"].get<double>(), score(10).gold_logprob);
+}
+
+TEST(BestCheckpoint, MetricsAndTheirDirection) {
+  for (const char* ok : {"", "val_loss", "bpb", "task:verses.hellaswag"}) EXPECT_NO_THROW(train::check_keep_best(ok));
+  for (const char* bad : {"loss", "task:", "val_bpb"}) EXPECT_THROW(train::check_keep_best(bad), Error);
+  EXPECT_TRUE(train::better_on("val_loss", 2.0, 3.0));
+  EXPECT_FALSE(train::better_on("val_loss", 3.0, 3.0));  // a tie keeps the earlier step
+  EXPECT_TRUE(train::better_on("bpb", 1.0, NAN));       // the first value
+  EXPECT_FALSE(train::better_on("bpb", NAN, 1.0));
+  EXPECT_TRUE(train::better_on("task:t", 0.5, 0.25));   // accuracies: higher
+  EXPECT_FALSE(train::better_on("task:t", 0.25, 0.5));
+  EXPECT_TRUE(train::names_task("task:t.jsonl", "/data/tasks/t.jsonl"));
+  EXPECT_TRUE(train::names_task("task:/data/tasks/t.jsonl", "/data/tasks/t.jsonl"));
+  EXPECT_FALSE(train::names_task("task:u.jsonl", "/data/tasks/t.jsonl"));
+}
+
+// checkpoint.keep_best = val_loss, validated on the corpus's lines with
+// their words reversed, which the model learns and then unlearns as it
+// learns the forward order: weights/best.gguf follows the lowest loss
+// in metrics.jsonl, is kept past keep_last, and holds that step's weights.
+TEST(Run, KeepBestFollowsTheLowestValidationLoss) {
+  TempDir tmp("ggtrain_best");
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1500);
+  test_support::write_reversed_lines(tmp / "corpus.txt", tmp / "reversed.txt", 400);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 60);
+  c.data.val_corpus = {tmp / "reversed.txt"};
+  c.train.eval_every = 4;
+  c.train.lr_max = 0.01;
+  c.train.lr_min = 0.01;
+  c.train.schedule = "constant";
+  c.checkpoint.every = 20;
+  c.checkpoint.keep_last = 1;
+  c.checkpoint.keep_best = "val_loss";
+  test_support::run_quiet(tmp / "r", c, false);
+
+  int64_t best_step = -1;
+  double best = INFINITY;
+  std::ifstream in(tmp / "r/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("val_loss") && j["val_loss"].get<double>() < best) {
+      best = j["val_loss"].get<double>();
+      best_step = j["step"].get<int64_t>();
+    }
+  }
+  ASSERT_GT(best_step, 0);
+  EXPECT_LT(best_step, 60) << "the loss never rose: the test does not test keeping an older step";
+  EXPECT_NE(best_step % 20, 0) << "the best is a regular checkpoint: the test does not test the extra one";
+  EXPECT_EQ(std::filesystem::read_symlink(tmp / "r/weights/best.gguf").string(),
+            "step_" + std::to_string(best_step) + ".gguf");
+  const auto rec = train::read_best(tmp / "r");
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->metric, "val_loss");
+  EXPECT_EQ(rec->step, best_step);
+  EXPECT_EQ(rec->value, best);
+  gguf::GgufFile f(tmp / "r/weights/best.gguf");
+  EXPECT_EQ(f.get_uint("general.step"), uint64_t(best_step));
+  EXPECT_EQ(train::latest_step(tmp / "r"), 60);
 }
 
 TEST(Run, CheckpointsAreLlamaModelsWithARelativeLatestLink) {

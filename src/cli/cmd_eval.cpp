@@ -92,7 +92,7 @@ nlohmann::json choice_json(const eval::ChoiceResult& r) {
                      {"logprob", t.logprob}, {"scored_tokens", t.scored}});
   return {{"tasks", r.tasks.size()},         {"acc", r.acc},
           {"acc_stderr", r.acc_stderr},      {"acc_norm", r.acc_norm},
-          {"acc_norm_stderr", r.acc_norm_stderr}, {"seconds", r.seconds},
+          {"acc_norm_stderr", r.acc_norm_stderr}, {"gold_logprob", r.gold_logprob}, {"seconds", r.seconds},
           {"per_task", std::move(tasks)}};
 }
 

@@ -31,11 +31,15 @@ size_t shared_prefix(const std::vector<std::vector<int32_t>>& seqs) {
 
 double stderr_of(double p, size_t n) { return n > 1 ? std::sqrt(p * (1 - p) / double(n - 1)) : 0.0; }
 
+std::vector<int32_t> encode_ending(const data::Tokenizer& tok, const ChoiceTask& task, const std::string& ending) {
+  return tok.encode(task.context + " " + ending, tok.add_bos());
+}
+
 TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const ChoiceTask& task,
                      std::vector<float>& prefix_logits) {
   const int64_t V = dec.config().vocab;
   std::vector<std::vector<int32_t>> seqs;
-  for (const auto& ending : task.endings) seqs.push_back(tok.encode(task.context + " " + ending, tok.add_bos()));
+  for (const auto& ending : task.endings) seqs.push_back(encode_ending(tok, task, ending));
   size_t longest = 0;
   for (const auto& s : seqs) longest = std::max(longest, s.size());
   if (int64_t(longest) > dec.n_ctx())
@@ -74,6 +78,13 @@ TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const Choi
 
 }  // namespace
 
+int64_t tokens_needed(const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks) {
+  size_t longest = 0;
+  for (const auto& task : tasks)
+    for (const auto& ending : task.endings) longest = std::max(longest, encode_ending(tok, task, ending).size());
+  return int64_t(longest);
+}
+
 double token_logprob(const float* logits, int64_t vocab, int32_t target) {
   double mx = logits[0];
   for (int64_t j = 1; j < vocab; ++j) mx = std::max(mx, double(logits[j]));
@@ -87,12 +98,14 @@ ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok,
   ChoiceResult r;
   std::vector<float> prefix_logits(size_t(dec.config().vocab));
   size_t right = 0, right_norm = 0;
+  double gold_sum = 0;
   const double t0 = now_seconds();
   for (const auto& task : tasks) {
     r.tasks.push_back(score_task(dec, tok, task, prefix_logits));
     const TaskScore& s = r.tasks.back();
     right += s.chosen_sum == s.gold;
     right_norm += s.chosen_norm == s.gold;
+    gold_sum += s.logprob[size_t(s.gold)] / double(s.scored[size_t(s.gold)]);
     if (on_task) on_task(s, double(right_norm) / double(r.tasks.size()));
   }
   r.seconds = now_seconds() - t0;
@@ -102,6 +115,7 @@ ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok,
     r.acc_norm = double(right_norm) / double(n);
     r.acc_stderr = stderr_of(r.acc, n);
     r.acc_norm_stderr = stderr_of(r.acc_norm, n);
+    r.gold_logprob = gold_sum / double(n);
   }
   return r;
 }

@@ -30,6 +30,9 @@ struct ChoiceResult {
   std::vector<TaskScore> tasks;
   double acc = 0, acc_norm = 0;          // fractions of the tasks
   double acc_stderr = 0, acc_norm_stderr = 0;  // sqrt(p (1 - p) / (n - 1)), 0 for one task
+  // The right endings' mean log-probability per scored token, averaged over
+  // the tasks: a smooth curve where the accuracies move in steps.
+  double gold_logprob = 0;
   double seconds = 0;
 };
 
@@ -38,6 +41,10 @@ struct ChoiceResult {
 // does not fit in the decoder's context.
 ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
                                 const std::function<void(const TaskScore&, double)>& on_task = {});
+
+// The longest token sequence (context and an ending) among the tasks: the
+// context a decoder needs to score them.
+int64_t tokens_needed(const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks);
 
 // log softmax(logits)[target] in double.
 double token_logprob(const float* logits, int64_t vocab, int32_t target);

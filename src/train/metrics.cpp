@@ -56,6 +56,8 @@ void MetricsLog::log_eval(const nlohmann::json& r) {
   val_.emplace_back(r.at("step").get<double>(), r.at("val_loss").get<double>());
 }
 
+void MetricsLog::log_record(const nlohmann::json& r) { append(r); }
+
 void MetricsLog::write_plot() const {
   if (!write_) return;
   const std::string svg = loss_svg(train_, val_, run_dir_ + ": training and validation loss");

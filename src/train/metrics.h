@@ -19,6 +19,7 @@ class MetricsLog {
   MetricsLog(std::string run_dir, int64_t resume_step, bool write = true);
   void log_step(const nlohmann::json& record);  // needs "step" and "loss"
   void log_eval(const nlohmann::json& record);  // needs "step" and "val_loss"
+  void log_record(const nlohmann::json& record);  // any other record with a "step"
   void write_plot() const;                      // atomic write of loss.svg
 
  private:

@@ -6,17 +6,24 @@
 // sample, maybe checkpoint).
 #include <unistd.h>
 
+#include <cmath>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "data/batch_loader.h"
 #include "data/mixture_loader.h"
 #include "data/tokenizer.h"
+#include "eval/choice_tasks.h"
+#include "infer/decoder.h"
 #include "gguf/reader.h"
 #include "model/donor.h"
 #include "model/llama.h"
 #include "model/quantized_base.h"
+#include "train/best_checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/fault_injection.h"
 #include "train/metrics.h"
@@ -46,6 +53,7 @@ class Run {
   int64_t check_resume();  // the step the run resumes from, or -1
   void load_donor();
   void load_tokenizer(int64_t resume_step);
+  void load_eval_tasks();
   void prepare_data();
   void report_plan() const;
   void build_model();
@@ -61,7 +69,14 @@ class Run {
   void log_step(const StepResult& r);
   void maybe_evaluate(int64_t step);
   void maybe_sample(int64_t step);
+  void maybe_score_tasks(int64_t step);
+  // f(decoder) over the weights in memory (the donor folded in first),
+  // its cache n_ctx tokens long.
+  void with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>& f);
   void maybe_checkpoint(int64_t step, bool stopping);
+  // checkpoint.keep_best: on rank 0, an evaluation's value of that metric,
+  // kept as the candidate when it beats the best so far.
+  void offer_best(std::string_view metric, double value);
   void report_interruption(int sig, int64_t step);
 
   // Validation: the mean loss over the counted targets, and that total in
@@ -70,7 +85,7 @@ class Run {
     double loss = NAN, bits_per_byte = NAN;
   };
   Validation evaluate();
-  void checkpoint(int64_t step);
+  void checkpoint(int64_t step, int64_t keep_step = -1);
   CheckpointData checkpoint_data();
 
   const std::string run_dir_;
@@ -84,6 +99,14 @@ class Run {
   int64_t start_step_ = 0;
   std::unique_ptr<data::Tokenizer> tok_;
   std::vector<int32_t> token_bytes_;  // tok_->token_byte_lengths(), for bits per byte
+  struct TaskSet {
+    std::string path;
+    std::vector<eval::ChoiceTask> tasks;  // drawn (train.eval_tasks_limit)
+    int64_t tokens = 0;                   // the longest sequence a task needs
+  };
+  std::vector<TaskSet> task_sets_;  // train.eval_tasks
+  std::optional<BestCheckpoint> best_;  // checkpoint.keep_best's, on rank 0
+  double best_candidate_ = NAN;         // this step's value when it beats best_, on rank 0
   RunTokens tokens_;
   std::unique_ptr<data::MixtureLoader> loader_;
   std::unique_ptr<data::BatchLoader> val_loader_;

@@ -77,6 +77,11 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
     }
   }
   w.set("ggtrain.config", Value::str(meta.config_toml));
+  if (meta.best) {
+    w.set("ggtrain.best.metric", Value::str(meta.best->metric));
+    w.set("ggtrain.best.value", Value::f64(meta.best->value));
+    w.set("ggtrain.best.step", Value::u64(uint64_t(meta.best->step)));
+  }
   if (d.lora_base) {
     w.set("ggtrain.lora.base.path", Value::str(d.lora_base->path()));
     w.set("ggtrain.lora.base.checksum", Value::u64(d.lora_base_checksum));
@@ -94,22 +99,6 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   w.write(path);
 }
 
-// Atomically points weights/latest at step_N.gguf (relative link).
-void move_latest(const std::string& run_dir, int64_t step) {
-  const std::string dir = run_dir + "/weights";
-  const std::string tmp = dir + "/.latest.tmp";
-  ::unlink(tmp.c_str());
-  const std::string target = fmt::format("step_{}.gguf", step);
-  if (::symlink(target.c_str(), tmp.c_str()) != 0)
-    fail("{}: cannot create symlink: {}", tmp, errno_text(errno));
-  if (::rename(tmp.c_str(), (dir + "/latest").c_str()) != 0)
-    fail("{}/latest: cannot replace symlink: {}", dir, errno_text(errno));
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-}
 
 std::vector<int64_t> steps_in(const std::string& dir) {
   std::vector<int64_t> steps;
@@ -126,12 +115,12 @@ std::vector<int64_t> steps_in(const std::string& dir) {
 
 // Old pairs that cannot be removed are left in place (with a warning): the
 // new checkpoint is complete, so that is no reason to stop a run.
-void prune(const std::string& run_dir, int64_t keep_last, int64_t latest) {
+void prune(const std::string& run_dir, int64_t keep_last, int64_t latest, int64_t keep_step) {
   if (keep_last <= 0) return;
   auto steps = steps_in(run_dir + "/weights");
   if (int64_t(steps.size()) <= keep_last) return;
   for (size_t i = 0; i + size_t(keep_last) < steps.size(); ++i) {
-    if (steps[i] == latest) continue;
+    if (steps[i] == latest || steps[i] == keep_step) continue;
     for (const auto& p : {weights_path(run_dir, steps[i]), state_path(run_dir, steps[i])}) {
       std::error_code ec;
       fs::remove(p, ec);
@@ -168,6 +157,12 @@ CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
   m.run_id = s.get_string("ggtrain.run_id");
   m.config_toml = s.get_string("ggtrain.config");
   m.loader.sources.push_back({s.get_uint("ggtrain.data.epoch"), s.get_uint("ggtrain.data.cursor")});
+  if (s.find("ggtrain.best.metric")) {
+    m.best = BestCheckpoint{s.get_string("ggtrain.best.metric"), s.get_float("ggtrain.best.value"),
+                            int64_t(s.get_uint("ggtrain.best.step"))};
+    if (m.best->step > m.step)
+      fail("{}: ggtrain.best.step {} lies after the checkpoint's step {}", s.path(), m.best->step, m.step);
+  }
   if (s.find("ggtrain.data.windows_drawn")) {
     m.loader.drawn = s.get_uint("ggtrain.data.windows_drawn");
     for (size_t k = 1; s.find(fmt::format("ggtrain.data.source.{}.epoch", k)); ++k)
@@ -227,8 +222,24 @@ void load_lora_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const Ch
 
 }  // namespace
 
+void move_link(const std::string& run_dir, const std::string& name, int64_t step) {
+  const std::string dir = run_dir + "/weights";
+  const std::string tmp = dir + "/." + name + ".tmp";
+  ::unlink(tmp.c_str());
+  const std::string target = fmt::format("step_{}.gguf", step);
+  if (::symlink(target.c_str(), tmp.c_str()) != 0)
+    fail("{}: cannot create symlink: {}", tmp, errno_text(errno));
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0)
+    fail("{}/{}: cannot replace symlink: {}", dir, name, errno_text(errno));
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
 void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
-                     const CheckpointData& d, int64_t keep_last) {
+                     const CheckpointData& d, int64_t keep_last, int64_t keep_step) {
   make_dir(run_dir + "/weights");
   make_dir(run_dir + "/state");
   const std::string wp = weights_path(run_dir, meta.step), sp = state_path(run_dir, meta.step);
@@ -237,12 +248,12 @@ void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
   try {
     write_weights(wp, meta, d);  // each write is atomic: no partial file on failure
     write_state(sp, meta, d);
-    move_latest(run_dir, meta.step);
+    move_link(run_dir, "latest", meta.step);
   } catch (const Error&) {
     if (!rewrite) discard({wp, sp});  // a complete weights file without its state is no checkpoint
     throw;
   }
-  prune(run_dir, keep_last, meta.step);
+  prune(run_dir, keep_last, meta.step, keep_step);
 }
 
 int64_t latest_step(const std::string& run_dir) {

@@ -4,6 +4,7 @@
 // RUN/weights/latest, a relative symlink moved only after both files are
 // complete. A crash at any moment leaves `latest` on a complete pair.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "data/mixture_loader.h"
@@ -12,6 +13,7 @@
 #include "model/config.h"
 #include "model/donor.h"
 #include "model/params.h"
+#include "train/best_checkpoint.h"
 
 namespace ggtrain::train {
 
@@ -22,6 +24,10 @@ struct CheckpointMeta {
   std::string run_id;
   std::string config_toml;  // the resolved run config
   data::MixtureState loader;  // the data position: windows drawn, each source's (epoch, cursor)
+  // checkpoint.keep_best's best so far, this step's evaluation included: the
+  // state file is its record a resume trusts (best.json and the link may
+  // lag it after a crash).
+  std::optional<BestCheckpoint> best;
 };
 
 struct CheckpointData {
@@ -47,9 +53,12 @@ std::string weights_path(const std::string& run_dir, int64_t step);
 std::string state_path(const std::string& run_dir, int64_t step);
 
 // Writes weights, then state, then moves `latest`; prunes all but the newest
-// keep_last pairs (0 keeps all).
+// keep_last pairs (0 keeps all) and keep_step's (the best checkpoint's).
 void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
-                     const CheckpointData& d, int64_t keep_last);
+                     const CheckpointData& d, int64_t keep_last, int64_t keep_step = -1);
+
+// Atomically points weights/NAME at step_N.gguf (a relative link).
+void move_link(const std::string& run_dir, const std::string& name, int64_t step);
 
 // Step that `latest` points to, or -1 when the run has no checkpoint.
 int64_t latest_step(const std::string& run_dir);

@@ -7,6 +7,7 @@
 #include "chat/chat_data.h"
 #include "chat/template.h"
 #include "model/params.h"
+#include "train/best_checkpoint.h"
 #include "train/schedule.h"
 #include "util/error.h"
 
@@ -147,6 +148,19 @@ void check_run_options(const RunConfig& c) {
     fail("config: train.precision = \"bf16\" does not apply to a LoRA run (adapters train in fp32)");
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
+  if (train.eval_tasks_every < 0 || train.eval_tasks_limit < 0)
+    fail("config: train.eval_tasks_every and train.eval_tasks_limit must be >= 0");
+  check_keep_best(checkpoint.keep_best);
+  if ((checkpoint.keep_best == "val_loss" || checkpoint.keep_best == "bpb") && train.eval_every == 0)
+    fail("config: checkpoint.keep_best = \"{}\" needs validation; train.eval_every is 0", checkpoint.keep_best);
+  if (checkpoint.keep_best.starts_with("task:") &&
+      std::none_of(train.eval_tasks.begin(), train.eval_tasks.end(),
+                   [&](const std::string& p) { return names_task(checkpoint.keep_best, p); }))
+    fail("config: checkpoint.keep_best = \"{}\" names no train.eval_tasks file ({}); list the task file there",
+         checkpoint.keep_best,
+         train.eval_tasks.empty() ? std::string("it is empty") : fmt::format("{}", fmt::join(train.eval_tasks, ", ")));
+  if (!train.eval_tasks.empty() && train.eval_tasks_every == 0)
+    fail("config: train.eval_tasks names task files but train.eval_tasks_every is 0; set how often to score them");
 }
 
 }  // namespace

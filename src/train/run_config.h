@@ -61,6 +61,11 @@ struct TrainSection {
   uint64_t seed = 1337;
   int64_t threads = 0;  // 0: all cores
   int64_t eval_every = 100, eval_batches = 8;
+  // Multiple-choice task files scored on the weights in memory, as `ggtrain
+  // eval --task` scores them: every eval_tasks_every steps (and at the end),
+  // eval_tasks_limit tasks of each drawn as `eval --tasks N` draws them (0: all).
+  std::vector<std::string> eval_tasks;
+  int64_t eval_tasks_every = 0, eval_tasks_limit = 0;
   int64_t sample_every = 200, sample_tokens = 48;
   // A step whose loss or gradient norm is NaN/Inf: "stop" ends the run with
   // an error (the last checkpoint is kept); "skip" leaves the weights and
@@ -103,6 +108,9 @@ struct InitSection {
 struct CheckpointSection {
   int64_t every = 200;
   int64_t keep_last = 3;  // 0 keeps all
+  // "" (off), "val_loss", "bpb" or "task:NAME": weights/best.gguf follows the
+  // best evaluation on that metric (train/best_checkpoint.h).
+  std::string keep_best;
 };
 
 // A model.* section: d_model, n_layers, n_heads, n_kv_heads, d_ff, ctx,

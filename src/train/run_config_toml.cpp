@@ -253,6 +253,9 @@ const std::vector<Key>& keys() {
       int_key("train.threads", &RunConfig::train, &T::threads, "threads; 0 uses every core"),
       int_key("train.eval_every", &RunConfig::train, &T::eval_every, "validation loss every N steps (and at the end); 0 off"),
       int_key("train.eval_batches", &RunConfig::train, &T::eval_batches, "validation batches per evaluation"),
+      list_key("train.eval_tasks", &RunConfig::train, &T::eval_tasks, "multiple-choice task files (HellaSwag form, or .jsonl) scored as `ggtrain eval --task` scores them"),
+      int_key("train.eval_tasks_every", &RunConfig::train, &T::eval_tasks_every, "score train.eval_tasks every N steps (and at the end); 0 off"),
+      int_key("train.eval_tasks_limit", &RunConfig::train, &T::eval_tasks_limit, "tasks drawn from each file as `eval --tasks N` draws them; 0 all"),
       int_key("train.sample_every", &RunConfig::train, &T::sample_every, "print a generated sample every N steps; 0 off"),
       int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens, "tokens per printed sample"),
       string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
@@ -272,6 +275,7 @@ const std::vector<Key>& keys() {
        "block matrices that get adapters: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down"},
       int_key("checkpoint.every", &RunConfig::checkpoint, &K::every, "write weights/step_N.gguf every N steps (and at the end); 0: only at the end"),
       int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last, "checkpoints kept (older ones deleted); 0 keeps all"),
+      string_key("checkpoint.keep_best", &RunConfig::checkpoint, &K::keep_best, "weights/best.gguf follows the best evaluation: val_loss, bpb or task:NAME (a train.eval_tasks file's acc_norm); empty: off"),
       string_key("init.donor", &RunConfig::init, &I::donor, "a llama GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
       string_key("init.from", &RunConfig::init, &I::from, "a GGUF to continue training (finetune): shape, vocabulary and weights come from it"),
     };

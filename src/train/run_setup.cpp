@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "eval/choice_score.h"
 #include "kernels/gemm_bf16.h"
 #include "model/donor.h"
 #include "model/freeze.h"
@@ -68,6 +69,7 @@ Run::Run(const TrainOptions& o)
   prepare_data();
   if (!quiet_) report_plan();
   build_model();
+  load_eval_tasks();
   if (resume_)
     resume_state();
   else
@@ -111,6 +113,27 @@ void Run::load_donor() {
     donor_ = std::make_unique<model::DonorTable>(model::load_donor_table(c_.init.donor));
   } catch (const Error& e) {
     fail("{} (init.donor)", e.what());
+  }
+}
+
+// train.eval_tasks, read and drawn before the first step (a bad file stops
+// the run now, not at its first evaluation); every rank reads them, rank 0
+// scores them.
+void Run::load_eval_tasks() {
+  for (const auto& path : c_.train.eval_tasks) {
+    TaskSet set;
+    set.path = path;
+    try {
+      set.tasks = eval::draw_tasks(eval::read_choice_tasks(path, eval::task_format_named("", path)),
+                                   c_.train.eval_tasks_limit);
+    } catch (const Error& e) {
+      fail("{} (train.eval_tasks)", e.what());
+    }
+    set.tokens = eval::tokens_needed(*tok_, set.tasks);
+    if (set.tokens > mc_.ctx)
+      fail("{} (train.eval_tasks): a task needs {} tokens with its context; model.ctx is {}", path, set.tokens,
+           mc_.ctx);
+    task_sets_.push_back(std::move(set));
   }
 }
 
@@ -219,6 +242,13 @@ void Run::resume_state() {
   start_step_ = meta.step;
   run_id_ = meta.run_id;
   loader_->set_state(meta.loader);
+  // The state file's best is the one the run had after this step: best.json
+  // and weights/best.gguf are brought to it (a crash may have left them on
+  // the one before). A changed checkpoint.keep_best starts afresh.
+  if (meta.best && meta.best->metric == c_.checkpoint.keep_best) {
+    best_ = meta.best;
+    if (dp_->root()) write_best(run_dir_, *best_);
+  }
   if (stop_at_ > 0 && stop_at_ <= start_step_)
     fail("--stop-at {} is not after step {}, where this run resumes", stop_at_, start_step_);
   if (!quiet_) fmt::print(stderr, "resuming run {} at step {}\n", run_id_, start_step_);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "infer/decoder.h"
+#include "eval/choice_score.h"
 #include "infer/generate.h"
 #include "kernels/cross_entropy.h"
 #include "model/checkpoint.h"
@@ -45,6 +46,7 @@ TrainSummary Run::loop(StopSignals& signals) {
     const StepResult r = train_step(step);
     log_step(r);
     maybe_evaluate(r.step);
+    maybe_score_tasks(r.step);
     maybe_sample(r.step);
     const int sig = int(dp_->max_over_ranks(signals.caught()));  // every rank stops at the same step
     const bool stopping = (stop_at_ > 0 && r.step == stop_at_) || sig != 0;
@@ -163,6 +165,8 @@ void Run::maybe_evaluate(int64_t step) {
   if (!std::isfinite(v.loss)) return;
   metrics_->log_eval({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_bpb", v.bits_per_byte}});
   summary_.last_val_loss = v.loss;
+  if (c_.checkpoint.keep_best == "val_loss") offer_best("val_loss", v.loss);
+  if (c_.checkpoint.keep_best == "bpb") offer_best("bpb", v.bits_per_byte);
   if (!quiet_)
     fmt::print(stderr, "{}validation at step {}: loss {:.4f}, perplexity {:.2f}, {:.4f} bits per byte\n",
                tty_ ? "\n" : "", step, v.loss, std::exp(v.loss), v.bits_per_byte);
@@ -192,32 +196,81 @@ Run::Validation Run::evaluate() {
   return {nats / all, all_bytes > 0 ? nats / std::log(2.0) / all_bytes : NAN};
 }
 
+void Run::with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>& f) {
+  std::optional<model::FoldedModel> folded;  // the decoder runs a standard model
+  if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
+  infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
+                     folded ? nullptr : quantized_.get(), n_ctx);
+  f(dec);
+}
+
+// train.eval_tasks on rank 0 every train.eval_tasks_every steps and at the
+// end: one metrics.jsonl record per task file.
+void Run::maybe_score_tasks(int64_t step) {
+  const int64_t every = c_.train.eval_tasks_every;
+  if (task_sets_.empty() || every <= 0 || (step % every != 0 && step != c_.train.steps) || !dp_->root()) return;
+  for (const auto& set : task_sets_) {
+    eval::ChoiceResult r;
+    with_decoder(set.tokens, [&](infer::Decoder& dec) { r = eval::score_choice_tasks(dec, *tok_, set.tasks); });
+    metrics_->log_record({{"step", step},          {"task", set.path},
+                          {"tasks", r.tasks.size()}, {"acc", r.acc},
+                          {"acc_stderr", r.acc_stderr}, {"acc_norm", r.acc_norm},
+                          {"acc_norm_stderr", r.acc_norm_stderr}, {"gold_logprob", r.gold_logprob}});
+    if (names_task(c_.checkpoint.keep_best, set.path)) offer_best(c_.checkpoint.keep_best, r.acc_norm);
+    if (!quiet_)
+      fmt::print(stderr, "{}tasks {} at step {}: acc_norm {:.2f}% +/- {:.2f}, acc {:.2f}% over {} tasks\n",
+                 tty_ ? "\n" : "", set.path, step, 100 * r.acc_norm, 100 * r.acc_norm_stderr, 100 * r.acc,
+                 r.tasks.size());
+  }
+}
+
 // A generated text on rank 0 every train.sample_every steps.
 void Run::maybe_sample(int64_t step) {
   if (c_.train.sample_every <= 0 || step % c_.train.sample_every != 0 || !dp_->root()) return;
-  std::optional<model::FoldedModel> folded;  // the decoder runs a standard model
-  if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
+  std::vector<int32_t> ids;
   // Room for the sample only (BOS and sample_tokens), not the whole context.
-  infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
-                     folded ? nullptr : quantized_.get(), std::min(c_.train.sample_tokens + 1, mc_.ctx));
-  const auto ids = infer::generate(dec, {tok_->bos_id()}, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step),
-                                   {tok_->eos_id()})
-                       .tokens;
+  with_decoder(std::min(c_.train.sample_tokens + 1, mc_.ctx), [&](infer::Decoder& dec) {
+    ids = infer::generate(dec, {tok_->bos_id()}, c_.train.sample_tokens, {}, c_.train.seed ^ uint64_t(step),
+                          {tok_->eos_id()})
+              .tokens;
+  });
   if (!quiet_) fmt::print(stderr, "\nsample at step {}: {}\n", step, tok_->decode(ids));
 }
 
-// Every checkpoint.every steps, at the last step, and where the run stops.
-void Run::maybe_checkpoint(int64_t step, bool stopping) {
-  const int64_t every = c_.checkpoint.every;
-  if ((every > 0 && step % every == 0) || step == c_.train.steps || stopping) checkpoint(step);
+void Run::offer_best(std::string_view metric, double value) {
+  if (dp_->root() && better_on(metric, value, best_ ? best_->value : NAN)) best_candidate_ = value;
 }
 
-void Run::checkpoint(int64_t step) {
+// Every checkpoint.every steps, at the last step, where the run stops, and
+// at a new best (checkpoint.keep_best): that checkpoint is written first,
+// recording the new best, and the best's link moved to it after.
+void Run::maybe_checkpoint(int64_t step, bool stopping) {
+  const int64_t every = c_.checkpoint.every;
+  // Rank 0 alone knows a task's score; every rank takes part in a checkpoint.
+  const bool new_best = dp_->max_over_ranks(std::isnan(best_candidate_) ? 0 : 1) > 0;
+  if (!new_best) {
+    if ((every > 0 && step % every == 0) || step == c_.train.steps || stopping) checkpoint(step);
+    return;
+  }
+  const int64_t previous = best_ ? best_->step : -1;  // kept until the link has moved
+  if (dp_->root()) best_ = BestCheckpoint{c_.checkpoint.keep_best, best_candidate_, step};
+  best_candidate_ = NAN;
+  checkpoint(step, previous);
+  if (!dp_->root()) return;
+  write_best(run_dir_, *best_);
+  metrics_->log_record({{"step", step}, {"best", best_->metric}, {"value", best_->value}});
+  if (!quiet_)
+    fmt::print(stderr, "{}best {} so far at step {}: {:.4f} (weights/best.gguf)\n", tty_ ? "\n" : "",
+               best_->metric, step, best_->value);
+}
+
+void Run::checkpoint(int64_t step, int64_t keep_step) {
   const auto whole = dp_->prepare_checkpoint(step, m_, v_);  // ZeRO-1: rank 0 holds all of m, v meanwhile
   if (!dp_->root()) return;  // rank 0 writes the run's files
-  CheckpointMeta meta{step, run_id_, to_toml(c_), loader_->state()};
+  CheckpointMeta meta{step, run_id_, to_toml(c_), loader_->state(), best_};
+  if (keep_step < 0 && best_) keep_step = best_->step;
   try {
-    save_checkpoint(run_dir_, meta, checkpoint_data(), c_.checkpoint.keep_last);
+    save_checkpoint(run_dir_, meta, checkpoint_data(), c_.checkpoint.keep_last, keep_step);
   } catch (const Error& e) {
     // save_checkpoint leaves no partial or orphan file and moves `latest`
     // only after both files are complete: say what survived.

@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -31,6 +34,19 @@ void write_synthetic_corpus(const std::string& path, int lines) {
       out << (w ? " " : "") << words[(s >> 33) % uint64_t(n_words)];
     }
     out << (i % 3 == 0 ? ", 12 of 34.\n" : ".\n");
+  }
+}
+
+void write_reversed_lines(const std::string& from, const std::string& to, int lines) {
+  std::ifstream in(from);
+  std::ofstream out(to);
+  int n = 0;
+  for (std::string line; n < lines && std::getline(in, line); ++n) {
+    std::istringstream words(line);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    std::reverse(w.begin(), w.end());
+    for (size_t i = 0; i < w.size(); ++i) out << (i ? " " : "") << w[i];
+    out << "\n";
   }
 }
 

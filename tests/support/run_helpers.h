@@ -12,6 +12,10 @@ namespace ggtrain::test_support {
 
 // Deterministic English-like text, one sentence per line.
 void write_synthetic_corpus(const std::string& path, int lines);
+// The first `lines` lines of `from` with their words in reverse order: a
+// validation text whose loss falls and then rises again as a model learns
+// the forward order (for tests of keeping the best checkpoint).
+void write_reversed_lines(const std::string& from, const std::string& to, int lines);
 
 // The tiny preset on `corpus`, single-threaded, quiet-sized for tests.
 train::RunConfig tiny_run_config(const std::string& corpus, int64_t steps);
