@@ -15,10 +15,12 @@
 #include "data/tokenizer.h"
 #include "eval/choice_score.h"
 #include "eval/choice_tasks.h"
+#include "eval/run_table.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "infer/perplexity.h"
 #include "kernels/cross_entropy.h"
+#include "train/run_checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -55,7 +57,9 @@ void check_is_text(const std::string& text, const std::string& path) {
        static_cast<unsigned char>(text[at]), text[at] == '\0' ? "a NUL" : "not UTF-8");
 }
 
-int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path, int64_t ctx) {
+// Perplexity and bits per byte of a text file (chunks of ctx tokens).
+infer::PerplexityResult text_scores(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path,
+                                    int64_t ctx, bool progress, size_t* n_tokens = nullptr) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read", path);
   std::stringstream ss;
@@ -64,18 +68,24 @@ int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string
   check_is_text(text, path);
   // As llama.cpp: BOS first and at each chunk start only when the vocabulary asks for it.
   auto tokens = tok.encode(text, tok.add_bos());
-  const bool tty = ::isatty(2);
+  if (n_tokens) *n_tokens = tokens.size();
   const auto token_bytes = tok.token_byte_lengths();
   auto r = infer::perplexity(
       dec, tokens, ctx, tok.add_bos() ? tok.bos_id() : -1,
       [&](int64_t c, double ppl) {
-        if (tty) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
+        if (progress) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
       },
       &token_bytes);
-  if (tty) fmt::print(stderr, "\n");
+  if (progress) fmt::print(stderr, "\n");
+  return r;
+}
+
+int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path, int64_t ctx) {
+  size_t n_tokens = 0;
+  const auto r = text_scores(tok, dec, path, ctx, ::isatty(2), &n_tokens);
   fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text), {:.1f} tokens/s; "
              "{:.4f} bits per byte ({} bytes scored)\n",
-             r.ppl, r.chunks, ctx, r.scored, tokens.size(), double(r.chunks * ctx) / r.seconds, r.bpb, r.bytes);
+             r.ppl, r.chunks, ctx, r.scored, n_tokens, double(r.chunks * ctx) / r.seconds, r.bpb, r.bytes);
   return 0;
 }
 
@@ -96,20 +106,27 @@ nlohmann::json choice_json(const eval::ChoiceResult& r) {
           {"per_task", std::move(tasks)}};
 }
 
-int eval_task(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o) {
-  const auto format = eval::task_format_named(o.format, o.path);
-  auto tasks = eval::draw_tasks(eval::read_choice_tasks(o.path, format), o.count);
-  const bool tty = ::isatty(2) && !o.json;
+std::vector<eval::ChoiceTask> read_tasks(const TaskOptions& o) {
+  return eval::draw_tasks(eval::read_choice_tasks(o.path, eval::task_format_named(o.format, o.path)), o.count);
+}
+
+eval::ChoiceResult task_scores(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o,
+                               const std::vector<eval::ChoiceTask>& tasks, bool progress) {
   size_t done = 0;
   eval::ChoiceResult r;
   try {
     r = eval::score_choice_tasks(dec, tok, tasks, [&](const eval::TaskScore&, double acc_norm) {
-      if (tty) fmt::print(stderr, "\rtask {}/{}: acc_norm {:.2f}%", ++done, tasks.size(), 100 * acc_norm);
+      if (progress) fmt::print(stderr, "\rtask {}/{}: acc_norm {:.2f}%", ++done, tasks.size(), 100 * acc_norm);
     });
   } catch (const Error& e) {
     fail("{}: {}", o.path, e.what());  // the scorer names the task, not its file
   }
-  if (tty) fmt::print(stderr, "\n");
+  if (progress) fmt::print(stderr, "\n");
+  return r;
+}
+
+int eval_task(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o) {
+  const auto r = task_scores(tok, dec, o, read_tasks(o), ::isatty(2) && !o.json);
   if (o.json) {
     fmt::print("{}\n", choice_json(r).dump());
     return 0;
@@ -120,25 +137,67 @@ int eval_task(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions
   return 0;
 }
 
+// Every weights/step_N.gguf of a run, scored on --text and/or --task, into
+// RUN/eval.csv, eval.json and charts.
+int eval_run(const std::string& run_dir, InferenceOptions model, const std::string& text, const TaskOptions& task) {
+  if (text.empty() && task.path.empty()) fail("eval --run: give --text FILE, --task FILE or both");
+  const auto steps = train::checkpoint_steps(run_dir);
+  if (steps.empty()) fail("{}: no weights/step_N.gguf checkpoints to evaluate", run_dir);
+  const auto tasks = task.path.empty() ? std::vector<eval::ChoiceTask>{} : read_tasks(task);
+  std::vector<eval::CheckpointScores> rows;
+  for (int64_t step : steps) {
+    model.model = train::weights_path(run_dir, step);
+    InferenceModel m(model);
+    eval::CheckpointScores row;
+    row.step = step;
+    row.file = fmt::format("weights/step_{}.gguf", step);
+    if (!text.empty()) {
+      const auto r = text_scores(m.tokenizer, m.decoder, text, m.decoder.n_ctx(), false);
+      row.ppl = r.ppl;
+      row.bpb = r.bpb;
+    }
+    if (!tasks.empty()) {
+      const auto r = task_scores(m.tokenizer, m.decoder, task, tasks, false);
+      row.acc = r.acc;
+      row.acc_norm = r.acc_norm;
+      row.gold_logprob = r.gold_logprob;
+    }
+    fmt::print("step {}: {}{}\n", step,
+               text.empty() ? "" : fmt::format("perplexity {:.4f}, {:.4f} bits per byte", row.ppl, row.bpb),
+               tasks.empty() ? ""
+                             : fmt::format("{}acc_norm {:.2f}%, acc {:.2f}%", text.empty() ? "" : "; ",
+                                           100 * row.acc_norm, 100 * row.acc));
+    rows.push_back(row);
+  }
+  const auto written = eval::write_run_scores(run_dir, rows, text, task.path);
+  fmt::print("wrote {}\n", fmt::join(written, ", "));
+  return 0;
+}
+
 }  // namespace
 
 Runner add_eval_command(CLI::App& app) {
   struct Opts {
     InferenceOptions model;
-    std::string tokens, text, dump_logits;
+    std::string tokens, text, dump_logits, run;
     TaskOptions task;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "eval", "Logits of given tokens, perplexity of a text, or accuracy on multiple-choice tasks, with a GGUF model");
-  add_inference_options(cmd, o->model);  // -c: the chunk length of --text
+      "eval", "Logits of given tokens, perplexity of a text, or accuracy on multiple-choice tasks, with a GGUF model "
+              "or every checkpoint of a run");
+  add_inference_options(cmd, o->model, false);  // -c: the chunk length of --text
   auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated token ids (evaluated as given)");
   auto* text = cmd->add_option("--text", o->text, "Text file: perplexity as llama.cpp's perplexity tool");
   auto* task = cmd->add_option("--task", o->task.path,
                                "Multiple-choice task file: accuracy as llama.cpp's llama-perplexity --hellaswag "
                                "scores it");
+  auto* run = cmd->add_option("--run", o->run,
+                              "A run folder instead of -m: every weights/step_N.gguf on --text and/or --task, into "
+                              "RUN/eval.csv, eval.json and charts");
   tokens->excludes(text);
-  task->excludes(tokens)->excludes(text);
+  task->excludes(tokens);
+  run->excludes(tokens);
   cmd->add_option("--task-format", o->task.format,
                   "hellaswag (llama-perplexity's six-line form) or jsonl ({\"context\", \"endings\", \"label\"} "
                   "per line); default: jsonl for a .jsonl file")
@@ -147,10 +206,16 @@ Runner add_eval_command(CLI::App& app) {
                   "Score N tasks drawn as llama-perplexity --hellaswag-tasks N draws them (default: all, drawn so)")
       ->needs(task);
   cmd->add_flag("--json", o->task.json, "With --task: print one JSON object (accuracies, per task the choices)")
-      ->needs(task);
+      ->needs(task)
+      ->excludes(run);
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
+    if (!o->run.empty()) {
+      if (!o->model.model.empty()) fail("eval: give -m MODEL or --run RUN_DIR, not both");
+      return eval_run(o->run, o->model, o->text, o->task);
+    }
+    if (o->model.model.empty()) fail("eval: -m MODEL.gguf (or --run RUN_DIR) is required");
     if (int(!o->tokens.empty()) + int(!o->text.empty()) + int(!o->task.path.empty()) != 1)
       fail("eval: give exactly one of --tokens, --text and --task");
     InferenceModel m(o->model);

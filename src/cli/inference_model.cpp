@@ -28,8 +28,9 @@ int64_t context_of(const InferenceOptions& o, const gguf::GgufFile& f) {
 
 }  // namespace
 
-void add_inference_options(CLI::App* cmd, InferenceOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model")->required();
+void add_inference_options(CLI::App* cmd, InferenceOptions& o, bool model_required) {
+  auto* model = cmd->add_option("-m,--model", o.model, "GGUF model");
+  if (model_required) model->required();
   cmd->add_option("-c,--ctx-size", o.ctx, "Context length (default: the model's, at most 4096)");
   cmd->add_option("--cache-type", o.cache_type, "KV cache type: f16 (llama.cpp's default) or f32");
   add_lora_options(cmd, o.lora);

@@ -21,7 +21,8 @@ struct InferenceOptions {
   LoraOptions lora;
 };
 
-void add_inference_options(CLI::App* cmd, InferenceOptions& o);
+// model_required = false: the command checks -m itself (eval takes --run instead).
+void add_inference_options(CLI::App* cmd, InferenceOptions& o, bool model_required = true);
 
 // The GGUF mapped, its decoder (the threads set first, the adapter
 // applied; not warmed up) and its vocabulary.

@@ -256,6 +256,8 @@ void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
   prune(run_dir, keep_last, meta.step, keep_step);
 }
 
+std::vector<int64_t> checkpoint_steps(const std::string& run_dir) { return steps_in(run_dir + "/weights"); }
+
 int64_t latest_step(const std::string& run_dir) {
   const std::string link = run_dir + "/weights/latest";
   std::error_code ec;

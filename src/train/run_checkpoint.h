@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/mixture_loader.h"
 #include "data/tokenizer.h"
@@ -59,6 +60,9 @@ void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
 
 // Atomically points weights/NAME at step_N.gguf (a relative link).
 void move_link(const std::string& run_dir, const std::string& name, int64_t step);
+
+// The steps of RUN/weights/step_N.gguf, ascending.
+std::vector<int64_t> checkpoint_steps(const std::string& run_dir);
 
 // Step that `latest` points to, or -1 when the run has no checkpoint.
 int64_t latest_step(const std::string& run_dir);
