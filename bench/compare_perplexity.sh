@@ -40,7 +40,7 @@ for t in ${TYPES:-f32 q8_0 q4_k_m}; do
   ours=$("$GG" eval -m "$f" --text "$tmp/text.txt" -c "$CTX" -t "$THREADS" 2>/dev/null | tail -1)
   theirs=$("$PPL" -m "$f" -f "$tmp/text.txt" -c "$CTX" -b "$CTX" -t "$THREADS" -tb "$THREADS" 2>&1)
   our_ppl=$(sed -n 's/^perplexity \([0-9.]*\) .*/\1/p' <<<"$ours")
-  our_rate=$(sed -n 's/.*, \([0-9.]*\) tokens\/s$/\1/p' <<<"$ours")
+  our_rate=$(sed -n 's/.*, \([0-9.]*\) tokens\/s;.*/\1/p' <<<"$ours")
   their_ppl=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' <<<"$theirs")
   chunks=$(sed -n 's/.*over \([0-9]*\) chunks.*/\1/p' <<<"$ours")
   their_rate=$(awk -v tokens=$((chunks * CTX)) '

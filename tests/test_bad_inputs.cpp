@@ -294,6 +294,12 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl")};
                },
                {"t.jsonl:2:", "no \"endings\""}});
+  c.push_back({"eval_task_winogrande_no_blank", "`eval --task` given a Winogrande CSV line whose sentence has no `_`",
+               [](Env& e) {
+                 std::ofstream(e.t("w.csv")) << "0,The _ sat.,cat,dog,1\n1,The cat sat.,cat,dog,2\n";
+                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("w.csv")};
+               },
+               {"w.csv:2:", "no '_'"}});
   c.push_back({"eval_task_too_long", "`eval --task` with a task longer than the context (`-c`)",
                [](Env& e) {
                  std::ofstream(e.t("t.jsonl")) << "{\"context\": \"a context of a good many words\", "

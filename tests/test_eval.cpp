@@ -98,6 +98,41 @@ TEST(ChoiceTasks, TheDrawIsFixedAndTakesEachTaskOnce) {
   EXPECT_EQ(eval::draw_tasks(tasks, 50).size(), 20u);
 }
 
+TEST(ChoiceTasks, ReadsTheWinograndeCsv) {
+  const auto tasks = eval::parse_winogrande(
+      "index,sentence,option1,option2,answer\n"
+      "0,\"Sarah, not Maria, got the _ cases.\",easier,harder,1\n"
+      "1,The _ sat.,cat,dog,2\r\n",
+      "w.csv");
+  ASSERT_EQ(tasks.size(), 2u);  // the header skipped
+  EXPECT_EQ(tasks[0].context, "Sarah, not Maria, got the ");
+  EXPECT_EQ(tasks[0].after, " cases.");
+  EXPECT_EQ(tasks[0].endings, (std::vector<std::string>{"easier", "harder"}));
+  EXPECT_EQ(tasks[0].gold, 0);
+  EXPECT_EQ(tasks[0].rule, eval::ChoiceRule::kWinogrande);
+  EXPECT_EQ(tasks[1].gold, 1);
+  EXPECT_EQ(tasks[1].index, 1);
+  auto err = [](const char* text) { return error_of([&] { eval::parse_winogrande(text, "w.csv"); }); };
+  EXPECT_NE(err("0,The _ sat.,cat,dog,1\n1,The _ sat.,cat,dog,3\n").find("w.csv:2: the answer must be 1 or 2"),
+            std::string::npos);
+  EXPECT_NE(err("0,The cat sat.,cat,dog,1\n").find("w.csv:1: the sentence has no '_'"), std::string::npos);
+  EXPECT_NE(err("0,The _ sat.,cat\n").find("w.csv:1: not index,sentence"), std::string::npos);
+}
+
+TEST(ChoiceTasks, WinograndeKeepsFileOrderUnlessFewerAreAskedFor) {
+  std::vector<ChoiceTask> tasks(10);
+  for (int i = 0; i < 10; ++i) tasks[size_t(i)].index = i;
+  const auto all = eval::draw_tasks(tasks, 0, eval::TaskFormat::kWinogrande);
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i].index, int64_t(i));
+  const auto some = eval::draw_tasks(tasks, 6, eval::TaskFormat::kWinogrande);
+  std::set<int64_t> seen;
+  for (const auto& t : some) seen.insert(t.index);
+  EXPECT_EQ(some.size(), 6u);
+  EXPECT_EQ(seen.size(), 6u);
+  const auto again = eval::draw_tasks(tasks, 6, eval::TaskFormat::kWinogrande);
+  for (size_t i = 0; i < some.size(); ++i) EXPECT_EQ(again[i].index, some[i].index);
+}
+
 // log softmax(z)[target] in double, written out here.
 double reference_logprob(const float* z, int64_t vocab, int32_t target) {
   double mx = -INFINITY, s = 0;

@@ -107,7 +107,8 @@ nlohmann::json choice_json(const eval::ChoiceResult& r) {
 }
 
 std::vector<eval::ChoiceTask> read_tasks(const TaskOptions& o) {
-  return eval::draw_tasks(eval::read_choice_tasks(o.path, eval::task_format_named(o.format, o.path)), o.count);
+  const auto format = eval::task_format_named(o.format, o.path);
+  return eval::draw_tasks(eval::read_choice_tasks(o.path, format), o.count, format);
 }
 
 eval::ChoiceResult task_scores(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o,
@@ -199,11 +200,12 @@ Runner add_eval_command(CLI::App& app) {
   task->excludes(tokens);
   run->excludes(tokens);
   cmd->add_option("--task-format", o->task.format,
-                  "hellaswag (llama-perplexity's six-line form) or jsonl ({\"context\", \"endings\", \"label\"} "
-                  "per line); default: jsonl for a .jsonl file")
+                  "hellaswag (llama-perplexity's six-line form), winogrande (its CSV) or jsonl ({\"context\", "
+                  "\"endings\", \"label\"} per line); default: jsonl for .jsonl, winogrande for .csv")
       ->needs(task);
   cmd->add_option("--tasks", o->task.count,
-                  "Score N tasks drawn as llama-perplexity --hellaswag-tasks N draws them (default: all, drawn so)")
+                  "Score N tasks drawn as llama-perplexity --hellaswag-tasks / --winogrande-tasks N draw them "
+                  "(default: all)")
       ->needs(task);
   cmd->add_flag("--json", o->task.json, "With --task: print one JSON object (accuracies, per task the choices)")
       ->needs(task)

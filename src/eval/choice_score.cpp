@@ -32,7 +32,52 @@ size_t shared_prefix(const std::vector<std::vector<int32_t>>& seqs) {
 double stderr_of(double p, size_t n) { return n > 1 ? std::sqrt(p * (1 - p) / double(n - 1)) : 0.0; }
 
 std::vector<int32_t> encode_ending(const data::Tokenizer& tok, const ChoiceTask& task, const std::string& ending) {
+  if (task.rule == ChoiceRule::kWinogrande) return tok.encode(task.context + ending + task.after, tok.add_bos());
   return tok.encode(task.context + " " + ending, tok.add_bos());
+}
+
+// Winogrande: see the header. logits(s, p): sequence s's logits at position p
+// (the shared prefix's last position from the prefix pass, the rest from s's own).
+TaskScore score_winogrande(infer::Decoder& dec, const data::Tokenizer& tok, const ChoiceTask& task,
+                           const std::vector<std::vector<int32_t>>& seqs, size_t prefix,
+                           const std::vector<float>& prefix_logits) {
+  const int64_t V = dec.config().vocab;
+  constexpr size_t kMinTrailing = 3;
+  const bool skip_choice = seqs[0].size() - prefix > kMinTrailing && seqs[1].size() - prefix > kMinTrailing;
+  std::vector<std::vector<float>> rest(2);  // positions prefix.. of each sequence
+  for (size_t s = 0; s < 2; ++s) {
+    const int64_t n = int64_t(seqs[s].size() - prefix);
+    dec.truncate(int64_t(prefix));
+    dec.eval(seqs[s].data() + prefix, n, true);
+    rest[s].assign(dec.logits(), dec.logits() + n * V);
+  }
+  auto logits = [&](size_t s, size_t p) {
+    return p + 1 == prefix ? prefix_logits.data() : rest[s].data() + (p - prefix) * size_t(V);
+  };
+  TaskScore score;
+  score.index = task.index;
+  score.gold = task.gold;
+  std::vector<double> mean(2);
+  for (size_t s = 0; s < 2; ++s) {
+    const auto& seq = seqs[s];
+    size_t base = prefix;
+    if (skip_choice) base = std::max(prefix, tok.encode(task.context + task.endings[s], tok.add_bos()).size());
+    const size_t last = seq.size() - base > 1 ? 1 : 0;
+    double sum = 0;
+    int64_t n = 0;
+    for (size_t j = base - 1; j < seq.size() - 1 - last; ++j, ++n) {
+      // llama.cpp's batch hands the second sentence, at the prefix's last
+      // position, the first sentence's last logits.
+      const float* z = s == 1 && !skip_choice && j + 1 == prefix ? logits(0, seqs[0].size() - 1) : logits(s, j);
+      sum += token_logprob(z, V, seq[j + 1]);
+    }
+    score.logprob.push_back(sum);
+    score.scored.push_back(n);
+    mean[s] = n > 0 ? sum / double(n) : -INFINITY;
+  }
+  score.chosen_norm = mean[0] > mean[1] ? 0 : 1;
+  score.chosen_sum = score.logprob[0] > score.logprob[1] ? 0 : 1;
+  return score;
 }
 
 TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const ChoiceTask& task,
@@ -53,6 +98,7 @@ TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const Choi
   dec.reset();
   dec.eval(seqs[0].data(), int64_t(prefix), false);
   std::copy(dec.logits(), dec.logits() + V, prefix_logits.begin());
+  if (task.rule == ChoiceRule::kWinogrande) return score_winogrande(dec, tok, task, seqs, prefix, prefix_logits);
 
   TaskScore s;
   s.index = task.index;

@@ -1,12 +1,20 @@
 #pragma once
-// Multiple-choice accuracy scored as llama.cpp's llama-perplexity scores
-// HellaSwag (hellaswag_score in tools/perplexity/perplexity.cpp): each
-// ending is tokenized as tokenize(context + " " + ending, add_special); the
-// tokens all endings share are evaluated once and the endings continue that
-// KV prefix; an ending's score is the mean log-probability of its tokens
-// past the shared prefix (llama.cpp's acc_norm), and the ending with the
-// highest score is the model's choice. Beside it, `acc` takes the sum of
+// Multiple-choice accuracy scored as llama.cpp's llama-perplexity scores it
+// (tools/perplexity/perplexity.cpp). ChoiceRule::kEnding, as hellaswag_score:
+// each ending is tokenized as tokenize(context + " " + ending, add_special);
+// the tokens all endings share are evaluated once and the endings continue
+// that KV prefix; an ending's score is the mean log-probability of its
+// tokens past the shared prefix (llama.cpp's acc_norm), and the ending with
+// the highest score is the model's choice. Beside it, `acc` takes the sum of
 // those log-probabilities (unnormalised, lm-evaluation-harness's acc).
+// ChoiceRule::kWinogrande, as winogrande_score: the two sentences context +
+// choice + after; when both run more than 3 tokens past their shared prefix
+// only the tokens after the choice count, else those past the prefix; the
+// last token is left out when more than one would count; the mean decides
+// (choice 2 on a tie), and the second sentence's first scored token takes
+// the logits llama.cpp's batch gives it there (those of the first
+// sentence's last token when the choice itself is scored: a known slip in
+// llama.cpp, kept so that the scores are its scores).
 #include <cstdint>
 #include <functional>
 #include <vector>

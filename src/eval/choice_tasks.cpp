@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -61,13 +62,19 @@ const nlohmann::json& field(const nlohmann::json& obj, const char* name, const s
 TaskFormat task_format_named(std::string_view name, std::string_view path) {
   if (name == "hellaswag") return TaskFormat::kHellaswag;
   if (name == "jsonl") return TaskFormat::kJsonl;
-  if (name.empty()) return path.ends_with(".jsonl") ? TaskFormat::kJsonl : TaskFormat::kHellaswag;
-  fail("--task-format: '{}' is not a task format (hellaswag, jsonl)", name);
+  if (name == "winogrande") return TaskFormat::kWinogrande;
+  if (name.empty())
+    return path.ends_with(".jsonl") ? TaskFormat::kJsonl
+           : path.ends_with(".csv") ? TaskFormat::kWinogrande
+                                    : TaskFormat::kHellaswag;
+  fail("--task-format: '{}' is not a task format (hellaswag, winogrande, jsonl)", name);
 }
 
 std::vector<ChoiceTask> read_choice_tasks(const std::string& path, TaskFormat format) {
   const std::string text = read_whole(path);
-  auto tasks = format == TaskFormat::kJsonl ? parse_choice_jsonl(text, path) : parse_hellaswag(text, path);
+  auto tasks = format == TaskFormat::kJsonl        ? parse_choice_jsonl(text, path)
+               : format == TaskFormat::kWinogrande ? parse_winogrande(text, path)
+                                                   : parse_hellaswag(text, path);
   if (tasks.empty()) fail("{}: no tasks in the file", path);
   return tasks;
 }
@@ -125,6 +132,68 @@ std::vector<ChoiceTask> parse_choice_jsonl(std::string_view text, const std::str
     tasks.push_back(std::move(task));
   }
   return tasks;
+}
+
+std::vector<ChoiceTask> parse_winogrande(std::string_view text, const std::string& path) {
+  std::vector<ChoiceTask> tasks;
+  const auto lines = split_lines(text);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
+    const std::string where = fmt::format("{}:{}", path, i + 1);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    check_text(line, path, i + 1);
+    // The first four commas outside double quotes, as llama-perplexity finds them.
+    size_t comma[4], found = 0;
+    bool quoted = false;
+    for (size_t k = 0; k < line.size() && found < 4; ++k) {
+      if (line[k] == '"') quoted = !quoted;
+      else if (line[k] == ',' && !quoted) comma[found++] = k;
+    }
+    if (found < 4) fail("{}: not index,sentence,choice1,choice2,answer (found {} commas outside quotes)", where, found);
+    std::string_view sentence = line.substr(comma[0] + 1, comma[1] - comma[0] - 1);
+    if (sentence.size() >= 2 && sentence.front() == '"' && sentence.back() == '"')
+      sentence = sentence.substr(1, sentence.size() - 2);
+    std::string_view answer = line.substr(comma[3] + 1);
+    if (answer.ends_with('\r')) answer.remove_suffix(1);
+    if (answer != "1" && answer != "2") {
+      if (tasks.empty() && i == 0) continue;  // a header line
+      fail("{}: the answer must be 1 or 2, not '{}'", where, answer);
+    }
+    const size_t blank = sentence.find('_');
+    if (blank == std::string_view::npos) fail("{}: the sentence has no '_' (the blank the choices fill)", where);
+    ChoiceTask task;
+    task.index = int64_t(tasks.size());
+    task.rule = ChoiceRule::kWinogrande;
+    task.context = sentence.substr(0, blank);
+    task.after = sentence.substr(blank + 1);
+    task.endings = {std::string(line.substr(comma[1] + 1, comma[2] - comma[1] - 1)),
+                    std::string(line.substr(comma[2] + 1, comma[3] - comma[2] - 1))};
+    task.gold = answer == "1" ? 0 : 1;
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+std::vector<ChoiceTask> draw_winogrande_tasks(std::vector<ChoiceTask> tasks, int64_t n) {
+  if (n <= 0 || size_t(n) >= tasks.size()) return tasks;
+  std::mt19937 rng(1);
+  std::vector<size_t> left(tasks.size());
+  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+  const float scale = 1 / (1.f + float(rng.max()));
+  std::vector<ChoiceTask> drawn;
+  for (int64_t i = 0; i < n; ++i) {
+    // (llama-perplexity would read past its list where the float product rounds up to its size)
+    const size_t j = std::min(size_t(scale * float(rng()) * float(left.size())), left.size() - 1);
+    drawn.push_back(std::move(tasks[left[j]]));
+    left[j] = left.back();
+    left.pop_back();
+  }
+  return drawn;
+}
+
+std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n, TaskFormat format) {
+  return format == TaskFormat::kWinogrande ? draw_winogrande_tasks(std::move(tasks), n)
+                                           : draw_tasks(std::move(tasks), n);
 }
 
 std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n) {

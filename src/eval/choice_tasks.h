@@ -1,7 +1,8 @@
 #pragma once
-// Multiple-choice tasks (HellaSwag-like: a context and its possible
-// endings, one of them right), read from the files llama.cpp's
-// llama-perplexity reads and from a plain JSONL form.
+// Multiple-choice tasks, read from the files llama.cpp's llama-perplexity
+// reads and from a plain JSONL form: HellaSwag-like (a context and its
+// possible endings, one of them right) and Winogrande (a sentence with a
+// blank and two words for it).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -9,17 +10,26 @@
 
 namespace ggtrain::eval {
 
-struct ChoiceTask {
-  int64_t index = 0;  // its place in the file, from 0
-  std::string context;
-  std::vector<std::string> endings;  // at least two
-  int gold = 0;                      // the right ending
+// How a task's choices are scored (eval/choice_score.h).
+enum class ChoiceRule {
+  kEnding,     // each ending after the context
+  kWinogrande  // context + choice + after; the words after the choice
 };
 
-enum class TaskFormat { kHellaswag, kJsonl };
+struct ChoiceTask {
+  int64_t index = 0;  // its place in the file, from 0
+  std::string context;               // Winogrande: the sentence up to its blank
+  std::vector<std::string> endings;  // at least two; Winogrande: the two words for the blank
+  int gold = 0;                      // the right ending
+  ChoiceRule rule = ChoiceRule::kEnding;
+  std::string after;  // Winogrande: the sentence after its blank
+};
 
-// "hellaswag" or "jsonl"; "" takes it from the file name (a .jsonl file is
-// JSONL, anything else the HellaSwag text form). Error naming --task-format.
+enum class TaskFormat { kHellaswag, kJsonl, kWinogrande };
+
+// "hellaswag", "winogrande" or "jsonl"; "" takes it from the file name (a
+// .jsonl file is JSONL, a .csv one Winogrande, anything else the HellaSwag
+// text form). Error naming --task-format.
 TaskFormat task_format_named(std::string_view name, std::string_view path);
 
 // The HellaSwag text form of llama-perplexity --hellaswag: six lines per
@@ -30,11 +40,21 @@ TaskFormat task_format_named(std::string_view name, std::string_view path);
 std::vector<ChoiceTask> read_choice_tasks(const std::string& path, TaskFormat format);
 std::vector<ChoiceTask> parse_hellaswag(std::string_view text, const std::string& path);
 std::vector<ChoiceTask> parse_choice_jsonl(std::string_view text, const std::string& path);
+// llama-perplexity --winogrande's CSV: index,sentence,choice1,choice2,answer
+// (1 or 2) per line, the sentence quoted when it holds commas and its blank
+// a "_". A first line whose answer is not a number is a header and skipped.
+std::vector<ChoiceTask> parse_winogrande(std::string_view text, const std::string& path);
 
 // The tasks llama-perplexity scores with --hellaswag-tasks N: N of them
 // drawn without replacement by std::mt19937(1) and
 // std::uniform_int_distribution over those left, in the order drawn (it
 // draws even when N covers the file). n <= 0: all of them, drawn so.
 std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n);
+// --winogrande-tasks N: all in file order unless 0 < N < the file's tasks;
+// then N drawn by std::mt19937(1) scaled in float, each taken from a list
+// whose last entry fills its place.
+std::vector<ChoiceTask> draw_winogrande_tasks(std::vector<ChoiceTask> tasks, int64_t n);
+// The draw of the format's tool.
+std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n, TaskFormat format);
 
 }  // namespace ggtrain::eval

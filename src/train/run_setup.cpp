@@ -124,8 +124,8 @@ void Run::load_eval_tasks() {
     TaskSet set;
     set.path = path;
     try {
-      set.tasks = eval::draw_tasks(eval::read_choice_tasks(path, eval::task_format_named("", path)),
-                                   c_.train.eval_tasks_limit);
+      const auto format = eval::task_format_named("", path);
+      set.tasks = eval::draw_tasks(eval::read_choice_tasks(path, format), c_.train.eval_tasks_limit, format);
     } catch (const Error& e) {
       fail("{} (train.eval_tasks)", e.what());
     }
