@@ -20,7 +20,7 @@ GG=build/src/ggtrain
 BUNDLE=tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle
 [[ -f $BUNDLE ]] || { echo "no $BUNDLE (run scripts/test.sh once)" >&2; exit 1; }
 [[ -d build/llama.cpp-src ]] || git clone -q "$BUNDLE" build/llama.cpp-src 2>/dev/null
-PPL=build/llama.cpp-build/bin/llama-perplexity
+PPL=${PPL:-build/llama.cpp-build/bin/llama-perplexity}  # PPL=...: another build of it
 if [[ ! -x $PPL ]]; then
   cmake -S build/llama.cpp-src -B build/llama.cpp-build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
@@ -45,7 +45,7 @@ for t in ${TYPES:-f32 q8_0}; do
     ours=$(seconds "$GG" eval -m "$f" --task "$ours_file" --task-format "$form" -c "$CTX" -t "$THREADS")
     our_acc=$(sed -n 's/.*acc_norm \([0-9.]*%\).*/\1/p' "$tmp/out.txt")
     theirs=$(seconds "$PPL" -m "$f" -f "$file" "--$form" "--$form-tasks" $n -c "$CTX" -t "$THREADS" -tb "$THREADS")
-    their_acc=$(awk -F'\t' '$1 ~ /^[0-9]+$/ { a = $2 } END { print a "%" }' "$tmp/out.txt")
+    their_acc=$(awk -F'\t' '$1 ~ /^[0-9]+$/ { a = $2 } END { sub(/%$/, "", a); print a "%" }' "$tmp/out.txt")
     echo "$t $form: ggtrain $our_acc in $ours s ($(awk -v n=$n -v s="$ours" 'BEGIN { printf "%.1f", n / s }') tasks/s);" \
       "llama-perplexity $their_acc in $theirs s ($(awk -v n=$n -v s="$theirs" 'BEGIN { printf "%.1f", n / s }') tasks/s);" \
       "speed $(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2fx", b / a }')"
