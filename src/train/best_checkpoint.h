@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
+
+#include "train/best_metric.h"
 
 namespace ggtrain::train {
 
@@ -16,16 +17,6 @@ struct BestCheckpoint {
   double value = 0;
   int64_t step = 0;
 };
-
-// checkpoint.keep_best: "" (off), "val_loss", "bpb" (validation bits per
-// byte) or "task:NAME" (the acc_norm of the train.eval_tasks file NAME, its
-// path or file name). Error naming the key otherwise.
-void check_keep_best(std::string_view metric);
-// Whether `value` beats `best` on `metric` (losses lower, accuracies higher;
-// a tie keeps the earlier step).
-bool better_on(std::string_view metric, double value, double best);
-// Whether a train.eval_tasks entry is the file "task:NAME" names.
-bool names_task(std::string_view metric, const std::string& task_path);
 
 // RUN/weights/best.json, or nullopt when there is none. Error naming the
 // file when it is not what write_best writes.

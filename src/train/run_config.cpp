@@ -7,7 +7,7 @@
 #include "chat/chat_data.h"
 #include "chat/template.h"
 #include "model/params.h"
-#include "train/best_checkpoint.h"
+#include "train/best_metric.h"
 #include "train/schedule.h"
 #include "util/error.h"
 

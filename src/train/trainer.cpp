@@ -247,7 +247,7 @@ void Run::offer_best(std::string_view metric, double value) {
 void Run::maybe_checkpoint(int64_t step, bool stopping) {
   const int64_t every = c_.checkpoint.every;
   // Rank 0 alone knows a task's score; every rank takes part in a checkpoint.
-  const bool new_best = dp_->max_over_ranks(std::isnan(best_candidate_) ? 0 : 1) > 0;
+  const bool new_best = !c_.checkpoint.keep_best.empty() && dp_->max_over_ranks(std::isnan(best_candidate_) ? 0 : 1) > 0;
   if (!new_best) {
     if ((every > 0 && step % every == 0) || step == c_.train.steps || stopping) checkpoint(step);
     return;
