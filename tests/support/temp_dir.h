@@ -15,7 +15,12 @@ class TempDir {
  public:
   TempDir() : TempDir(std::string("ggtrain-") + current_test_name()) {}
   explicit TempDir(const std::string& name) {
-    path_ = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    // The pid zero-padded to 7 digits (Linux's pid_max is at most 2^22): a
+    // folder's path has the same length in every run, and so has every file
+    // that records it (a run's saved config), whose sizes bad-input messages quote.
+    std::string pid = std::to_string(::getpid());
+    pid.insert(0, pid.size() < 7 ? 7 - pid.size() : 0, '0');
+    path_ = std::filesystem::temp_directory_path() / (name + "-" + pid);
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
