@@ -81,7 +81,12 @@ void check_reference(const std::string& path) {
     worst_ulps = max_keeping_nan(worst_ulps, c.max_abs_diff / ulp_at_max(ref));
   }
 
-  // End to end from our own gradients: <= 16 ulp where |g| is 0 or >= 1e-6.
+  // End to end from our own gradients: <= 32 ulp where |g| is 0 or >= 1e-6.
+  // Near |g| = 1e-6 AdamW's first step turns a gradient's rounding (its
+  // sums' order, which the GEMM kernels of each CPU choose) into the update:
+  // measured 2.5 and 17.5 ulp (the two fixtures) on an AMD EPYC with AVX2
+  // and no AVX-512, within 16 on the AVX-512 ones before; the direct AdamW
+  // check above stays at 4 ulp.
   std::fill(mom.begin(), mom.end(), 0.f);
   std::fill(var.begin(), var.end(), 0.f);
   std::copy(m.params(), m.params() + n, p.begin());
@@ -94,7 +99,7 @@ void check_reference(const std::string& path) {
     const Comparison c = compare_where(p.data() + t.offset, ref.data(), size_t(t.size), [&](size_t i) {
       return !(rg[i] != 0.f && std::fabs(rg[i]) < 1e-6f);
     });
-    EXPECT_TRUE(within_abs(c, 16 * ulp_at_max(ref))) << "end-to-end adamw." << t.name;
+    EXPECT_TRUE(within_abs(c, 32 * ulp_at_max(ref))) << "end-to-end adamw." << t.name;
     worst_e2e = max_keeping_nan(worst_e2e, c.max_abs_diff / ulp_at_max(ref));
   }
   std::printf("%s: logits err %.2e, loss rel err %.2e, worst grad err %.2e, adamw %.1f ulp, "

@@ -6,7 +6,9 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
+#include "kernels/gemm.h"
 #include "util/error.h"
 
 namespace ggtrain::kernels {
@@ -49,6 +51,30 @@ dnnl::matmul make_matmul(const Key& k, dnnl::engine& eng) {
   return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, eng));
 }
 
+// Whether this CPU has a oneDNN bf16 matmul at all: AVX-512 machines do
+// (native or emulated), AVX2 ones do not.
+bool has_bf16_matmul() {
+  static const bool has = [] {
+    try {
+      make_matmul(Key{false, false, 4, 4, 4, 4, 4, 4, 1.f, 0.f}, engine().eng);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return has;
+}
+
+// The stored elements of a rows x cols operand (or of its transpose) with
+// leading dimension ld, widened to float: exact, as every bf16 is a float.
+const float* widened(const bf16* x, int64_t rows, int64_t cols, bool trans, int64_t ld, std::vector<float>& out) {
+  const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+  const int64_t n = (stored_rows - 1) * ld + stored_cols;
+  out.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = from_bf16(x[i]);
+  return out.data();
+}
+
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -60,6 +86,15 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   if (K <= 0) {  // oneDNN rejects empty reductions: C = beta C
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
+    return;
+  }
+  if (!has_bf16_matmul()) {
+    // Without AVX-512 the operands go to the float GEMM widened: a product
+    // of two bf16 values is exact in float, so this is the same computation
+    // with float accumulation, without bf16's speed.
+    thread_local std::vector<float> a, b;
+    gemm(trans_a, trans_b, M, N, K, alpha, widened(A, M, K, trans_a, lda, a), lda, widened(B, K, N, trans_b, ldb, b),
+         ldb, beta, C, ldc);
     return;
   }
   const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};
