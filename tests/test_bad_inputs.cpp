@@ -515,6 +515,26 @@ std::vector<Case> cases() {
                {"no training examples"}});
   c.push_back({"chat_lora_needs_new_tokens", "a LoRA chat run on a base that lacks the template's markers",
                [good](Env& e) { return e.chat(good, {"train.lora.rank=4"}); }, {"chatml", "<|im_start|>", "LoRA", "train.lora.rank = 0"}});
+  // --- preference tuning (data.format = "preference", train.objective)
+  const std::vector<std::string> pref = {"data.format=preference", "train.objective=orpo"};
+  const std::string pair = "{\"prompt\": \"Hi\", \"chosen\": \"Hello\", \"rejected\": \"Go away\"}\n";
+  c.push_back({"preference_unknown_objective", "`train.objective` names no objective",
+               [](Env& e) { return e.fresh({"train.objective=kto"}); }, {"train.objective", "kto", "dpo", "simpo"}});
+  c.push_back({"preference_objective_without_pairs", "a preference objective on data that is not `data.format = \"preference\"`",
+               [](Env& e) { return e.fresh({"train.objective=dpo"}); }, {"train.objective", "dpo", "data.format = \"preference\""}});
+  c.push_back({"preference_dpo_without_init_from", "`train.objective = \"dpo\"` without `init.from` (no reference model)",
+               [](Env& e) { return e.fresh({"data.format=preference", "train.objective=dpo"}); }, {"dpo", "reference", "init.from"}});
+  c.push_back({"preference_missing_rejected", "a preference record without `rejected`",
+               [pair, pref](Env& e) { return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": \"Hello\"}\n", pref); },
+               {"chat.jsonl:2", "rejected"}});
+  c.push_back({"preference_same_answers", "a preference record whose chosen and rejected answers are the same",
+               [pair, pref](Env& e) { return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": \"Yo\", \"rejected\": \"Yo\"}\n", pref); },
+               {"chat.jsonl:2", "same text"}});
+  c.push_back({"preference_answer_not_assistant", "a preference answer given as a message of another role",
+               [pair, pref](Env& e) {
+                 return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": {\"role\": \"user\", \"content\": \"Yo\"}, \"rejected\": \"No\"}\n", pref);
+               },
+               {"chat.jsonl:2", "chosen", "assistant"}});
   // --- finetuning (init.from, train.freeze, train.lora)
   c.push_back({"from_missing", "`init.from` names no file",
                [](Env& e) { return e.fresh({"init.from=" + e.t("nope.gguf")}); }, {"nope.gguf", "init.from"}});

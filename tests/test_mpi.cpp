@@ -226,6 +226,38 @@ TEST_F(MpiTest, ChatFinetuneTwoRanksFollowOneProcess) {
   }
 }
 
+// DPO under MPI: the reference is computed by rank 0 before the others
+// start and read by them; the loss is the mean over the pairs of the whole
+// global batch, so 2 ranks (replicated and ZeRO-1) follow 1 process.
+TEST_F(MpiTest, DpoTwoRanksFollowOneProcess) {
+  run_ok(train("base", {"train.steps=10", "model.ctx=256"}), out("base"));
+  {
+    std::ofstream pairs(tmp_ / "pairs.jsonl");
+    for (int i = 0; i < 200; ++i)
+      pairs << "{\"prompt\": \"Say word " << i % 7 << "\", \"chosen\": \"" << std::string(size_t(1 + i % 5), 'a' + char(i % 7))
+            << "\", \"rejected\": \"" << std::string(size_t(1 + i % 3), 'a' + char((i + 1) % 7)) << "\"}\n";
+  }
+  auto dpo_run = [&](const std::string& name, int zero) {
+    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "pairs.jsonl",
+                           {"init.from=" + train::weights_path(dir("base"), 10), "data.format=preference",
+                            "train.objective=dpo", "train.beta=0.3", "train.seq_len=96", "train.batch=4",
+                            "train.steps=10", "train.eval_every=5", "data.val_fraction=0.1",
+                            "train.zero=" + std::to_string(zero)});
+  };
+  run_ok(dpo_run("one", 0), out("one"));
+  run_ok(under_mpirun(2, dpo_run("dp", 0)), out("dp"));
+  run_ok(under_mpirun(2, dpo_run("zero", 1)), out("zero"));
+  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
+  ASSERT_EQ(one.train.size(), 10u);
+  ASSERT_EQ(one.val.size(), 2u);
+  expect_close(one.train, dp.train, 1e-5, "dpo, 2 ranks vs 1 process");
+  expect_close(one.train, zero.train, 1e-5, "dpo, 2 ranks ZeRO-1 vs 1 process");
+  expect_close(one.val, dp.val, 1e-5, "dpo validation, 2 ranks");
+  for (const char* run : {"dp", "zero"})
+    expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kWeightLimit,
+                        std::string("dpo ") + run + " weights");
+}
+
 // Negative control of the tensor comparison above: a single-process run
 // whose learning rate is 1% higher is told apart from the first one.
 TEST_F(MpiTest, TensorComparisonTellsANearbyRunApart) {

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "chat/chat_tokens.h"
+#include "chat/preference_record.h"
 #include "data/batch_loader.h"
 #include "data/input/documents.h"
 #include "data/prepare/prepare.h"
@@ -35,24 +36,21 @@ class WindowPacker {
 
   // ids.size() <= seq_len.
   void add(const std::vector<int32_t>& ids, const std::vector<uint8_t>& trained, ChatDataStats& st) {
-    const size_t n = ids.size();
-    Window* best = nullptr;
-    for (Window& w : open_)
-      if (room(w) >= n && (!best || room(w) < room(*best))) best = &w;
-    if (!best) {
-      if (open_.size() == kOpenWindows) {
-        auto fullest = std::min_element(open_.begin(), open_.end(),
-                                        [&](const Window& a, const Window& b) { return room(a) < room(b); });
-        write(*fullest, st);
-        open_.erase(fullest);
+    add_together({{ids, trained}}, st);
+  }
+
+  // Examples that must share a window (a preference pair's two answers),
+  // side by side in this order; their sizes sum to at most seq_len.
+  void add_together(const std::vector<EncodedExample>& examples, ChatDataStats& st) {
+    size_t n = 0;
+    for (const auto& e : examples) n += e.ids.size();
+    Window& w = window_with_room(n, st);
+    for (const auto& e : examples) {
+      for (size_t i = 0; i < e.ids.size(); ++i) {
+        w.ids.push_back(e.ids[i]);
+        w.flags.push_back((i == 0 ? data::kFlagExampleStart : 0) | (e.trained[i] ? data::kFlagTrained : 0));
+        st.trained_tokens += e.trained[i];
       }
-      open_.emplace_back();
-      best = &open_.back();
-    }
-    for (size_t i = 0; i < n; ++i) {
-      best->ids.push_back(ids[i]);
-      best->flags.push_back((i == 0 ? data::kFlagExampleStart : 0) | (trained[i] ? data::kFlagTrained : 0));
-      st.trained_tokens += trained[i];
     }
     st.tokens += int64_t(n);
   }
@@ -74,6 +72,25 @@ class WindowPacker {
   struct Window {
     std::vector<int32_t> ids, flags;
   };
+
+  // The open window with the least room that still holds n tokens (a new
+  // one when none does; beyond kOpenWindows the fullest is written first).
+  Window& window_with_room(size_t n, ChatDataStats& st) {
+    Window* best = nullptr;
+    for (Window& w : open_)
+      if (room(w) >= n && (!best || room(w) < room(*best))) best = &w;
+    if (!best) {
+      if (open_.size() == kOpenWindows) {
+        auto fullest = std::min_element(open_.begin(), open_.end(),
+                                        [&](const Window& a, const Window& b) { return room(a) < room(b); });
+        write(*fullest, st);
+        open_.erase(fullest);
+      }
+      open_.emplace_back();
+      best = &open_.back();
+    }
+    return *best;
+  }
   size_t room(const Window& w) const { return size_t(seq_len_) - w.ids.size(); }
   void write(Window& w, ChatDataStats& st) {
     for (bool first = true; w.ids.size() < size_t(seq_len_); first = false) {
@@ -128,6 +145,23 @@ std::vector<Span> spans_of(const Conversation& c, RecordFormat f, Template t, co
   return {{c[0].content, false}, {c[1].content + tok.piece(tok.eos_id()), true}};
 }
 
+// A preference record's two conversations (chosen, rejected) into one
+// window, side by side; false (counted as too long) when they do not fit
+// one window together.
+bool pack_pair(const nlohmann::json& record, const std::string& where, const ChatDataOptions& o,
+               const data::Tokenizer& tok, WindowPacker& packer, ChatDataStats& st) {
+  const PreferencePair pair = preference_pair_of(record, where);
+  std::vector<EncodedExample> answers;
+  for (const Conversation* c : {&pair.chosen, &pair.rejected})
+    answers.push_back(encode_spans(tok, render_spans(o.chat_template, *c, false)));
+  if (answers[0].ids.size() + answers[1].ids.size() > size_t(o.seq_len)) {
+    ++st.too_long_skipped;
+    return false;
+  }
+  packer.add_together(answers, st);
+  return true;
+}
+
 struct Split {
   WindowPacker* train;
   WindowPacker* val;       // null: no validation data
@@ -148,6 +182,12 @@ void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions
       const std::string where = fmt::format("{}:{}", f.path, reader.line_number());
       try {
         const nlohmann::json record = nlohmann::json::parse(line, nullptr, true);
+        if (o.preference) {
+          const bool val = to_val || (split.val_by_hash && data::goes_to_validation(o.seed, index, o.val_fraction));
+          ++index;
+          if (pack_pair(record, where, o, tok, *(val ? split.val : split.train), st)) ++(val ? st.val_examples : st.examples);
+          continue;
+        }
         if (!format) format = detect_record_format(record, where);
         const Conversation c = conversation_of(record, *format, where);
         const EncodedExample e = encode_spans(tok, spans_of(c, *format, o.chat_template, tok));
@@ -181,7 +221,7 @@ nlohmann::json files_json(const std::vector<data::InputFile>& files) {
 // What decides the prepared bytes: compared with chat.json to reuse them.
 nlohmann::json source_json(const ChatDataOptions& o, const std::vector<data::InputFile>& train,
                            const std::vector<data::InputFile>& val, const data::Tokenizer& tok) {
-  return {{"format", o.format ? std::string(record_format_name(*o.format)) : "auto"},
+  return {{"format", o.preference ? "preference" : o.format ? std::string(record_format_name(*o.format)) : "auto"},
           {"chat_template", template_info(o.chat_template).name},
           {"seq_len", o.seq_len},
           {"overflow", int(o.overflow)},

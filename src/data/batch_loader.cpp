@@ -51,14 +51,16 @@ void BatchLoader::apply_labels(int64_t w, const int32_t* inputs, int32_t* target
   }
 }
 
-void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start) {
+void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start, int64_t* window_ids) {
   for (int64_t b = 0; b < B; ++b) {
     if (state_.cursor >= uint64_t(n_windows_)) {
       state_.epoch++;
       state_.cursor = 0;
       shuffle_for_epoch();
     }
-    window(order_[state_.cursor++], inputs + b * T_, targets + b * T_, doc_start ? doc_start + b * T_ : nullptr);
+    const uint32_t w = order_[state_.cursor++];
+    if (window_ids) window_ids[b] = int64_t(w);
+    window(w, inputs + b * T_, targets + b * T_, doc_start ? doc_start + b * T_ : nullptr);
   }
 }
 

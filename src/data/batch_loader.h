@@ -34,8 +34,9 @@ class BatchLoader {
   BatchLoader(const TokenStream& tokens, int64_t seq_len, uint64_t seed, const WindowLabels& labels = {});
   // inputs, targets: [B, seq_len]; advances the state by B windows.
   // doc_start (optional, [B, seq_len]): each position's document start,
-  // from the labels (0 everywhere without them).
-  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr);
+  // from the labels (0 everywhere without them); window_ids (optional, [B]):
+  // which window each row is (what window() takes).
+  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr, int64_t* window_ids = nullptr);
   // Window w in stream order (no shuffling): for evaluation.
   void window(int64_t w, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr) const;
   int64_t n_windows() const { return n_windows_; }

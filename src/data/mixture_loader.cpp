@@ -37,10 +37,11 @@ size_t MixtureLoader::source_of_next_window() const {
   return size_t(std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin());
 }
 
-void MixtureLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start) {
+void MixtureLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start, int64_t* window_ids) {
   for (int64_t b = 0; b < B; ++b) {
     const size_t k = std::min(source_of_next_window(), loaders_.size() - 1);
-    loaders_[k]->next(1, inputs + b * T_, targets + b * T_, doc_start ? doc_start + b * T_ : nullptr);
+    loaders_[k]->next(1, inputs + b * T_, targets + b * T_, doc_start ? doc_start + b * T_ : nullptr,
+                      window_ids ? window_ids + b : nullptr);
     ++drawn_;
   }
 }

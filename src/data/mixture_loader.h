@@ -24,8 +24,10 @@ class MixtureLoader {
   // one per source.
   MixtureLoader(const std::vector<const TokenStream*>& sources, const std::vector<double>& weights,
                 int64_t seq_len, uint64_t seed, const std::vector<WindowLabels>& labels = {});
-  // inputs, targets (and doc_start, when not null): [B, seq_len].
-  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr);
+  // inputs, targets (and doc_start, when not null): [B, seq_len];
+  // window_ids (when not null): [B], each row's window in its source.
+  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr,
+            int64_t* window_ids = nullptr);
   MixtureState state() const;
   void set_state(const MixtureState& s);
   size_t n_sources() const { return loaders_.size(); }

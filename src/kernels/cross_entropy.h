@@ -60,6 +60,27 @@ void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targ
   }
 }
 
+// logits[n] <- d[n] * (softmax(logits[n]) - onehot(target[n])), in place,
+// from the lse that cross_entropy_forward saved: a loss weighted per row
+// (0 for kNoTarget).
+template <typename T>
+void cross_entropy_backward_weighted(T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V,
+                                     const T* d) {
+#pragma omp parallel for
+  for (int64_t n = 0; n < N; ++n) {
+    T* z = logits + n * V;
+    if (targets[n] == kNoTarget || d[n] == T(0)) {
+      for (int64_t i = 0; i < V; ++i) z[i] = 0;
+      continue;
+    }
+    exp_shift(z, V, lse[n]);
+    const T dn = d[n];
+#pragma omp simd
+    for (int64_t i = 0; i < V; ++i) z[i] *= dn;
+    z[targets[n]] -= dn;
+  }
+}
+
 // Both at once: losses[n] and lse[n] as cross_entropy_forward, and logits[n]
 // <- dloss * (softmax(logits[n]) - onehot(target[n])) (0 for kNoTarget).
 // Three passes over a row (max, exp and sum, scale) while it is in cache.

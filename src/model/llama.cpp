@@ -393,7 +393,41 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets, const in
     return T(0);
   }
   targets_ = targets;
+  scored_targets_ = nullptr;
   return head_loss(true);
+}
+
+template <typename T>
+void LlamaModel<T>::forward_scores(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+  check_tokens(targets, "target", true);
+  embed_and_blocks(inputs, doc_start);
+  targets_ = targets;
+  head_loss(false);
+  targets_ = nullptr;  // backward_weighted() prepares the head's gradients
+  scored_targets_ = targets;
+}
+
+// The head again, chunk by chunk: the same logits (the same GEMM on the same
+// h_final_), turned into d_token_loss[i] * (softmax - onehot) with the
+// log-sum-exp forward_scores() saved, and through the head at once.
+template <typename T>
+void LlamaModel<T>::backward_weighted(const T* d_token_loss) {
+  if (!scored_targets_) fail("model: backward_weighted() needs a forward_scores()");
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  targets_ = scored_targets_;
+  scored_targets_ = nullptr;
+  if (d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
+  phase_ = OpProfile::kBackward;
+  for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, BT - r0);
+    const GemmIn<T> h = h_final_.at(r0 * C);
+    linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
+    cross_entropy_backward_weighted(logit_chunk_, lse_ + r0, targets_ + r0, rows, V, d_token_loss + r0);
+    const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
+    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
+  }
+  charge_time_to(OpProfile::kHead);
+  backward();
 }
 
 template <typename T>
@@ -402,7 +436,7 @@ T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets, const i
   embed_and_blocks(inputs, doc_start);
   targets_ = targets;
   const T loss = head_loss(false);
-  targets_ = nullptr;  // nothing prepared for backward()
+  targets_ = scored_targets_ = nullptr;  // nothing prepared for backward()
   return loss;
 }
 

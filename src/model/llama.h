@@ -140,6 +140,15 @@ class LlamaModel {
   // Targets of the last forward()/evaluate() that carried loss: what the
   // mean divided by (callers weight micro-batches by it).
   int64_t counted_targets() const { return counted_targets_; }
+  // Objectives over whole sequences (preference tuning) pass over the head
+  // twice: forward_scores() runs the model and leaves each position's
+  // -log p(target) in token_losses() (0 where no target counts), preparing
+  // no gradient; backward_weighted(d), with d[i] = d(objective) /
+  // d(token_losses()[i]) for each of the B*T positions, computes the head's
+  // gradients from those weights and runs backward(). The blocks run once.
+  void forward_scores(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start = nullptr);
+  const T* token_losses() const { return losses_; }
+  void backward_weighted(const T* d_token_loss);
   // [B, T, vocab], valid after forward(inputs, nullptr).
   const T* logits() const { return logits_.data(); }
   void zero_grad();
@@ -263,6 +272,7 @@ class LlamaModel {
   T* d_lora_u_ = nullptr;  // [BT, rank]
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
+  const int32_t* scored_targets_ = nullptr;  // forward_scores()'s, until backward_weighted()
   OpProfile* profile_ = nullptr;
   OpProfile::Phase phase_ = OpProfile::kForward;
   double last_charge_s_ = 0;

@@ -27,6 +27,7 @@
 #include "train/data_parallel.h"
 #include "train/fault_injection.h"
 #include "train/metrics.h"
+#include "train/preference_batch.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
 #include "train/schedule.h"
@@ -40,6 +41,7 @@ struct StepResult {
   int64_t step = 0;  // steps done, counting this one (from 1)
   double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
   bool finite = true;
+  PreferenceTotals pref;  // a preference objective's sums over the step's pairs (all ranks)
 };
 
 class Run {
@@ -63,8 +65,22 @@ class Run {
   void resume_state();
   void init_state();
 
+  // Preference objectives (train/preference_step.cpp): the reference's
+  // token losses computed (fresh run, rank 0) or read, and the step's and
+  // validation's passes over pairs.
+  void load_reference();
+  std::vector<float> reference_losses(const data::BatchLoader& windows, int64_t n_tokens);
+  // The reference's token losses of this rank's rows of a micro-batch whose
+  // rows are windows `window_ids` of the stream `ref` was computed on.
+  const float* reference_rows(const std::vector<float>& ref, const int64_t* window_ids);
+  void preference_micro_batches(StepResult& r);
+  PreferenceTotals preference_validation();
+  void evaluate_pairs(int64_t step);
+  void log_preference(nlohmann::json& record, const PreferenceTotals& t, const char* prefix) const;
+
   // The loop's steps.
   StepResult train_step(int64_t step);
+  void sft_micro_batches(StepResult& r);
   void handle_nonfinite(const StepResult& r);
   void log_step(const StepResult& r);
   void maybe_evaluate(int64_t step);
@@ -118,6 +134,13 @@ class Run {
   std::unique_ptr<DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
+  std::vector<int64_t> window_ids_;                     // their rows' windows
+  // train.objective; for DPO/IPO the reference's -log p of each token of the
+  // training and validation streams (train/preference_reference.h).
+  Objective objective_ = Objective::kSft;
+  PreferenceParams pref_;
+  std::vector<float> ref_train_, ref_val_;
+  std::vector<float> ref_rows_, d_token_loss_;  // [local batch, T] scratch of a micro-batch
   bool documents_ = false;   // attention within documents (instruction data, data.attention)
   int64_t added_tokens_ = 0;  // chat markers appended to the base's vocabulary
   std::unique_ptr<MetricsLog> metrics_;

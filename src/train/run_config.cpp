@@ -8,6 +8,7 @@
 #include "chat/template.h"
 #include "model/params.h"
 #include "train/best_metric.h"
+#include "train/preference_loss.h"
 #include "train/schedule.h"
 #include "util/error.h"
 
@@ -101,7 +102,7 @@ void check_data(const RunConfig& c) {
   if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);
   if (data.format != "text") {
-    if (data.format != "auto") chat::record_format_named(data.format, "config: data.format");
+    if (data.format != "auto" && data.format != "preference") chat::record_format_named(data.format, "config: data.format");
     if (!data.sources.empty()) fail("config: data.format = \"{}\" takes data.corpus, not data.sources", data.format);
   }
   if (data.chat_template != "auto") chat::template_named(data.chat_template, "config: data.chat_template");
@@ -165,6 +166,27 @@ void check_run_options(const RunConfig& c) {
 
 }  // namespace
 
+// train.objective and its parameters: preference objectives go with
+// preference data, DPO and IPO with the reference init.from gives.
+void check_objective(const RunConfig& c) {
+  const auto& t = c.train;
+  const Objective o = objective_named(t.objective, "config: train.objective");
+  const bool pairs = c.data.format == "preference";
+  if (pairs && o == Objective::kSft)
+    fail("config: data.format = \"preference\" needs a preference objective: set train.objective to dpo, ipo, orpo "
+         "or simpo");
+  if (!pairs && o != Objective::kSft)
+    fail("config: train.objective = \"{}\" trains on chosen/rejected pairs: set data.format = \"preference\"",
+         t.objective);
+  if (needs_reference(o) && c.init.from.empty())
+    fail("config: train.objective = \"{}\" compares with a reference model: set init.from (the model to tune, "
+         "usually the SFT one)", t.objective);
+  if (!(t.beta > 0)) fail("config: train.beta must be positive, got {}", t.beta);
+  if (!(t.label_smoothing >= 0 && t.label_smoothing < 0.5))
+    fail("config: train.label_smoothing must be in [0, 0.5), got {}", t.label_smoothing);
+  if (!(t.simpo_gamma >= 0)) fail("config: train.simpo_gamma must be >= 0, got {}", t.simpo_gamma);
+}
+
 void RunConfig::validate() const {
   llama(std::max<int64_t>(1, data.vocab_size)).validate("config: model");
   check_steps_and_shapes(*this);
@@ -172,6 +194,7 @@ void RunConfig::validate() const {
   check_data(*this);
   check_optimizer(*this);
   check_run_options(*this);
+  check_objective(*this);
 }
 
 LrSchedule lr_schedule_of(const TrainSection& t) {

@@ -39,7 +39,8 @@ struct DataSection {
   // "text" (pretraining documents); "chat", "alpaca" or "completion"
   // (instruction tuning from JSONL records, loss on the answers, examples
   // packed into windows: chat/chat_data.h); "auto": one of those three,
-  // detected from each file's first record.
+  // detected from each file's first record; "preference": chosen/rejected
+  // pairs for train.objective's preference objectives.
   std::string format = "text";
   // Instruction formats: "auto" (the base model's tokenizer.chat_template
   // when llama.cpp recognises it, else chatml) or a name of chat/template.h.
@@ -87,6 +88,12 @@ struct TrainSection {
   // Tensors that keep their values (no gradient, no optimizer state), e.g.
   // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
   std::vector<std::string> freeze;
+  // "sft" (next-token loss on the data's trained tokens), or a preference
+  // objective on data.format = "preference" pairs: "dpo", "ipo", "orpo",
+  // "simpo" (train/preference_loss.h). beta is DPO/IPO/SimPO's beta and
+  // ORPO's lambda; label_smoothing applies to DPO and SimPO.
+  std::string objective = "sft";
+  double beta = 0.1, label_smoothing = 0.0, simpo_gamma = 0.5;
   // LoRA adapters (rank > 0): the base model is frozen and each target
   // matrix W gets W + (alpha / rank) B A with trainable A [rank, in], B [out, rank].
   struct Lora {

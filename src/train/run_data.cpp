@@ -165,7 +165,8 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const dat
   chat::ChatDataOptions o;
   o.corpus = c.data.corpus;
   o.val_corpus = c.data.val_corpus;
-  if (c.data.format != "auto") o.format = chat::record_format_named(c.data.format, "data.format");
+  o.preference = c.data.format == "preference";
+  if (c.data.format != "auto" && !o.preference) o.format = chat::record_format_named(c.data.format, "data.format");
   const auto t = chat::detect_template(tok.chat_template());
   if (!t) fail("chat data: the run's vocabulary carries no template ggtrain renders");
   o.chat_template = *t;
@@ -177,8 +178,8 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const dat
   const chat::ChatData d = chat::prepare_chat_data(o, tok, dir, resume);
   const chat::ChatDataStats& s = d.stats;
   if (!quiet)
-    fmt::print(stderr, "data: {} training / {} validation examples{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
-               "tokens trained, {:.1f}% padding){}\n", s.examples, s.val_examples,
+    fmt::print(stderr, "data: {} training / {} validation {}{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
+               "tokens trained, {:.1f}% padding){}\n", s.examples, s.val_examples, o.preference ? "pairs" : "examples",
                s.bad_skipped ? fmt::format(", {} bad records skipped", s.bad_skipped) : "",
                s.truncated ? fmt::format(", {} truncated", s.truncated) : "",
                s.split ? fmt::format(", {} split", s.split) : "",

@@ -74,6 +74,7 @@ Run::Run(const TrainOptions& o)
     resume_state();
   else
     init_state();
+  load_reference();
   dp_->shard_moments(m_, v_);  // ZeRO-1: keep this rank's slices only
   if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe());
   metrics_ = std::make_unique<MetricsLog>(run_dir_, resume_ ? start_step_ : -1, dp_->root());
@@ -167,6 +168,9 @@ void Run::prepare_data() {
   inputs_.resize(step_tokens);
   targets_.resize(step_tokens);
   doc_start_.resize(step_tokens);
+  window_ids_.resize(size_t(c_.train.grad_accum * c_.train.batch));
+  objective_ = objective_named(c_.train.objective, "train.objective");
+  pref_ = {c_.train.beta, c_.train.label_smoothing, c_.train.simpo_gamma};
 }
 
 // What the planned steps amount to, and a warning when no validation loss

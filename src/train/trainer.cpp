@@ -74,22 +74,16 @@ StepResult Run::train_step(int64_t step) {
   r.step = step + 1;
   r.lr = schedule_.lr_at(step);
   model_->zero_grad();
-  // Every rank draws the step's global micro-batches, so each knows how
-  // many targets carry loss in all of them without communicating: the loss
-  // is the mean over those, and micro-batch k of this rank weighs in with
-  // its own count over that total.
+  // Every rank draws the step's global micro-batches, so each knows the
+  // step's totals (targets, pairs) without communicating.
   const int64_t micro = t.batch * t.seq_len;
   for (int64_t k = 0; k < t.grad_accum; ++k)
-    loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro);
-  const int64_t counted = int64_t(targets_.size()) - std::count(targets_.begin(), targets_.end(), kernels::kNoTarget);
-  for (int64_t k = 0; k < t.grad_accum; ++k) {
-    dp_->begin_micro_batch(k + 1 == t.grad_accum);
-    const float mean = model_->forward(dp_->local(inputs_.data() + k * micro), dp_->local(targets_.data() + k * micro),
-                                       documents_ ? dp_->local(doc_start_.data() + k * micro) : nullptr);
-    const float weight = counted > 0 ? float(model_->counted_targets()) / float(counted) : 0.f;
-    r.loss += double(mean) * double(weight);
-    model_->backward(weight);
-  }
+    loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro,
+                  window_ids_.data() + k * t.batch);
+  if (objective_ == Objective::kSft)
+    sft_micro_batches(r);
+  else
+    preference_micro_batches(r);
   if (faults_.rank_fails_at(dp_->rank(), r.step))
     fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", r.step, dp_->rank());
   // gradients summed over ranks; the ranks' shares of the loss summed too
@@ -107,6 +101,22 @@ StepResult Run::train_step(int64_t step) {
   }
   r.seconds = now_seconds() - t0;
   return r;
+}
+
+// The loss is the mean over the step's counted targets: micro-batch k of
+// this rank weighs in with its own count over that total.
+void Run::sft_micro_batches(StepResult& r) {
+  const auto& t = c_.train;
+  const int64_t micro = t.batch * t.seq_len;
+  const int64_t counted = int64_t(targets_.size()) - std::count(targets_.begin(), targets_.end(), kernels::kNoTarget);
+  for (int64_t k = 0; k < t.grad_accum; ++k) {
+    dp_->begin_micro_batch(k + 1 == t.grad_accum);
+    const float mean = model_->forward(dp_->local(inputs_.data() + k * micro), dp_->local(targets_.data() + k * micro),
+                                       documents_ ? dp_->local(doc_start_.data() + k * micro) : nullptr);
+    const float weight = counted > 0 ? float(model_->counted_targets()) / float(counted) : 0.f;
+    r.loss += double(mean) * double(weight);
+    model_->backward(weight);
+  }
 }
 
 // train.on_nonfinite: "stop" fails naming the last intact checkpoint;
@@ -139,6 +149,7 @@ void Run::log_step(const StepResult& r) {
   nlohmann::json record{{"step", r.step},       {"loss", r.loss},         {"lr", r.lr},
                         {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", now_seconds() - loop_start_s_}};
   if (r.step == start_step_ + 1) record["cpu_level"] = built_cpu_level();  // which build of the engine ran
+  log_preference(record, r.pref, "");
   if (!r.finite) {  // NaN/Inf are written as null; the counters say why
     record["skipped"] = true;
     record["nonfinite_in_a_row"] = nonfinite_in_a_row_;
@@ -152,8 +163,12 @@ void Run::log_step(const StepResult& r) {
   summary_.tokens_per_s = double(tokens_per_step * (r.step - start_step_)) / train_seconds_;
   if (!quiet_ && (tty_ || r.step % 10 == 0 || r.step == t.steps)) {
     const double eta = (now_seconds() - loop_start_s_) / double(r.step - start_step_) * double(t.steps - r.step);
-    fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
-               tty_ ? "\r" : "", r.step, t.steps, r.loss, r.lr, r.grad_norm, tps, duration_text(eta),
+    const std::string rewards =
+        r.pref.pairs > 0 ? fmt::format(" | reward acc {:.2f} margin {:.3f}", r.pref.reward_accuracy / double(r.pref.pairs),
+                                       r.pref.reward_margin / double(r.pref.pairs))
+                         : "";
+    fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
+               tty_ ? "\r" : "", r.step, t.steps, r.loss, rewards, r.lr, r.grad_norm, tps, duration_text(eta),
                tty_ ? "   " : "\n");
   }
 }
@@ -161,6 +176,7 @@ void Run::log_step(const StepResult& r) {
 void Run::maybe_evaluate(int64_t step) {
   const auto& t = c_.train;
   if (t.eval_every <= 0 || (step % t.eval_every != 0 && step != t.steps)) return;
+  if (objective_ != Objective::kSft) return evaluate_pairs(step);
   const Validation v = evaluate();
   if (!std::isfinite(v.loss)) return;
   metrics_->log_eval({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_bpb", v.bits_per_byte}});
@@ -170,6 +186,24 @@ void Run::maybe_evaluate(int64_t step) {
   if (!quiet_)
     fmt::print(stderr, "{}validation at step {}: loss {:.4f}, perplexity {:.2f}, {:.4f} bits per byte\n",
                tty_ ? "\n" : "", step, v.loss, std::exp(v.loss), v.bits_per_byte);
+}
+
+// Held-out pairs: val_loss is the objective's mean over them, with TRL's
+// rewards beside it.
+void Run::evaluate_pairs(int64_t step) {
+  const PreferenceTotals v = preference_validation();
+  if (v.pairs == 0) return;
+  double loss = v.loss / double(v.pairs);
+  if (adds_chosen_nll(objective_)) loss += v.chosen_nll / double(std::max<int64_t>(1, v.chosen_tokens));
+  nlohmann::json record{{"step", step}, {"val_loss", loss}};
+  log_preference(record, v, "val_");
+  metrics_->log_eval(record);
+  summary_.last_val_loss = loss;
+  if (c_.checkpoint.keep_best == "val_loss") offer_best("val_loss", loss);
+  if (!quiet_)
+    fmt::print(stderr, "{}validation at step {}: loss {:.4f}, reward accuracy {:.3f}, margin {:.4f} over {} pairs\n",
+               tty_ ? "\n" : "", step, loss, v.reward_accuracy / double(v.pairs), v.reward_margin / double(v.pairs),
+               v.pairs);
 }
 
 Run::Validation Run::evaluate() {
