@@ -54,8 +54,10 @@ cd "$BUILD_DIR"
 # packed documents, donor, MQA/GQA: test_lora, test_documents, test_donor,
 # test_training), which take 4.5 of ASan's 16 minutes of test time in
 # double; nan_poison_check (it re-runs tests to poison them: ASan adds
-# nothing); quickstart_check (the CLI paths the first-hour tests run).
-ASAN_LEFT_OUT='^(Tokenizer\.WholeKjvIsFast|ModelFd\.(LoraOnEveryTarget|PackedDocumentsAndMaskedTargets|MultiQueryTied|DonorLens|GroupedQueryUntied)|nan_poison_check|quickstart_check)$'
+# nothing); quickstart_check (the CLI paths the first-hour tests run); the
+# 100-step runs of each preference objective (PreferenceRun.* run the same
+# code in a few steps).
+ASAN_LEFT_OUT='^(Tokenizer\.WholeKjvIsFast|ModelFd\.(LoraOnEveryTarget|PackedDocumentsAndMaskedTargets|MultiQueryTied|DonorLens|GroupedQueryUntied)|Objectives/ObjectiveRun\..*|nan_poison_check|quickstart_check)$'
 ctest --output-on-failure -j "$JOBS" --timeout 900 -LE 'npm|mpi' -E "$ASAN_LEFT_OUT" "$@"
 # Label mpi (ggtrain under mpirun) runs without leak detection: Open MPI's
 # libraries keep allocations to the end of the process (LeakSanitizer lists
