@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multiple-choice accuracy as llama.cpp scores it: `ggtrain eval --task` and
-# llama-perplexity --hellaswag and --winogrande (built from the source node-llama-cpp ships,
+# llama-perplexity --hellaswag, --multiple-choice and --winogrande (built from the source node-llama-cpp ships,
 # tests/support/build_llama_perplexity.sh) on the same GGUF and task file.
 # The model: the tiny preset (1024-token vocabulary) trained on Genesis; the
 # tasks: "which of four verses follows this one" from Exodus
@@ -57,8 +57,8 @@ theirs() {
     awk -F'\t' '$1 ~ /^[0-9]+$/ && $2 ~ /%$/ { right = int(($2 + 0) * $1 / 100 + 0.5); printf "%d", right - prev; prev = right }'
 }
 # ggtrain's, in the order drawn (or by FIELD and ORDER given).
-ours() { # MODEL CHOSEN_FIELD SORT(draw|file)
-  "$GGTRAIN" eval -m "$1" --task exodus.hellaswag --tasks $N -t 2 --json |
+ours() { # MODEL CHOSEN_FIELD SORT(draw|file) [TASK_FILE COUNT]
+  "$GGTRAIN" eval -m "$1" --task "${4:-exodus.hellaswag}" --tasks "${5:-$N}" -t 2 --json |
     node -e '
       const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
       let t = r.per_task;
@@ -76,6 +76,27 @@ for m in small/weights/latest q8_0.gguf; do
   [[ $(ours "$m" chosen file) != "$a" ]] || fail "control: $m in file order gives llama.cpp's answers: the order is not tested"
   [[ $(ours "$m" chosen_sum draw) != "$a" ]] || fail "control: $m by summed log-probability gives llama.cpp's answers: the normalisation is not tested"
   echo "$m: the same answer on all $N tasks ($right right): $a"
+done
+
+# Multiple choice (llama-perplexity --multiple-choice -bf FILE, the binary
+# form of its ARC/MMLU/TruthfulQA files): the same Exodus tasks written in
+# that form with two, three or four answers each (scripts/make_choice_file.mjs),
+# 40 of the 80 drawn as --multiple-choice-tasks 40 draws them. It prints the
+# running accuracy after each task, as --hellaswag does: the same right or
+# wrong answer on every task, in the same order. Control: ggtrain's tasks in
+# file order must disagree.
+node "$HERE/../scripts/make_choice_file.mjs" exodus.hellaswag exodus.bin >/dev/null
+MC=40
+for m in small/weights/latest q8_0.gguf; do
+  a=$(perplexity_lines $MC -m "$m" -bf exodus.bin --multiple-choice --multiple-choice-tasks $MC -c 512 -t 2 |
+    awk -F'\t' '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9.]+$/ { right = int(($2 + 0) * $1 / 100 + 0.5); printf "%d", right - prev; prev = right }')
+  b=$(ours "$m" chosen draw exodus.bin $MC)
+  [[ ${#a} -eq $MC ]] || fail "$m: llama-perplexity --multiple-choice scored ${#a} tasks, not $MC: '$a'"
+  [[ $a == "$b" ]] || fail "$m: multiple-choice answers differ (1 = right):
+  llama.cpp: $a
+  ggtrain:   $b"
+  [[ $(ours "$m" chosen file exodus.bin $MC) != "$a" ]] || fail "control: $m multiple choice in file order gives llama.cpp's answers"
+  echo "$m: multiple choice: the same answer on all $MC tasks ($(tr -cd 1 <<<"$a" | wc -c) right): $a"
 done
 
 # Winogrande: "which word fills the blank" from Exodus (scripts/make_word_task.sh),

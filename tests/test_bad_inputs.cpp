@@ -294,6 +294,14 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl")};
                },
                {"t.jsonl:2:", "no \"endings\""}});
+  c.push_back({"eval_task_multiple_choice_truncated", "`eval --task` given a `--multiple-choice` binary file cut short",
+               [](Env& e) {
+                 // one task at byte 8: "Q?", then 2 answers, "a" and the start of "b"'s length
+                 const std::string bytes("\x01\0\0\0\x08\0\0\0\x02\0\0\0Q?\x02\0\0\0\x01\0\0\0a\x01\0", 25);
+                 std::ofstream(e.t("arc.bin"), std::ios::binary) << bytes;
+                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("arc.bin")};
+               },
+               {"arc.bin", "task 0", "answer 1", "truncated"}});
   c.push_back({"eval_task_winogrande_no_blank", "`eval --task` given a Winogrande CSV line whose sentence has no `_`",
                [](Env& e) {
                  std::ofstream(e.t("w.csv")) << "0,The _ sat.,cat,dog,1\n1,The cat sat.,cat,dog,2\n";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <set>
 
@@ -35,6 +36,76 @@ std::string error_of(F f) {
     return e.what();
   }
   return "";
+}
+
+// A --multiple-choice file written here byte by byte, as llama.cpp's
+// reader expects it: count, positions, then per task the question, the
+// answers and their int32 labels, and a second (ignored) answer list.
+struct McWriter {
+  std::string bytes;
+  void u32(uint32_t v) { bytes.append(reinterpret_cast<const char*>(&v), 4); }
+  void text(const std::string& s) {
+    u32(uint32_t(s.size()));
+    bytes += s;
+  }
+  std::string task(const std::string& q, const std::vector<std::string>& answers, const std::vector<int>& labels) {
+    McWriter t;
+    t.text(q);
+    t.u32(uint32_t(answers.size()));
+    for (const auto& a : answers) t.text(a);
+    for (int l : labels) t.u32(uint32_t(l));
+    t.u32(1);  // one "mc2" answer, read and ignored
+    t.text("ignored");
+    t.u32(1);
+    return t.bytes;
+  }
+  static std::string file(const std::vector<std::string>& tasks) {
+    McWriter f;
+    f.u32(uint32_t(tasks.size()));
+    uint32_t at = 4 + 4 * uint32_t(tasks.size());
+    for (const auto& t : tasks) {
+      f.u32(at);
+      at += uint32_t(t.size());
+    }
+    for (const auto& t : tasks) f.bytes += t;
+    return f.bytes;
+  }
+};
+
+TEST(ChoiceTasks, ReadsTheMultipleChoiceFile) {
+  McWriter w;
+  const std::string bytes =
+      McWriter::file({w.task("Q one?", {"a", "b", "c"}, {0, 0, 1}), w.task("Q two?", {"yes", "no"}, {1, 0})});
+  const auto tasks = eval::parse_multiple_choice(bytes, "t.bin");
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].context, "Q one?");
+  EXPECT_EQ(tasks[0].endings, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(tasks[0].gold, 2);
+  EXPECT_EQ(tasks[1].index, 1);
+  EXPECT_EQ(tasks[1].gold, 0);
+  EXPECT_EQ(eval::task_format_named("", "arc.bin"), eval::TaskFormat::kMultipleChoice);
+}
+
+TEST(ChoiceTasks, MultipleChoiceErrorsNameFileTaskAndField) {
+  McWriter w;
+  const std::string good = w.task("Q?", {"a", "b"}, {0, 1});
+  const std::string file = McWriter::file({good});
+  auto err = [](const std::string& bytes) { return error_of([&] { eval::parse_multiple_choice(bytes, "t.bin"); }); };
+  EXPECT_NE(err(file.substr(0, file.size() - 6)).find("t.bin: task 0"), std::string::npos);  // truncated
+  EXPECT_NE(err(file.substr(0, file.size() - 6)).find("truncated"), std::string::npos);
+  EXPECT_NE(err(std::string("\xff\xff\xff\x7f", 4)).find("task positions"), std::string::npos);  // 2^31 tasks, no room
+  EXPECT_NE(err(McWriter::file({w.task("Q?", {"a", "b"}, {1, 1})})).find("2 answers are labelled right"),
+            std::string::npos);
+  EXPECT_NE(err(McWriter::file({w.task("Q?", {"a", "b"}, {0, 7})})).find("label is 7"), std::string::npos);
+  EXPECT_NE(err(McWriter::file({w.task("Q?", {"a"}, {1})})).find("at least 2"), std::string::npos);
+  EXPECT_NE(err(McWriter::file({w.task("Q?", {"a", "\xff"}, {1, 0})})).find("not UTF-8"), std::string::npos);
+  std::string far = file;
+  far[4] = '\x7f';  // the first task's position past the end
+  EXPECT_NE(err(far).find("past the file"), std::string::npos);
+  McWriter many;
+  many.text("Q?");
+  many.u32(101);
+  EXPECT_NE(err(McWriter::file({many.bytes})).find("at most 100"), std::string::npos);
 }
 
 TEST(ChoiceTasks, ReadsTheHellaswagForm) {

@@ -191,8 +191,8 @@ Runner add_eval_command(CLI::App& app) {
   auto* tokens = cmd->add_option("--tokens", o->tokens, "Comma-separated token ids (evaluated as given)");
   auto* text = cmd->add_option("--text", o->text, "Text file: perplexity as llama.cpp's perplexity tool");
   auto* task = cmd->add_option("--task", o->task.path,
-                               "Multiple-choice task file: accuracy as llama.cpp's llama-perplexity --hellaswag "
-                               "scores it");
+                               "Multiple-choice task file: accuracy as llama.cpp's llama-perplexity --hellaswag, "
+                               "--winogrande or --multiple-choice scores it");
   auto* run = cmd->add_option("--run", o->run,
                               "A run folder instead of -m: every weights/step_N.gguf on --text and/or --task, into "
                               "RUN/eval.csv, eval.json and charts");
@@ -200,12 +200,13 @@ Runner add_eval_command(CLI::App& app) {
   task->excludes(tokens);
   run->excludes(tokens);
   cmd->add_option("--task-format", o->task.format,
-                  "hellaswag (llama-perplexity's six-line form), winogrande (its CSV) or jsonl ({\"context\", "
-                  "\"endings\", \"label\"} per line); default: jsonl for .jsonl, winogrande for .csv")
+                  "hellaswag (llama-perplexity's six-line form), winogrande (its CSV), multiple-choice (its binary "
+                  "file) or jsonl ({\"context\", \"endings\", \"label\"} per line); default: jsonl for .jsonl, "
+                  "winogrande for .csv, multiple-choice for .bin")
       ->needs(task);
   cmd->add_option("--tasks", o->task.count,
-                  "Score N tasks drawn as llama-perplexity --hellaswag-tasks / --winogrande-tasks N draw them "
-                  "(default: all)")
+                  "Score N tasks drawn as llama-perplexity --hellaswag-tasks / --winogrande-tasks / "
+                  "--multiple-choice-tasks N draw them (default: all)")
       ->needs(task);
   cmd->add_flag("--json", o->task.json, "With --task: print one JSON object (accuracies, per task the choices)")
       ->needs(task)

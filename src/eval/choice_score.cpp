@@ -139,30 +139,41 @@ double token_logprob(const float* logits, int64_t vocab, int32_t target) {
   return double(logits[target]) - mx - std::log(sum);
 }
 
+ChoiceTotals totals_of(const std::vector<TaskScore>& scores) {
+  ChoiceTotals t;
+  for (const TaskScore& s : scores) {
+    t.tasks += 1;
+    t.right += s.chosen_sum == s.gold;
+    t.right_norm += s.chosen_norm == s.gold;
+    t.gold_logprob += s.logprob[size_t(s.gold)] / double(s.scored[size_t(s.gold)]);
+  }
+  return t;
+}
+
+void set_accuracies(ChoiceResult& r, const ChoiceTotals& t) {
+  if (t.tasks <= 0) return;
+  const size_t n = size_t(t.tasks + 0.5);
+  r.acc = t.right / t.tasks;
+  r.acc_norm = t.right_norm / t.tasks;
+  r.acc_stderr = stderr_of(r.acc, n);
+  r.acc_norm_stderr = stderr_of(r.acc_norm, n);
+  r.gold_logprob = t.gold_logprob / t.tasks;
+}
+
 ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
                                 const std::function<void(const TaskScore&, double)>& on_task) {
   ChoiceResult r;
   std::vector<float> prefix_logits(size_t(dec.config().vocab));
-  size_t right = 0, right_norm = 0;
-  double gold_sum = 0;
+  size_t right_norm = 0;
   const double t0 = now_seconds();
   for (const auto& task : tasks) {
     r.tasks.push_back(score_task(dec, tok, task, prefix_logits));
     const TaskScore& s = r.tasks.back();
-    right += s.chosen_sum == s.gold;
     right_norm += s.chosen_norm == s.gold;
-    gold_sum += s.logprob[size_t(s.gold)] / double(s.scored[size_t(s.gold)]);
     if (on_task) on_task(s, double(right_norm) / double(r.tasks.size()));
   }
   r.seconds = now_seconds() - t0;
-  const size_t n = r.tasks.size();
-  if (n > 0) {
-    r.acc = double(right) / double(n);
-    r.acc_norm = double(right_norm) / double(n);
-    r.acc_stderr = stderr_of(r.acc, n);
-    r.acc_norm_stderr = stderr_of(r.acc_norm, n);
-    r.gold_logprob = gold_sum / double(n);
-  }
+  set_accuracies(r, totals_of(r.tasks));
   return r;
 }
 

@@ -44,6 +44,16 @@ struct ChoiceResult {
   double seconds = 0;
 };
 
+// What a ChoiceResult's numbers come from: sums that add up over shares of
+// the tasks (the ranks of a data-parallel run each score some).
+struct ChoiceTotals {
+  double tasks = 0, right = 0, right_norm = 0;
+  double gold_logprob = 0;  // sum over the tasks of the right ending's mean log-probability per token
+};
+ChoiceTotals totals_of(const std::vector<TaskScore>& scores);
+// acc, acc_norm, their standard errors and gold_logprob of `r` from `t`.
+void set_accuracies(ChoiceResult& r, const ChoiceTotals& t);
+
 // Scores `tasks` in their order; on_task (optional) gets each task's score
 // and the running acc_norm. Error naming the task when its longest ending
 // does not fit in the decoder's context.

@@ -63,18 +63,21 @@ TaskFormat task_format_named(std::string_view name, std::string_view path) {
   if (name == "hellaswag") return TaskFormat::kHellaswag;
   if (name == "jsonl") return TaskFormat::kJsonl;
   if (name == "winogrande") return TaskFormat::kWinogrande;
+  if (name == "multiple-choice") return TaskFormat::kMultipleChoice;
   if (name.empty())
     return path.ends_with(".jsonl") ? TaskFormat::kJsonl
            : path.ends_with(".csv") ? TaskFormat::kWinogrande
+           : path.ends_with(".bin") ? TaskFormat::kMultipleChoice
                                     : TaskFormat::kHellaswag;
-  fail("--task-format: '{}' is not a task format (hellaswag, winogrande, jsonl)", name);
+  fail("--task-format: '{}' is not a task format (hellaswag, winogrande, multiple-choice, jsonl)", name);
 }
 
 std::vector<ChoiceTask> read_choice_tasks(const std::string& path, TaskFormat format) {
   const std::string text = read_whole(path);
-  auto tasks = format == TaskFormat::kJsonl        ? parse_choice_jsonl(text, path)
-               : format == TaskFormat::kWinogrande ? parse_winogrande(text, path)
-                                                   : parse_hellaswag(text, path);
+  auto tasks = format == TaskFormat::kJsonl            ? parse_choice_jsonl(text, path)
+               : format == TaskFormat::kWinogrande     ? parse_winogrande(text, path)
+               : format == TaskFormat::kMultipleChoice ? parse_multiple_choice(text, path)
+                                                       : parse_hellaswag(text, path);
   if (tasks.empty()) fail("{}: no tasks in the file", path);
   return tasks;
 }
@@ -192,8 +195,10 @@ std::vector<ChoiceTask> draw_winogrande_tasks(std::vector<ChoiceTask> tasks, int
 }
 
 std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n, TaskFormat format) {
-  return format == TaskFormat::kWinogrande ? draw_winogrande_tasks(std::move(tasks), n)
-                                           : draw_tasks(std::move(tasks), n);
+  // llama-perplexity draws Winogrande and multiple-choice tasks alike
+  return format == TaskFormat::kWinogrande || format == TaskFormat::kMultipleChoice
+             ? draw_winogrande_tasks(std::move(tasks), n)
+             : draw_tasks(std::move(tasks), n);
 }
 
 std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n) {

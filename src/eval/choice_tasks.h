@@ -25,11 +25,12 @@ struct ChoiceTask {
   std::string after;  // Winogrande: the sentence after its blank
 };
 
-enum class TaskFormat { kHellaswag, kJsonl, kWinogrande };
+enum class TaskFormat { kHellaswag, kJsonl, kWinogrande, kMultipleChoice };
 
-// "hellaswag", "winogrande" or "jsonl"; "" takes it from the file name (a
-// .jsonl file is JSONL, a .csv one Winogrande, anything else the HellaSwag
-// text form). Error naming --task-format.
+// "hellaswag", "winogrande", "multiple-choice" or "jsonl"; "" takes it from
+// the file name (a .jsonl file is JSONL, a .csv one Winogrande, a .bin one
+// multiple choice, anything else the HellaSwag text form). Error naming
+// --task-format.
 TaskFormat task_format_named(std::string_view name, std::string_view path);
 
 // The HellaSwag text form of llama-perplexity --hellaswag: six lines per
@@ -50,7 +51,17 @@ std::vector<ChoiceTask> parse_winogrande(std::string_view text, const std::strin
 // std::uniform_int_distribution over those left, in the order drawn (it
 // draws even when N covers the file). n <= 0: all of them, drawn so.
 std::vector<ChoiceTask> draw_tasks(std::vector<ChoiceTask> tasks, int64_t n);
-// --winogrande-tasks N: all in file order unless 0 < N < the file's tasks;
+// llama-perplexity --multiple-choice's binary file (ARC, MMLU, TruthfulQA):
+// little-endian uint32 task count, then each task's byte position, then
+// per task: the question, its answers (a uint32 count of at most 100, each
+// a uint32 length and the text, then an int32 label per answer, 1 right and
+// 0 wrong), then a second such list (several right answers; read and
+// ignored, as llama-perplexity does). Each answer is scored after the
+// question and a space, as an ending (ChoiceRule::kEnding); exactly one
+// answer of the first list must be right. Errors name FILE, the task and
+// the field.
+std::vector<ChoiceTask> parse_multiple_choice(std::string_view bytes, const std::string& path);
+// --winogrande-tasks N (and --multiple-choice-tasks N): all in file order unless 0 < N < the file's tasks;
 // then N drawn by std::mt19937(1) scaled in float, each taken from a list
 // whose last entry fills its place.
 std::vector<ChoiceTask> draw_winogrande_tasks(std::vector<ChoiceTask> tasks, int64_t n);
