@@ -226,6 +226,46 @@ TEST_F(MpiTest, ChatFinetuneTwoRanksFollowOneProcess) {
   }
 }
 
+// train.eval_tasks under MPI: each rank scores every other task and the
+// sums are added up, so the record is the single process's: at step 0 (the
+// same starting weights) the same accuracies and gold_logprob up to the
+// order of its sum.
+TEST_F(MpiTest, TasksSplitOverRanksAddUp) {
+  {
+    std::ifstream in(corpus_);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l) && lines.size() < 60;) lines.push_back(l);
+    std::ofstream tasks(tmp_ / "tasks.jsonl");
+    for (size_t i = 0; i < 40; i += 2)
+      tasks << nlohmann::json{{"context", lines[i]},
+                              {"endings", {lines[i + 1], lines[i + 11], lines[i + 7]}},
+                              {"label", i % 3 == 0 ? 0 : 1}}.dump()
+            << "\n";
+  }
+  const std::vector<std::string> s{"train.steps=4", "model.ctx=256", "train.eval_tasks=" + tmp_ / "tasks.jsonl",
+                                   "train.eval_tasks_every=4"};
+  run_ok(train("one", s), out("one"));
+  run_ok(under_mpirun(2, train("dp", s)), out("dp"));
+  auto task_records = [](const std::string& run) {
+    std::map<int64_t, nlohmann::json> r;
+    std::ifstream in(run + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("task")) r[j["step"].get<int64_t>()] = j;
+    }
+    return r;
+  };
+  auto one = task_records(dir("one")), dp = task_records(dir("dp"));
+  ASSERT_EQ(one.size(), 2u);  // steps 0 and 4
+  ASSERT_EQ(dp.size(), 2u);
+  EXPECT_EQ(dp[0]["tasks"], 20);
+  EXPECT_EQ(dp[0]["acc"], one[0]["acc"]);
+  EXPECT_EQ(dp[0]["acc_norm"], one[0]["acc_norm"]);
+  EXPECT_NEAR(dp[0]["gold_logprob"].get<double>(), one[0]["gold_logprob"].get<double>(),
+              1e-12 * std::abs(one[0]["gold_logprob"].get<double>()));
+  EXPECT_NE(dp[0]["gold_logprob"].get<double>(), 0.0);
+}
+
 // DPO under MPI: the reference is computed by rank 0 before the others
 // start and read by them; the loss is the mean over the pairs of the whole
 // global batch, so 2 ranks (replicated and ZeRO-1) follow 1 process.

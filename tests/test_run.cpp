@@ -16,6 +16,7 @@
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "support/capture.h"
+#include "support/files.h"
 #include "support/run_helpers.h"
 #include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
@@ -128,8 +129,10 @@ TEST(Run, TasksScoredInTheLoopEqualTheSavedCheckpointsScores) {
     const auto j = nlohmann::json::parse(line);
     if (j.contains("task")) records[j["step"].get<int64_t>()] = j;
   }
-  ASSERT_EQ(records.size(), 2u);  // steps 20 and 30 (the end)
-  ASSERT_TRUE(records.count(20));
+  ASSERT_EQ(records.size(), 3u);  // steps 0 (the starting weights), 20 and 30 (the end)
+  ASSERT_TRUE(records.count(0) && records.count(20));
+  // tasks.svg draws each task file's acc_norm against step.
+  EXPECT_NE(test_support::slurp(tmp / "r/tasks.svg").find("tasks.jsonl"), std::string::npos);
   auto score = [&](int64_t step) {
     gguf::GgufFile f(train::weights_path(tmp / "r", step));
     infer::Decoder dec(f, 256, kernels::CacheType::kF32);

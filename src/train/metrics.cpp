@@ -28,10 +28,7 @@ MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step, bool write)
           j["step"].get<int64_t>() > resume_step)
         continue;
       kept += line + "\n";
-      const double step = j["step"].get<double>();
-      if (j.contains("loss") && j["loss"].is_number()) train_.emplace_back(step, j["loss"].get<double>());
-      if (j.contains("val_loss") && j["val_loss"].is_number())
-        val_.emplace_back(step, j["val_loss"].get<double>());
+      keep_point(j);
     }
     write_file_atomic(path, kept.data(), kept.size());
   }
@@ -46,23 +43,42 @@ void MetricsLog::append(const nlohmann::json& record) {
   if (!out_) fail("{}/metrics.jsonl: cannot append a record (disk full?)", run_dir_);
 }
 
+// NaN/Inf losses were written as null: left out of the plots.
+void MetricsLog::keep_point(const nlohmann::json& j) {
+  const double step = j.at("step").get<double>();
+  auto number = [&](const char* key) { return j.contains(key) && j[key].is_number(); };
+  if (j.contains("loss")) train_.emplace_back(step, number("loss") ? j["loss"].get<double>() : NAN);
+  if (number("val_loss")) val_.emplace_back(step, j["val_loss"].get<double>());
+  if (j.contains("task") && j["task"].is_string() && number("acc_norm"))
+    tasks_[j["task"].get<std::string>()].emplace_back(step, j["acc_norm"].get<double>());
+}
+
 void MetricsLog::log_step(const nlohmann::json& r) {
   append(r);
-  const double loss = r.at("loss").is_number() ? r.at("loss").get<double>() : NAN;
-  train_.emplace_back(r.at("step").get<double>(), loss);
+  keep_point(r);
 }
 
 void MetricsLog::log_eval(const nlohmann::json& r) {
   append(r);
-  val_.emplace_back(r.at("step").get<double>(), r.at("val_loss").get<double>());
+  keep_point(r);
 }
 
-void MetricsLog::log_record(const nlohmann::json& r) { append(r); }
+void MetricsLog::log_record(const nlohmann::json& r) {
+  append(r);
+  keep_point(r);
+}
 
 void MetricsLog::write_plot() const {
   if (!write_) return;
   const std::string svg = loss_svg(train_, val_, run_dir_ + ": training and validation loss");
   write_file_atomic(run_dir_ + "/loss.svg", svg.data(), svg.size());
+  if (tasks_.empty()) return;
+  static const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
+  std::vector<ChartSeries> series;
+  for (const auto& [task, points] : tasks_)
+    series.push_back({task, kColors[series.size() % std::size(kColors)], points, true});
+  const std::string tasks = line_chart_svg(series, "acc_norm", run_dir_ + ": multiple-choice tasks");
+  write_file_atomic(run_dir_ + "/tasks.svg", tasks.data(), tasks.size());
 }
 
 std::string loss_svg(const std::vector<std::pair<double, double>>& train,

@@ -1,8 +1,11 @@
 #pragma once
-// RUN/metrics.jsonl (one JSON object per step and per evaluation) and
-// RUN/loss.svg (train and validation loss against step), kept current.
+// RUN/metrics.jsonl (one JSON object per step and per evaluation),
+// RUN/loss.svg (train and validation loss against step) and, when the run
+// scores multiple-choice tasks, RUN/tasks.svg (each task file's acc_norm
+// against step), kept current.
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -19,15 +22,19 @@ class MetricsLog {
   MetricsLog(std::string run_dir, int64_t resume_step, bool write = true);
   void log_step(const nlohmann::json& record);  // needs "step" and "loss"
   void log_eval(const nlohmann::json& record);  // needs "step" and "val_loss"
-  void log_record(const nlohmann::json& record);  // any other record with a "step"
-  void write_plot() const;                      // atomic write of loss.svg
+  // Any other record with a "step"; one with "task" and "acc_norm" (a task
+  // file's score) also goes into tasks.svg.
+  void log_record(const nlohmann::json& record);
+  void write_plot() const;                      // atomic writes of loss.svg and tasks.svg
 
  private:
   void append(const nlohmann::json& record);
+  void keep_point(const nlohmann::json& record);  // a record's values for the plots
   std::string run_dir_;
   bool write_ = true;
   std::ofstream out_;
   std::vector<std::pair<double, double>> train_, val_;
+  std::map<std::string, std::vector<std::pair<double, double>>> tasks_;  // task file -> (step, acc_norm)
 };
 
 // An SVG line chart of one or two series (x = step, y = loss) under

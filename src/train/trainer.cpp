@@ -42,6 +42,10 @@ TrainSummary Run::loop(StopSignals& signals) {
   summary_.planned_steps = t.steps;
   loop_start_s_ = now_seconds();
   signals.arm();
+  if (start_step_ == 0) {  // the starting weights' task scores, for a before and after
+    maybe_score_tasks(0);
+    metrics_->write_plot();
+  }
   for (int64_t step = start_step_; step < t.steps; ++step) {
     const StepResult r = train_step(step);
     log_step(r);
@@ -238,23 +242,35 @@ void Run::with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>
   f(dec);
 }
 
-// train.eval_tasks on rank 0 every train.eval_tasks_every steps and at the
-// end: one metrics.jsonl record per task file.
+// train.eval_tasks every train.eval_tasks_every steps, before the first
+// step of a new run and at the end: one metrics.jsonl record per task file.
+// Under mpirun rank r scores tasks r, r + ranks, ...; their sums are added up.
 void Run::maybe_score_tasks(int64_t step) {
   const int64_t every = c_.train.eval_tasks_every;
-  if (task_sets_.empty() || every <= 0 || (step % every != 0 && step != c_.train.steps) || !dp_->root()) return;
+  if (task_sets_.empty() || every <= 0 || (step % every != 0 && step != c_.train.steps)) return;
   for (const auto& set : task_sets_) {
+    std::vector<eval::ChoiceTask> mine;
+    for (size_t i = size_t(dp_->rank()); i < set.tasks.size(); i += size_t(dp_->size())) mine.push_back(set.tasks[i]);
+    eval::ChoiceTotals t;
+    with_decoder(set.tokens, [&](infer::Decoder& dec) {
+      t = eval::totals_of(eval::score_choice_tasks(dec, *tok_, mine).tasks);
+    });
+    if (dp_->size() > 1)
+      for (double* x : {&t.tasks, &t.right, &t.right_norm, &t.gold_logprob})
+        *x = dp_->mean_over_ranks(*x) * double(dp_->size());
+    if (!dp_->root()) continue;
     eval::ChoiceResult r;
-    with_decoder(set.tokens, [&](infer::Decoder& dec) { r = eval::score_choice_tasks(dec, *tok_, set.tasks); });
+    eval::set_accuracies(r, t);
     metrics_->log_record({{"step", step},          {"task", set.path},
-                          {"tasks", r.tasks.size()}, {"acc", r.acc},
+                          {"tasks", set.tasks.size()}, {"acc", r.acc},
                           {"acc_stderr", r.acc_stderr}, {"acc_norm", r.acc_norm},
                           {"acc_norm_stderr", r.acc_norm_stderr}, {"gold_logprob", r.gold_logprob}});
-    if (names_task(c_.checkpoint.keep_best, set.path)) offer_best(c_.checkpoint.keep_best, r.acc_norm);
+    // Step 0 (the starting weights) is a baseline, not a checkpoint.
+    if (step > 0 && names_task(c_.checkpoint.keep_best, set.path)) offer_best(c_.checkpoint.keep_best, r.acc_norm);
     if (!quiet_)
       fmt::print(stderr, "{}tasks {} at step {}: acc_norm {:.2f}% +/- {:.2f}, acc {:.2f}% over {} tasks\n",
                  tty_ ? "\n" : "", set.path, step, 100 * r.acc_norm, 100 * r.acc_norm_stderr, 100 * r.acc,
-                 r.tasks.size());
+                 set.tasks.size());
   }
 }
 
