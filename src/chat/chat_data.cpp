@@ -185,7 +185,8 @@ void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions
         if (o.preference) {
           const bool val = to_val || (split.val_by_hash && data::goes_to_validation(o.seed, index, o.val_fraction));
           ++index;
-          if (pack_pair(record, where, o, tok, *(val ? split.val : split.train), st)) ++(val ? st.val_examples : st.examples);
+          WindowPacker& packer = *(val ? split.val : split.train);
+          if (pack_pair(record, where, o, tok, packer, st)) ++(val ? st.val_examples : st.examples);
           continue;
         }
         if (!format) format = detect_record_format(record, where);

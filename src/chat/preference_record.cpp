@@ -32,7 +32,8 @@ nlohmann::json answer_message(const nlohmann::json& record, const char* name, st
     a = &(*a)[0];
   }
   if (a->is_string()) return {{"role", "assistant"}, {"content", *a}};
-  if (!a->is_object()) fail("{}: member \"{}\" is {}, not a string or an assistant message", where, name, a->type_name());
+  if (!a->is_object())
+    fail("{}: member \"{}\" is {}, not a string or an assistant message", where, name, a->type_name());
   if (a->value("role", std::string()) != "assistant")
     fail("{}: member \"{}\" must be an assistant message (\"role\": \"assistant\")", where, name);
   return *a;

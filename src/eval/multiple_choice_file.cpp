@@ -95,7 +95,8 @@ std::vector<ChoiceTask> parse_multiple_choice(std::string_view bytes, const std:
     int golds = 0;
     for (size_t i = 0; i < mc1.texts.size(); ++i) {
       if (mc1.texts[i].empty()) fail("{}: answer {} is empty", where, i);
-      if (mc1.labels[i] != 0 && mc1.labels[i] != 1) fail("{}: answer {}'s label is {}, not 0 or 1", where, i, mc1.labels[i]);
+      if (mc1.labels[i] != 0 && mc1.labels[i] != 1)
+        fail("{}: answer {}'s label is {}, not 0 or 1", where, i, mc1.labels[i]);
       if (mc1.labels[i] == 1 && golds++ == 0) task.gold = int(i);
     }
     if (golds != 1) fail("{}: {} answers are labelled right; exactly one must be", where, golds);

@@ -104,7 +104,8 @@ void score_pairs(Objective o, const PreferenceParams& p, const std::vector<PairS
     // step's pairs; ORPO's SFT term is the mean over the step's chosen tokens.
     const float dc = float(-l.d_chosen / double(step_pairs) + (nll ? 1.0 / double(step_chosen_tokens) : 0.0));
     const float dr = float(-l.d_rejected / double(step_pairs));
-    for (int64_t i = s.chosen.begin; i < s.chosen.end; ++i) d_token_loss[i] = targets[i] != kernels::kNoTarget ? dc : 0.f;
+    for (int64_t i = s.chosen.begin; i < s.chosen.end; ++i)
+      d_token_loss[i] = targets[i] != kernels::kNoTarget ? dc : 0.f;
     for (int64_t i = s.rejected.begin; i < s.rejected.end; ++i)
       d_token_loss[i] = targets[i] != kernels::kNoTarget ? dr : 0.f;
   }

@@ -171,7 +171,8 @@ void Run::log_preference(nlohmann::json& record, const PreferenceTotals& t, cons
   record[p + "logps/chosen"] = t.logps_chosen / n;
   record[p + "logps/rejected"] = t.logps_rejected / n;
   record[p + "pairs"] = t.pairs;
-  if (adds_chosen_nll(objective_) && t.chosen_tokens > 0) record[p + "nll_loss"] = t.chosen_nll / double(t.chosen_tokens);
+  if (adds_chosen_nll(objective_) && t.chosen_tokens > 0)
+    record[p + "nll_loss"] = t.chosen_nll / double(t.chosen_tokens);
 }
 
 }  // namespace ggtrain::train

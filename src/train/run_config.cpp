@@ -102,7 +102,9 @@ void check_data(const RunConfig& c) {
   if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);
   if (data.format != "text") {
-    if (data.format != "auto" && data.format != "preference") chat::record_format_named(data.format, "config: data.format");
+    const auto& f = data.format;
+    if (f != "auto" && f != "preference" && f != "chat" && f != "alpaca" && f != "completion")
+      fail("config: data.format must be text, chat, alpaca, completion, auto or preference, got '{}'", f);
     if (!data.sources.empty()) fail("config: data.format = \"{}\" takes data.corpus, not data.sources", data.format);
   }
   if (data.chat_template != "auto") chat::template_named(data.chat_template, "config: data.chat_template");
