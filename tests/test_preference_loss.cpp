@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <functional>
 
 #include "train/preference_loss.h"
@@ -74,10 +76,13 @@ TEST_P(PairLossTest, LossAndDerivativesAreTrlsFormula) {
         central_difference([&](double v) { PairLogps y = x; y.rejected = v; return trl_loss(o, p, y); }, x.rejected);
     worst_grad = std::max({worst_grad, std::abs(r.d_chosen - dc), std::abs(r.d_rejected - dr)});
   }
-  // Measured: loss 1e-16 relative (rounding only); derivatives 2e-10
-  // (the central difference's own error, h = 1e-5). Limits 1e-12 and 1e-7.
+  std::printf("%s: loss %.1e relative, derivatives %.1e\n", std::string(objective_name(o)).c_str(), worst_loss,
+              worst_grad);
+  // Measured: loss at most 1.6e-16 relative (rounding), derivatives at
+  // most 3.5e-11 (the central difference's own error, h = 1e-5). Limits
+  // 1e-12 and 1e-8.
   EXPECT_LT(worst_loss, 1e-12);
-  EXPECT_LT(worst_grad, 1e-7);
+  EXPECT_LT(worst_grad, 1e-8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Objectives, PairLossTest,
