@@ -87,7 +87,9 @@ void Run::check_run_folder() {
     fail("config: data.corpus is not set (text or JSONL files, folders or globs)");
   create_run_folder(run_dir_);
   if (c_.train.threads > 0) omp_set_num_threads(int(c_.train.threads));
-  remove_stale_temp_files(run_dir_, quiet_);
+  // Rank 0 alone: the others start after it and would delete the temporary
+  // files of writes it has begun.
+  if (dp_->root()) remove_stale_temp_files(run_dir_, quiet_);
 }
 
 int64_t Run::check_resume() {

@@ -42,10 +42,7 @@ TrainSummary Run::loop(StopSignals& signals) {
   summary_.planned_steps = t.steps;
   loop_start_s_ = now_seconds();
   signals.arm();
-  if (start_step_ == 0) {  // the starting weights' task scores, for a before and after
-    maybe_score_tasks(0);
-    metrics_->write_plot();
-  }
+  if (start_step_ == 0) maybe_score_tasks(0);  // the starting weights' task scores, for a before and after
   for (int64_t step = start_step_; step < t.steps; ++step) {
     const StepResult r = train_step(step);
     log_step(r);
