@@ -63,19 +63,6 @@ PairCounts count_pairs(const int32_t* targets, const int32_t* doc_start, int64_t
   return c;
 }
 
-void PreferenceTotals::add(const PreferenceTotals& o) {
-  pairs += o.pairs;
-  chosen_tokens += o.chosen_tokens;
-  loss += o.loss;
-  chosen_nll += o.chosen_nll;
-  reward_chosen += o.reward_chosen;
-  reward_rejected += o.reward_rejected;
-  reward_accuracy += o.reward_accuracy;
-  reward_margin += o.reward_margin;
-  logps_chosen += o.logps_chosen;
-  logps_rejected += o.logps_rejected;
-}
-
 void score_pairs(Objective o, const PreferenceParams& p, const std::vector<PairSpans>& pairs, const int32_t* targets,
                  const float* token_loss, const float* ref_token_loss, int64_t step_pairs, int64_t step_chosen_tokens,
                  PreferenceTotals& totals, float* d_token_loss) {

@@ -39,7 +39,6 @@ struct PreferenceTotals {
   double chosen_nll = 0;  // sum over chosen tokens of -log p (ORPO's SFT term)
   double reward_chosen = 0, reward_rejected = 0, reward_accuracy = 0, reward_margin = 0;
   double logps_chosen = 0, logps_rejected = 0;
-  void add(const PreferenceTotals& o);
 };
 
 // The objective over one micro-batch's pairs: `token_loss` and

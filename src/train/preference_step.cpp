@@ -2,8 +2,6 @@
 // the reference paid for once, the step's micro-batches scored pair by pair,
 // validation over held-out pairs. Loss and gradients are the mean over the
 // step's pairs on every rank and micro-batch split, as with SFT's targets.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "kernels/cross_entropy.h"
