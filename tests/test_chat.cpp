@@ -12,6 +12,8 @@
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "support/files.h"
+#include "train/run_config.h"
+#include "train/run_data.h"
 
 using namespace ggtrain;
 using namespace ggtrain::chat;
@@ -63,15 +65,19 @@ TEST(ChatTemplates, TrainedSpansAreTheAnswersAndTheirEnd) {
     }
     EXPECT_EQ(all, render(t.id, c, false));
     const std::string lead = t.id == Template::kMistral ? " " : "";
+    // Qwen3's last answer starts with its (here empty) <think> block.
+    const std::string last_lead = t.id == Template::kQwen3 ? "<think>\n\n</think>\n\n" : lead;
     const std::string end(t.end_of_turn);
-    EXPECT_EQ(trained, lead + "A1" + end + "|" + lead + "A2" + end + "|");
+    EXPECT_EQ(trained, lead + "A1" + end + "|" + last_lead + "A2" + end + "|");
   }
 }
 
 TEST(ChatTemplates, DetectedAsLlamaCppDetectsThem) {
   for (const TemplateInfo& t : all_templates()) {
     EXPECT_EQ(detect_template(t.jinja), t.id) << t.name;
-    EXPECT_EQ(detect_template(t.llama_cpp_name), t.id) << t.name;
+    if (!t.llama_cpp_name.empty()) {
+      EXPECT_EQ(detect_template(t.llama_cpp_name), t.id) << t.name;
+    }
     EXPECT_EQ(template_named(t.name, "key"), t.id);
   }
   // Official templates in the wild (abridged to what the heuristics read).
@@ -86,6 +92,66 @@ TEST(ChatTemplates, DetectedAsLlamaCppDetectsThem) {
   EXPECT_EQ(detect_template(""), std::nullopt);
 }
 
+// Qwen3's and Gemma 3's own templates (tokenizer_config.json of those
+// models), rendered by reading them: tests/llama_cpp_chat_check.sh renders
+// hundreds more with the real template strings in @huggingface/jinja.
+TEST(ChatTemplates, RenderFamilyTemplatesAsTheirOwnJinja) {
+  // Reasoning before the last query is dropped; the last answer gets an
+  // empty <think> block; leading newlines of a reply go.
+  const Conversation thinking{{"system", "Be brief."},
+                              {"user", "Hi"},
+                              {"assistant", "<think>\nmull\n</think>\n\n Hello "},
+                              {"user", "Who are you?"},
+                              {"assistant", "\nI am."}};
+  EXPECT_EQ(render(Template::kQwen3, thinking, false),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello "
+            "<|im_end|>\n<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nI am."
+            "<|im_end|>\n");
+  // The last answer's own reasoning, trimmed of newlines; a generation
+  // prompt renders the history as chatml does.
+  Conversation reasoned = thinking;
+  reasoned.back().content = "<think>\n\nstep one\n</think>\nI am.";
+  EXPECT_NE(render(Template::kQwen3, reasoned, false).find("<|im_start|>assistant\n<think>\nstep one\n</think>\n\nI am."),
+            std::string::npos);
+  EXPECT_EQ(render(Template::kQwen3, kTwoTurns, true), render(Template::kChatml, kTwoTurns, true));
+  // A user turn that only returns a tool's result is no query: answers after
+  // the real last query keep their reasoning.
+  const Conversation tool{{"user", "Q"},
+                          {"assistant", "<think>r</think>A"},
+                          {"user", "<tool_response>x</tool_response>"},
+                          {"assistant", "B"}};
+  EXPECT_EQ(render(Template::kQwen3, tool, false),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA<|im_end|>\n"
+            "<|im_start|>user\n<tool_response>x</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>"
+            "\n\nB<|im_end|>\n");
+  // Gemma 3 keeps the system message's outer spaces; gemma (llama.cpp) trims them.
+  const Conversation spaced{{"system", " Be brief. "}, {"user", "Hi"}};
+  EXPECT_EQ(render(Template::kGemma3, spaced, true),
+            "<start_of_turn>user\n Be brief. \n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(Template::kGemma, spaced, true), "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(Template::kGemma3, kTwoTurns, true), render(Template::kGemma, kTwoTurns, true));
+}
+
+// The families' own templates (abridged to the texts that identify them)
+// are recognised before llama.cpp's heuristics, which take them for chatml
+// and gemma; the plain forms stay what llama.cpp makes of them.
+TEST(ChatTemplates, FamilyTemplatesRecognisedBySignature) {
+  const std::string qwen3 =
+      "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}"
+      "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>' }}";
+  const std::string gemma3 =
+      "{{ bos_token }}{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}{{ '<start_of_turn>' + role }}";
+  EXPECT_EQ(detect_template(qwen3), Template::kQwen3);
+  EXPECT_EQ(family_template(qwen3), Template::kQwen3);
+  EXPECT_EQ(detect_template(gemma3), Template::kGemma3);
+  EXPECT_EQ(family_template(std::string(template_info(Template::kChatml).jinja)), std::nullopt);
+  EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '</think>' }}"), Template::kChatml);  // QwQ-like, no query index
+  EXPECT_EQ(detect_template("{{ bos_token }}<start_of_turn>"), Template::kGemma);
+  std::string warning;
+  EXPECT_EQ(resolve_template("auto", qwen3, &warning), Template::kQwen3);
+  EXPECT_EQ(warning, "");
+}
+
 TEST(ChatTemplates, AutoFallsBackToChatmlWithWarning) {
   std::string warning;
   EXPECT_EQ(resolve_template("auto", "", &warning), Template::kChatml);
@@ -98,6 +164,27 @@ TEST(ChatTemplates, AutoFallsBackToChatmlWithWarning) {
   EXPECT_NE(warning.find("chatml"), std::string::npos);
   EXPECT_EQ(resolve_template("gemma", "anything", &warning), Template::kGemma);
   EXPECT_NE(error_of([] { template_named("vicuna", "data.chat_template"); }).find("vicuna"), std::string::npos);
+}
+
+// A run on a model whose vocabulary carries Qwen3's own template keeps that
+// string (tools and all) in its checkpoints, since it renders as it does;
+// a template ggtrain only approximates by llama.cpp's heuristics becomes the
+// rendered template's Jinja.
+TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
+  const std::string qwen3 = "{%- if tools %}{{ tools | tojson }}{%- endif %}{%- set ns = namespace("
+                            "last_query_index=messages|length - 1) %}<|im_start|>...</think>";
+  train::RunConfig c;
+  c.data.format = "chat";
+  c.data.chat_template = "auto";
+  data::Tokenizer tok = spm();
+  tok.set_chat_template(qwen3, 0);
+  train::add_chat_vocabulary(tok, c, true);
+  EXPECT_EQ(tok.chat_template(), qwen3);
+  EXPECT_EQ(tok.eot_id(), tok.token_id("<|im_end|>"));
+  data::Tokenizer plain = spm();
+  plain.set_chat_template("{% for m in messages %}{{ '<|im_start|>' + m['role'] }}{% endfor %}", 0);
+  train::add_chat_vocabulary(plain, c, true);
+  EXPECT_EQ(plain.chat_template(), template_info(Template::kChatml).jinja);
 }
 
 TEST(ChatConversations, RecordFormats) {

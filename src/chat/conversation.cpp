@@ -30,6 +30,10 @@ Conversation chat_record(const nlohmann::json& record, std::string_view where) {
     const nlohmann::json& m = (*msgs)[i];
     const std::string at = fmt::format("{}: messages[{}]", where, i);
     if (!m.is_object()) fail("{} is {}, not an object", at, m.type_name());
+    // Silently dropping the calls would train the answer without them.
+    if (member(m, "tool_calls"))
+      fail("{} has \"tool_calls\": tool calls are not supported yet (only system, user and assistant turns with "
+           "text content); leave such records out", at);
     c.push_back({string_member(m, "role", at), string_member(m, "content", at)});
   }
   return c;

@@ -1,6 +1,8 @@
 #pragma once
 // Chat templates, rendered byte for byte as llama.cpp's built-in
-// llm_chat_apply_template renders them (src/llama-chat.cpp), each with the
+// llm_chat_apply_template renders them (src/llama-chat.cpp) or, for a model
+// family's own template (Qwen3, Gemma 3), as that template renders in a
+// Jinja engine (llama.cpp --jinja, transformers), each with the
 // Jinja string that renders the same bytes (the GGUF's
 // tokenizer.chat_template: llama.cpp recognises it by its heuristics and
 // Jinja engines render it directly; tests/node checks both agree), and the
@@ -14,13 +16,16 @@
 
 namespace ggtrain::chat {
 
-enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr };
+enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr, kQwen3, kGemma3 };
 
 struct TemplateInfo {
   Template id;
   // (fields in the order of all_templates()' initialisers)
   std::string_view name;           // data.chat_template's value
-  std::string_view llama_cpp_name; // llama.cpp's name for it (llama_chat_builtin_templates)
+  // llama.cpp's name for it (llama_chat_builtin_templates); empty for a
+  // model family's own template, which llama.cpp's built-in renderer does not
+  // render as the family does (it takes Qwen3's for chatml, Gemma 3's for gemma).
+  std::string_view llama_cpp_name;
   std::string_view jinja;          // tokenizer.chat_template
   // Texts that must be single (control) tokens of the vocabulary.
   std::vector<std::string_view> markers;
@@ -29,6 +34,10 @@ struct TemplateInfo {
   // text/template over .Messages), ending with the generation prompt.
   // llama.cpp's trim() of llama3/gemma content has no counterpart there.
   std::string_view ollama;
+  // Texts a model family's own tokenizer.chat_template holds, all of them:
+  // how "auto" recognises it before llama.cpp's heuristics would take it for
+  // another template. Empty for llama.cpp's built-in templates.
+  std::vector<std::string_view> signature;
 };
 
 const std::vector<TemplateInfo>& all_templates();
@@ -42,9 +51,14 @@ Template template_named(std::string_view name, std::string_view key);
 // has a template (naming its first characters).
 Template resolve_template(std::string_view setting, const std::string& model_template, std::string* warning);
 
-// llama.cpp's llm_chat_detect_template on a Jinja string, for the templates
-// above: nullopt when llama.cpp would take it for another one or none.
+// The template of `jinja`: a model family's own template by its signature,
+// else llama.cpp's llm_chat_detect_template for the templates above; nullopt
+// when llama.cpp would take it for another one or none.
 std::optional<Template> detect_template(std::string_view jinja);
+// A model family's own template (by signature only), or nullopt. A run that
+// recognises one keeps the model's string in its checkpoints, so that Jinja
+// engines render the finetuned model's conversations as the model's.
+std::optional<Template> family_template(std::string_view jinja);
 
 // A piece of rendered text; `trained` pieces carry the loss (an assistant's
 // content and the marker that ends its turn).

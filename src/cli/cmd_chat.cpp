@@ -136,7 +136,7 @@ Runner add_chat_command(CLI::App& app) {
   add_n_predict_option(cmd, o->n, "Most tokens per reply (default 256; -1: until the turn ends or the context is full)");
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
   cmd->add_option("--chat-template", o->chat_template,
-                  "chatml, llama3, llama2, mistral, gemma, phi3 or zephyr (default: the model's)");
+                  "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, qwen3 or gemma3 (default: the model's)");
   cmd->add_flag("--json", o->json, "With --prompt-file: one JSON line per reply (prompt, prompt_ids, reply, ids, stopped)");
   add_sampling_options(cmd, o->sampler, o->seed);
   return [cmd, o]() -> int {

@@ -225,7 +225,7 @@ const std::vector<Key>& keys() {
       int_key("data.vocab_size", &RunConfig::data, &D::vocab_size, "pieces of the tokenizer trained on the corpus (raised if the text has more characters)"),
       float_key("data.val_fraction", &RunConfig::data, &D::val_fraction, "share of documents held out for validation, in [0, 0.5)"),
       string_key("data.format", &RunConfig::data, &D::format, "text (pretraining), chat, alpaca, completion (answer-only loss), auto (detected per file), or preference (chosen/rejected pairs)"),
-      string_key("data.chat_template", &RunConfig::data, &D::chat_template, "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr"),
+      string_key("data.chat_template", &RunConfig::data, &D::chat_template, "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr, qwen3, gemma3"),
       string_key("data.overflow", &RunConfig::data, &D::overflow, "an example longer than train.seq_len: truncate, split or skip (counted)"),
       string_key("data.attention", &RunConfig::data, &D::attention, "causal (windows attend across documents) or document (within each document)"),
       int_key("train.steps", &RunConfig::train, &T::steps, "optimizer steps of the whole run (the schedule's length)"),

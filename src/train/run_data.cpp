@@ -154,7 +154,11 @@ int64_t add_chat_vocabulary(data::Tokenizer& tok, const RunConfig& c, bool quiet
   } else if (!quiet) {
     fmt::print(stderr, "chat: template {} (its markers are tokens of the vocabulary)\n", info.name);
   }
-  tok.set_chat_template(std::string(info.jinja), chat::end_of_turn_id(tok, t));
+  // A model's own Qwen3 or Gemma 3 template stays (tools and all) since the
+  // run renders as it does; any other becomes the rendered template's Jinja.
+  const bool keeps_model_template = chat::family_template(tok.chat_template()) == t;
+  tok.set_chat_template(keeps_model_template ? std::string(tok.chat_template()) : std::string(info.jinja),
+                        chat::end_of_turn_id(tok, t));
   return int64_t(missing.size());
 }
 

@@ -7,9 +7,19 @@
 //       Renders each conversation with @huggingface/jinja from the "jinja"
 //       of the matching RENDERED line and requires the "rendered" bytes;
 //       exit 1 naming the first difference.
-//   node chat_check.mjs compare-renders RENDERED.jsonl LLAMA.jsonl
+//   node chat_check.mjs compare-renders RENDERED.jsonl LLAMA.jsonl builtin|all
 //       RENDERED's "rendered" strings against llama.cpp's (one JSON string
-//       per line, tests/llama_chat_render.cpp); exit 1 on the first difference.
+//       per line): its built-in renderer (tests/llama_chat_render.cpp; rows
+//       of a family's own template skipped) or its Jinja engine
+//       (tests/llama_jinja_render.cpp; all rows); exit 1 on a difference.
+//   node chat_check.mjs family-inputs VOCAB.gguf CONVERSATIONS.jsonl
+//       llama_jinja_render's input: the conversations with VOCAB's template.
+//   node chat_check.mjs family VOCAB.gguf CONVERSATIONS.jsonl RENDERED.jsonl JINJA_OUT.jsonl
+//       Rows of one model family's template (qwen3, gemma3, llama3) against
+//       the real template string VOCAB.gguf carries: the same bytes from
+//       llama.cpp's Jinja engine, the same ids from llama.cpp.
+//   node chat_check.mjs differs RENDERED.jsonl JINJA_OUT.jsonl NAME
+//       Control: exit 1 unless some row of RENDERED differs from JINJA_OUT.
 //   node chat_check.mjs tokenize MODEL.gguf RENDERED.jsonl
 //       llama.cpp's ids of each "rendered" text (BOS as the model asks,
 //       special tokens parsed) against its "ids"; exit 1 on a difference.
@@ -31,7 +41,7 @@ function die(msg, code = 2) {
   process.exit(code);
 }
 
-const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr"];
+const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3"];
 
 // Deterministic, varied text: words, punctuation, Jinja and template
 // syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
@@ -58,6 +68,20 @@ function text(rng) {
   return t;
 }
 
+// Qwen3's template reads reasoning out of answers ("<think>...</think>")
+// and skips user turns that only wrap a tool's result when it looks for the
+// last query: give it both, with newlines around the parts it strips.
+function qwenAnswer(rng) {
+  const r = rng();
+  if (r < 0.4) return text(rng);
+  const nl = () => "\n".repeat(Math.floor(rng() * 3));
+  const open = rng() < 0.8 ? "<think>" + nl() : "";
+  return open + (rng() < 0.3 ? "" : text(rng)) + nl() + "</think>" + nl() + text(rng);
+}
+function qwenUser(rng) {
+  return rng() < 0.25 ? "<tool_response>" + text(rng) + "</tool_response>" : text(rng);
+}
+
 function cmdConversations(nText, seedText) {
   const rng = makeRng(Number(seedText));
   for (let i = 0; i < Number(nText); i++) {
@@ -67,8 +91,9 @@ function cmdConversations(nText, seedText) {
     const turns = 1 + Math.floor(rng() * 3);
     const gen = rng() < 0.5;
     for (let k = 0; k < turns; k++) {
-      messages.push({ role: "user", content: text(rng) });
-      if (k + 1 < turns || !gen) messages.push({ role: "assistant", content: text(rng) });
+      messages.push({ role: "user", content: template === "qwen3" ? qwenUser(rng) : text(rng) });
+      if (k + 1 < turns || !gen)
+        messages.push({ role: "assistant", content: template === "qwen3" ? qwenAnswer(rng) : text(rng) });
     }
     console.log(JSON.stringify({ template, messages, add_generation_prompt: gen }));
   }
@@ -82,7 +107,16 @@ function cmdJinja(convPath, renderedPath) {
   const convs = lines(convPath), rendered = lines(renderedPath);
   if (convs.length !== rendered.length) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
   const cache = new Map();
+  let skipped = 0;
   for (let i = 0; i < convs.length; i++) {
+    // @huggingface/jinja 0.5.11 ignores the argument of strip/lstrip/rstrip
+    // (it strips all white space), which Qwen3's template relies on; the
+    // Jinja engines that render that template (Python's Jinja2 in
+    // transformers, llama.cpp's) honour it: those rows go to llama.cpp's.
+    if (convs[i].template === "qwen3") {
+      skipped++;
+      continue;
+    }
     const jinja = rendered[i].jinja;
     if (!cache.has(jinja)) cache.set(jinja, new Template(jinja));
     const out = cache.get(jinja).render({
@@ -96,16 +130,96 @@ function cmdJinja(convPath, renderedPath) {
           `${JSON.stringify(rendered[i].rendered)}`, 1);
     }
   }
-  console.log(`jinja: ${convs.length} conversations rendered byte-identically`);
+  console.log(`@huggingface/jinja: ${convs.length - skipped} conversations rendered byte-identically ` +
+              `(${skipped} of qwen3 left to llama.cpp's Jinja engine)`);
 }
 
-function cmdCompareRenders(renderedPath, llamaPath) {
+// A model family's own template (qwen3, gemma3: no llama.cpp built-in name)
+// is rendered otherwise by llama.cpp's built-in renderer; those rows are
+// checked against the real template string by `family`.
+function cmdCompareRenders(renderedPath, llamaPath, which) {
   const ours = lines(renderedPath), theirs = lines(llamaPath);
   if (ours.length !== theirs.length) die(`${ours.length} renders, ${theirs.length} from llama.cpp`, 1);
-  for (let i = 0; i < ours.length; i++)
+  if (which === "all") {
+    for (let i = 0; i < ours.length; i++)
+      if (ours[i].rendered !== theirs[i])
+        die(`line ${i + 1}: llama.cpp's Jinja engine renders ${JSON.stringify(theirs[i])}, ggtrain ` +
+            `${JSON.stringify(ours[i].rendered)}`, 1);
+    console.log(`llama.cpp's Jinja engine: ${ours.length} conversations rendered byte-identically`);
+    return;
+  }
+  let compared = 0;
+  for (let i = 0; i < ours.length; i++) {
+    if (ours[i].llama_cpp === "") continue;
+    compared++;
     if (ours[i].rendered !== theirs[i])
       die(`line ${i + 1}: llama.cpp renders ${JSON.stringify(theirs[i])}, ggtrain ${JSON.stringify(ours[i].rendered)}`, 1);
-  console.log(`llama.cpp: ${ours.length} conversations rendered byte-identically`);
+  }
+  if (compared === 0) die("no conversation of a llama.cpp built-in template", 1);
+  console.log(`llama.cpp's built-in renderer: ${compared} conversations rendered byte-identically ` +
+              `(${ours.length - compared} of model families' own templates, which it renders otherwise)`);
+}
+
+async function loadVocab(vocabPath) {
+  const { getLlama, LlamaLogLevel } = await import("node-llama-cpp");
+  const llama = await getLlama({ build: "never", skipDownload: true, gpu: false, maxThreads: 1,
+    logLevel: LlamaLogLevel.error, progressLogs: false });
+  const model = await llama.loadModel({ modelPath: resolve(vocabPath), gpuLayers: 0, vocabOnly: true });
+  const jinja = model.fileInfo.metadata?.tokenizer?.chat_template;
+  if (typeof jinja !== "string") die(`${vocabPath}: no tokenizer.chat_template`, 1);
+  return { llama, model, jinja };
+}
+
+// Input for tests/llama_jinja_render.cpp: each conversation with the
+// tokenizer.chat_template VOCAB.gguf carries (BOS comes from the tokenizer:
+// bos_token is empty, as llama.cpp strips it when it adds BOS itself).
+async function cmdFamilyInputs(vocabPath, convPath) {
+  const { llama, model, jinja } = await loadVocab(vocabPath);
+  for (const c of lines(convPath)) {
+    const vars = { messages: c.messages, bos_token: "", eos_token: "" };
+    if (c.add_generation_prompt) vars.add_generation_prompt = true;
+    console.log(JSON.stringify({ jinja, vars }));
+  }
+  await model.dispose();
+  await llama.dispose();
+}
+
+// The model's own template (as the GGUF carries it, imported from its
+// tokenizer_config.json) rendered by llama.cpp's Jinja engine (JINJA_OUT)
+// must give ggtrain's bytes, ggtrain must recognise that template as the
+// rows' one, and llama.cpp must tokenize the render (special tokens parsed,
+// BOS as the model asks) to ggtrain's ids.
+async function cmdFamily(vocabPath, convPath, renderedPath, jinjaOutPath) {
+  const { llama, model } = await loadVocab(vocabPath);
+  const convs = lines(convPath), rendered = lines(renderedPath), theirs = lines(jinjaOutPath);
+  if (convs.length !== rendered.length || convs.length !== theirs.length || convs.length === 0)
+    die(`${convs.length} conversations, ${rendered.length} renders, ${theirs.length} from llama.cpp`, 1);
+  let tokens = 0;
+  for (let i = 0; i < convs.length; i++) {
+    if (rendered[i].model_template !== convs[i].template)
+      die(`line ${i + 1}: ggtrain takes ${vocabPath}'s template for "${rendered[i].model_template}", not ${convs[i].template}`, 1);
+    if (theirs[i] !== rendered[i].rendered)
+      die(`line ${i + 1} (${convs[i].template}): the model's template renders ${JSON.stringify(theirs[i])} in ` +
+          `llama.cpp, ggtrain ${JSON.stringify(rendered[i].rendered)}`, 1);
+    const ids = model.tokenize(theirs[i], true);
+    if (model.tokens.shouldPrependBosToken) ids.unshift(model.tokens.bos);
+    if (ids.join(",") !== rendered[i].ids.join(","))
+      die(`line ${i + 1}: llama.cpp gives [${ids}], ggtrain [${rendered[i].ids}] for ${JSON.stringify(theirs[i])}`, 1);
+    tokens += ids.length;
+  }
+  console.log(`family: ${convs.length} ${convs[0].template} conversations: the model's own template renders ` +
+              `ggtrain's bytes in llama.cpp's Jinja engine; llama.cpp gives the same ${tokens} ids`);
+  await model.dispose();
+  await llama.dispose();
+}
+
+// A negative control: at least one of RENDERED's rows differs from JINJA_OUT's.
+function cmdDiffers(renderedPath, jinjaOutPath, name) {
+  const ours = lines(renderedPath), theirs = lines(jinjaOutPath);
+  if (ours.length !== theirs.length || ours.length === 0) die(`${ours.length} renders vs ${theirs.length}`, 1);
+  const n = ours.filter((r, i) => r.rendered !== theirs[i]).length;
+  if (n === 0) die(`${name} renders all ${ours.length} rows as the model's template does`, 1);
+  console.log(`control: ${name} renders ${n} of ${ours.length} of these rows otherwise`);
 }
 
 function cmdCompareChat(oursPath, llamaPath, minStoppedText) {
@@ -188,7 +302,10 @@ async function cmdChat(modelPath, promptsPath, nText, loraPath) {
 const [cmd, ...args] = process.argv.slice(2);
 if (cmd === "conversations" && args.length === 2) cmdConversations(...args);
 else if (cmd === "jinja" && args.length === 2) cmdJinja(...args);
-else if (cmd === "compare-renders" && args.length === 2) cmdCompareRenders(...args);
+else if (cmd === "compare-renders" && args.length === 3) cmdCompareRenders(...args);
+else if (cmd === "family-inputs" && args.length === 2) await cmdFamilyInputs(...args);
+else if (cmd === "family" && args.length === 4) await cmdFamily(...args);
+else if (cmd === "differs" && args.length === 3) cmdDiffers(...args);
 else if (cmd === "tokenize" && args.length === 2) await cmdTokenize(...args);
 else if (cmd === "compare-chat" && args.length === 3) cmdCompareChat(...args);
 else if (cmd === "chat" && (args.length === 3 || args.length === 4)) await cmdChat(...args);
