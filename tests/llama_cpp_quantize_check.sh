@@ -6,7 +6,9 @@
 #      of 256 (the K-quants proper, tied embeddings: token_embd gets the
 #      output's Q6_K; 8 layers, so the _M/_S mixes raise some attn_v and
 #      ffn_down), one whose rows are not (llama.cpp's 32-block fallbacks:
-#      Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0).
+#      Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0); and the same for a qwen3,
+#      a gemma3 and a qwen2 model (per-architecture identity; their quantized logits
+#      against llama.cpp are llama_cpp_arch_check.sh's).
 #   2. ggtrain's logits on each quantized file follow llama.cpp's on the
 #      same file (limits below, with why).
 # The reference quantizer is a C API harness (tests/llama_quantize.cpp)
@@ -46,12 +48,26 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir k256 --set data.corpus=corpus.txt --set train.steps=30 \
   --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.tied=true \
   --set train.threads=2 --quiet
+# The other architectures: llama.cpp's recipe has no branch for them, but it
+# reads their shapes (grouped-query heads, head size != d_model / n_heads,
+# tied heads) and the file keeps their keys and extra tensors (head norms,
+# post-norms, projection biases) in order: qwen3 with K-quant rows and 4
+# query heads per KV head, gemma3 with 32-block fallbacks and sliding-window
+# layers, qwen2 with its biases.
+"$GGTRAIN" train --preset tiny --run-dir qwen3 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=qwen3 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=8 \
+  --set model.n_kv_heads=2 --set model.head_dim=64 --set model.tied=true --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir gemma3 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=gemma3 --set model.n_layers=4 --set model.head_dim=32 --set model.sliding_window=16 \
+  --set model.swa_pattern=2 --set model.tied=true --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir qwen2 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=qwen2 --set train.threads=2 --quiet
 echo "In the beginning God created the heaven and the earth." >prompt.txt
 ids="1,$("$GGTRAIN" tokenize -m small/weights/latest --lines prompt.txt)"
 
 # llama_ftype numbers of the file types ggtrain offers
 declare -A FTYPE=([q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
-for model in k256 small; do
+for model in k256 small qwen3 gemma3 qwen2; do
   M=$model/weights/latest
   for type in q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
     ./llama_quantize "$M" "theirs-$model-$type.gguf" "${FTYPE[$type]}" >/dev/null 2>"quantize-$model-$type.log" ||

@@ -15,6 +15,7 @@
 #include "eval/choice_tasks.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
+#include "model/params.h"
 #include "support/capture.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
@@ -249,6 +250,31 @@ TEST(RunConfig, PresetsRoundTripThroughToml) {
     train::RunConfig back = train::preset("s15");
     train::apply_toml(back, train::to_toml(c), "test");
     EXPECT_EQ(train::to_toml(back), train::to_toml(c)) << name;
+  }
+}
+
+// The model-family presets have the released models' shapes: with the
+// real vocabulary (data.tokenizer = their tokenizer.json) they count
+// exactly the parameters the released checkpoints hold (Hugging Face's
+// model pages: safetensors parameter counts of Qwen/Qwen3-0.6B,
+// google/gemma-3-270m, meta-llama/Llama-3.2-1B; tied heads).
+TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
+  struct Released {
+    const char* preset;
+    const char* arch;
+    int64_t vocab;
+    int64_t params;
+  };
+  for (const Released& r : {Released{"qwen3-0.6b", "qwen3", 151936, 596049920},
+                            Released{"gemma3-270m", "gemma3", 262144, 268098176},
+                            Released{"llama3.2-1b", "llama", 128256, 1235814400}}) {
+    SCOPED_TRACE(r.preset);
+    const train::RunConfig c = train::preset(r.preset);
+    EXPECT_NO_THROW(c.validate());
+    const model::LlamaConfig m = c.llama(r.vocab);
+    EXPECT_NO_THROW(m.validate("preset"));
+    EXPECT_EQ(m.arch, r.arch);
+    EXPECT_EQ(model::ParamLayout(m).total(), r.params);
   }
 }
 

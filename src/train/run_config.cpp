@@ -1,6 +1,7 @@
 #include "train/run_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -203,7 +204,45 @@ LrSchedule lr_schedule_of(const TrainSection& t) {
   return {schedule_kind_from_name(t.schedule), t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
 }
 
-std::vector<std::string> preset_names() { return {"tiny", "s15", "smol135"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny", "s15", "smol135", "qwen3-0.6b", "gemma3-270m", "llama3.2-1b"};
+}
+
+namespace {
+
+// The released models' shapes (their config.json), trained from scratch on
+// the run's own vocabulary of data.vocab_size tokens unless data.tokenizer
+// names the model's tokenizer.json. A window of seq_len 512 keeps the first
+// steps within a laptop's memory; the context is the model's.
+RunConfig model_family_preset(const std::string& name) {
+  RunConfig c;
+  c.data.vocab_size = 32000;
+  c.train.seq_len = 512;
+  c.train.batch = 4;
+  c.train.lr_max = 3e-4;
+  c.train.lr_min = 3e-5;
+  if (name == "qwen3-0.6b") {  // Qwen/Qwen3-0.6B
+    c.model = model_shape(1024, 28, 16, 8, 3072, 40960, true, 1e6);
+    c.model.arch = "qwen3";
+    c.model.head_dim = 128;
+    c.model.rms_eps = 1e-6;
+  } else if (name == "gemma3-270m") {  // google/gemma-3-270m
+    c.model = model_shape(640, 18, 4, 1, 2048, 32768, true, 1e6);
+    c.model.arch = "gemma3";
+    c.model.head_dim = 256;
+    c.model.rms_eps = 1e-6;
+    c.model.sliding_window = 512;
+    c.model.swa_pattern = 6;
+    c.model.rope_freq_base_swa = 10000.0;
+  } else {  // meta-llama/Llama-3.2-1B at its original 8192 context: the
+            // "llama3" RoPE scaling (rope_freqs.weight) extends a released
+            // model to 128k and comes with init.from, not from scratch
+    c.model = model_shape(2048, 16, 32, 8, 8192, 8192, true, 500000.0);
+  }
+  return c;
+}
+
+}  // namespace
 
 RunConfig preset(const std::string& name) {
   RunConfig c;  // the defaults are s15
@@ -235,7 +274,8 @@ RunConfig preset(const std::string& name) {
     c.train.lr_min = 3e-5;
     return c;
   }
-  fail("unknown preset '{}' (tiny, s15, smol135)", name);
+  if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b") return model_family_preset(name);
+  fail("unknown preset '{}' ({})", name, fmt::join(preset_names(), ", "));
 }
 
 }  // namespace ggtrain::train
