@@ -13,6 +13,7 @@
 #   bash scripts/chat_demo.sh [N_TEST (default 500)] [STEPS (default 800)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/demo_lib.sh
 N_TEST=${1:-500}
 STEPS=${2:-800}
 GG=build/src/ggtrain
@@ -55,20 +56,9 @@ echo "data: $(wc -l <"$D/train.jsonl") training questions, $(wc -l <"$D/test.tsv
 cut -f1 "$D/test.tsv" | sort | uniq -c | sort -rn | head -1 |
   awk -v t="$(wc -l <"$D/test.tsv")" '{ n = $1; $1 = ""; printf "always answering the most common book,%s, would be right on %.1f%% of the held-out verses\n", $0, 100 * n / t }'
 
-accuracy() {  # replies.jsonl -> "right of total (pct), stopped S"
-  node -e '
-    const fs = require("fs");
-    const replies = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
-    const answers = fs.readFileSync(process.argv[2], "utf8").trim().split("\n");
-    let right = 0, stopped = 0;
-    replies.forEach((r, i) => { if (r.reply.trim() === answers[i]) right++; if (r.stopped) stopped++; });
-    console.log(`${right} of ${replies.length} right (${(100 * right / replies.length).toFixed(1)}%), ` +
-                `${stopped} stopped by themselves`);' "$1" "$D/answers.txt"
-}
-
 "$GG" chat -m "$BASE" --chat-template chatml --prompt-file "$D/prompts.txt" --temp 0 -n 16 --json \
   >"$D/before.jsonl" 2>/dev/null
-echo "before (base model, chatml prompt): $(accuracy "$D/before.jsonl")"
+echo "before (base model, chatml prompt): $(accuracy "$D/before.jsonl" "$D/answers.txt")"
 
 if [[ ! -f $OUT/weights/step_$STEPS.gguf ]]; then
   rm -rf "$OUT"
@@ -81,19 +71,6 @@ if [[ ! -f $OUT/weights/step_$STEPS.gguf ]]; then
 fi
 M=$OUT/weights/step_$STEPS.gguf
 "$GG" chat -m "$M" --prompt-file "$D/prompts.txt" --temp 0 -n 16 --json >"$D/after.jsonl" 2>/dev/null
-echo "after ($STEPS steps): $(accuracy "$D/after.jsonl")"
+echo "after ($STEPS steps): $(accuracy "$D/after.jsonl" "$D/answers.txt")"
 
-if [[ -d tests/node/node_modules/node-llama-cpp ]]; then
-  NODE_LLAMA_CPP_SKIP_DOWNLOAD=true node tests/node/chat_check.mjs chat "$M" "$D/prompts.txt" 16 >"$D/llama.jsonl"
-  node -e '
-    const fs = require("fs");
-    const l = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
-    const g = fs.readFileSync(process.argv[2], "utf8").trim().split("\n").map(JSON.parse);
-    const stopped = l.filter((r) => r.stopped).length;
-    const same = l.filter((r, i) => r.ids.join() === g[i].ids.join()).length;
-    console.log(`llama.cpp: ${stopped} of ${l.length} replies stopped by themselves ` +
-                `(${(100 * stopped / l.length).toFixed(1)}%); ${same} of ${l.length} identical to ggtrain chat`);' \
-    "$D/llama.jsonl" "$D/after.jsonl"
-else
-  echo "llama.cpp: tests/node is not installed (scripts/test.sh installs it); skipped"
-fi
+llama_cpp_replies "$M" "$D/prompts.txt" "$D/after.jsonl" ""

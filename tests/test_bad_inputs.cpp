@@ -320,6 +320,9 @@ std::vector<Case> cases() {
                  return e.fresh({"train.eval_tasks=" + e.t("no_such.jsonl"), "train.eval_tasks_every=2"});
                },
                {"no_such.jsonl", "cannot read the task file"}});
+  c.push_back({"train_eval_tasks_unknown_field", "a `train.eval_tasks` entry with a field other than format, every, limit",
+               [](Env& e) { return e.fresh({"train.eval_tasks=" + e.t("tasks.jsonl") + "@each=3"}); },
+               {"train.eval_tasks", "each", "format, every, limit"}});
   c.push_back({"train_eval_tasks_every_0", "`train.eval_tasks` set with `train.eval_tasks_every` left at 0",
                [](Env& e) { return e.fresh({"train.eval_tasks=" + e.t("tasks.jsonl")}); },
                {"train.eval_tasks", "train.eval_tasks_every is 0"}});

@@ -117,21 +117,32 @@ TEST(Run, TasksScoredInTheLoopEqualTheSavedCheckpointsScores) {
                             {"label", i % 3 == 0 ? 0 : 1}}.dump()
           << "\n";
   }
+  // The same tasks under another name (an extension that says nothing) with
+  // their own format, cadence and limit, given as --set writes them.
+  std::filesystem::copy_file(tmp / "tasks.jsonl", tmp / "own.tasks");
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
   c.model.ctx = 256;
-  c.train.eval_tasks = {tmp / "tasks.jsonl"};
+  train::apply_override(c, "train.eval_tasks=" + (tmp / "tasks.jsonl") + "," + (tmp / "own.tasks") +
+                               "@format=jsonl@every=15@limit=4");
   c.train.eval_tasks_every = 20;
   c.train.eval_tasks_limit = 10;
   test_support::run_quiet(tmp / "r", c, false);
 
-  std::map<int64_t, nlohmann::json> records;
+  std::map<int64_t, nlohmann::json> records, own;
   std::ifstream in(tmp / "r/metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("task")) records[j["step"].get<int64_t>()] = j;
+    if (!j.contains("task")) continue;
+    (j["task"].get<std::string>().ends_with("own.tasks") ? own : records)[j["step"].get<int64_t>()] = j;
   }
   ASSERT_EQ(records.size(), 3u);  // steps 0 (the starting weights), 20 and 30 (the end)
   ASSERT_TRUE(records.count(0) && records.count(20));
+  ASSERT_EQ(own.size(), 3u);  // steps 0, 15 and 30
+  ASSERT_TRUE(own.count(0) && own.count(15) && own.count(30));
+  EXPECT_EQ(own[15]["tasks"].get<size_t>(), 4u);
+  // The saved config keeps both entries as written.
+  EXPECT_NE(test_support::slurp(tmp / "r/config.toml").find("format = 'jsonl', every = 15, limit = 4}"),
+            std::string::npos);
   // tasks.svg draws each task file's acc_norm against step.
   EXPECT_NE(test_support::slurp(tmp / "r/tasks.svg").find("tasks.jsonl"), std::string::npos);
   auto score = [&](int64_t step) {
@@ -276,6 +287,33 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
     EXPECT_EQ(m.arch, r.arch);
     EXPECT_EQ(model::ParamLayout(m).total(), r.params);
   }
+}
+
+// train.eval_tasks entries: paths, or tables with their own format, every
+// and limit; TOML and --set forms read the same and the saved form reads back.
+TEST(RunConfig, EvalTaskEntriesRoundTrip) {
+  auto c = train::preset("tiny");
+  train::apply_toml(c, "[train]\neval_tasks = [\"a.csv\", {path = \"b.bin\", format = \"multiple-choice\", every = 5}, "
+                       "{path = \"c.jsonl\", limit = 0}]\n", "t.toml");
+  ASSERT_EQ(c.train.eval_tasks.size(), 3u);
+  EXPECT_EQ(c.train.eval_tasks[1].format, "multiple-choice");
+  EXPECT_EQ(c.train.eval_tasks[1].every, 5);
+  EXPECT_EQ(c.train.eval_tasks[1].limit, -1);
+  EXPECT_EQ(c.train.eval_tasks[2].limit, 0);
+  auto set = train::preset("tiny");
+  train::apply_override(set, "train.eval_tasks=a.csv,b.bin@format=multiple-choice@every=5,c.jsonl@limit=0");
+  EXPECT_EQ(train::to_toml(set), train::to_toml(c));
+  auto back = train::preset("tiny");
+  train::apply_toml(back, train::to_toml(c), "saved");
+  EXPECT_EQ(train::to_toml(back), train::to_toml(c));
+  c.train.eval_tasks_every = 10;
+  EXPECT_EQ(c.train.every_of(c.train.eval_tasks[0]), 10);
+  EXPECT_EQ(c.train.every_of(c.train.eval_tasks[1]), 5);
+  for (const char* bad : {"[train]\neval_tasks = [{path = \"a\", every = \"often\"}]\n",
+                          "[train]\neval_tasks = [{path = \"a\", each = 3}]\n", "[train]\neval_tasks = [{every = 3}]\n"})
+    EXPECT_THROW(train::apply_toml(c, bad, "t.toml"), Error) << bad;
+  EXPECT_THROW(train::apply_override(c, "train.eval_tasks=a.csv@every=-1"), Error);
+  EXPECT_THROW(train::apply_override(c, "train.eval_tasks=a.csv@often"), Error);
 }
 
 TEST(RunConfig, OverridesAndErrorsNameTheKey) {

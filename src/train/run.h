@@ -117,7 +117,8 @@ class Run {
   std::vector<int32_t> token_bytes_;  // tok_->token_byte_lengths(), for bits per byte
   struct TaskSet {
     std::string path;
-    std::vector<eval::ChoiceTask> tasks;  // drawn (train.eval_tasks_limit)
+    int64_t every = 0;                    // scored every `every` steps
+    std::vector<eval::ChoiceTask> tasks;  // drawn (its limit)
     int64_t tokens = 0;                   // the longest sequence a task needs
   };
   std::vector<TaskSet> task_sets_;  // train.eval_tasks

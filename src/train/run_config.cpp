@@ -157,14 +157,17 @@ void check_run_options(const RunConfig& c) {
   check_keep_best(checkpoint.keep_best);
   if ((checkpoint.keep_best == "val_loss" || checkpoint.keep_best == "bpb") && train.eval_every == 0)
     fail("config: checkpoint.keep_best = \"{}\" needs validation; train.eval_every is 0", checkpoint.keep_best);
+  std::vector<std::string> task_paths;
+  for (const auto& t : train.eval_tasks) task_paths.push_back(t.path);
   if (checkpoint.keep_best.starts_with("task:") &&
-      std::none_of(train.eval_tasks.begin(), train.eval_tasks.end(),
+      std::none_of(task_paths.begin(), task_paths.end(),
                    [&](const std::string& p) { return names_task(checkpoint.keep_best, p); }))
     fail("config: checkpoint.keep_best = \"{}\" names no train.eval_tasks file ({}); list the task file there",
-         checkpoint.keep_best,
-         train.eval_tasks.empty() ? std::string("it is empty") : fmt::format("{}", fmt::join(train.eval_tasks, ", ")));
-  if (!train.eval_tasks.empty() && train.eval_tasks_every == 0)
-    fail("config: train.eval_tasks names task files but train.eval_tasks_every is 0; set how often to score them");
+         checkpoint.keep_best, task_paths.empty() ? std::string("it is empty") : fmt::format("{}", fmt::join(task_paths, ", ")));
+  for (const auto& t : train.eval_tasks)
+    if (train.every_of(t) == 0)
+      fail("config: train.eval_tasks names {} but {} is 0; set how often to score it", t.path,
+           t.every == 0 ? "its every" : "train.eval_tasks_every");
 }
 
 }  // namespace

@@ -63,10 +63,20 @@ struct TrainSection {
   int64_t threads = 0;  // 0: all cores
   int64_t eval_every = 100, eval_batches = 8;
   // Multiple-choice task files scored on the weights in memory, as `ggtrain
-  // eval --task` scores them: every eval_tasks_every steps (and at the end),
-  // eval_tasks_limit tasks of each drawn as `eval --tasks N` draws them (0: all).
-  std::vector<std::string> eval_tasks;
+  // eval --task` scores them: each every `every` steps (and at the end),
+  // `limit` tasks of it drawn as `eval --tasks N` draws them (0: all). A
+  // field left out takes the file's extension (format) or the section-wide
+  // eval_tasks_every / eval_tasks_limit.
+  struct EvalTask {
+    std::string path;
+    std::string format;  // "": from the extension
+    int64_t every = -1;  // -1: eval_tasks_every
+    int64_t limit = -1;  // -1: eval_tasks_limit
+  };
+  std::vector<EvalTask> eval_tasks;
   int64_t eval_tasks_every = 0, eval_tasks_limit = 0;
+  int64_t every_of(const EvalTask& t) const { return t.every >= 0 ? t.every : eval_tasks_every; }
+  int64_t limit_of(const EvalTask& t) const { return t.limit >= 0 ? t.limit : eval_tasks_limit; }
   int64_t sample_every = 200, sample_tokens = 48;
   // A step whose loss or gradient norm is NaN/Inf: "stop" ends the run with
   // an error (the last checkpoint is kept); "skip" leaves the weights and

@@ -23,7 +23,7 @@ namespace ggtrain::train {
 namespace {
 
 // The TOML value type a key takes (a float key also takes an integer).
-enum class Kind { Int, Float, Bool, String, List, Sources };
+enum class Kind { Int, Float, Bool, String, List, Sources, Tasks };
 
 // One entry per config key: how to read it from text and write it as TOML.
 struct Key {
@@ -176,6 +176,79 @@ std::string sources_text(const toml::array& a, const Key& key, const std::string
   return fmt::format("{}", fmt::join(items, ","));
 }
 
+// train.eval_tasks as --set writes it: "PATH[@format=F][@every=N][@limit=N],...".
+std::vector<TrainSection::EvalTask> parse_tasks(const std::string& key, const std::string& v) {
+  std::vector<TrainSection::EvalTask> out;
+  for (const auto& item : parse_list(key, v)) {
+    size_t at = item.find('@');
+    TrainSection::EvalTask t;
+    t.path = item.substr(0, at);
+    if (t.path.empty()) fail("config: {}: a task without a path ('{}')", key, item);
+    while (at != std::string::npos) {
+      const size_t next = item.find('@', at + 1);
+      const std::string field = item.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+      const size_t eq = field.find('=');
+      const std::string name = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
+      const std::string where = fmt::format("{} {} of {}", key, name, t.path);
+      if (eq == std::string::npos) fail("config: {}: '{}' is not field=value (format, every, limit)", key, field);
+      if (name == "format") t.format = value;
+      else if (name == "every") t.every = parse_int(where, value);
+      else if (name == "limit") t.limit = parse_int(where, value);
+      else fail("config: {}: unknown field '{}' of {} (format, every, limit)", key, name, t.path);
+      if ((name == "every" && t.every < 0) || (name == "limit" && t.limit < 0))
+        fail("config: {} must be >= 0, got {}", where, value);
+      at = next;
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// A task with only a path is written as its path, as older configs hold it.
+std::string tasks_literal(const std::vector<TrainSection::EvalTask>& tasks) {
+  std::vector<std::string> items;
+  for (const auto& t : tasks) {
+    std::vector<std::string> fields{"path = " + quote(t.path)};
+    if (!t.format.empty()) fields.push_back("format = " + quote(t.format));
+    if (t.every >= 0) fields.push_back(fmt::format("every = {}", t.every));
+    if (t.limit >= 0) fields.push_back(fmt::format("limit = {}", t.limit));
+    items.push_back(fields.size() == 1 ? quote(t.path) : fmt::format("{{{}}}", fmt::join(fields, ", ")));
+  }
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+// A TOML array of task paths or {path, format, every, limit} tables, as
+// parse_tasks' text.
+std::string tasks_text(const toml::array& a, const Key& key, const std::string& source) {
+  std::vector<std::string> items;
+  const auto plain = [&](const std::string& text, const char* what) {
+    if (text.find_first_of(",@") != std::string::npos)
+      fail("{}: {}: {} '{}' holds ',' or '@', which train.eval_tasks entries cannot", source, key.name, what, text);
+    return text;
+  };
+  for (const auto& e : a) {
+    if (const auto* str = e.as_string()) {
+      items.push_back(plain(str->get(), "the path"));
+      continue;
+    }
+    const auto* t = e.as_table();
+    const auto* path = t ? t->get_as<std::string>("path") : nullptr;
+    if (!path) fail("{}: {} must be an array of task paths or {{path = \"...\", format, every, limit}} tables", source, key.name);
+    std::string item = plain(path->get(), "the path");
+    for (const auto& [k, v] : *t) {
+      const std::string name(k.str());
+      if (name == "path") continue;
+      if (name == "format" && v.as_string()) item += "@format=" + plain(v.as_string()->get(), "the format");
+      else if ((name == "every" || name == "limit") && v.as_integer()) item += fmt::format("@{}={}", name, v.as_integer()->get());
+      else if (name == "format" || name == "every" || name == "limit")
+        fail("{}: {}: the {} of {} must be {}", source, key.name, name, path->get(), name == "format" ? "a string" : "an integer");
+      else fail("{}: {}: unknown field '{}' (path, format, every, limit)", source, key.name, name);
+    }
+    items.push_back(item);
+  }
+  return fmt::format("{}", fmt::join(items, ","));
+}
+
 // model.<name> for each of model::llama_fields().
 std::vector<Key> model_keys() {
   std::vector<Key> k;
@@ -253,9 +326,11 @@ const std::vector<Key>& keys() {
       int_key("train.threads", &RunConfig::train, &T::threads, "threads; 0 uses every core"),
       int_key("train.eval_every", &RunConfig::train, &T::eval_every, "validation loss every N steps (and at the end); 0 off"),
       int_key("train.eval_batches", &RunConfig::train, &T::eval_batches, "validation batches per evaluation"),
-      list_key("train.eval_tasks", &RunConfig::train, &T::eval_tasks, "multiple-choice task files (HellaSwag form, or .jsonl) scored as `ggtrain eval --task` scores them"),
-      int_key("train.eval_tasks_every", &RunConfig::train, &T::eval_tasks_every, "score train.eval_tasks every N steps (and at the end); 0 off"),
-      int_key("train.eval_tasks_limit", &RunConfig::train, &T::eval_tasks_limit, "tasks drawn from each file as `eval --tasks N` draws them; 0 all"),
+      {"train.eval_tasks", [](RunConfig& c, const std::string& v) { c.train.eval_tasks = parse_tasks("train.eval_tasks", v); },
+       [](const RunConfig& c) { return tasks_literal(c.train.eval_tasks); }, Kind::Tasks,
+       "multiple-choice task files scored as `ggtrain eval --task` scores them: paths or {path, format, every, limit} tables (--set: PATH@every=N@limit=N)"},
+      int_key("train.eval_tasks_every", &RunConfig::train, &T::eval_tasks_every, "score a train.eval_tasks file without its own `every` every N steps (and at the end); 0 off"),
+      int_key("train.eval_tasks_limit", &RunConfig::train, &T::eval_tasks_limit, "tasks drawn from a file without its own `limit` as `eval --tasks N` draws them; 0 all"),
       int_key("train.sample_every", &RunConfig::train, &T::sample_every, "print a generated sample every N steps; 0 off"),
       int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens, "tokens per printed sample"),
       string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
@@ -306,6 +381,7 @@ const char* kind_text(Kind k) {
     case Kind::String: return "a string";
     case Kind::List: return "an array of strings";
     case Kind::Sources: return "an array of {path = \"...\", weight = number} tables";
+    case Kind::Tasks: return "an array of task paths or {path = \"...\", format, every, limit} tables";
   }
   return "?";
 }
@@ -318,7 +394,7 @@ std::string node_text(const toml::node& n, const Key& key, const std::string& so
   if (auto v = n.as_string()) {
     // A list key also takes one string (`corpus = "kjv.txt"`, as older
     // configs hold it), split at commas like --set.
-    if (key.kind == Kind::String || key.kind == Kind::List) return v->get();
+    if (key.kind == Kind::String || key.kind == Kind::List || key.kind == Kind::Tasks) return v->get();
     got = "the string " + quote(v->get());
   } else if (auto v = n.as_integer()) {
     if (key.kind == Kind::Int || key.kind == Kind::Float) return std::to_string(v->get());
@@ -331,6 +407,8 @@ std::string node_text(const toml::node& n, const Key& key, const std::string& so
     got = v->get() ? "true" : "false";
   } else if (auto a = n.as_array(); a && key.kind == Kind::Sources) {
     return sources_text(*a, key, source);
+  } else if (auto a = n.as_array(); a && key.kind == Kind::Tasks) {
+    return tasks_text(*a, key, source);
   } else if (auto a = n.as_array(); a && key.kind == Kind::List) {
     std::vector<std::string> items;
     for (const auto& e : *a) {

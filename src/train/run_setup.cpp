@@ -123,18 +123,19 @@ void Run::load_donor() {
 // the run now, not at its first evaluation); every rank reads them, rank 0
 // scores them.
 void Run::load_eval_tasks() {
-  for (const auto& path : c_.train.eval_tasks) {
+  for (const auto& task : c_.train.eval_tasks) {
     TaskSet set;
-    set.path = path;
+    set.path = task.path;
+    set.every = c_.train.every_of(task);
     try {
-      const auto format = eval::task_format_named("", path);
-      set.tasks = eval::draw_tasks(eval::read_choice_tasks(path, format), c_.train.eval_tasks_limit, format);
+      const auto format = eval::task_format_named(task.format, task.path);
+      set.tasks = eval::draw_tasks(eval::read_choice_tasks(task.path, format), c_.train.limit_of(task), format);
     } catch (const Error& e) {
       fail("{} (train.eval_tasks)", e.what());
     }
     set.tokens = eval::tokens_needed(*tok_, set.tasks);
     if (set.tokens > mc_.ctx)
-      fail("{} (train.eval_tasks): a task needs {} tokens with its context; model.ctx is {}", path, set.tokens,
+      fail("{} (train.eval_tasks): a task needs {} tokens with its context; model.ctx is {}", task.path, set.tokens,
            mc_.ctx);
     task_sets_.push_back(std::move(set));
   }

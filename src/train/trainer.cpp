@@ -239,13 +239,12 @@ void Run::with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>
   f(dec);
 }
 
-// train.eval_tasks every train.eval_tasks_every steps, before the first
-// step of a new run and at the end: one metrics.jsonl record per task file.
+// Each train.eval_tasks file every its `every` steps, before the first step
+// of a new run and at the end: one metrics.jsonl record per task file.
 // Under mpirun rank r scores tasks r, r + ranks, ...; their sums are added up.
 void Run::maybe_score_tasks(int64_t step) {
-  const int64_t every = c_.train.eval_tasks_every;
-  if (task_sets_.empty() || every <= 0 || (step % every != 0 && step != c_.train.steps)) return;
   for (const auto& set : task_sets_) {
+    if (set.every <= 0 || (step % set.every != 0 && step != c_.train.steps)) continue;
     std::vector<eval::ChoiceTask> mine;
     for (size_t i = size_t(dp_->rank()); i < set.tasks.size(); i += size_t(dp_->size())) mine.push_back(set.tasks[i]);
     eval::ChoiceTotals t;
