@@ -4,10 +4,12 @@
 // rejected with a ggtrain::Error; every accepted conversation is rendered
 // with every template, and the rendering must hold together: the spans
 // concatenate to render(), the trained spans are exactly the answers (as
-// the template writes them) with their end-of-turn marker, and llama.cpp's
-// detection finds each template in its own Jinja string.
+// the template writes them: trimmed, or with Qwen3's reasoning split off)
+// with their end-of-turn marker, and each template is detected in its own
+// Jinja string.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -20,6 +22,50 @@ using namespace ggtrain;
 
 namespace {
 
+// Python's str methods, as the templates' Jinja uses them.
+std::string_view lstrip_nl(std::string_view s) { return s.substr(std::min(s.size(), s.find_first_not_of('\n'))); }
+std::string_view rstrip_nl(std::string_view s) { return s.substr(0, s.find_last_not_of('\n') + 1); }
+std::string_view before_first(std::string_view s, std::string_view sep) { return s.substr(0, s.find(sep)); }
+std::string_view after_last(std::string_view s, std::string_view sep) {
+  const size_t at = s.rfind(sep);
+  return at == std::string_view::npos ? s : s.substr(at + sep.size());
+}
+
+// Qwen3's template, transcribed: an answer holding "</think>" splits into its
+// reasoning and its reply; the reasoning is written (in a <think> block,
+// empty for the last answer when it has none) only after the last user query
+// that is not a lone tool response.
+std::string qwen3_answer(const chat::Conversation& c, size_t i) {
+  std::string_view content = c[i].content, reasoning;
+  if (content.find("</think>") != std::string_view::npos) {
+    reasoning = lstrip_nl(after_last(rstrip_nl(before_first(content, "</think>")), "<think>"));
+    content = lstrip_nl(after_last(content, "</think>"));
+  }
+  size_t last_query = c.size() - 1;
+  for (size_t j = c.size(); j-- > 0;) {
+    const std::string& q = c[j].content;
+    if (c[j].role == "user" && !(q.starts_with("<tool_response>") && q.ends_with("</tool_response>"))) {
+      last_query = j;
+      break;
+    }
+  }
+  if (i > last_query && (i + 1 == c.size() || !reasoning.empty()))
+    return "<think>\n" + std::string(rstrip_nl(lstrip_nl(reasoning))) + "\n</think>\n\n" + std::string(lstrip_nl(content));
+  return std::string(content);
+}
+
+// Answer i of c as template t writes it (before its end-of-turn marker).
+std::string answer_as_written(chat::Template t, const chat::Conversation& c, size_t i) {
+  switch (t) {
+    case chat::Template::kLlama3:
+    case chat::Template::kGemma:
+    case chat::Template::kGemma3: return chat::trim(c[i].content);
+    case chat::Template::kMistral: return " " + c[i].content;
+    case chat::Template::kQwen3: return qwen3_answer(c, i);
+    default: return c[i].content;
+  }
+}
+
 void check_rendering(const chat::Conversation& c) {
   for (const chat::TemplateInfo& t : chat::all_templates()) {
     if (chat::detect_template(t.jinja) != t.id) ggtrain_fuzz::finding("a template is not detected in its own Jinja");
@@ -31,11 +77,8 @@ void check_rendering(const chat::Conversation& c) {
     }
     if (all != chat::render(t.id, c, false)) ggtrain_fuzz::finding("spans do not concatenate to render()");
     std::string answers;
-    for (const chat::Message& m : c) {
-      if (m.role != "assistant") continue;
-      const bool trims = t.id == chat::Template::kLlama3 || t.id == chat::Template::kGemma;
-      answers += (t.id == chat::Template::kMistral ? " " : "") + (trims ? chat::trim(m.content) : m.content) +
-                 std::string(t.end_of_turn);
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c[i].role == "assistant") answers += answer_as_written(t.id, c, i) + std::string(t.end_of_turn);
     }
     if (trained != answers) ggtrain_fuzz::finding("trained spans are not the answers and their end markers");
   }
