@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/number_formats.h"
 #include "kernels/q8_dot.h"
 #include "gguf/convert.h"
 #include "gguf/reader.h"
@@ -382,6 +383,31 @@ TEST(Sampler, TopPAndMinPCutBeforeTemperature) {
 // A batch of 3 takes the decode kernels, one of 9 the prompt path.
 class QuantizedMatrix : public ::testing::TestWithParam<int64_t> {};
 INSTANTIATE_TEST_SUITE_P(Decoder, QuantizedMatrix, ::testing::Values(3, 9));
+// What ggml's Q5_1 x Q8_1 dot adds beyond the dequantized weights times the
+// rounded activations: each Q8_1 block carries s = fp16(d * sum of its
+// quants), d = amax / 127 before rounding, and the weight block's min m
+// multiplies s where the rounded activations would give fp16(d) * sum:
+// sum over blocks of m * (s - fp16(d) * sum).
+namespace {
+double q8_1_sum_term(const uint8_t* q5_1, const float* x, int64_t row, int64_t cols) {
+  double term = 0;
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + b * 32;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) sum += int(std::round(xb[j] * id));
+    const uint8_t* block = q5_1 + (row * cols / 32 + b) * 24;  // d, m (fp16 each), high bits, low nibbles
+    uint16_t m16;
+    std::memcpy(&m16, block + 2, 2);
+    const double s = kernels::fp16_to_fp32(kernels::fp32_to_fp16(d * float(sum)));
+    term += double(kernels::fp16_to_fp32(m16)) * (s - double(kernels::fp16_to_fp32(kernels::fp32_to_fp16(d))) * sum);
+  }
+  return term;
+}
+}  // namespace
+
 TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
   TempDir tmp;
   constexpr int64_t kRows = 21, kCols = 512;  // 21: a partial group of 16 rows in the VNNI layout
@@ -405,6 +431,7 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
       for (int64_t r = 0; r < kRows; ++r) {
         double want = 0;
         for (int64_t k = 0; k < kCols; ++k) want += double(wq[size_t(r * kCols + k)]) * xr[size_t(i * kCols + k)];
+        if (type == gguf::TensorType::Q5_1) want += q8_1_sum_term(f.tensor("m.weight").data, &x[size_t(i * kCols)], r, kCols);
         const float got = y[size_t(i * kRows + r)];
         ASSERT_TRUE(std::isfinite(got));
         ASSERT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << gguf::type_name(type) << " row " << r;

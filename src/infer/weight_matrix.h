@@ -52,6 +52,7 @@ class WeightMatrix {
   const uint8_t* data_ = nullptr;
   std::vector<float> owned_;           // dequantized copy (F16, BF16, Q5_1, K-quants)
   std::vector<uint8_t> owned_bytes_;   // Q4_0/Q5_0 re-encoded as Q8_0
+  std::vector<float> q5_1_mins_;       // Q5_1: each row's block mins, [rows, cols / 32]
   std::unique_ptr<quant::KRows> krows_;      // Q4_K/Q5_K/Q6_K (type_ says which), no VNNI build
   std::unique_ptr<quant::KPacked> kpacked_;  // the same, repacked for the VNNI kernels
   std::unique_ptr<kernels::Q8Packed> packed_;  // Q8_0 from a file, where AVX512-VNNI is built in
@@ -65,6 +66,7 @@ class WeightMatrix {
   void pack_q8_0();
   void base_matmul(const float* x, float* y, int64_t n) const;
   void k_quant_matmul(const float* x, float* y, int64_t n) const;
+  void add_q8_1_sum_rounding(const float* x, const float* rounded, float* y, int64_t n) const;
   void apply_loras(const float* x, float* y, int64_t n) const;
 };
 
