@@ -51,9 +51,13 @@ perplexity_lines() { # LINES ARGS...
   printf '%s\n' "$out"
 }
 # right/wrong per task, as 1/0 on one line, from llama-perplexity's running
-# accuracy (task i: i, then acc in percent).
+# accuracy (task i: i, then acc in percent). Flash attention off: with its
+# default (auto, on here) llama.cpp answered one Q8_0 task of 60 differently
+# from ggtrain, from itself with -fa off and from itself with -ub 16, on a
+# model where ggtrain's two best endings are 0.16 nats per token apart;
+# ggtrain computes attention as llama.cpp's path without it does.
 theirs() {
-  perplexity_lines $N -m "$1" -f exodus.hellaswag --hellaswag --hellaswag-tasks $N -c 512 -t 2 |
+  perplexity_lines $N -m "$1" -f exodus.hellaswag --hellaswag --hellaswag-tasks $N -c 512 -t 2 -fa off |
     awk -F'\t' '$1 ~ /^[0-9]+$/ && $2 ~ /%$/ { right = int(($2 + 0) * $1 / 100 + 0.5); printf "%d", right - prev; prev = right }'
 }
 # ggtrain's, in the order drawn (or by FIELD and ORDER given).

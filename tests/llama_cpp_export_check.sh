@@ -3,7 +3,8 @@
 # tests/node/llama_cpp.mjs), on a tiny model trained here:
 #   1. `ggtrain export` to F16, BF16 and Q8_0: llama.cpp loads each, and its
 #      logits equal `ggtrain eval`'s on the same file to 1e-3 (F16), 1e-2
-#      (BF16) and 3e-2 (Q8_0) max abs (llama.cpp also rounds activations for those types);
+#      (BF16) and 3e-2 (Q8_0) max abs (llama.cpp also rounds activations for
+#      those types) and 1e-5 median;
 #   2. greedy continuations are identical (up to EOS), and after a whole
 #      verse llama.cpp's greedy next token is EOS (F32 and Q8_0);
 #   3. `ggtrain eval --text` perplexity equals the perplexity computed with
@@ -16,7 +17,8 @@
 #   6. LoRA: the adapter of a LoRA run, loaded by llama.cpp on its base, gives
 #      ggtrain's `eval --lora` logits (1e-4), and the merged export the same;
 #   7. LoRA on the Q8_0 export (held quantized while training): llama.cpp with
-#      the adapter on that base gives ggtrain's logits (3e-2, as for Q8_0).
+#      the adapter on that base gives ggtrain's logits (as for Q8_0), and
+#      those limits reject the base's logits without the adapter.
 #
 #   tests/llama_cpp_export_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -48,9 +50,12 @@ ids="1,$("$GGTRAIN" tokenize -m "$M" --lines prompt.txt)"
 # ~1e-3 (measured 1.8e-3 on one model after a training change, 9.5e-7 before).
 # Q8_0 rounds activations to int8 steps of 1/127 of each 32-block's largest
 # value, far coarser than bf16: one activation on the other side of a step
-# moved the logits by 1.6e-2 on this model once its corpus had document ends
-# (EOS), 9.5e-7 before; 3e-2, and the greedy continuations of section 2 must
-# still be identical.
+# moves the logits by up to ~1e-2 (1.6e-2 measured on AVX-512 while ggtrain's
+# RMSNorm summed in float, 9.5e-7 since it sums as ggml); 3e-2, and the
+# greedy continuations of section 2 must still be identical. Those steps are rare: the median difference is ~5e-7
+# or 0 for every type here (measured at each CPU level, v2 to v4), a median
+# limit of 1e-5 catches what moves every logit a little (a wrong activation
+# rounding) while hiding under the max limit.
 for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:3e-2; do
   type=${spec%%:*} tol=${spec#*:}
   out="model-$type.gguf"
@@ -59,7 +64,7 @@ for spec in f32:1e-4 f16:1e-3 bf16:1e-2 q8_0:3e-2; do
   "$GGTRAIN" eval --cache-type f32 -m "$out" --tokens "$ids" --dump-logits "ours-$type.f32" >/dev/null
   node "$CLI" logits "$out" "$ids" "theirs-$type.f32" 2>/dev/null
   echo -n "$type: "
-  node "$CLI" compare "ours-$type.f32" "theirs-$type.f32" "$tol" || fail "$type logits differ from llama.cpp's"
+  node "$CLI" compare "ours-$type.f32" "theirs-$type.f32" "$tol" 1e-5 || fail "$type logits differ from llama.cpp's"
 done
 
 # 2. greedy continuations. The model was trained on documents that end in
@@ -134,9 +139,10 @@ if node "$CLI" compare ours-base.f32 theirs-lora.f32 1e-3 >/dev/null; then
 fi
 
 # 7. LoRA on the Q8_0 export of section 1, whose matrices stay Q8_0 in memory
-#    while training: its adapter on that base in llama.cpp == ggtrain (3e-2,
-#    the Q8_0 tolerance of section 1: both round activations to Q8_0 blocks;
-#    measured 1.8e-2 once the corpus had document ends, 9.5e-7 before).
+#    while training: its adapter on that base in llama.cpp == ggtrain (3e-2
+#    max and 1e-5 median, the Q8_0 limits of section 1: both round
+#    activations to Q8_0 blocks). The same limits must reject the base's
+#    logits without the adapter: an adapter ggtrain left out would not pass.
 "$GGTRAIN" train --run-dir lora-q8 --set data.corpus=corpus.txt --set init.from=model-q8_0.gguf \
   --set train.lora.rank=8 --set train.lora.targets=attn_q,attn_v,ffn_down --set train.lr_max=1e-2 \
   --set train.steps=20 --set train.batch=4 --set train.seq_len=64 --set train.threads=1 2>train-q8.log >/dev/null
@@ -144,8 +150,9 @@ grep -q "matrices stay quantized" train-q8.log || fail "the LoRA run did not hol
 "$GGTRAIN" eval --cache-type f32 -m model-q8_0.gguf --lora lora-q8/weights/latest --tokens "$ids" --dump-logits ours-lora-q8.f32 >/dev/null
 node "$CLI" logits model-q8_0.gguf "$ids" theirs-lora-q8.f32 lora-q8/weights/latest 2>/dev/null
 echo -n "LoRA adapter trained on the Q8_0 base: "
-node "$CLI" compare ours-lora-q8.f32 theirs-lora-q8.f32 3e-2 || fail "Q8_0 base + adapter logits differ from llama.cpp's"
-if node "$CLI" compare ours-q8_0.f32 theirs-lora-q8.f32 1e-3 >/dev/null; then
-  fail "the Q8_0-base adapter leaves the logits unchanged (within 1e-3)"
+node "$CLI" compare ours-lora-q8.f32 theirs-lora-q8.f32 3e-2 1e-5 || fail "Q8_0 base + adapter logits differ from llama.cpp's"
+echo -n "the Q8_0 base without its adapter, same limits (must fail): "
+if node "$CLI" compare ours-q8_0.f32 theirs-lora-q8.f32 3e-2 1e-5; then
+  fail "the Q8_0 limits accept the logits of the base without its adapter: an ignored adapter would pass"
 fi
 echo "llama_cpp_export_check: PASS"

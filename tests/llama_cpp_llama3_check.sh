@@ -44,9 +44,9 @@ set_prompt_ids llama3.gguf
 
 # 1. The Llama 3 file and its plain-RoPE twin.
 logits llama3.gguf llama3
-same llama3 1e-4 "rope_freqs, base 500000, eps 1e-6"
+same llama3 1e-4 "rope_freqs, base 500000, eps 1e-6" 1e-5
 logits plain.gguf plain
-same plain 1e-4 "plain RoPE, base 500000, eps 1e-6"
+same plain 1e-4 "plain RoPE, base 500000, eps 1e-6" 1e-5
 differ llama3-theirs.f32 plain-theirs.f32 1e-2 "llama.cpp's logits with and without rope_freqs"
 
 # 2. A full finetune keeps the factors, the base and the eps.
@@ -56,13 +56,13 @@ info=$("$GGTRAIN" inspect ft/weights/latest)
 grep -q 'rope_freqs.weight' <<<"$info" || fail "the finetune's checkpoint has no rope_freqs.weight"
 grep -q 'llama.rope.freq_base.*500000' <<<"$info" || fail "the finetune's checkpoint lost llama.rope.freq_base 500000"
 logits ft/weights/latest ft
-same ft 1e-4 "full finetune of the Llama 3 file"
+same ft 1e-4 "full finetune of the Llama 3 file" 1e-5
 
 # 3. LoRA on it, applied by llama.cpp.
 "$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from=llama3.gguf --set train.steps=4 \
   --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 --set train.lr_max=1e-2 --quiet >/dev/null
 logits llama3.gguf lora lora/weights/latest
-same lora 1e-4 "LoRA adapter on the Llama 3 file"
+same lora 1e-4 "LoRA adapter on the Llama 3 file" 1e-5
 differ lora-ours.f32 llama3-ours.f32 1e-2 "the logits with and without the adapter"
 
 # 4. q8_0 export.
@@ -73,6 +73,7 @@ info=$("$GGTRAIN" inspect ft-q8_0.gguf)
 grep -q 'rope_freqs.weight.*F32' <<<"$info" || fail "the q8_0 export has no F32 rope_freqs.weight"
 logits ft-q8_0.gguf q8
 # 3e-2: the limit of llama_cpp_export_check.sh for Q8_0 (an activation
-# rounded to the other int8 step on one side; measured here 9.5e-7).
-same q8 3e-2 "q8_0 export of the finetune"
+# rounded to the other int8 step on one side; measured here 4.4e-3 max,
+# median 0: the median limit 1e-5 catches what moves every logit).
+same q8 3e-2 "q8_0 export of the finetune" 1e-5
 echo "llama_cpp_llama3_check: OK in $((SECONDS - start)) s"

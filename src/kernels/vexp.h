@@ -2,8 +2,7 @@
 // Vectorised exp for the softmax loops (attention, cross-entropy). Without
 // -ffast-math the compiler calls scalar expf per element, which made the
 // softmax passes cost as much as the GEMMs around them. On AVX-512 this is
-// Cephes' expf (range reduction by ln 2 in two parts, degree-6 polynomial,
-// 2^n by vscalefps): within 2 ulp of expf, exp(x) = 0 for x < -104.
+// the expf llama.cpp's CPU backend uses there (exp16 below).
 // double always goes through std::exp (used by the gradient checks only).
 #include <cmath>
 #include <cstdint>
@@ -18,20 +17,31 @@
 namespace ggtrain::kernels {
 
 #if defined(__AVX512F__)
+// exp of 16 floats as ggml's CPU backend computes it on AVX-512
+// (ggml_v_expf, from ARM's optimized-routines expf): the same constants and
+// operations in the same order, so that SiLU and softmax round as
+// llama.cpp's do there (activations later rounded to int8 steps amplify a
+// last-bit difference). n = round(x / ln 2) by the 1.5 * 2^23 shift;
+// b = x - n ln 2 in two parts; exp(b) by a degree-5 polynomial; times 2^n by
+// vscalefps. Within 1.95 ulp of exp; |n| > 192 gives inf (x > 0) or 0.
 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+  const __m512 n = _mm512_sub_ps(z, shift);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f));
+  const __m512 mid = _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f));
+  const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f));
+  const __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, mid), u, lo);
+  const __m512 result = _mm512_scalef_ps(p, n);
+  const __mmask16 out_of_range = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+  if (out_of_range == 0) return result;
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 inf_or_zero =
+      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+  return _mm512_mask_blend_ps(out_of_range, result, inf_or_zero);
 }
 #endif
 

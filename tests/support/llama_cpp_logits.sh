@@ -33,11 +33,13 @@ logits() {
   node "$CLI" logits "$1" "$ids" "$2-theirs.f32" ${3:+"$3"} 2>/dev/null
 }
 
-# same NAME TOL WHAT: ggtrain's and llama.cpp's logits of NAME agree within TOL
+# same NAME TOL WHAT [MEDIAN]: ggtrain's and llama.cpp's logits of NAME agree
+# within TOL (max abs) and MEDIAN (median abs, when given)
 same() {
-  local report
-  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2") || { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $2"; }
-  echo "$3: $report (limit $2)"
+  local report limits="$2${4:+, median $4}"
+  report=$(node "$CLI" compare "$1-ours.f32" "$1-theirs.f32" "$2" ${4:+"$4"}) ||
+    { echo "$report"; fail "$3: ggtrain and llama.cpp differ by more than $limits"; }
+  echo "$3: $report (limit $limits)"
 }
 
 # differ A.f32 B.f32 MIN WHAT: a control; the two must differ by more than MIN
