@@ -1,17 +1,14 @@
 #include "infer/weight_matrix.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "gguf/convert.h"
 #include "kernels/gemm.h"
-#include "kernels/number_formats.h"
 #include "kernels/parallel.h"
 #include "kernels/q8_dot.h"
 #include "kernels/quant_linear.h"
 #include "kernels/q8_packed.h"
-#include "quant/block_layout.h"
 #include "quant/blocks.h"
 #include "quant/k_rows.h"
 #include "util/error.h"
@@ -49,7 +46,7 @@ WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, i
   } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {  // F16, BF16, Q5_1
     if (type_ == TensorType::Q5_1) {
       q5_1_mins_.resize(size_t(rows_ * cols_ / 32));
-      for (size_t b = 0; b < q5_1_mins_.size(); ++b) q5_1_mins_[b] = quant::detail::get_half(data + b * 24 + 2);
+      quant::q5_1_mins(data, q5_1_mins_.data(), size_t(rows_ * cols_));
     }
     owned_.resize(size_t(rows_ * cols_));
     gguf::decode_floats(type_, data, owned_.data(), owned_.size());
@@ -145,29 +142,21 @@ void WeightMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const 
   }
 }
 
-// Q5_1's dot type is Q8_1, whose blocks also carry s = fp16(d * the sum of
-// their quants), d the scale before its own fp16 rounding, and ggml adds the
-// weight block's min times that s: the dequantized weights times the rounded
-// activations give min * fp16(d) * sum instead, off by up to half an fp16
-// step of s (measured: logits off by a median 5e-4 against llama.cpp's).
+// Q5_1's dot type is Q8_1, whose fp16 block sums ggml multiplies by the
+// weight blocks' mins (quant::q8_1_sum_rounding): without this term logits
+// were off llama.cpp's by a median 5e-4.
 void WeightMatrix::add_q8_1_sum_rounding(const float* x, const float* rounded, float* y, int64_t n) const {
   const int64_t blocks = cols_ / 32;
   thread_local std::vector<float> fix;
   fix.resize(size_t(n * blocks));
-  for (int64_t b = 0; b < n * blocks; ++b) {
-    float amax = 0, sum = 0;  // sum: multiples of fp16(d), exact in float
-    for (int64_t j = 0; j < 32; ++j) {
-      amax = std::max(amax, std::fabs(x[b * 32 + j]));
-      sum += rounded[b * 32 + j];
-    }
-    const float d = amax / 127.0f, d16 = kernels::fp16_to_fp32(kernels::fp32_to_fp16(d));
-    const float quant_sum = d16 != 0 ? sum / d16 : 0.0f;
-    fix[size_t(b)] = kernels::fp16_to_fp32(kernels::fp32_to_fp16(d * quant_sum)) - sum;
-  }
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < rows_; ++r) {
+  quant::q8_1_sum_rounding(x, rounded, fix.data(), size_t(n * cols_));
+  const float* f = fix.data();  // fix is this thread's: the workers below get its address
+  const float* mins = q5_1_mins_.data();
+#pragma omp parallel for schedule(static) if (n * rows_ * blocks >= kernels::kMinParallelWork)
+  for (int64_t r = 0; r < rows_; ++r)
+    for (int64_t i = 0; i < n; ++i) {
       float add = 0;
-      for (int64_t b = 0; b < blocks; ++b) add += q5_1_mins_[size_t(r * blocks + b)] * fix[size_t(i * blocks + b)];
+      for (int64_t b = 0; b < blocks; ++b) add += mins[r * blocks + b] * f[i * blocks + b];
       y[i * rows_ + r] += add;
     }
 }

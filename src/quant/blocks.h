@@ -22,9 +22,20 @@ void dequantize_blocks(gguf::TensorType t, const uint8_t* in, float* y, size_t n
 
 // What ggml's dot products see of the activations for a weight of type t
 // (its "vec dot type"): Q8_0 rounding for Q8_0/Q4_0/Q5_0/Q5_1 (Q8_1 rounds the
-// same way), Q8_K rounding (256-blocks, float scale) for the K-quants.
+// same way, and adds its block sums: q8_1_sum_rounding), Q8_K rounding
+// (256-blocks, float scale) for the K-quants.
 // n a multiple of that block size; y may equal x.
 void round_activations_for(gguf::TensorType t, const float* x, float* y, size_t n);
+
+// Q5_1's dot type, Q8_1, also carries each block's s = fp16(d * the sum of its
+// quants), d = amax / 127 before its own fp16 rounding, and ggml multiplies
+// the weight block's min by that s. The rounded activations (y of
+// round_activations_for) give min * (their sum) instead; out[b] is
+// s - (their sum) for each of the n / 32 blocks of x, so that ggml's dot is
+// (dequantized weights) . y + sum over blocks of min * out[b].
+void q8_1_sum_rounding(const float* x, const float* rounded, float* out, size_t n);
+// The fp16 min of each of the n / 32 Q5_1 blocks in `in`.
+void q5_1_mins(const uint8_t* in, float* mins, size_t n);
 
 // Q4_0 and Q5_0 blocks re-encoded exactly as Q8_0 blocks (same fp16 scale,
 // the quants recentred as int8): n weights, 34 bytes per 32 out.

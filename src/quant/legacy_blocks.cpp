@@ -1,5 +1,6 @@
 // Q4_0, Q5_0 and Q5_1: blocks of 32 weights with an fp16 scale (and an fp16
 // min for Q5_1); ggml's quantize_row_q*_ref and dequantize_row_q*.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -126,6 +127,23 @@ void dequantize_q5_1(const uint8_t* in, float* y, size_t n) {
     int q[kBlock];
     unpack_q5(in + 4, in + 8, q);
     for (size_t j = 0; j < kBlock; ++j) y[j] = float(q[j]) * d + m;
+  }
+}
+
+void q5_1_mins(const uint8_t* in, float* mins, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, in += 24) mins[b] = get_half(in + 2);
+}
+
+void q8_1_sum_rounding(const float* x, const float* rounded, float* out, size_t n) {
+  for (size_t b = 0; b < n / kBlock; ++b, x += kBlock, rounded += kBlock) {
+    float amax = 0, sum = 0;  // sum: a multiple of fp16(d) below 2^12 of them, exact in float
+    for (size_t j = 0; j < kBlock; ++j) {
+      amax = std::max(amax, std::fabs(x[j]));
+      sum += rounded[j];
+    }
+    const float d = amax / 127.0f, d16 = kernels::fp16_to_fp32(kernels::fp32_to_fp16(d));
+    const float quant_sum = d16 != 0 ? sum / d16 : 0.0f;
+    out[b] = kernels::fp16_to_fp32(kernels::fp32_to_fp16(d * quant_sum)) - sum;
   }
 }
 
