@@ -1,6 +1,7 @@
-// Fuzz target: the token-file reader (data/*.tok). A file it accepts must
-// have every id readable and inside the declared vocabulary; everything else
-// must be rejected with a ggtrain::Error.
+// Fuzz target: the token-file reader (data/*.tok). Every id it returns from
+// a file it opened must be inside the declared vocabulary; anything else
+// (a bad header, a bad size, an id read past the vocabulary) must be
+// rejected with a ggtrain::Error.
 #include "data/token_file.h"
 #include "fuzz_util.h"
 #include "util/error.h"

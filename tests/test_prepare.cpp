@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -245,4 +246,34 @@ TEST(Prepare, RunFolderPreparedTheOldWayResumesExactly) {
       << why;
   EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 20), train::state_path(tmp / "b", 20), &why))
       << why;
+}
+
+// Ids are checked as they are read: a shard opens without reading its ids
+// (so opening a large corpus costs nothing), and the first read of a bad
+// id fails naming the file and the index.
+TEST(TokenFile, ChecksIdsAsTheyAreRead) {
+  TempDir tmp;
+  const std::string path = tmp / "a.tok";
+  data::write_token_file(path, 300, {1, 2, 3, 299, 5});
+  std::string b = slurp(path);
+  const uint16_t bad = 300;
+  std::memcpy(b.data() + 32 + 2 * 3, &bad, 2);  // id 3: one past the vocabulary
+  spit(path, b);
+
+  const data::TokenFile f(path);
+  EXPECT_EQ(f.size(), 5);
+  EXPECT_EQ(f[2], 3);
+  EXPECT_EQ(f[4], 5);
+  try {
+    (void)f[3];
+    FAIL() << "an id past the vocabulary was returned";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(path), std::string::npos) << m;
+    EXPECT_NE(m.find("token 300 at index 3"), std::string::npos) << m;
+  }
+  const data::TokenStream s({path});
+  std::vector<int32_t> out(5);
+  EXPECT_NO_THROW(s.read(0, 3, out.data()));
+  EXPECT_THROW(s.read(2, 2, out.data()), Error);
 }

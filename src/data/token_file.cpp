@@ -37,19 +37,18 @@ TokenFile::TokenFile(const std::string& path) : map_(path) {
   vocab_ = int64_t(h.vocab);
   width_ = h.width;
   data_ = map_.data() + kHeader;
-  for (int64_t i = 0; i < n_; ++i)
-    if ((*this)[i] < 0 || (*this)[i] >= vocab_)
-      fail("{}: token {} at index {} is outside the vocabulary of {}", path, (*this)[i], i, vocab_);
 }
 
 int32_t TokenFile::operator[](int64_t i) const {
-  if (width_ == 2) {
-    uint16_t v;
-    std::memcpy(&v, data_ + 2 * i, 2);
-    return int32_t(v);
-  }
   uint32_t v;
-  std::memcpy(&v, data_ + 4 * i, 4);
+  if (width_ == 2) {
+    uint16_t v16;
+    std::memcpy(&v16, data_ + 2 * i, 2);
+    v = v16;
+  } else {
+    std::memcpy(&v, data_ + 4 * i, 4);
+  }
+  if (v >= uint64_t(vocab_)) fail("{}: token {} at index {} is outside the vocabulary of {}", path(), v, i, vocab_);
   return int32_t(v);
 }
 

@@ -14,10 +14,15 @@ namespace ggtrain::data {
 
 class TokenFile {
  public:
-  // Validates the header, the size and every id against the vocabulary.
+  // Validates the header and the size. The ids are checked against the
+  // vocabulary as they are read, not here: opening a corpus then costs
+  // nothing however large it is, and its pages are only mapped in when a
+  // window reads them.
   explicit TokenFile(const std::string& path);
   int64_t size() const { return n_; }
   int64_t vocab() const { return vocab_; }
+  // Token i (0 <= i < size()); an Error naming the file and the index when
+  // the id is outside the vocabulary.
   int32_t operator[](int64_t i) const;
   const std::string& path() const { return map_.path(); }
 
