@@ -6,9 +6,11 @@
 #include <cstring>
 
 #include "fuzz_util.h"
-#include "gguf/convert.h"
 #include "gguf/inspect.h"
 #include "gguf/reader.h"
+#include "kernels/number_formats.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 
 using namespace ggtrain;
@@ -19,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     gguf::GgufFile f(path);
     for (const auto& t : f.tensors()) {
-      if (gguf::is_float_convertible(t.type)) {
-        auto v = f.to_float(t);
+      if (quant::is_float_convertible(t.type)) {
+        auto v = quant::tensor_floats(f, t);
         if (v.size() != t.n_elements) ggtrain_fuzz::finding("to_float returned the wrong count");
         uint32_t acc = 0;
         for (float x : v) {

@@ -15,9 +15,11 @@
 #include "../tests/support/compress.h"
 #include "data/token_file.h"
 #include "data/unicode.h"
-#include "gguf/convert.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "kernels/number_formats.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
 #include "train/run_config.h"
 #include "util/error.h"
 
@@ -56,12 +58,12 @@ void sample_gguf(const std::string& path, uint32_t alignment) {
   static std::vector<int32_t> i32(6);
   for (size_t i = 0; i < f.size(); ++i) f[i] = 0.25f * float(i) - 7.0f;
   for (size_t i = 0; i < i32.size(); ++i) i32[i] = int32_t(i) * 1000 - 2000;
-  w.add_tensor_f32("f32", TensorType::F32, {3}, f.data());
-  w.add_tensor_f32("f16", TensorType::F16, {2, 2}, f.data());
-  w.add_tensor_f32("bf16", TensorType::BF16, {2, 1, 2}, f.data());
-  w.add_tensor_f32("q8_0", TensorType::Q8_0, {32, 2, 1, 1}, f.data());
+  quant::add_float_tensor(w, "f32", TensorType::F32, {3}, f.data());
+  quant::add_float_tensor(w, "f16", TensorType::F16, {2, 2}, f.data());
+  quant::add_float_tensor(w, "bf16", TensorType::BF16, {2, 1, 2}, f.data());
+  quant::add_float_tensor(w, "q8_0", TensorType::Q8_0, {32, 2, 1, 1}, f.data());
   w.add_tensor_raw("i32", TensorType::I32, {3, 2}, i32.data());
-  w.add_tensor_f32("empty", TensorType::F32, {0, 4}, f.data());
+  quant::add_float_tensor(w, "empty", TensorType::F32, {0, 4}, f.data());
   w.write(path);
 }
 
@@ -143,13 +145,13 @@ void shrink_fixture(const std::string& in, const std::string& out, bool tensors,
   std::vector<std::vector<float>> keepalive;
   if (tensors) {
     for (const auto& t : f.tensors()) {
-      if (!gguf::is_float_convertible(t.type)) continue;
-      auto v = f.to_float(t);
+      if (!quant::is_float_convertible(t.type)) continue;
+      auto v = quant::tensor_floats(f, t);
       const uint64_t n = t.type == TensorType::Q8_0 ? 32 : keep;
       if (v.size() < n) continue;
       v.resize(size_t(n));
       keepalive.push_back(std::move(v));
-      w.add_tensor_f32(t.name, t.type, {n}, keepalive.back().data());
+      quant::add_float_tensor(w, t.name, t.type, {n}, keepalive.back().data());
     }
   }
   w.write(out);

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "gguf/writer.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 using namespace ggtrain::gguf;
+namespace quant = ggtrain::quant;
 
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
@@ -60,10 +62,10 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < bf16_3d.size(); ++i) bf16_3d[i] = -3.0f + static_cast<float>(i);
     for (size_t i = 0; i < q8_4d.size(); ++i) q8_4d[i] = static_cast<float>((i * 37) % 101) - 50.0f;
     for (size_t i = 0; i < i32_2d.size(); ++i) i32_2d[i] = static_cast<int32_t>(i * 1000) - 7000;
-    w.add_tensor_f32("f32.1d", TensorType::F32, {7}, f32_1d.data());
-    w.add_tensor_f32("f16.2d", TensorType::F16, {3, 5}, f16_2d.data());
-    w.add_tensor_f32("bf16.3d", TensorType::BF16, {2, 3, 5}, bf16_3d.data());
-    w.add_tensor_f32("q8_0.4d", TensorType::Q8_0, {64, 2, 1, 3}, q8_4d.data());
+    quant::add_float_tensor(w, "f32.1d", TensorType::F32, {7}, f32_1d.data());
+    quant::add_float_tensor(w, "f16.2d", TensorType::F16, {3, 5}, f16_2d.data());
+    quant::add_float_tensor(w, "bf16.3d", TensorType::BF16, {2, 3, 5}, bf16_3d.data());
+    quant::add_float_tensor(w, "q8_0.4d", TensorType::Q8_0, {64, 2, 1, 3}, q8_4d.data());
     w.add_tensor_raw("i32.2d", TensorType::I32, {5, 3}, i32_2d.data());
     w.write(argv[1]);
   } catch (const ggtrain::Error& e) {

@@ -16,13 +16,15 @@
 #include <vector>
 
 #include "gguf/writer.h"
+#include "quant/gguf_floats.h"
+#include "support/temp_dir.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
-#include "support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace quant = ggtrain::quant;
 
 using ggtrain::test_support::TempDir;
 
@@ -188,7 +190,7 @@ TEST(AtomicFile, WriteFailureOnFullDiskKeepsOldFile) {
   const std::string msg = run_with_file_size_limit(16 * 1024, [&] {
     ggtrain::gguf::GgufWriter w;
     w.set("general.architecture", ggtrain::gguf::Value::str("llama"));
-    w.add_tensor_f32("big", ggtrain::gguf::TensorType::F32, {64, 1024}, big.data());
+    quant::add_float_tensor(w, "big", ggtrain::gguf::TensorType::F32, {64, 1024}, big.data());
     w.write(dest);
   });
   EXPECT_NE(msg.find(dest), std::string::npos) << msg;

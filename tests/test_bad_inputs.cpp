@@ -19,9 +19,10 @@
 #include "data/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
-#include "support/files.h"
+#include "quant/gguf_floats.h"
 #include "support/cli_runner.h"
 #include "support/compress.h"
+#include "support/files.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 
@@ -112,8 +113,8 @@ void rewrite_gguf(const std::string& in, const std::string& out, const std::stri
   std::vector<std::vector<float>> keep;
   for (const auto& ti : f.tensors()) {
     if (ti.name == drop) continue;
-    keep.push_back(f.to_float(ti));
-    w.add_tensor_f32(ti.name, ti.type, ti.shape(), keep.back().data());
+    keep.push_back(quant::tensor_floats(f, ti));
+    quant::add_float_tensor(w, ti.name, ti.type, ti.shape(), keep.back().data());
   }
   w.write(out + ".new");
   fs::rename(out + ".new", out);
@@ -129,8 +130,8 @@ std::string gguf_with(const std::string& in, const std::string& out,
   extra(w);
   std::vector<std::vector<float>> keep;
   for (const auto& ti : f.tensors()) {
-    keep.push_back(f.to_float(ti));
-    w.add_tensor_f32(ti.name, ti.type, ti.shape(), keep.back().data());
+    keep.push_back(quant::tensor_floats(f, ti));
+    quant::add_float_tensor(w, ti.name, ti.type, ti.shape(), keep.back().data());
   }
   w.write(out);
   return out;
@@ -140,7 +141,7 @@ std::string gguf_with(const std::string& in, const std::string& out,
 std::string with_rope_freqs(Env& e, std::vector<float> factors) {
   auto keep = std::make_shared<std::vector<float>>(std::move(factors));
   return gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("l3.gguf"), [keep](gguf::GgufWriter& w) {
-    w.add_tensor_f32("rope_freqs.weight", gguf::TensorType::F32, {keep->size()}, keep->data());
+    quant::add_float_tensor(w, "rope_freqs.weight", gguf::TensorType::F32, {keep->size()}, keep->data());
   });
 }
 
@@ -363,9 +364,9 @@ std::vector<Case> cases() {
                  for (const auto& [k, v] : f.metadata()) w.set(k, v);
                  std::vector<std::vector<float>> keep;
                  for (const auto& ti : f.tensors()) {
-                   keep.push_back(f.to_float(ti));
+                   keep.push_back(quant::tensor_floats(f, ti));
                    if (ti.name == "blk.1.ffn_up.weight") keep.back()[7] = std::nanf("");
-                   w.add_tensor_f32(ti.name, ti.type, ti.shape(), keep.back().data());
+                   quant::add_float_tensor(w, ti.name, ti.type, ti.shape(), keep.back().data());
                  }
                  w.write(e.t("nan.gguf"));
                  return A{e.bin(), "export", e.t("nan.gguf"), e.t("out.gguf"), "--type", "q4_0"};

@@ -13,13 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "gguf/convert.h"
 #include "gguf/reader.h"
-#include "kernels/gemm.h"
 #include "kernels/attention_bf16.h"
+#include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/number_formats.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "quant/type_traits.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
@@ -74,10 +75,10 @@ TEST(Bf16, ConversionRoundsToNearestEvenLikeGguf) {
   std::vector<bf16> vec(x.size());
   kernels::to_bf16(vec.data(), x.data(), int64_t(x.size()));  // vectorised path and tail
   for (size_t i = 0; i < x.size(); ++i) {
-    EXPECT_EQ(vec[i], gguf::fp32_to_bf16(x[i])) << x[i];
-    EXPECT_EQ(kernels::to_bf16(x[i]), gguf::fp32_to_bf16(x[i])) << x[i];
+    EXPECT_EQ(vec[i], kernels::fp32_to_bf16(x[i])) << x[i];
+    EXPECT_EQ(kernels::to_bf16(x[i]), kernels::fp32_to_bf16(x[i])) << x[i];
   }
-  EXPECT_EQ(kernels::from_bf16(gguf::fp32_to_bf16(1.5f)), 1.5f);
+  EXPECT_EQ(kernels::from_bf16(kernels::fp32_to_bf16(1.5f)), 1.5f);
 }
 
 TEST(Bf16, GemmMatchesFloatGemmOnRoundedInputs) {

@@ -18,13 +18,14 @@
 #include "chat/template.h"
 #include "data/tokenizer.h"
 #include "gguf/reader.h"
-#include "infer/decoder.h"
-#include "model/config.h"
-#include "model/params.h"
-#include "model/checkpoint.h"
-#include "model/init.h"
-#include "model/vocab_growth.h"
 #include "gguf/writer.h"
+#include "infer/decoder.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/init.h"
+#include "model/params.h"
+#include "model/vocab_growth.h"
+#include "quant/gguf_floats.h"
 #include "support/compare.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
@@ -127,7 +128,7 @@ TEST(ChatRun, LossIsTheMeanOverTheStepsAnswerTokens) {
   const gguf::GgufFile a(train::weights_path(tmp / "one", 1)), b(train::weights_path(tmp / "two", 1));
   const auto& ta = a.tensor("blk.0.attn_q.weight");
   const auto& tb = b.tensor("blk.0.attn_q.weight");
-  const auto fa = a.to_float(ta), fb = b.to_float(tb);
+  const auto fa = quant::tensor_floats(a, ta), fb = quant::tensor_floats(b, tb);
   ASSERT_EQ(fa.size(), fb.size());
   // The same update, up to the order of the sums.
   EXPECT_TRUE(test_support::within_abs(test_support::compare(fa.data(), fb.data(), fa.size()), 1e-5));

@@ -12,6 +12,7 @@
 #include "model/donor.h"
 #include "model/export.h"
 #include "model/llama.h"
+#include "quant/gguf_floats.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
@@ -136,9 +137,9 @@ TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   EXPECT_EQ(w.find("tokenizer.ggml.tokens")->items, d.find("tokenizer.ggml.tokens")->items);
 
   // token_embd = fold(E, W): E dequantized from the donor, W from the state.
-  const auto E = d.to_float(d.tensor("token_embd.weight"));
-  const auto W = s.to_float(s.tensor("lens.proj.weight"));
-  const auto T = w.to_float(w.tensor("token_embd.weight"));
+  const auto E = quant::tensor_floats(d, d.tensor("token_embd.weight"));
+  const auto W = quant::tensor_floats(s, s.tensor("lens.proj.weight"));
+  const auto T = quant::tensor_floats(w, w.tensor("token_embd.weight"));
   const int64_t V = mc.vocab, Dd = 64, C = 48;
   ASSERT_EQ(int64_t(E.size()), V * Dd);
   ASSERT_EQ(int64_t(W.size()), C * Dd);
@@ -151,7 +152,7 @@ TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   // The lens has a gradient (its moments are not zero) and the state keeps
   // where the frozen table came from.
   EXPECT_EQ(s.get_string("ggtrain.donor.path"), donor);
-  const auto m = s.to_float(s.tensor("adam.m.lens.proj.weight"));
+  const auto m = quant::tensor_floats(s, s.tensor("adam.m.lens.proj.weight"));
   EXPECT_TRUE(std::any_of(m.begin(), m.end(), [](float x) { return x != 0.f; }));
   EXPECT_EQ(s.find_tensor("adam.m.token_embd.weight"), nullptr);  // frozen: no moments
 }

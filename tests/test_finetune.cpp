@@ -8,10 +8,11 @@
 #include <fmt/format.h>
 
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "model/config.h"
 #include "model/export.h"
 #include "model/import.h"
-#include "gguf/writer.h"
+#include "quant/gguf_floats.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -136,17 +137,17 @@ TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
   w.set("toy.ggml_native", gguf::Value::boolean(true));
   std::vector<std::vector<float>> keep;
   for (const auto& t : b.tensors()) {
-    keep.push_back(b.to_float(t));
+    keep.push_back(quant::tensor_floats(b, t));
     const bool qkv = t.name.find(".attn_q.") != std::string::npos || t.name.find(".attn_k.") != std::string::npos ||
                      t.name.find(".attn_v.") != std::string::npos;
     if (!qkv) {
-      w.add_tensor_f32(t.name, gguf::TensorType::F32, t.shape(), keep.back().data());
+      quant::add_float_tensor(w, t.name, gguf::TensorType::F32, t.shape(), keep.back().data());
       continue;
     }
     const int64_t dh = mc.d_head(), heads = int64_t(t.ne[1]) / dh;
     const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
     for (int64_t h = 0; h < heads; ++h)
-      w.add_tensor_f32(fmt::format("{}.head_{}.weight", stem, h), gguf::TensorType::F32,
+      quant::add_float_tensor(w, fmt::format("{}.head_{}.weight", stem, h), gguf::TensorType::F32,
                        {uint64_t(mc.d_model), uint64_t(dh)}, keep.back().data() + h * dh * mc.d_model);
   }
   w.write(tmp / "per-head.gguf");
@@ -171,11 +172,11 @@ TEST(Finetune, Llama3RopeFactorsComeWithTheModelAndSurviveResume) {
     gguf::GgufWriter w;
     for (const auto& [k, v] : b.metadata()) w.set(k, v);
     w.set("llama.rope.freq_base", gguf::Value::f32(500000.0f));
-    w.add_tensor_f32(model::kRopeFreqsTensor, gguf::TensorType::F32, {factors.size()}, factors.data());
+    quant::add_float_tensor(w, model::kRopeFreqsTensor, gguf::TensorType::F32, {factors.size()}, factors.data());
     std::vector<std::vector<float>> keep;
     for (const auto& t : b.tensors()) {
-      keep.push_back(b.to_float(t));
-      w.add_tensor_f32(t.name, gguf::TensorType::F32, t.shape(), keep.back().data());
+      keep.push_back(quant::tensor_floats(b, t));
+      quant::add_float_tensor(w, t.name, gguf::TensorType::F32, t.shape(), keep.back().data());
     }
     w.write(tmp / "llama3.gguf");
   }

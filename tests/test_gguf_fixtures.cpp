@@ -11,11 +11,13 @@
 
 #include "gguf/inspect.h"
 #include "gguf/reader.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 namespace {
 
 using namespace ggtrain::gguf;
+namespace quant = ggtrain::quant;
 
 std::string fixture(const std::string& name) {
   return std::string(GGTRAIN_FIXTURES_DIR) + "/" + name;
@@ -42,7 +44,7 @@ std::vector<float> read_floats_at(const std::string& path, uint64_t pos, size_t 
 void expect_values_match_file(const GgufFile& f, const TensorInfo& t) {
   SCOPED_TRACE(t.name);
   ASSERT_EQ(t.type, TensorType::F32);
-  const std::vector<float> all = f.to_float(t);
+  const std::vector<float> all = quant::tensor_floats(f, t);
   ASSERT_EQ(all.size(), t.n_elements);
   const uint64_t base = f.data_offset() + t.offset;
   const std::vector<float> raw = read_floats_at(f.path(), base, static_cast<size_t>(t.n_elements));
@@ -132,8 +134,8 @@ TEST(GgufFixtures, TinyGpt2) {
   expect_values_match_file(f, emb);
   expect_values_match_file(f, f.tensor("blk.1.ffn_down.weight"));
   // Norm weights are exactly 1; matrices are N(0, 0.02^2).
-  for (float v : f.to_float(f.tensor("output_norm.weight"))) ASSERT_EQ(v, 1.0f);
-  const auto e = f.to_float(emb);
+  for (float v : quant::tensor_floats(f, f.tensor("output_norm.weight"))) ASSERT_EQ(v, 1.0f);
+  const auto e = quant::tensor_floats(f, emb);
   double sum2 = 0;
   for (float v : e) sum2 += double(v) * v;
   EXPECT_NEAR(std::sqrt(sum2 / e.size()), 0.02, 0.002);

@@ -14,18 +14,25 @@
 #include <string>
 #include <vector>
 
-#include "gguf/convert.h"
 #include "gguf/inspect.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "kernels/number_formats.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
+#include "support/temp_dir.h"
 #include "util/error.h"
 #include "util/rng.h"
-#include "support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace ggtrain::gguf;
+namespace quant = ggtrain::quant;
+using namespace ggtrain::kernels;
+using ggtrain::quant::decode_floats;
+using ggtrain::quant::encode_floats;
+using ggtrain::quant::is_float_convertible;
 
 using ggtrain::test_support::TempDir;
 
@@ -197,8 +204,8 @@ void write_valid_with_writer(const std::string& path) {
   w.set("tokenizer.ggml.tokens", Value::string_array({"a", "bb", "ccc"}));
   w.set("test.flag", Value::boolean(true));
   w.set("test.scale", Value::f32(0.5f));
-  w.add_tensor_f32("t.f32", TensorType::F32, {4, 2}, kF32Data.data());
-  w.add_tensor_f32("t.q8", TensorType::Q8_0, {32}, kQ8Data.data());
+  quant::add_float_tensor(w, "t.f32", TensorType::F32, {4, 2}, kF32Data.data());
+  quant::add_float_tensor(w, "t.q8", TensorType::Q8_0, {32}, kQ8Data.data());
   w.add_tensor_raw("t.i32", TensorType::I32, {5}, kI32Data.data());
   w.write(path);
 }
@@ -251,9 +258,9 @@ TEST(GgufHostile, BuilderMatchesWriterAndParses) {
   GgufFile f(dir.file("built.gguf"));
   ASSERT_EQ(f.tensors().size(), 3u);
   EXPECT_EQ(f.data_offset() + 128, f.file_size());
-  EXPECT_EQ(f.to_float(f.tensor("t.f32")), kF32Data);
+  EXPECT_EQ(quant::tensor_floats(f, f.tensor("t.f32")), kF32Data);
   EXPECT_EQ(f.to_i32(f.tensor("t.i32")), kI32Data);
-  EXPECT_EQ(f.to_float(f.tensor("t.q8")), kQ8Data);
+  EXPECT_EQ(quant::tensor_floats(f, f.tensor("t.q8")), kQ8Data);
   EXPECT_EQ(f.find("tokenizer.ggml.tokens")->items.size(), 3u);
 }
 
@@ -550,7 +557,7 @@ void use_everything(const GgufFile& f) {
   (void)inspect_json(f).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   (void)inspect_text(f);
   for (const auto& t : f.tensors()) {
-    if (is_float_convertible(t.type)) (void)f.to_float(t);
+    if (is_float_convertible(t.type)) (void)quant::tensor_floats(f, t);
     if (t.type == TensorType::I32) (void)f.to_i32(t);
     ASSERT_NE(t.data, nullptr);
     ASSERT_LE(t.offset + t.n_bytes + f.data_offset(), f.file_size()) << t.name;

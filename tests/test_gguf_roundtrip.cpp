@@ -11,17 +11,24 @@
 #include <string>
 #include <vector>
 
-#include "gguf/convert.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "kernels/number_formats.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
+#include "support/temp_dir.h"
 #include "util/error.h"
 #include "util/rng.h"
-#include "support/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace ggtrain::gguf;
+namespace quant = ggtrain::quant;
+using namespace ggtrain::kernels;
+using ggtrain::quant::decode_floats;
+using ggtrain::quant::encode_floats;
+using ggtrain::quant::is_float_convertible;
 
 using ggtrain::test_support::TempDir;
 
@@ -115,7 +122,7 @@ struct Sample {
         w.add_tensor_raw(s.name, s.type, s.ne, ints[i].data());
       } else {
         floats[i] = random_floats(n, seed++, s.type == TensorType::BF16 ? 1000.0 : 1.0);
-        w.add_tensor_f32(s.name, s.type, s.ne, floats[i].data());
+        quant::add_float_tensor(w, s.name, s.type, s.ne, floats[i].data());
       }
     }
     return w;
@@ -188,12 +195,12 @@ void check_round_trip(uint32_t alignment) {
     EXPECT_EQ(std::memcmp(t.data, stored, t.n_bytes), 0) << "mapped view is not the file bytes";
     if (s.type == TensorType::I32) {
       EXPECT_EQ(f.to_i32(t), sample.ints[i]);
-      EXPECT_THROW(f.to_float(t), ggtrain::Error);
+      EXPECT_THROW(quant::tensor_floats(f, t), ggtrain::Error);
       continue;
     }
     EXPECT_THROW(f.to_i32(t), ggtrain::Error);
     const auto& x = sample.floats[i];
-    std::vector<float> y = f.to_float(t);
+    std::vector<float> y = quant::tensor_floats(f, t);
     ASSERT_EQ(y.size(), n);
     for (size_t j = 0; j < n; ++j) {
       switch (s.type) {
@@ -286,24 +293,24 @@ TEST(GgufRoundTrip, SetReplacesAKeyInPlace) {
 TEST(GgufWriterValidation, RejectsBadTensorsAndAlignment) {
   std::vector<float> x(256, 1.0f);
   GgufWriter w;
-  w.add_tensor_f32("a", TensorType::F32, {4}, x.data());
-  EXPECT_THROW(w.add_tensor_f32("a", TensorType::F16, {4}, x.data()), ggtrain::Error);
+  quant::add_float_tensor(w, "a", TensorType::F32, {4}, x.data());
+  EXPECT_THROW(quant::add_float_tensor(w, "a", TensorType::F16, {4}, x.data()), ggtrain::Error);
   EXPECT_THROW(w.add_tensor_raw("a", TensorType::I32, {4}, x.data()), ggtrain::Error);
-  EXPECT_THROW(w.add_tensor_f32("q", TensorType::Q8_0, {16}, x.data()), ggtrain::Error);
-  EXPECT_THROW(w.add_tensor_f32("q", TensorType::Q8_0, {48, 2}, x.data()), ggtrain::Error);
-  EXPECT_THROW(w.add_tensor_f32("z", TensorType::F32, {}, x.data()), ggtrain::Error);
-  EXPECT_THROW(w.add_tensor_f32("z", TensorType::F32, {1, 1, 1, 1, 1}, x.data()), ggtrain::Error);
-  EXPECT_THROW(w.add_tensor_f32("i", TensorType::I32, {4}, x.data()), ggtrain::Error);
-  EXPECT_THROW(w.add_tensor_f32(std::string(64, 'n'), TensorType::F32, {4}, x.data()),
+  EXPECT_THROW(quant::add_float_tensor(w, "q", TensorType::Q8_0, {16}, x.data()), ggtrain::Error);
+  EXPECT_THROW(quant::add_float_tensor(w, "q", TensorType::Q8_0, {48, 2}, x.data()), ggtrain::Error);
+  EXPECT_THROW(quant::add_float_tensor(w, "z", TensorType::F32, {}, x.data()), ggtrain::Error);
+  EXPECT_THROW(quant::add_float_tensor(w, "z", TensorType::F32, {1, 1, 1, 1, 1}, x.data()), ggtrain::Error);
+  EXPECT_THROW(quant::add_float_tensor(w, "i", TensorType::I32, {4}, x.data()), ggtrain::Error);
+  EXPECT_THROW(quant::add_float_tensor(w, std::string(64, 'n'), TensorType::F32, {4}, x.data()),
                ggtrain::Error);
-  w.add_tensor_f32(std::string(63, 'n'), TensorType::F32, {4}, x.data());
-  w.add_tensor_f32("q", TensorType::Q8_0, {32, 2}, x.data());
+  quant::add_float_tensor(w, std::string(63, 'n'), TensorType::F32, {4}, x.data());
+  quant::add_float_tensor(w, "q", TensorType::Q8_0, {32, 2}, x.data());
   EXPECT_EQ(w.tensor_count(), 3u);
 
   for (uint32_t bad : {0u, 3u, 48u, 100u, 0xffffffffu})
     EXPECT_THROW(w.set_alignment(bad), ggtrain::Error) << bad;
   try {
-    w.add_tensor_f32("a", TensorType::F32, {4}, x.data());
+    quant::add_float_tensor(w, "a", TensorType::F32, {4}, x.data());
     FAIL() << "duplicate accepted";
   } catch (const ggtrain::Error& e) {
     EXPECT_NE(std::string(e.what()).find("duplicate"), std::string::npos) << e.what();

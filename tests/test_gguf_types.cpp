@@ -12,14 +12,19 @@
 #include <string>
 #include <vector>
 
-#include "gguf/convert.h"
 #include "gguf/types.h"
+#include "kernels/number_formats.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 #include "util/rng.h"
 
 namespace {
 
 using namespace ggtrain::gguf;
+using namespace ggtrain::kernels;
+using ggtrain::quant::decode_floats;
+using ggtrain::quant::encode_floats;
+using ggtrain::quant::is_float_convertible;
 
 uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 float from_bits(uint32_t u) { return std::bit_cast<float>(u); }

@@ -23,6 +23,7 @@
 #include "model/import.h"
 #include "model/lens.h"
 #include "model/params.h"
+#include "quant/gguf_floats.h"
 #include "support/cli_runner.h"
 #include "support/compare.h"
 #include "support/temp_dir.h"
@@ -86,7 +87,7 @@ struct ToyFile {
   void write(const std::string& path) const {
     gguf::GgufWriter w;
     for (const auto& [k, v] : meta) w.set(k, v);
-    for (const auto& t : tensors) w.add_tensor_f32(t.name, t.type, t.ne, t.data.data());
+    for (const auto& t : tensors) quant::add_float_tensor(w, t.name, t.type, t.ne, t.data.data());
     w.write(path);
   }
 };
@@ -159,7 +160,7 @@ ToyFile make_toy(const Shape& s, uint64_t seed = 7) {
 // Values as stored: what a reader of the per-head file gets back.
 std::vector<double> stored(const std::string& path, const std::string& name) {
   gguf::GgufFile g(path);
-  auto v = g.to_float(g.tensor(name));
+  auto v = quant::tensor_floats(g, g.tensor(name));
   return {v.begin(), v.end()};
 }
 
@@ -436,7 +437,7 @@ TEST(Import, LensIsFoldedExactlyForEveryTableType) {
     const auto& t = out.tensor("token_embd.weight");
     EXPECT_EQ(t.type, TensorType::F32);
     EXPECT_EQ(t.shape(), (std::vector<uint64_t>{uint64_t(s.d_model), uint64_t(s.vocab)}));
-    const auto got = out.to_float(t);
+    const auto got = quant::tensor_floats(out, t);
     size_t bad = 0;
     for (size_t i = 0; i < ref.size(); ++i) bad += got[i] != float(ref[i]);
     EXPECT_EQ(bad, 0u);

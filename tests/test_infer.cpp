@@ -6,21 +6,23 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/number_formats.h"
-#include "kernels/q8_dot.h"
-#include "gguf/convert.h"
+#include "chat/ollama_modelfile.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
-#include "infer/weight_matrix.h"
 #include "infer/perplexity.h"
 #include "infer/sampler.h"
+#include "infer/weight_matrix.h"
+#include "kernels/number_formats.h"
+#include "kernels/q8_dot.h"
 #include "model/checkpoint.h"
 #include "model/export.h"
 #include "model/init.h"
 #include "model/llama.h"
 #include "quant/blocks.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
 #include "support/compare.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
@@ -253,20 +255,20 @@ TEST(Export, Q8_0BlocksAreTheReferenceQuantizerAndNormsStayF32) {
     }
     ASSERT_EQ(ti.type, gguf::TensorType::Q8_0) << t.name;
     std::vector<uint8_t> expect(gguf::storage_bytes(gguf::TensorType::Q8_0, size_t(t.size)));
-    gguf::quantize_q8_0(p.data() + t.offset, expect.data(), size_t(t.size));
+    kernels::quantize_q8_0(p.data() + t.offset, expect.data(), size_t(t.size));
     EXPECT_EQ(0, std::memcmp(ti.data, expect.data(), expect.size())) << t.name;
   }
   // F16 and BF16 round each weight once, to nearest even.
   model::export_model(tmp / "m.gguf", tmp / "h.gguf", gguf::TensorType::F16);
   gguf::GgufFile h(tmp / "h.gguf");
   const auto& emb = layout.get("token_embd.weight");
-  auto back = h.to_float(h.tensor("token_embd.weight"));
+  auto back = quant::tensor_floats(h, h.tensor("token_embd.weight"));
   for (int64_t i = 0; i < emb.size; ++i)
-    ASSERT_EQ(back[size_t(i)], gguf::fp16_to_fp32(gguf::fp32_to_fp16(p[size_t(emb.offset + i)])));
+    ASSERT_EQ(back[size_t(i)], kernels::fp16_to_fp32(kernels::fp32_to_fp16(p[size_t(emb.offset + i)])));
 }
 
 TEST(Export, ModelfileNamesTheGgufAndStopPiece) {
-  const std::string mf = model::ollama_modelfile("m.gguf", "</s>");
+  const std::string mf = chat::ollama_modelfile("m.gguf", "</s>");
   EXPECT_NE(mf.find("FROM ./m.gguf\n"), std::string::npos);
   EXPECT_NE(mf.find("PARAMETER stop \"</s>\""), std::string::npos);
   EXPECT_NE(mf.find("{{ .Prompt }}"), std::string::npos);
@@ -418,13 +420,13 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
   for (auto type : {gguf::TensorType::Q8_0, gguf::TensorType::Q4_0, gguf::TensorType::Q5_0, gguf::TensorType::Q5_1,
                     gguf::TensorType::Q4_K, gguf::TensorType::Q5_K, gguf::TensorType::Q6_K}) {
     gguf::GgufWriter wr;
-    wr.add_tensor_f32("m.weight", type, {uint64_t(kCols), uint64_t(kRows)}, w.data());
+    quant::add_float_tensor(wr, "m.weight", type, {uint64_t(kCols), uint64_t(kRows)}, w.data());
     wr.write(tmp / "m.gguf");
     gguf::GgufFile f(tmp / "m.gguf");
     const infer::WeightMatrix m(f, f.tensor("m.weight"));
     std::vector<float> y(size_t(kBatch * kRows));
     m.matmul(x.data(), y.data(), kBatch);
-    const std::vector<float> wq = f.to_float(f.tensor("m.weight"));
+    const std::vector<float> wq = quant::tensor_floats(f, f.tensor("m.weight"));
     std::vector<float> xr(x.size());
     quant::round_activations_for(type, x.data(), xr.data(), x.size());
     for (int64_t i = 0; i < kBatch; ++i)
@@ -517,8 +519,8 @@ TEST(ModelConfig, ZeroHeadCountIsAClearError) {
     w.set(k, k == "llama.attention.head_count" ? ggtrain::gguf::Value::u32(0) : v);
   std::vector<std::vector<float>> keep;
   for (const auto& t : src.tensors()) {
-    keep.push_back(src.to_float(t));
-    w.add_tensor_f32(t.name, t.type, t.shape(), keep.back().data());
+    keep.push_back(quant::tensor_floats(src, t));
+    quant::add_float_tensor(w, t.name, t.type, t.shape(), keep.back().data());
   }
   w.write(tmp / "zero-heads.gguf");
   const ggtrain::gguf::GgufFile f(tmp / "zero-heads.gguf");

@@ -16,6 +16,7 @@
 #include "model/llama.h"
 #include "model/lora.h"
 #include "model/quantized_base.h"
+#include "quant/gguf_floats.h"
 #include "quant/recipe.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
@@ -110,7 +111,7 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   model::load_llama_params(bf, model::ParamLayout(bc), m.params());
   for (const auto& t : m.layout().tensors()) {
     if (!model::ParamLayout(bc).find(t.name)) {
-      const auto v = af.to_float(af.tensor(t.name));
+      const auto v = quant::tensor_floats(af, af.tensor(t.name));
       std::copy(v.begin(), v.end(), m.params() + t.offset);
     }
   }
@@ -285,17 +286,17 @@ TEST(Lora, BadAdaptersAreClearErrors) {
     }
   };
   expect_error(write("no_b.gguf", [&](auto& w) {
-    w.add_tensor_f32("blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
+    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
   }), "lora_b");
   expect_error(write("no_a.gguf", [&](auto& w) {
-    w.add_tensor_f32("blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
   }), "lora_a");
   expect_error(write("shape.gguf", [&](auto& w) {
-    w.add_tensor_f32("blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 5}, bad.data());
-    w.add_tensor_f32("blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 5}, bad.data());
+    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
   }), "blk.0.attn_q.weight.lora_a");
   expect_error(write("layer.gguf", [&](auto& w) {
-    w.add_tensor_f32("blk.7.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
-    w.add_tensor_f32("blk.7.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+    quant::add_float_tensor(w, "blk.7.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
+    quant::add_float_tensor(w, "blk.7.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
   }), "blk.7.attn_q.weight");
 }

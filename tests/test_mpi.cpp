@@ -21,6 +21,7 @@
 #include <cstdlib>
 
 #include "gguf/reader.h"
+#include "quant/gguf_floats.h"
 #include "support/capture.h"
 #include "support/cli_runner.h"
 #include "support/compare.h"
@@ -137,7 +138,7 @@ void expect_same_tensors(const std::string& want, const std::string& got, double
     const auto& ta = a.tensors()[i];
     const auto& tb = b.tensors()[i];
     ASSERT_EQ(ta.name, tb.name) << what;
-    const auto c = test_support::compare(b.to_float(tb), a.to_float(ta));
+    const auto c = test_support::compare(quant::tensor_floats(b, tb), quant::tensor_floats(a, ta));
     EXPECT_TRUE(test_support::within_rel_to_max(c, limit)) << what << ": " << ta.name;
     if (!(c.rel_to_max() <= worst)) worst = c.rel_to_max(), worst_name = ta.name;
   }

@@ -14,11 +14,12 @@
 
 #include "data/batch_loader.h"
 #include "data/token_file.h"
-#include "kernels/cross_entropy.h"
 #include "gguf/reader.h"
+#include "kernels/cross_entropy.h"
 #include "model/config.h"
 #include "model/llama.h"
 #include "model/quantized_base.h"
+#include "quant/gguf_floats.h"
 #include "support/compare.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
@@ -151,7 +152,7 @@ TEST(PreferenceRun, BatchEqualsMicroBatches) {
     EXPECT_NEAR(l1, l2, 1e-5 * std::abs(l1)) << "step " << step;
   }
   const gguf::GgufFile a(train::weights_path(tmp / "one", 2)), b(train::weights_path(tmp / "two", 2));
-  const auto fa = a.to_float(a.tensor("blk.0.attn_q.weight")), fb = b.to_float(b.tensor("blk.0.attn_q.weight"));
+  const auto fa = quant::tensor_floats(a, a.tensor("blk.0.attn_q.weight")), fb = quant::tensor_floats(b, b.tensor("blk.0.attn_q.weight"));
   ASSERT_EQ(fa.size(), fb.size());
   EXPECT_TRUE(test_support::within_abs(test_support::compare(fa.data(), fb.data(), fa.size()), 1e-5));
   // Control: a step of half the pairs (batch 2, no accumulation) moves the loss.

@@ -10,9 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "gguf/convert.h"
+#include "kernels/number_formats.h"
 #include "quant/blocks.h"
 #include "quant/recipe.h"
+#include "quant/type_traits.h"
 
 namespace ggtrain {
 namespace {
@@ -29,9 +30,9 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f) {
 
 std::vector<float> round_trip(TensorType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(gguf::storage_bytes(t, x.size()));
-  gguf::encode_floats(t, x.data(), q.data(), x.size());
+  quant::encode_floats(t, x.data(), q.data(), x.size());
   std::vector<float> y(x.size());
-  gguf::decode_floats(t, q.data(), y.data(), y.size());
+  quant::decode_floats(t, q.data(), y.data(), y.size());
   return y;
 }
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "chat/ollama_modelfile.h"
 #include "cli/commands.h"
-#include "gguf/convert.h"
 #include "model/export.h"
 #include "quant/recipe.h"
 #include "util/error.h"
@@ -75,7 +75,7 @@ Runner add_export_command(CLI::App& app) {
     }
     fmt::print("wrote {} ({}, {} bytes)\n", out, type_name, std::filesystem::file_size(out));
     if (o->ollama) {
-      const std::string mf = model::write_ollama_modelfile(out);
+      const std::string mf = chat::write_ollama_modelfile(out);
       fmt::print("wrote {}\nnext: ollama create NAME -f {}   (then: ollama run NAME)\n", mf, mf);
     } else {
       fmt::print("next: ggtrain chat -m {}   or llama.cpp: llama-cli -m {}\n", out, out);

@@ -5,7 +5,6 @@
 #include <limits>
 #include <unordered_set>
 
-#include "gguf/convert.h"
 #include "util/error.h"
 #include "util/utf8.h"
 
@@ -296,18 +295,6 @@ const TensorInfo& GgufFile::tensor(const std::string& name) const {
   const TensorInfo* t = find_tensor(name);
   if (!t) fail("{}: missing tensor '{}'", path(), name);
   return *t;
-}
-
-std::vector<float> GgufFile::to_float(const TensorInfo& t) const {
-  if (!is_float_convertible(t.type))
-    fail("{}: tensor '{}' has type {}, which cannot be converted to float (F32, F16, BF16, "
-         "Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K can)",
-         path(), t.name, type_name(t.type));
-  std::vector<float> out(static_cast<size_t>(t.n_elements));
-  // A tensor with a zero dimension has no data: nothing to convert (and
-  // out.data() may be null, which memcpy must not be given).
-  if (!out.empty()) decode_floats(t.type, t.data, out.data(), out.size());
-  return out;
 }
 
 std::vector<int32_t> GgufFile::to_i32(const TensorInfo& t) const {

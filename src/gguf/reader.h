@@ -59,8 +59,7 @@ class GgufFile {
   const TensorInfo* find_tensor(const std::string& name) const;
   const TensorInfo& tensor(const std::string& name) const;  // throws if absent
 
-  // Dequantized copy of a F32/F16/BF16/Q8_0 tensor (error for other types).
-  std::vector<float> to_float(const TensorInfo& t) const;
+  // (A tensor as floats: quant::tensor_floats.)
   // Copy of an I32 tensor.
   std::vector<int32_t> to_i32(const TensorInfo& t) const;
 

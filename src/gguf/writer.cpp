@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "gguf/convert.h"
 #include "gguf/reader.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -97,16 +96,15 @@ void GgufWriter::add(Pending p) {
   tensors_.push_back(std::move(p));
 }
 
-void GgufWriter::add_tensor_f32(const std::string& name, TensorType type,
-                                std::vector<uint64_t> ne, const float* data) {
-  if (!is_float_convertible(type))
-    fail("GGUF writer: tensor '{}': cannot store floats as {}", name, type_name(type));
-  add({name, type, std::move(ne), data, true, 0, 0});
+void GgufWriter::add_tensor_encoded(const std::string& name, TensorType type, std::vector<uint64_t> ne,
+                                    const float* data, FloatEncoder encode) {
+  if (!encode) fail("GGUF writer: tensor '{}': no encoder for {}", name, type_name(type));
+  add({name, type, std::move(ne), data, encode, 0, 0});
 }
 
 void GgufWriter::add_tensor_raw(const std::string& name, TensorType type,
                                 std::vector<uint64_t> ne, const void* bytes) {
-  add({name, type, std::move(ne), bytes, false, 0, 0});
+  add({name, type, std::move(ne), bytes, nullptr, 0, 0});
 }
 
 void GgufWriter::write(const std::string& path) const {
@@ -136,14 +134,14 @@ void GgufWriter::write(const std::string& path) const {
   std::vector<uint8_t> chunk;
   constexpr size_t kChunkElems = 1 << 16;  // multiple of every block size used here
   for (const auto& t : tensors_) {
-    if (!t.from_float) {
+    if (!t.encode) {
       out.write(t.data, t.n_bytes);
     } else {
       const float* src = static_cast<const float*>(t.data);
       for (uint64_t i = 0; i < t.n_elements; i += kChunkElems) {
         size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkElems, t.n_elements - i));
         chunk.resize(storage_bytes(t.type, n));
-        encode_floats(t.type, src + i, chunk.data(), n);
+        t.encode(src + i, chunk.data(), n);
         out.write(chunk.data(), chunk.size());
       }
     }

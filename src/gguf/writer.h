@@ -1,6 +1,7 @@
 #pragma once
 // GGUF v3 writer. Tensors are registered as pointers to caller-owned data and
-// streamed (converted on the fly for F16/BF16/Q8_0) at write() time, so a
+// streamed (floats encoded on the fly by the caller's encoder, e.g.
+// quant::add_float_tensor's) at write() time, so a
 // checkpoint never needs a second copy of the model in memory. The same input
 // gives the same bytes; the file appears atomically (util/atomic_file.h).
 #include <cstdint>
@@ -20,10 +21,12 @@ class GgufWriter {
   // Also written as general.alignment (always, even for the default 32).
   void set_alignment(uint32_t alignment);
 
+  // Converts n floats to n elements of a type; n a multiple of its block size.
+  using FloatEncoder = void (*)(const float* x, uint8_t* out, size_t n);
   // ne in ggml order (ne[0] contiguous). `data` holds n floats and must stay
-  // valid until write(); it is stored as `type` (F32, F16, BF16 or Q8_0).
-  void add_tensor_f32(const std::string& name, TensorType type, std::vector<uint64_t> ne,
-                      const float* data);
+  // valid until write(), which stores them as `type` through `encode`.
+  void add_tensor_encoded(const std::string& name, TensorType type, std::vector<uint64_t> ne, const float* data,
+                          FloatEncoder encode);
   // Raw, already-encoded bytes of `type` (e.g. I32 tokens or copied blocks).
   void add_tensor_raw(const std::string& name, TensorType type, std::vector<uint64_t> ne,
                       const void* bytes);
@@ -42,7 +45,7 @@ class GgufWriter {
     TensorType type;
     std::vector<uint64_t> ne;
     const void* data;
-    bool from_float;
+    FloatEncoder encode;  // null: data holds the encoded bytes
     uint64_t n_elements;
     uint64_t n_bytes;
   };

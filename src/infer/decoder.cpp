@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "model/family_ops.h"
 #include "model/quantized_base.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -28,7 +29,7 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
     return model::tensor_of_shape(f, layout.get(name));
   };
   build([&](const std::string& name) { return WeightMatrix(f, checked(name)); },
-        [&](const std::string& name) { return f.to_float(checked(name)); });
+        [&](const std::string& name) { return quant::tensor_floats(f, checked(name)); });
 }
 
 Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized,

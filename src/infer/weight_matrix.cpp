@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cstring>
 
-#include "gguf/convert.h"
 #include "kernels/gemm.h"
+#include "kernels/number_formats.h"
 #include "kernels/parallel.h"
 #include "kernels/q8_dot.h"
-#include "kernels/quant_linear.h"
 #include "kernels/q8_packed.h"
+#include "kernels/quant_linear.h"
 #include "quant/blocks.h"
 #include "quant/k_rows.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -20,40 +21,47 @@ using gguf::TensorType;
 WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
   if (t.n_dims > 2) fail("{}: tensor '{}' has {} dimensions, expected a matrix", f.path(), t.name, t.n_dims);
   if (!readable(t.type))
-    fail("{}: tensor '{}' has type {}; inference reads F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K "
-         "and Q6_K", f.path(), t.name, gguf::type_name(t.type));
+    fail("{}: tensor '{}' has type {}; inference reads {}", f.path(), t.name, gguf::type_name(t.type),
+         quant::codec_type_names());
   *this = WeightMatrix(t.type, t.data, t.n_dims >= 2 ? int64_t(t.ne[1]) : 1, int64_t(t.ne[0]));
 }
 
-bool WeightMatrix::readable(TensorType t) {
-  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::Q8_0 ||
-         quant::has_block_codec(t);
-}
+bool WeightMatrix::readable(TensorType t) { return quant::find_codec(t) != nullptr; }
 
 WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, int64_t cols)
     : type_(type), act_type_(type), data_(data), rows_(rows), cols_(cols) {
-  if ((type_ == TensorType::Q4_0 || type_ == TensorType::Q5_0) && cols_ % 32 == 0) {
-    owned_bytes_.resize(size_t(rows_ * kernels::q8_0_row_bytes(cols_)));
-    (type_ == TensorType::Q4_0 ? quant::q4_0_to_q8_0 : quant::q5_0_to_q8_0)(data, owned_bytes_.data(),
-                                                                           size_t(rows_ * cols_));
-    data_ = owned_bytes_.data();
-    type_ = act_type_ = TensorType::Q8_0;
-  } else if (type_ == TensorType::Q4_K || type_ == TensorType::Q5_K || type_ == TensorType::Q6_K) {
-    auto k = quant::KRows::unpack(type_, data, rows_, cols_);
-    if (quant::KPacked::available()) kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(k));
-    else krows_ = std::make_unique<quant::KRows>(std::move(k));
-    data_ = nullptr;
-  } else if (type_ != TensorType::F32 && type_ != TensorType::Q8_0) {  // F16, BF16, Q5_1
-    if (type_ == TensorType::Q5_1) {
-      q5_1_mins_.resize(size_t(rows_ * cols_ / 32));
-      quant::q5_1_mins(data, q5_1_mins_.data(), size_t(rows_ * cols_));
+  const quant::TypeCodec& codec = quant::codec(type, "multiply with");
+  switch (codec.decode) {
+    case quant::DecodeForm::kFloat:
+      break;
+    case quant::DecodeForm::kQ8_0:
+      pack_q8_0();
+      break;
+    case quant::DecodeForm::kAsQ8_0:
+      owned_bytes_.resize(size_t(rows_ * kernels::q8_0_row_bytes(cols_)));
+      codec.to_q8_0(data, owned_bytes_.data(), size_t(rows_ * cols_));
+      data_ = owned_bytes_.data();
+      type_ = act_type_ = TensorType::Q8_0;
+      pack_q8_0();
+      break;
+    case quant::DecodeForm::kKRows: {
+      auto k = quant::KRows::unpack(type_, data, rows_, cols_);
+      if (quant::KPacked::available()) kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(k));
+      else krows_ = std::make_unique<quant::KRows>(std::move(k));
+      data_ = nullptr;
+      break;
     }
-    owned_.resize(size_t(rows_ * cols_));
-    gguf::decode_floats(type_, data, owned_.data(), owned_.size());
-    data_ = reinterpret_cast<const uint8_t*>(owned_.data());
-    type_ = TensorType::F32;
+    case quant::DecodeForm::kWidened:
+      if (type_ == TensorType::Q5_1) {  // ggml's Q8_1 block sums meet Q5_1's mins
+        q5_1_mins_.resize(size_t(rows_ * cols_ / 32));
+        quant::q5_1_mins(data, q5_1_mins_.data(), size_t(rows_ * cols_));
+      }
+      owned_.resize(size_t(rows_ * cols_));
+      codec.to_float(data, owned_.data(), owned_.size());
+      data_ = reinterpret_cast<const uint8_t*>(owned_.data());
+      type_ = TensorType::F32;
+      break;
   }
-  if (type_ == TensorType::Q8_0) pack_q8_0();
 }
 
 // The VNNI kernels read a repacked copy (the file's or the run's Q8_0 rows
@@ -84,16 +92,11 @@ float dot_f32(const float* w, const float* x, int64_t n) {
 
 // x rounded through the activation type: what ggml feeds its dot products.
 const float* round_activations(TensorType t, const float* x, int64_t count) {
-  if (t == TensorType::F32) return x;
+  const quant::RoundFn round = quant::codec(t, "round activations for").round_activations;
+  if (!round) return x;
   thread_local std::vector<float> buf;
   buf.resize(size_t(count));
-  if (quant::has_block_codec(t)) {
-    quant::round_activations_for(t, x, buf.data(), size_t(count));
-    return buf.data();
-  }
-  for (int64_t i = 0; i < count; ++i)
-    buf[size_t(i)] = t == TensorType::F16 ? kernels::fp16_to_fp32(kernels::fp32_to_fp16(x[i]))
-                                          : kernels::bf16_to_fp32(kernels::fp32_to_bf16(x[i]));
+  round(x, buf.data(), size_t(count));
   return buf.data();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
@@ -50,12 +51,12 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
   w.set("general.file_type", Value::u32(ftype));
   // First, where llama.cpp's converter puts it (an extra tensor, before the model's).
   if (!c.rope_freq_factors.empty())
-    w.add_tensor_f32(kRopeFreqsTensor, TensorType::F32, {uint64_t(c.rope_freq_factors.size())},
+    quant::add_float_tensor(w, kRopeFreqsTensor, TensorType::F32, {uint64_t(c.rope_freq_factors.size())},
                      c.rope_freq_factors.data());
   for (const auto& t : layout.tensors()) {
     TensorType tt = t.shape.size() == 1 ? TensorType::F32 : type;
     if (tt == TensorType::Q8_0 && t.shape.back() % 32 != 0) tt = TensorType::F16;
-    w.add_tensor_f32(t.name, tt, ggml_ne(t.shape), params + t.offset);
+    quant::add_float_tensor(w, t.name, tt, ggml_ne(t.shape), params + t.offset);
   }
 }
 
@@ -73,7 +74,7 @@ void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float
     if (!layout.find(ti.name) && !held_elsewhere.count(ti.name) && ti.name != kRopeFreqsTensor)
       fail("{}: unexpected tensor '{}' for this llama configuration", f.path(), ti.name);
   for (const auto& t : layout.tensors()) {
-    auto v = f.to_float(tensor_of_shape(f, t));
+    auto v = quant::tensor_floats(f, tensor_of_shape(f, t));
     std::copy(v.begin(), v.end(), params + t.offset);
   }
 }

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "gguf/reader.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
@@ -204,7 +205,7 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_
     if (rf->n_dims != 1 || rf->ne[0] != uint64_t(c.d_head() / 2))
       fail("{}: tensor '{}' has ne [{}], expected [{}] (head size / 2)", f.path(), kRopeFreqsTensor,
            fmt::join(rf->shape(), ", "), c.d_head() / 2);
-    c.rope_freq_factors = f.to_float(*rf);
+    c.rope_freq_factors = quant::tensor_floats(f, *rf);
     c.validate(f.path());
   }
   return c;

@@ -6,6 +6,8 @@
 
 #include "gguf/reader.h"
 #include "model/lens.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 #include "util/hash.h"
 #include "util/rng.h"
@@ -21,16 +23,14 @@ DonorTable load_donor_table(const std::string& path) {
   if (!t) fail("{}: no tensor 'token_embd.weight', the embedding table a donor must have", path);
   if (t->n_dims != 2 || t->ne[0] == 0 || t->ne[1] == 0)
     fail("{}: donor tensor 'token_embd.weight' must be 2-D [vocab, dim], has {} dims", path, t->n_dims);
-  using gguf::TensorType;
-  if (t->type != TensorType::F32 && t->type != TensorType::F16 && t->type != TensorType::BF16 &&
-      t->type != TensorType::Q8_0)
-    fail("{}: donor tensor 'token_embd.weight' is {}; F32, F16, BF16 or Q8_0 expected", path,
-         gguf::type_name(t->type));
+  if (!quant::find_codec(t->type))
+    fail("{}: donor tensor 'token_embd.weight' is {}; one of {} expected", path, gguf::type_name(t->type),
+         quant::codec_type_names());
   DonorTable d;
   d.path = path;
   d.dim = int64_t(t->ne[0]);
   d.vocab = int64_t(t->ne[1]);
-  d.table = f.to_float(*t);
+  d.table = quant::tensor_floats(f, *t);
   for (float x : d.table)
     if (!std::isfinite(x)) fail("{}: donor tensor 'token_embd.weight' holds NaN or Inf", path);
   d.checksum = fnv1a(d.table.data(), d.table.size() * sizeof(float));

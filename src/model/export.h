@@ -26,15 +26,4 @@ QuantizeReport export_quantized(const std::string& in_path, const std::string& o
 QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
                                     const std::string& out_path, quant::FileType ft);
 
-// An ollama Modelfile for the model stored at `gguf_name` (relative to the
-// Modelfile): for a chat template ggtrain renders (the model's
-// tokenizer.chat_template, as llama.cpp recognises it) that template in
-// ollama's TEMPLATE syntax, stopping at its end of turn and at `eos_piece`;
-// otherwise a raw completion model, stopping at `eos_piece`.
-std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece,
-                             const std::string& chat_template = "");
-
-// Writes `Modelfile` beside `gguf_path` for the model in it; returns its path.
-std::string write_ollama_modelfile(const std::string& gguf_path);
-
 }  // namespace ggtrain::model

@@ -15,6 +15,7 @@
 #include "model/config.h"
 #include "model/lens.h"
 #include "model/params.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
@@ -126,8 +127,8 @@ std::vector<float> fold_file_lens(const GgufFile& f, const LlamaConfig& c, const
   if (c.tied)
     fail("{}: tensor '{}' needs an untied head, but the file has no output.weight (the donor's "
          "table is not the model's head)", f.path(), kLens);
-  const auto E = f.to_float(emb);
-  const auto W = f.to_float(lens);
+  const auto E = quant::tensor_floats(f, emb);
+  const auto W = quant::tensor_floats(f, lens);
   return fold_lens(E.data(), c.vocab, int64_t(emb.ne[0]), W.data(), c.d_model);
 }
 
@@ -192,7 +193,7 @@ ImportReport import_checkpoint(const std::string& in_path, const std::string& ou
       rep.fused_tensors += 1;
       rep.heads_read += int64_t(it->second.size());
     } else if (lens && t.name == kEmbd) {
-      w.add_tensor_f32(t.name, TensorType::F32, ne, folded.data());
+      quant::add_float_tensor(w, t.name, TensorType::F32, ne, folded.data());
     } else {
       const auto& ti = f.tensor(t.name);
       w.add_tensor_raw(t.name, ti.type, ne, ti.data);

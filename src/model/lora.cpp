@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "model/checkpoint.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -40,7 +41,7 @@ void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayo
   if (!base_path.empty()) w.set(kAdapterBaseKey, Value::str(base_path));
   for (const auto& t : layout.tensors())
     if (ends_with(t.name, ".lora_a") || ends_with(t.name, ".lora_b"))
-      w.add_tensor_f32(t.name, gguf::TensorType::F32, ggml_ne(t.shape), params + t.offset);
+      quant::add_float_tensor(w, t.name, gguf::TensorType::F32, ggml_ne(t.shape), params + t.offset);
 }
 
 LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, const float* params) {
@@ -108,8 +109,8 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) 
            "another base model{}; give that one", f.path(), ta.name, fmt::join(ta.shape(), ", "),
            fmt::join(tb->shape(), ", "), p.in, p.out, trained_on(f));
     p.rank = int64_t(ta.ne[1]);
-    p.a = f.to_float(ta);
-    p.b = f.to_float(*tb);
+    p.a = quant::tensor_floats(f, ta);
+    p.b = quant::tensor_floats(f, *tb);
     out.pairs.push_back(std::move(p));
   }
   for (const auto& tb : f.tensors())

@@ -6,14 +6,18 @@
 
 #include "gguf/writer.h"
 #include "model/config.h"
+#include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
 
 namespace {
 
+// F32, F16, BF16: one element a block.
 bool is_float_type(gguf::TensorType t) {
-  return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
+  const quant::TypeCodec* c = quant::find_codec(t);
+  return c && c->block_size == 1;
 }
 
 // Keys llama_model_quantize sets itself (appended last) or drops.
@@ -55,7 +59,7 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
     if (!floats && !is_float_type(t->type))
       fail("{}: tensor '{}' is already {}; quantize from an F32, F16 or BF16 model", in.path(), t->name,
            gguf::type_name(t->type));
-    values.push_back(floats ? floats(*t) : in.to_float(*t));
+    values.push_back(floats ? floats(*t) : quant::tensor_floats(in, *t));
     // ggml's quantizers turn a NaN or Inf into garbage blocks (or undefined
     // float-to-int conversions): refuse instead of writing a broken model.
     const auto& v = values.back();
@@ -63,7 +67,7 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
     if (bad != v.end())
       fail("{}: tensor '{}' has the non-finite value {} at element {}; cannot quantize it", in.path(), t->name, *bad,
            bad - v.begin());
-    w.add_tensor_f32(t->name, type, t->shape(), values.back().data());
+    quant::add_float_tensor(w, t->name, type, t->shape(), values.back().data());
   }
   w.write(out_path);
   return {recipe.quantized(), recipe.fallbacks()};

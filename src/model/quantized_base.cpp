@@ -3,8 +3,8 @@
 #include <fmt/ranges.h>
 
 #include "model/checkpoint.h"
-#include "quant/blocks.h"
 #include "model/params.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 #include "util/hash.h"
 
@@ -12,20 +12,11 @@ namespace ggtrain::model {
 
 namespace {
 
-// The decoder of a quantized type the base may hold; null for the others
+// The decoder of a type the base may hold as it is; null for the others
 // (F32, F16, BF16: those become float parameters).
-using RowDecoder = void (*)(const uint8_t*, float*, size_t);
-RowDecoder held_decoder(gguf::TensorType t) {
-  switch (t) {
-    case gguf::TensorType::Q8_0: return kernels::dequantize_q8_0;
-    case gguf::TensorType::Q4_0: return quant::dequantize_q4_0;
-    case gguf::TensorType::Q5_0: return quant::dequantize_q5_0;
-    case gguf::TensorType::Q5_1: return quant::dequantize_q5_1;
-    case gguf::TensorType::Q4_K: return quant::dequantize_q4_k;
-    case gguf::TensorType::Q5_K: return quant::dequantize_q5_k;
-    case gguf::TensorType::Q6_K: return quant::dequantize_q6_k;
-    default: return nullptr;
-  }
+quant::DecodeFn held_decoder(gguf::TensorType t) {
+  const quant::TypeCodec* c = quant::find_codec(t);
+  return c && c->held_base ? c->to_float : nullptr;
 }
 
 }  // namespace
@@ -34,7 +25,7 @@ QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c) {
   const ParamLayout base(c.without_lora());
   for (const auto& t : base.tensors()) {
     const auto* ti = f.find_tensor(t.name);
-    const RowDecoder decode = ti ? held_decoder(ti->type) : nullptr;
+    const quant::DecodeFn decode = ti ? held_decoder(ti->type) : nullptr;
     if (!decode || t.shape.size() != 2) continue;
     if (ti->shape() != ggml_ne(t.shape))
       fail("{}: tensor '{}' has ne [{}], expected [{}]", f.path(), t.name, fmt::join(ti->shape(), ", "),

@@ -8,27 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gguf/types.h"
-
 namespace ggtrain::quant {
 
 constexpr size_t kSuperBlock = 256;  // ggml's QK_K
 
-// F32 <-> t for t in Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; n a multiple of the
-// type's block size.
-bool has_block_codec(gguf::TensorType t);
-void quantize_blocks(gguf::TensorType t, const float* x, uint8_t* out, size_t n);
-void dequantize_blocks(gguf::TensorType t, const uint8_t* in, float* y, size_t n);
-
-// What ggml's dot products see of the activations for a weight of type t
-// (its "vec dot type"): Q8_0 rounding for Q8_0/Q4_0/Q5_0/Q5_1 (Q8_1 rounds the
-// same way, and adds its block sums: q8_1_sum_rounding), Q8_K rounding
-// (256-blocks, float scale) for the K-quants.
-// n a multiple of that block size; y may equal x.
-void round_activations_for(gguf::TensorType t, const float* x, float* y, size_t n);
-
-// Q5_1's dot type, Q8_1, also carries each block's s = fp16(d * the sum of its
-// quants), d = amax / 127 before its own fp16 rounding, and ggml multiplies
+// Q5_1's dot type, Q8_1, rounds as Q8_0 (round_activations_for) and also
+// carries each block's s = fp16(d * the sum of its quants), d = amax / 127
+// before its own fp16 rounding, and ggml multiplies
 // the weight block's min by that s. The rounded activations (y of
 // round_activations_for) give min * (their sum) instead; out[b] is
 // s - (their sum) for each of the n / 32 blocks of x, so that ggml's dot is
@@ -42,7 +28,8 @@ void q5_1_mins(const uint8_t* in, float* mins, size_t n);
 void q4_0_to_q8_0(const uint8_t* in, uint8_t* out, size_t n);
 void q5_0_to_q8_0(const uint8_t* in, uint8_t* out, size_t n);
 
-// Internal entry points, one per format (the files implementing them).
+// One codec per format (the files implementing them); quant/type_traits.h
+// holds them in its table by type.
 void quantize_q4_0(const float* x, uint8_t* out, size_t n);
 void quantize_q5_0(const float* x, uint8_t* out, size_t n);
 void quantize_q5_1(const float* x, uint8_t* out, size_t n);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 
+#include "quant/type_traits.h"
 #include "util/error.h"
 
 namespace ggtrain::quant {
@@ -65,12 +66,7 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 // 32-block one; a row that is not even a multiple of 32 is stored F16.
 TensorType fallback(TensorType t, uint64_t row_length) {
   if (row_length % gguf::traits(t).block_size == 0) return t;
-  switch (t) {
-    case TensorType::Q4_K: t = TensorType::Q5_0; break;
-    case TensorType::Q5_K: t = TensorType::Q5_1; break;
-    case TensorType::Q6_K: t = TensorType::Q8_0; break;
-    default: break;
-  }
+  t = codec(t, "quantize to").small_row_fallback;
   return row_length % gguf::traits(t).block_size == 0 ? t : TensorType::F16;
 }
 

@@ -15,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "model/lora.h"
 #include "model/quantized_base.h"
+#include "quant/gguf_floats.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -90,11 +91,11 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
     w.set("ggtrain.donor.path", Value::str(d.donor->path));
     w.set("ggtrain.donor.checksum", Value::u64(d.donor->checksum));
     const auto& lens = d.layout->get("lens.proj.weight");
-    w.add_tensor_f32(lens.name, gguf::TensorType::F32, model::ggml_ne(lens.shape), d.params + lens.offset);
+    quant::add_float_tensor(w, lens.name, gguf::TensorType::F32, model::ggml_ne(lens.shape), d.params + lens.offset);
   }
   for (const auto& t : d.grad_layout->tensors()) {  // frozen tensors have no moments
-    w.add_tensor_f32("adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
-    w.add_tensor_f32("adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
+    quant::add_float_tensor(w, "adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
+    quant::add_float_tensor(w, "adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
   }
   w.write(path);
 }

@@ -1,3 +1,4 @@
+#include "quant/gguf_floats.h"
 #include "support/reference_state.h"
 
 #include <algorithm>
@@ -44,12 +45,12 @@ ReferenceState load_reference_state(const std::string& path) {
       r.inputs.push_back(tokens[size_t(b * (T + 1) + t)]);
       r.targets.push_back(tokens[size_t(b * (T + 1) + t + 1)]);
     }
-  r.logits = f.to_float(f.tensor("logits"));
+  r.logits = quant::tensor_floats(f, f.tensor("logits"));
   model::ParamLayout layout(c);
   for (const auto& t : layout.tensors()) {
-    r.weights[t.name] = f.to_float(f.tensor(t.name));
-    r.grads[t.name] = f.to_float(f.tensor("grad." + t.name));
-    r.after_step[t.name] = f.to_float(f.tensor("adamw." + t.name));
+    r.weights[t.name] = quant::tensor_floats(f, f.tensor(t.name));
+    r.grads[t.name] = quant::tensor_floats(f, f.tensor("grad." + t.name));
+    r.after_step[t.name] = quant::tensor_floats(f, f.tensor("adamw." + t.name));
   }
   return r;
 }
