@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Corpus preparation (issue 16): wall time and peak RSS of `ggtrain data
+# Corpus preparation: wall time and peak RSS of `ggtrain data
 # prepare` on JSONL corpora of 100 MB, 1 GB and 4 GB (KJV verses joined into
 # multi-line documents, numbered so no two are alike), the JSONL parser
 # choice (bench_json), tokenizer throughput against libsentencepiece on the

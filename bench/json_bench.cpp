@@ -1,4 +1,4 @@
-// JSONL parsing for corpus input (issue 16): the "text" member of every
+// JSONL parsing for corpus input: the "text" member of every
 // line with nlohmann-json against simdjson (DOM, as data/input reads JSONL:
 // it validates the whole line), in MB/s of JSONL on one thread.
 //

@@ -1,4 +1,4 @@
-// Tokenization throughput (issue 16): ggtrain's encoder (llama.cpp's SPM
+// Tokenization throughput: ggtrain's encoder (llama.cpp's SPM
 // algorithm from the model's vocabulary) against libsentencepiece's own
 // encoder, same model, same text, one line = one document, in MB of text
 // per second at 1 and N threads. Also counts lines whose ids differ.

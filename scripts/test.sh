@@ -48,7 +48,7 @@ if [[ -z $n_mpi || $n_mpi -eq 0 ]]; then
 fi
 echo "test.sh: $n_mpi mpi-labelled tests ran"
 
-# The README's set-up from a bare Debian 12 (issue 11): about 10 minutes,
+# The README's set-up from a bare Debian 12: about 10 minutes,
 # most of it apt and the build. GGTRAIN_CLEAN_INSTALL=0 skips it outside CI.
 if [[ "${GGTRAIN_CLEAN_INSTALL:-1}" != 0 || "${CI:-}" == true ]]; then
   bash scripts/check_clean_install.sh

@@ -1,4 +1,4 @@
-// Data-parallel training under `mpirun -np N --oversubscribe` (issue 8),
+// Data-parallel training under `mpirun -np N --oversubscribe`,
 // checked against the single-process trainer as the truth: the same global
 // batch must give the same losses (up to reduction order), a resumed N-rank
 // run must be bit-identical to an uninterrupted one, and a failure on any
