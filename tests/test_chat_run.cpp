@@ -4,6 +4,8 @@
 // and `ggtrain chat` on the result (history, cache reuse, a terminal).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <pty.h>
 #include <sys/wait.h>
@@ -196,8 +198,16 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
   infer::Decoder dec(f, 0), fresh_dec(f, 0);
   chat::ChatSession s(dec, tok, chat::Template::kChatml, "Answer with one word.");
   const std::vector<std::string> questions{"Which word is number 1?", "Which word is number 2?", "And number 3?"};
+  std::vector<int32_t> fed;  // what the decoder has computed: each prompt and reply but its last token
   for (const std::string& q : questions) {
     const chat::Reply r = s.reply(q, 8, greedy, 1);
+    // The cache kept exactly the prefix this prompt shares with what it held.
+    const auto shared = std::mismatch(fed.begin(), fed.end(), r.prompt.begin(), r.prompt.end()).first - fed.begin();
+    EXPECT_EQ(r.reused_tokens, shared);
+    if (&q != &questions.front()) EXPECT_GT(r.reused_tokens, 0) << "a later turn computed its history again";
+    fed = r.prompt;
+    fed.insert(fed.end(), r.tokens.begin(), r.tokens.end() - 1);
+    EXPECT_EQ(dec.cached_tokens(), fed);
     chat::ChatSession fresh(fresh_dec, tok, chat::Template::kChatml, "");
     chat::Conversation before = s.history();
     before.pop_back();  // the reply just given

@@ -48,24 +48,21 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
   if (int64_t(prompt.size()) >= dec_.n_ctx())
     fail("chat: the message alone ({} tokens with the template) fills the context of {}", prompt.size(), dec_.n_ctx());
   history_.assign(c.begin(), c.end() - 1);
-  const auto shared = std::mismatch(cached_.begin(), cached_.end(), prompt.begin(), prompt.end()).first - cached_.begin();
   const int64_t n = std::min(wanted, dec_.n_ctx() - int64_t(prompt.size()));
   const infer::Generation g = infer::generate(dec_, prompt, n, sampler, seed, stop_, [&](int32_t id) {
     if (on_piece && std::find(stop_.begin(), stop_.end(), id) == stop_.end()) on_piece(tok_.token_to_piece(id));
-  }, {shared, cancelled});
+  }, {.reuse_cache = true, .cancelled = cancelled});
   r.prompt = prompt;
   r.tokens = g.tokens;
   r.stopped = g.stopped;
   r.cancelled = g.cancelled;
+  r.reused_tokens = g.reused_tokens;
   r.context_full = !g.stopped && !g.cancelled && int64_t(prompt.size() + g.tokens.size()) >= dec_.n_ctx();
   std::vector<int32_t> text_ids = g.tokens;
   if (g.stopped) text_ids.pop_back();
   std::string text;
   for (int32_t id : text_ids) text += tok_.token_to_piece(id);
   r.text = text;
-  cached_ = prompt;
-  cached_.insert(cached_.end(), g.tokens.begin(), g.tokens.end());
-  if (!g.tokens.empty() && dec_.position() < int64_t(cached_.size())) cached_.pop_back();  // the last token was never fed
   history_.push_back({"user", user});
   // An empty reply cannot enter a conversation (check_conversation): it stays out, with its question.
   if (trim(text).empty()) history_.pop_back();

@@ -25,6 +25,7 @@ struct Reply {
   bool cancelled = false;
   bool context_full = false;    // cut because the context had no room left
   int64_t dropped_turns = 0;    // user+assistant pairs dropped to make room for this one
+  int64_t reused_tokens = 0;    // of `prompt`, already in the decoder's cache (not computed again)
 };
 
 class ChatSession {
@@ -52,7 +53,6 @@ class ChatSession {
   const data::Tokenizer& tok_;
   Template template_;
   Conversation history_;              // the system message (if any), then complete turns
-  std::vector<int32_t> cached_;       // tokens whose keys and values the decoder holds
   std::vector<int32_t> stop_;
 };
 

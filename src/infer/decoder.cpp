@@ -127,7 +127,8 @@ kernels::AttnShape Decoder::flash_shape(int64_t n) const {
 // through per-position first keys, the cache's through its window.
 void Decoder::attention(int64_t l, int64_t n) {
   const bool local = cfg_.is_local_layer(l);
-  if (pos_ == 0 && n >= kFlashPrompt) {
+  const int64_t pos = position();  // of the first of the n tokens (not yet appended)
+  if (pos == 0 && n >= kFlashPrompt) {
     kernels::AttnShape shape = flash_shape(n);
     if (local) shape.doc_start = window_start_.data();
     kernels::attention_forward(att_out_.data(), lse_.data(), flash_scratch_.data(), q_.data(), k_.data(), v_.data(),
@@ -135,7 +136,7 @@ void Decoder::attention(int64_t l, int64_t n) {
     return;
   }
   kernels::attention_decode(att_out_.data(), q_.data(), cache_.layer(l), decode_shape(local ? cfg_.sliding_window : 0),
-                            pos_, n, decode_scratch_.data(), threads_);
+                            pos, n, decode_scratch_.data(), threads_);
 }
 
 void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
@@ -157,7 +158,8 @@ void Decoder::warmup() {
 
 void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (n <= 0) fail("decoder: nothing to evaluate");
-  if (pos_ + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos_, n_ctx_);
+  const int64_t pos = position();
+  if (pos + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos, n_ctx_);
   const int64_t C = cfg_.d_model, hd = cfg_.d_head();
   const float eps = float(cfg_.rms_eps);
   const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
@@ -171,8 +173,8 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const Layer& L = layers_[size_t(l)];
     const bool local = cfg_.is_local_layer(l);
-    const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos_ * hd / 2;
-    const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos_ * hd / 2;
+    const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * hd / 2;
+    const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * hd / 2;
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.attn_norm.data(), n, C, eps);
     L.wq.matmul(h_.data(), q_.data(), n);
     L.wk.matmul(h_.data(), k_.data(), n);
@@ -189,7 +191,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     }
     kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
     kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
-    cache_.store(l, k_.data(), v_.data(), pos_, n);
+    cache_.store(l, k_.data(), v_.data(), pos, n);
     attention(l, n);
     L.wo.matmul(att_out_.data(), tmp_.data(), n);
     if (L.attn_post_norm.empty())
@@ -209,7 +211,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
   kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first * C, output_norm_.data(), rows, C, eps);
   (cfg_.tied ? token_embd_ : output_).matmul(h_.data(), logits_.data(), rows);
-  pos_ += n;
+  cache_.append(tokens, n);
 }
 
 }  // namespace ggtrain::infer

@@ -36,8 +36,10 @@ class Decoder {
 
   const model::LlamaConfig& config() const { return cfg_; }
   int64_t n_ctx() const { return n_ctx_; }
-  int64_t position() const { return pos_; }
-  void reset() { pos_ = 0; }
+  // How many tokens the cache holds, and which (KvCache::tokens).
+  int64_t position() const { return cache_.size(); }
+  const std::vector<int32_t>& cached_tokens() const { return cache_.tokens(); }
+  void reset() { cache_.truncate(0); }
   // One throwaway batch of 16 tokens, then an empty cache: the weights are
   // paged in from the memory map and the GEMM kernels generated, so the
   // first real prompt is timed warm (llama.cpp's tools warm up the same way
@@ -45,7 +47,7 @@ class Decoder {
   void warmup();
   // Forgets every cached token from position `pos` on (a chat keeps the
   // prefix its next prompt shares with the last one).
-  void truncate(int64_t pos) { pos_ = pos < pos_ ? (pos < 0 ? 0 : pos) : pos_; }
+  void truncate(int64_t pos) { cache_.truncate(pos < 0 ? 0 : pos); }
   // Applies a LoRA adapter (read against this model's config) at
   // `user_scale` (llama.cpp's --lora-scale), unmerged, as llama.cpp does.
   void add_lora(const model::LoraAdapter& adapter, double user_scale);
@@ -83,7 +85,6 @@ class Decoder {
 
   model::LlamaConfig cfg_;
   int64_t n_ctx_;
-  int64_t pos_ = 0;
   int64_t threads_;  // the attention scratch is planned for this many
   KvCache cache_;
   WeightMatrix token_embd_, output_;  // output_ unused when the head is tied

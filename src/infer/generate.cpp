@@ -15,8 +15,12 @@ Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
     fail("generate: the prompt's {} tokens exceed the context of {}", prompt.size(), dec.n_ctx());
   Generation g;
   // At least the last prompt token is computed again: its logits start the reply.
-  const int64_t keep = std::min({control.cached, dec.position(), int64_t(prompt.size()) - 1});
-  dec.truncate(std::max<int64_t>(0, keep));
+  const auto& cached = dec.cached_tokens();
+  const int64_t shared =
+      control.reuse_cache ? std::mismatch(cached.begin(), cached.end(), prompt.begin(), prompt.end()).first - cached.begin()
+                          : 0;
+  dec.truncate(std::min(shared, int64_t(prompt.size()) - 1));
+  g.reused_tokens = dec.position();
   const double t0 = now_seconds();
   dec.eval(prompt.data() + dec.position(), int64_t(prompt.size()) - dec.position(), false);
   const double t1 = now_seconds();

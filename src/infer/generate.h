@@ -17,13 +17,15 @@ struct Generation {
   bool stopped = false;         // ended on a stop token
   bool cancelled = false;       // ended because GenerateControl::cancelled said so
   bool context_full = false;    // ended because the cache held n_ctx tokens
+  int64_t reused_tokens = 0;    // of the prompt, kept from the cache (GenerateControl::reuse_cache)
   double prompt_seconds = 0, decode_seconds = 0;
 };
 
 struct GenerateControl {
-  // The first `cached` tokens of the prompt are in the decoder's cache
-  // already (a chat's earlier turns): only the rest is computed.
-  int64_t cached = 0;
+  // Keep what the decoder's cache holds of the prompt's start (a chat's
+  // earlier turns) and compute only the rest; false: start from an empty
+  // cache (the weights may have changed since, as between training samples).
+  bool reuse_cache = false;
   // Asked before each new token; true ends the generation (Ctrl-C).
   std::function<bool()> cancelled;
 };

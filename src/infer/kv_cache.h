@@ -2,7 +2,9 @@
 // Every layer's keys and values for n_ctx positions, in the layout
 // kernels/attention_decode reads (keys in transposed tiles of 16 positions),
 // as fp32 or fp16 (llama.cpp's default: half the memory, and half the bytes
-// each decoded token reads).
+// each decoded token reads), and the token ids they were computed from: the
+// one record of what the cache holds, so a chat reuses exactly the prefix
+// its next prompt shares with it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,12 +22,23 @@ class KvCache {
   // rounding them in place to the cache's precision.
   void store(int64_t l, float* k, float* v, int64_t pos, int64_t n);
 
+  // The ids at positions 0..size()-1, whose keys and values every layer holds.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t size() const { return int64_t(tokens_.size()); }
+  // Records ids stored at positions size().. (after every layer's store()).
+  void append(const int32_t* ids, int64_t n) { tokens_.insert(tokens_.end(), ids, ids + n); }
+  // Forgets every position from n on.
+  void truncate(int64_t n) {
+    if (n >= 0 && n < size()) tokens_.resize(size_t(n));
+  }
+
  private:
   kernels::CacheType type_;
   kernels::DecodeAttnShape shape_;
   int64_t n_ctx_;         // kernels::cache_positions of the context
   int64_t layer_bytes_;   // of keys (and of values) per layer
   std::vector<uint8_t> k_, v_;
+  std::vector<int32_t> tokens_;
 };
 
 // "f32" or "f16" (llama.cpp's --cache-type-k names); anything else fails
