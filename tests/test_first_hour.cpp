@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -240,9 +241,19 @@ TEST_F(FirstHour, RunLifecycleSaysWhereItStandsAndWhatNext) {
   EXPECT_TRUE(contains(r.output, "continue with: ggtrain train --resume --run-dir " + run)) << r.output;
   r = cli({"train", "--resume", "--run-dir", run});
   ASSERT_EQ(r.status, 0) << r.output;
-  // Finished: a resume says so and how to go on, not an empty summary.
+  // Finished: a resume says so and how to go on, not an empty summary, and
+  // writes nothing: every file of the run folder keeps its bytes.
+  const auto snapshot = [&] {
+    std::map<std::string, std::string> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(run))
+      if (e.is_symlink()) files[e.path().string()] = "-> " + std::filesystem::read_symlink(e.path()).string();
+      else if (e.is_regular_file()) files[e.path().string()] = slurp(e.path().string());
+    return files;
+  };
+  const auto before = snapshot();
   r = cli({"train", "--resume", "--run-dir", run});
   ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(snapshot() == before) << "a resume of a finished run changed its folder";
   EXPECT_FALSE(contains(r.output, "0 tokens/s")) << r.output;
   EXPECT_TRUE(contains(r.output, "already trained to step 40 of train.steps = 40; nothing to do")) << r.output;
   EXPECT_TRUE(contains(r.output, "--set train.steps=N")) << r.output;
