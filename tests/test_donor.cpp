@@ -15,6 +15,7 @@
 #include "quant/gguf_floats.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
+#include "support/tiny_llama.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -28,15 +29,7 @@ using test_support::within_abs;
 namespace {
 
 model::LlamaConfig lens_config() {
-  model::LlamaConfig c;
-  c.vocab = 50;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_ff = 48;
-  c.ctx = 16;
-  c.tied = false;
+  model::LlamaConfig c = test_support::tiny_llama(50);
   c.donor_dim = 24;
   return c;
 }

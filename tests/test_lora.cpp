@@ -20,6 +20,7 @@
 #include "quant/recipe.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
+#include "support/tiny_llama.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -61,8 +62,7 @@ std::vector<int32_t> some_tokens(int64_t n, int64_t vocab) {
 // A freshly initialised adapter (B = 0) leaves the base model's logits
 // exactly as they are; after B moves, they change.
 TEST(Lora, InitialAdapterIsTheBaseModel) {
-  model::LlamaConfig c;
-  c.vocab = 40, c.d_model = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 48, c.ctx = 16;
+  const model::LlamaConfig c = test_support::tiny_llama(40);
   model::LlamaConfig lc = c;
   lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
   model::LlamaModel<float> base(c, 1, 16), adapted(lc, 1, 16);
@@ -263,8 +263,7 @@ TEST(Lora, KQuantMixBaseIsHeldAndResumes) {
 
 TEST(Lora, BadAdaptersAreClearErrors) {
   TempDir tmp("ggtrain_lora_bad");
-  model::LlamaConfig c;
-  c.vocab = 40, c.d_model = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 48, c.ctx = 16;
+  const model::LlamaConfig c = test_support::tiny_llama(40);
   std::vector<float> a(4 * 32, 0.1f), b(32 * 4, 0.1f), bad(5 * 32, 0.1f);
   auto write = [&](const std::string& name, auto&& add) {
     gguf::GgufWriter w;

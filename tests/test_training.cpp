@@ -9,6 +9,7 @@
 #include "model/init.h"
 #include "model/llama.h"
 #include "support/compare.h"
+#include "support/tiny_llama.h"
 #include "train/adamw.h"
 #include "util/error.h"
 
@@ -21,17 +22,7 @@ using test_support::within_rel_to_max;
 
 namespace {
 
-model::LlamaConfig small_config() {
-  model::LlamaConfig c;
-  c.vocab = 64;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_ff = 48;
-  c.ctx = 16;
-  return c;
-}
+model::LlamaConfig small_config() { return test_support::tiny_llama(64); }
 
 std::vector<int32_t> pattern_tokens(int64_t n, int64_t vocab, int64_t shift) {
   std::vector<int32_t> t(static_cast<size_t>(n));

@@ -8,6 +8,7 @@
 
 #include "model/llama.h"
 #include "model/params.h"
+#include "support/tiny_llama.h"
 #include "train/adamw.h"
 #include "train/data_parallel.h"
 #include "train/distributed.h"
@@ -18,14 +19,8 @@ using namespace ggtrain;
 namespace {
 
 model::LlamaConfig small_config(bool tied) {
-  model::LlamaConfig c;
-  c.vocab = 97;
-  c.d_model = 32;
+  model::LlamaConfig c = test_support::tiny_llama(97);
   c.n_layers = 3;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.d_ff = 48;
-  c.ctx = 16;
   c.tied = tied;
   return c;
 }
