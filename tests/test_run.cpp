@@ -330,6 +330,14 @@ TEST(RunConfig, OverridesAndErrorsNameTheKey) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
+  // A list through --set: names separated by commas, or the TOML array a
+  // config file holds; both give the same list.
+  train::apply_override(c, "train.freeze=token_embd, blk.0");
+  EXPECT_EQ(c.train.freeze, (std::vector<std::string>{"token_embd", "blk.0"}));
+  train::apply_override(c, R"(train.freeze=["output", "blk.1"])");
+  EXPECT_EQ(c.train.freeze, (std::vector<std::string>{"output", "blk.1"}));
+  expect_error([&] { train::apply_override(c, R"(train.freeze=["output", 3])"); }, "train.freeze");
+  expect_error([&] { train::apply_override(c, R"(train.freeze=["output")"); }, "not a TOML array");
   expect_error([&] { train::apply_override(c, "train.lr_maxx=1"); }, "train.lr_maxx");
   expect_error([&] { train::apply_override(c, "train.steps=ten"); }, "train.steps");
   expect_error([&] { train::apply_override(c, "model.tied=yes"); }, "model.tied");

@@ -108,10 +108,27 @@ Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field
 }
 
 // A list of names: a TOML array of strings, or through --set the names
-// separated by commas ("token_embd,blk.0-3").
+// separated by commas ("token_embd,blk.0-3") or that array as a config file
+// and `config show` write it ('["attn_q", "attn_v"]').
 std::vector<std::string> parse_list(const std::string& key, const std::string& v) {
   if (!valid_utf8(v)) fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not", key);
   std::vector<std::string> out;
+  if (const size_t first = v.find_first_not_of(" \t"); first != std::string::npos && v[first] == '[') {
+    toml::table t;
+    try {
+      t = toml::parse("list = " + v);
+    } catch (const toml::parse_error& e) {
+      fail("config: {}: '{}' is not a TOML array of strings ({}); or write the names separated by commas", key, v,
+           e.description());
+    }
+    const toml::array* items = t["list"].as_array();
+    if (!items) fail("config: {}: '{}' is not a TOML array of strings", key, v);
+    for (const auto& item : *items) {
+      if (!item.is_string()) fail("config: {}: '{}' holds something that is not a string", key, v);
+      out.push_back(*item.value<std::string>());
+    }
+    return out;
+  }
   for (size_t pos = 0; pos <= v.size();) {
     size_t end = v.find(',', pos);
     if (end == std::string::npos) end = v.size();
