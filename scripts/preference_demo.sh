@@ -11,6 +11,8 @@
 #     tests/node, as scripts/test.sh installs it).
 #
 #   bash scripts/preference_demo.sh [N_PAIRS (default 6000)] [STEPS (default 300)]
+# Run again, it resumes or keeps a DPO run it finished (delete
+# runs/kjv-dpo-* to train again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/demo_lib.sh
@@ -72,8 +74,13 @@ dpo() {  # name, extra --set arguments...
   local name=$1
   shift
   local out=runs/kjv-dpo-$name
-  rm -rf "$out"
   local t0=$SECONDS
+  if [[ -L $out/weights/latest ]]; then  # run before: finish it (or, if it is done, leave it as it is)
+    "$GG" train --resume --run-dir "$out" 2>&1 | grep -v '^step'
+    echo "dpo $name: $(last_eval "$out")"
+    return
+  fi
+  rm -rf "$out"
   "$GG" train --run-dir "$out" --set init.from="$SFT" --set data.corpus="$P/pairs.jsonl" --set data.format=preference \
     --set train.objective=dpo --set train.beta=0.1 --set train.steps="$STEPS" --set train.batch=8 \
     --set train.seq_len=256 --set train.warmup_steps=20 --set train.eval_every=100 --set train.eval_batches=16 \
@@ -81,7 +88,7 @@ dpo() {  # name, extra --set arguments...
   echo "dpo $name: $((SECONDS - t0)) s wall; $(last_eval "$out")"
 }
 dpo full --set train.lr_max=5e-5 --set train.lr_min=5e-6
-dpo lora --set train.lora.rank=16 --set 'train.lora.targets=["attn_q","attn_k","attn_v","attn_output","ffn_gate","ffn_up","ffn_down"]' \
+dpo lora --set train.lora.rank=16 --set train.lora.targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down \
   --set train.lr_max=5e-4 --set train.lr_min=5e-5
 
 "$GG" chat -m runs/kjv-dpo-full/weights/latest --prompt-file "$D/prompts.txt" --temp 0 -n 16 --json \
