@@ -219,7 +219,7 @@ TEST(Bf16, TinyLossCurveWithin2PercentOfFp32) {
   c.train.eval_every = 100;
   c.checkpoint.every = 300;
   test_support::run_quiet(tmp / "fp32", c, false);
-  c.train.precision = "bf16";
+  c.train.precision = model::Precision::kBf16;
   const auto s = test_support::run_quiet(tmp / "bf16", c, false);
   EXPECT_EQ(s.last_step, 300);
   const auto a = smoothed_losses(tmp / "fp32", 20), b = smoothed_losses(tmp / "bf16", 20);

@@ -23,7 +23,7 @@ train::RunConfig long_context_config(const std::string& corpus, const std::strin
   c.train.eval_every = 3;
   c.train.eval_batches = 1;
   c.checkpoint.every = 3;
-  c.train.recompute = recompute;
+  train::apply_override(c, "train.recompute=" + recompute);
   return c;
 }
 

@@ -69,7 +69,7 @@ TEST(NonFinite, StopPolicyEndsTheRunAndKeepsTheLastCheckpoint) {
   TempDir tmp;
   write_synthetic_corpus(tmp / "corpus.txt", 600);
   auto c = tiny_run_config(tmp / "corpus.txt", 30);  // checkpoints every 10 steps
-  ASSERT_EQ(c.train.on_nonfinite, "stop");           // the default
+  ASSERT_EQ(c.train.on_nonfinite, train::NonfinitePolicy::kStop);  // the default
   for (const char* into : {"loss", "grad"}) {
     const std::string dir = tmp / (std::string("r_") + into);
     Inject inject("15", into);
@@ -101,7 +101,7 @@ TEST(NonFinite, SkipPolicyLeavesWeightsAndMomentsUntouchedAndCountsTheStep) {
   TempDir tmp;
   write_synthetic_corpus(tmp / "corpus.txt", 600);
   auto c = tiny_run_config(tmp / "corpus.txt", 12);
-  c.train.on_nonfinite = "skip";
+  c.train.on_nonfinite = train::NonfinitePolicy::kSkip;
   c.checkpoint.every = 1;
   train::TrainSummary sum;
   {
@@ -133,7 +133,7 @@ TEST(NonFinite, SkipPolicyResumesAfterSkippedSteps) {
   TempDir tmp;
   write_synthetic_corpus(tmp / "corpus.txt", 600);
   auto c = tiny_run_config(tmp / "corpus.txt", 20);
-  c.train.on_nonfinite = "skip";
+  c.train.on_nonfinite = train::NonfinitePolicy::kSkip;
   {
     Inject inject("3-4");
     train_run(tmp / "r", c, false, 10);
@@ -146,7 +146,7 @@ TEST(NonFinite, SkipPolicyStopsAfterMaxNonfiniteInARow) {
   TempDir tmp;
   write_synthetic_corpus(tmp / "corpus.txt", 600);
   auto c = tiny_run_config(tmp / "corpus.txt", 30);
-  c.train.on_nonfinite = "skip";
+  c.train.on_nonfinite = train::NonfinitePolicy::kSkip;
   c.train.max_nonfinite = 3;
   {
     Inject inject("12,13,15,16", "grad");  // never 3 in a row: the run completes
@@ -166,11 +166,11 @@ TEST(NonFinite, ConfigKeysAreValidatedAndRoundTrip) {
   train::apply_override(c, "train.max_nonfinite=4");
   train::RunConfig back = train::preset("s15");
   train::apply_toml(back, train::to_toml(c), "test");
-  EXPECT_EQ(back.train.on_nonfinite, "skip");
+  EXPECT_EQ(back.train.on_nonfinite, train::NonfinitePolicy::kSkip);
   EXPECT_EQ(back.train.max_nonfinite, 4);
-  c.train.on_nonfinite = "ignore";
-  EXPECT_HAS(error_of([&] { c.validate(); }), "train.on_nonfinite must be \"stop\" or \"skip\"");
-  c.train.on_nonfinite = "skip";
+  EXPECT_HAS(error_of([&] { train::apply_override(c, "train.on_nonfinite=ignore"); }),
+             "train.on_nonfinite must be stop or skip, got \"ignore\"");
+  c.train.on_nonfinite = train::NonfinitePolicy::kSkip;
   c.train.max_nonfinite = 0;
   EXPECT_HAS(error_of([&] { c.validate(); }), "train.max_nonfinite must be at least 1");
   ::setenv("GGTRAIN_INJECT_NAN_AT_STEP", "5-x", 1);

@@ -67,7 +67,7 @@ train::RunConfig pref_config(TempDir& tmp, const std::string& base, const std::s
   c.data.format = "preference";
   c.data.val_fraction = 0.1;
   c.init.from = base;
-  c.train.objective = objective;
+  train::apply_override(c, "train.objective=" + objective);
   c.train.beta = objective == "simpo" ? 2.0 : 0.5;
   c.train.steps = steps;
   c.train.batch = 4;
@@ -226,9 +226,9 @@ TEST(PreferenceRun, ConfigRefusesMismatches) {
   c.data.corpus = {"pairs.jsonl"};
   c.data.format = "preference";
   EXPECT_NE(test_support::error_of([&] { c.validate(); }).find("needs a preference objective"), std::string::npos);
-  c.train.objective = "dpo";
+  c.train.objective = train::Objective::kDpo;
   EXPECT_NE(test_support::error_of([&] { c.validate(); }).find("set init.from"), std::string::npos);
-  c.train.objective = "orpo";
+  c.train.objective = train::Objective::kOrpo;
   EXPECT_EQ(test_support::error_of([&] { c.validate(); }), "");
   c.data.format = "chat";
   EXPECT_NE(test_support::error_of([&] { c.validate(); }).find("set data.format = \"preference\""), std::string::npos);

@@ -187,7 +187,7 @@ TEST(Run, KeepBestFollowsTheLowestValidationLoss) {
   c.train.eval_every = 4;
   c.train.lr_max = 0.01;
   c.train.lr_min = 0.01;
-  c.train.schedule = "constant";
+  c.train.schedule = train::ScheduleKind::Constant;
   c.checkpoint.every = 20;
   c.checkpoint.keep_last = 1;
   c.checkpoint.keep_best = "val_loss";

@@ -119,11 +119,6 @@ void check_optimizer(const RunConfig& c) {
   const auto& train = c.train;
   if (!(train.lr_max > 0) || train.lr_min < 0) fail("config: train.lr_max must be > 0 and train.lr_min >= 0");
   if (train.warmup_steps < 0) fail("config: train.warmup_steps must be >= 0");
-  try {
-    schedule_kind_from_name(train.schedule);
-  } catch (const Error&) {
-    fail("config: train.schedule must be cosine, constant or wsd, got '{}'", train.schedule);
-  }
   if (!(train.beta1 >= 0 && train.beta1 < 1)) fail("config: train.beta1 must be in [0, 1)");
   if (!(train.beta2 >= 0 && train.beta2 < 1)) fail("config: train.beta2 must be in [0, 1)");
   if (!(train.eps > 0)) fail("config: train.eps must be positive");
@@ -135,20 +130,11 @@ void check_run_options(const RunConfig& c) {
   const auto& train = c.train;
   const auto& checkpoint = c.checkpoint;
   if (train.threads < 0) fail("config: train.threads must be >= 0");
-  if (train.on_nonfinite != "stop" && train.on_nonfinite != "skip")
-    fail("config: train.on_nonfinite must be \"stop\" or \"skip\", got \"{}\"", train.on_nonfinite);
   if (train.max_nonfinite < 1)
     fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
   if (train.zero != 0 && train.zero != 1)
     fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
-  // The model's parsers are the one definition of these names.
-  try {
-    model::recompute_from_name(train.recompute);
-    model::precision_from_name(train.precision);
-  } catch (const Error& e) {
-    fail("config: train.{}", e.what());
-  }
-  if (train.precision == "bf16" && train.lora.rank > 0)
+  if (train.precision == model::Precision::kBf16 && train.lora.rank > 0)
     fail("config: train.precision = \"bf16\" does not apply to a LoRA run (adapters train in fp32)");
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
@@ -176,17 +162,17 @@ void check_run_options(const RunConfig& c) {
 // preference data, DPO and IPO with the reference init.from gives.
 void check_objective(const RunConfig& c) {
   const auto& t = c.train;
-  const Objective o = objective_named(t.objective, "config: train.objective");
+  const Objective o = t.objective;
   const bool pairs = c.data.format == "preference";
   if (pairs && o == Objective::kSft)
     fail("config: data.format = \"preference\" needs a preference objective: set train.objective to dpo, ipo, orpo "
          "or simpo");
   if (!pairs && o != Objective::kSft)
     fail("config: train.objective = \"{}\" trains on chosen/rejected pairs: set data.format = \"preference\"",
-         t.objective);
+         option_name(o));
   if (needs_reference(o) && c.init.from.empty())
     fail("config: train.objective = \"{}\" compares with a reference model: set init.from (the model to tune, "
-         "usually the SFT one)", t.objective);
+         "usually the SFT one)", option_name(o));
   if (!(t.beta > 0)) fail("config: train.beta must be positive, got {}", t.beta);
   if (!(t.label_smoothing >= 0 && t.label_smoothing < 0.5))
     fail("config: train.label_smoothing must be in [0, 0.5), got {}", t.label_smoothing);
@@ -204,7 +190,7 @@ void RunConfig::validate() const {
 }
 
 LrSchedule lr_schedule_of(const TrainSection& t) {
-  return {schedule_kind_from_name(t.schedule), t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
+  return {t.schedule, t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
 }
 
 std::vector<std::string> preset_names() {

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/config.h"
+#include "train/preference_loss.h"
 #include "train/schedule.h"
 
 namespace ggtrain::train {
@@ -53,11 +55,14 @@ struct DataSection {
   std::string attention = "causal";
 };
 
+// train.on_nonfinite (below).
+enum class NonfinitePolicy { kStop, kSkip };
+
 struct TrainSection {
   int64_t steps = 1200, batch = 8, seq_len = 256, grad_accum = 1;
   double lr_max = 1e-3, lr_min = 1e-4;
   int64_t warmup_steps = 50;
-  std::string schedule = "cosine";
+  ScheduleKind schedule = ScheduleKind::Cosine;  // "cosine", "constant" or "wsd"
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;
   uint64_t seed = 1337;
   int64_t threads = 0;  // 0: all cores
@@ -82,7 +87,7 @@ struct TrainSection {
   // an error (the last checkpoint is kept); "skip" leaves the weights and
   // moments untouched for that step, counts it in metrics.jsonl, and stops
   // only after max_nonfinite such steps in a row.
-  std::string on_nonfinite = "stop";
+  NonfinitePolicy on_nonfinite = NonfinitePolicy::kStop;
   int64_t max_nonfinite = 10;
   // Under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1), 0
   // keeps them whole on every rank (train/data_parallel.h).
@@ -90,11 +95,11 @@ struct TrainSection {
   // Activations backward recomputes instead of keeping, trading compute for
   // memory: "none", "attn" (the attention block's) or "all" (every block's;
   // only the residual stream is kept).
-  std::string recompute = "none";
+  model::Recompute recompute = model::Recompute::kNone;
   // "bf16": the GEMMs run on bf16 inputs with float accumulation; master
   // weights, gradients, optimizer state, norms, softmax and loss stay float,
   // and checkpoints stay F32. "fp32": everything in float.
-  std::string precision = "fp32";
+  model::Precision precision = model::Precision::kFp32;
   // Tensors that keep their values (no gradient, no optimizer state), e.g.
   // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
   std::vector<std::string> freeze;
@@ -102,7 +107,7 @@ struct TrainSection {
   // objective on data.format = "preference" pairs: "dpo", "ipo", "orpo",
   // "simpo" (train/preference_loss.h). beta is DPO/IPO/SimPO's beta and
   // ORPO's lambda; label_smoothing applies to DPO and SimPO.
-  std::string objective = "sft";
+  Objective objective = Objective::kSft;
   double beta = 0.1, label_smoothing = 0.0, simpo_gamma = 0.5;
   // LoRA adapters (rank > 0): the base model is frozen and each target
   // matrix W gets W + (alpha / rank) B A with trainable A [rank, in], B [out, rank].
@@ -155,6 +160,14 @@ struct RunConfig {
 
 // The learning-rate schedule train.* describes.
 LrSchedule lr_schedule_of(const TrainSection& t);
+
+// The names the config gives its choice options (the keys' values in TOML,
+// `--set` and messages); each is read into its enum once, with the config.
+std::string_view option_name(ScheduleKind k);
+std::string_view option_name(NonfinitePolicy p);
+std::string_view option_name(model::Recompute r);
+std::string_view option_name(model::Precision p);
+std::string_view option_name(Objective o);
 
 std::vector<std::string> preset_names();
 RunConfig preset(const std::string& name);  // "tiny", "s15", "smol135"

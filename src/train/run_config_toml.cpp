@@ -4,6 +4,7 @@
 // as TOML (saved with the run and in every state file).
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <fstream>
@@ -105,6 +106,59 @@ Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field
             (c.*sec).*field = v;
           },
           [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String, doc};
+}
+
+// A choice option: one of a few names, held in the config as its enum (read
+// once, here; the run compares enums). One table per enum, also behind
+// option_name().
+template <typename E>
+struct Choice {
+  E value;
+  std::string_view name;
+};
+constexpr std::array<Choice<ScheduleKind>, 3> kSchedules{
+    {{ScheduleKind::Cosine, "cosine"}, {ScheduleKind::Constant, "constant"}, {ScheduleKind::Wsd, "wsd"}}};
+constexpr std::array<Choice<NonfinitePolicy>, 2> kNonfinitePolicies{
+    {{NonfinitePolicy::kStop, "stop"}, {NonfinitePolicy::kSkip, "skip"}}};
+constexpr std::array<Choice<model::Recompute>, 3> kRecomputes{
+    {{model::Recompute::kNone, "none"}, {model::Recompute::kAttn, "attn"}, {model::Recompute::kAll, "all"}}};
+constexpr std::array<Choice<model::Precision>, 2> kPrecisions{
+    {{model::Precision::kFp32, "fp32"}, {model::Precision::kBf16, "bf16"}}};
+constexpr std::array<Choice<Objective>, 5> kObjectives{{{Objective::kSft, "sft"},
+                                                        {Objective::kDpo, "dpo"},
+                                                        {Objective::kIpo, "ipo"},
+                                                        {Objective::kOrpo, "orpo"},
+                                                        {Objective::kSimpo, "simpo"}}};
+
+template <typename E, size_t N>
+std::string_view name_in(const std::array<Choice<E>, N>& choices, E value) {
+  for (const auto& c : choices)
+    if (c.value == value) return c.name;
+  fail("config: no name for option value {}", int(value));
+}
+
+// "a, b or c"
+template <typename E, size_t N>
+std::string names_of(const std::array<Choice<E>, N>& choices) {
+  std::string s;
+  for (size_t i = 0; i < N; ++i) s += fmt::format("{}{}", i == 0 ? "" : i + 1 == N ? " or " : ", ", choices[i].name);
+  return s;
+}
+
+template <typename T, typename E, size_t N>
+Key choice_key(const std::string& name, T RunConfig::*sec, E T::*field, const std::array<Choice<E>, N>& choices,
+               const char* doc) {
+  return {name,
+          [=](RunConfig& c, const std::string& v) {
+            for (const auto& choice : choices)
+              if (choice.name == v) {
+                (c.*sec).*field = choice.value;
+                return;
+              }
+            fail("config: {} must be {}, got \"{}\"", name, names_of(choices), v);
+          },
+          [=](const RunConfig& c) { return quote(std::string(name_in(choices, (c.*sec).*field))); }, Kind::String,
+          doc};
 }
 
 // A list of names: a TOML array of strings, or through --set the names
@@ -325,7 +379,7 @@ const std::vector<Key>& keys() {
       float_key("train.lr_max", &RunConfig::train, &T::lr_max, "peak learning rate, reached after the warmup"),
       float_key("train.lr_min", &RunConfig::train, &T::lr_min, "learning rate at the end of the schedule"),
       int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps, "steps of linear warmup from 0 to lr_max"),
-      string_key("train.schedule", &RunConfig::train, &T::schedule, "cosine, constant or wsd (warmup-stable-decay)"),
+      choice_key("train.schedule", &RunConfig::train, &T::schedule, kSchedules, "cosine, constant or wsd (warmup-stable-decay)"),
       float_key("train.weight_decay", &RunConfig::train, &T::weight_decay, "AdamW decoupled weight decay (matrices only)"),
       float_key("train.beta1", &RunConfig::train, &T::beta1, "AdamW first-moment decay"),
       float_key("train.beta2", &RunConfig::train, &T::beta2, "AdamW second-moment decay"),
@@ -350,12 +404,12 @@ const std::vector<Key>& keys() {
       int_key("train.eval_tasks_limit", &RunConfig::train, &T::eval_tasks_limit, "tasks drawn from a file without its own `limit` as `eval --tasks N` draws them; 0 all"),
       int_key("train.sample_every", &RunConfig::train, &T::sample_every, "print a generated sample every N steps; 0 off"),
       int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens, "tokens per printed sample"),
-      string_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
+      choice_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, kNonfinitePolicies, "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
       int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite, "with skip: stop after this many non-finite steps in a row"),
       int_key("train.zero", &RunConfig::train, &T::zero, "under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1)"),
-      string_key("train.recompute", &RunConfig::train, &T::recompute, "activations recomputed in backward to save memory: none, attn or all"),
-      string_key("train.precision", &RunConfig::train, &T::precision, "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
-      string_key("train.objective", &RunConfig::train, &T::objective, "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
+      choice_key("train.recompute", &RunConfig::train, &T::recompute, kRecomputes, "activations recomputed in backward to save memory: none, attn or all"),
+      choice_key("train.precision", &RunConfig::train, &T::precision, kPrecisions, "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
+      choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives, "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
       float_key("train.beta", &RunConfig::train, &T::beta, "DPO/IPO/SimPO beta, ORPO lambda (TRL's beta; SimPO usually 2.0-2.5)"),
       float_key("train.label_smoothing", &RunConfig::train, &T::label_smoothing, "DPO/SimPO: the share of pairs assumed mislabelled (conservative DPO), in [0, 0.5)"),
       float_key("train.simpo_gamma", &RunConfig::train, &T::simpo_gamma, "SimPO's target reward margin gamma"),
@@ -582,5 +636,11 @@ std::string toml_text(const RunConfig& c, bool documented) {
 std::string to_toml(const RunConfig& c) { return toml_text(c, false); }
 
 std::string to_toml_documented(const RunConfig& c) { return toml_text(c, true); }
+
+std::string_view option_name(ScheduleKind k) { return name_in(kSchedules, k); }
+std::string_view option_name(NonfinitePolicy p) { return name_in(kNonfinitePolicies, p); }
+std::string_view option_name(model::Recompute r) { return name_in(kRecomputes, r); }
+std::string_view option_name(model::Precision p) { return name_in(kPrecisions, p); }
+std::string_view option_name(Objective o) { return name_in(kObjectives, o); }
 
 }  // namespace ggtrain::train

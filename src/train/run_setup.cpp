@@ -105,7 +105,7 @@ int64_t Run::check_resume() {
     const LrSchedule before = lr_schedule_of(saved.train), after = lr_schedule_of(c_.train);
     fmt::print(stderr, "note: train.steps {} -> {}: the {} learning-rate schedule is stretched to end at step {}; "
                "at step {} the rate goes from {:.2e} to {:.2e}\n", saved.train.steps, c_.train.steps,
-               c_.train.schedule, c_.train.steps, step, before.lr_at(std::min(step, saved.train.steps - 1)),
+               option_name(c_.train.schedule), c_.train.steps, step, before.lr_at(std::min(step, saved.train.steps - 1)),
                after.lr_at(step));
   }
   return step;
@@ -172,7 +172,7 @@ void Run::prepare_data() {
   targets_.resize(step_tokens);
   doc_start_.resize(step_tokens);
   window_ids_.resize(size_t(c_.train.grad_accum * c_.train.batch));
-  objective_ = objective_named(c_.train.objective, "train.objective");
+  objective_ = c_.train.objective;
   pref_ = {c_.train.beta, c_.train.label_smoothing, c_.train.simpo_gamma};
 }
 
@@ -202,8 +202,8 @@ void Run::build_model() {
   const auto frozen = mc_.lora.rank > 0 ? model::ParamLayout(mc_.without_lora()).names()  // the whole base
                                         : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;
-  model_opts.recompute = model::recompute_from_name(c_.train.recompute);
-  model_opts.precision = model::precision_from_name(c_.train.precision);
+  model_opts.recompute = c_.train.recompute;
+  model_opts.precision = c_.train.precision;
   if (mc_.lora.rank > 0) hold_quantized_base(model_opts);
   if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !quiet_)
     fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "

@@ -127,7 +127,7 @@ void Run::handle_nonfinite(const StepResult& r) {
   const auto& t = c_.train;
   const std::string what =
       fmt::format("step {}: loss {:.6g} / gradient norm {:.6g} is not finite", r.step, r.loss, r.grad_norm);
-  if (t.on_nonfinite != "skip")
+  if (t.on_nonfinite != NonfinitePolicy::kSkip)
     fail("{}; stopping (train.on_nonfinite = \"stop\"); {}. To skip such steps instead, set "
          "train.on_nonfinite = \"skip\"", what, last_checkpoint_text(run_dir_));
   ++nonfinite_in_a_row_;
