@@ -76,7 +76,9 @@ constexpr std::array<TypeCodec, 10> kCodecs{{
 }};
 
 // Every row is a type gguf/types.h knows, once, with ggml's block size, in
-// the order of ggml's type ids; its pieces are consistent with its form.
+// the order of ggml's type ids, and falls back to a row with smaller blocks.
+// (That each row has the functions its form needs is a unit test: GCC does
+// not treat a function's address as a constant under the sanitizers.)
 constexpr bool rows_agree_with_the_enum() {
   uint32_t last_id = 0;
   for (size_t i = 0; i < kCodecs.size(); ++i) {
@@ -86,9 +88,6 @@ constexpr bool rows_agree_with_the_enum() {
     if (!size || size->block_size != c.block_size) return false;
     if (i > 0 && id <= last_id) return false;
     last_id = id;
-    if (!c.to_float || !c.from_float) return false;
-    if ((c.decode == kFloat) != (c.round_activations == nullptr)) return false;
-    if ((c.decode == kAsQ8_0) != (c.to_q8_0 != nullptr)) return false;
     if (c.small_row_fallback != c.type) {
       bool found = false;
       for (const TypeCodec& f : kCodecs)
@@ -102,6 +101,8 @@ static_assert(rows_agree_with_the_enum());
 static_assert(kernels::kQ8Block == 32 && kSuperBlock == 256);
 
 }  // namespace
+
+std::span<const TypeCodec> all_codecs() { return kCodecs; }
 
 const TypeCodec* find_codec(TensorType t) {
   for (const auto& c : kCodecs)

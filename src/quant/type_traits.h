@@ -6,6 +6,7 @@
 // engine treats them. Adding a type is one row here and its codec.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <string>
 
@@ -44,6 +45,8 @@ struct TypeCodec {
   gguf::TensorType small_row_fallback = type;
 };
 
+// Every row, in the order of ggml's type ids.
+std::span<const TypeCodec> all_codecs();
 // The row of t, or null for a type ggtrain cannot compute with.
 const TypeCodec* find_codec(gguf::TensorType t);
 // The row of t, or an Error "cannot WHAT TYPE (F32, F16, ... can)".
