@@ -30,8 +30,6 @@ namespace fs = std::filesystem;
 using namespace ggtrain::gguf;
 namespace quant = ggtrain::quant;
 using namespace ggtrain::kernels;
-using ggtrain::quant::decode_floats;
-using ggtrain::quant::encode_floats;
 using ggtrain::quant::is_float_convertible;
 
 using ggtrain::test_support::TempDir;
