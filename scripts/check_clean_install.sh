@@ -12,11 +12,20 @@
 # tarball under build/clean-install/ (debootstrap is the slow part) and each
 # check unpacks it afresh, so no check starts from a previous check's
 # packages. Needs root (debootstrap, mount, chroot).
+#
+# Kept between checks, outside the checkout (CI clones afresh each time) in
+# ~/.cache/ggtrain (GGTRAIN_CACHE_DIR): the bare base's tarball, and the
+# .deb files apt downloads inside the chroot. apt still reads today's
+# package lists and checks every cached .deb against them, then installs
+# each one into the fresh root, so the check proves the same set-up; it only
+# does not fetch the same bytes twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT_DIR=$PWD
 WORK=${GGTRAIN_CLEAN_INSTALL_DIR:-$ROOT_DIR/build/clean-install}
-BASE_TAR=$WORK/bookworm-minbase.tar
+CACHE=${GGTRAIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ggtrain}/clean-install
+BASE_TAR=$CACHE/bookworm-minbase.tar
+APT_ARCHIVES=$CACHE/apt-archives
 CHROOT=$WORK/root
 SHARED=$ROOT_DIR/../shared
 
@@ -48,14 +57,25 @@ debian_mirror() {
 
 unmount_all() {
   local m
-  for m in dev/pts dev proc sys; do
+  for m in var/cache/apt/archives dev/pts dev proc sys; do
     if mountpoint -q "$CHROOT/$m" 2>/dev/null; then umount -l "$CHROOT/$m" || true; fi
   done
 }
 trap unmount_all EXIT
 
+# rm -rf of the root only once nothing is mounted below it (a bind mount
+# still there would take /dev's or the apt cache's contents with it).
+remove_root() {
+  unmount_all
+  if [[ -d $CHROOT ]] && findmnt -rn -o TARGET | grep -q "^$CHROOT/"; then
+    echo "check_clean_install: still mounted under $CHROOT; not removing it" >&2
+    exit 1
+  fi
+  rm -rf "$CHROOT"
+}
+
 start=$(date +%s)
-mkdir -p "$WORK"
+mkdir -p "$WORK" "$CACHE" "$APT_ARCHIVES/partial"
 if [[ ! -s $BASE_TAR ]]; then
   command -v debootstrap >/dev/null || {
     echo "check_clean_install: installing debootstrap"
@@ -76,8 +96,7 @@ fi
 echo "check_clean_install: bare base ready after $(( $(date +%s) - start )) s"
 
 # A fresh root from the bare base every time.
-unmount_all
-rm -rf "$CHROOT"
+remove_root
 mkdir -p "$CHROOT"
 tar -C "$CHROOT" -xf "$BASE_TAR"
 mkdir -p "$CHROOT/work/ggtrain" "$CHROOT/work/shared"
@@ -88,6 +107,8 @@ mount -t proc proc "$CHROOT/proc"
 mount --bind /dev "$CHROOT/dev"
 mount --bind /dev/pts "$CHROOT/dev/pts"
 mount -t sysfs sysfs "$CHROOT/sys"
+mkdir -p "$CHROOT/var/cache/apt/archives"
+mount --bind "$APT_ARCHIVES" "$CHROOT/var/cache/apt/archives"
 
 # What a new user runs: the README's set-up (only the main job's target, as
 # scripts/run.sh builds), then a short training. One CPU level (v2) is
@@ -111,6 +132,5 @@ env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
   exit 1
 }
 grep '^check_clean_install:' "$WORK/inside.log" || true
-unmount_all
-rm -rf "$CHROOT"
+remove_root
 echo "check_clean_install: passed (setup + 10-step tiny training wrote weights/step_10.gguf) in $(( $(date +%s) - start )) s"
