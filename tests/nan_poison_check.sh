@@ -6,9 +6,12 @@
 #
 # usage: nan_poison_check.sh BUILD_DIR/tests
 #
-# The list is every test that uses the helper (about a minute in all, most of
-# it ModelFd.LoraOnEveryTarget's finite differences). Not listed: Compare.*,
-# the helper's own tests, which poisoning is meant to break.
+# The tests are every test that compared numbers through the helper in this
+# ctest run: each records its name in BUILD_DIR/tests/compare_users/
+# <program>.txt when it calls compare() (CTest runs this check after them).
+# Not poisoned: Compare.*, the helper's own tests, which poisoning is meant
+# to break; negative controls that pass when their comparison fails (below);
+# records of tests the program no longer has.
 set -u
 
 if [[ $# -ne 1 || ! -d $1 ]]; then
@@ -16,71 +19,31 @@ if [[ $# -ne 1 || ! -d $1 ]]; then
   exit 2
 fi
 bin_dir=$1
+records=$bin_dir/compare_users
+# Today 94 tests are poisoned here; far fewer recorded means
+# the recording broke, and this check would pass while poisoning nothing.
+min_recorded=80
 
-# "binary test" — every test here compares numbers through compare.h.
-tests=(
-  "ggtrain_reference_tests Reference.EveryReferenceStateMatches"
-  "ggtrain_reference_tests Reference.LlamaCppLogitsOnFixtureModel"
-  "ggtrain_engine_tests LayerFd.Linear"
-  "ggtrain_engine_tests LayerFd.RmsNorm"
-  "ggtrain_engine_tests LayerFd.Rope"
-  "ggtrain_engine_tests LayerFd.AttentionMultiHead"
-  "ggtrain_engine_tests LayerFd.AttentionGroupedQuery"
-  "ggtrain_engine_tests LayerFd.AttentionMultiQuery"
-  "ggtrain_engine_tests LayerFd.AttentionKeyBlocksNarrowerThanTiles"
-  "ggtrain_engine_tests LayerFd.AttentionOneTile"
-  "ggtrain_engine_tests LayerFd.AttentionWithinDocuments"
-  "ggtrain_engine_tests LayerFd.PackedDocumentsEqualEachDocumentAlone"
-  "ggtrain_engine_tests LayerFd.ReferenceAttention"
-  "ggtrain_engine_tests LayerFd.FlashAttentionMatchesReferenceInFloat"
-  "ggtrain_engine_tests LayerFd.SwiGlu"
-  "ggtrain_engine_tests LayerFd.GeGlu"
-  "ggtrain_engine_tests LayerFd.FloatGeGluMatchesDouble"
-  "ggtrain_engine_tests LayerFd.Embedding"
-  "ggtrain_engine_tests LayerFd.CrossEntropy"
-  "ggtrain_engine_tests LayerFd.CrossEntropyFusedMatchesForwardThenBackward"
-  "ggtrain_engine_tests LayerFd.VectorExpMatchesLibm"
-  "ggtrain_engine_tests LayerFd.FloatSwiGluAndRmsNormMatchDouble"
-  "ggtrain_engine_tests LayerFd.ResidualRmsNormEqualsAddThenNorm"
-  "ggtrain_engine_tests ModelFd.PackedDocumentsAndMaskedTargets"
-  "ggtrain_engine_tests ModelFd.PackedWindowEqualsExamplesAlone"
-  "ggtrain_engine_tests ModelFd.GroupedQueryUntied"
-  "ggtrain_engine_tests ModelFd.MultiHeadTied"
-  "ggtrain_engine_tests ModelFd.MultiQueryTied"
-  "ggtrain_engine_tests ModelFd.Qwen3HeadNormsNeoxRopeWideHeads"
-  "ggtrain_engine_tests ModelFd.Qwen2BiasesNeoxRope"
-  "ggtrain_engine_tests ModelFd.Gemma3SlidingWindowPostNormsGeglu"
-  "ggtrain_engine_tests ModelFd.LoraOnEveryTarget"
-  "ggtrain_engine_tests ModelFd.DonorLens"
-  "ggtrain_engine_tests Training.GradientAccumulationEqualsOneBigBatch"
-  "ggtrain_engine_tests ModelOptions.RecomputeChunksAndTilesGiveTheSameGradients"
-  "ggtrain_engine_tests ModelOptions.RecomputeWithLora"
-  "ggtrain_engine_tests ModelOptions.FloatRecomputeMatchesStoredActivations"
-  "ggtrain_infer_tests Decoder.MatchesTrainingForwardGqaUntied"
-  "ggtrain_infer_tests Decoder.MatchesTrainingForwardMqaTied"
-  "ggtrain_infer_tests Decoder.MatchesTrainingForwardQwen3"
-  "ggtrain_infer_tests Decoder.MatchesTrainingForwardQwen2"
-  "ggtrain_infer_tests Decoder.MatchesTrainingForwardGemma3"
-  "ggtrain_infer_tests Decoder.MatchesTrainingForwardWithLlama3RopeFactors"
-  "ggtrain_run_tests ChatRun.LossIsTheMeanOverTheStepsAnswerTokens"
-  "ggtrain_infer_tests Decoder.Fp16CacheBatchAndStepsAgreeAndFollowFp32"
-  "ggtrain_infer_tests Cases/AttentionDecode.EqualsDoubleSoftmaxOverTheCachedKeys/2"
-  "ggtrain_infer_tests Cases/AttentionDecode.EqualsDoubleSoftmaxOverTheCachedKeys/8"
-  "ggtrain_import_tests Import.LogitsEqualThePerHeadModelGqa"
-  "ggtrain_import_tests Import.LogitsEqualThePerHeadModelMha"
-  "ggtrain_import_tests Import.LogitsEqualThePerHeadModelMqaTied"
-  "ggtrain_import_tests Import.LogitsEqualThePerHeadModelWithLens"
-  "ggtrain_run_tests Donor.FoldedModelHasTheTrainingTimeLogits"
-  "ggtrain_run_tests Lora.InitialAdapterIsTheBaseModel"
-  "ggtrain_run_tests Lora.RunWritesAdaptersThatTheDecoderAndMergeReproduce"
-  "ggtrain_run_tests Types/HeldBase.ComputesTheDequantizedModel/Q8_0"
-  "ggtrain_run_tests Types/HeldBase.ComputesTheDequantizedModel/Q4_K"
-  "ggtrain_run_tests Bf16.GemmMatchesFloatGemmOnRoundedInputs"
-  "ggtrain_run_tests Bf16.TileGemmMatchesFloatOnRoundedInputs"
-  "ggtrain_run_tests Bf16.AttentionFollowsFloatAttention"
-  "ggtrain_run_tests Bf16.ModelLogitsAndGradientsFollowFp32"
-  "ggtrain_run_tests Bf16.TinyLossCurveWithin2PercentOfFp32"
-)
+# A comparison failing is what these tests check, and a NaN fails it too.
+negative_controls=" MpiTest.TensorComparisonTellsANearbyRunApart "
+
+# "program test" for every recorded test the program still has.
+tests=()
+for f in "$records"/*.txt; do
+  [[ -f $f ]] || continue
+  bin=$(basename "$f" .txt)
+  [[ -x $bin_dir/$bin ]] || continue
+  listed=$("$bin_dir/$bin" --gtest_list_tests | awk '/^[^ ]/ { suite = $1; next } { print suite $1 }')
+  while read -r name; do
+    [[ $name == Compare.* || $negative_controls == *" $name "* ]] && continue
+    grep -qxF "$name" <<<"$listed" && tests+=("$bin $name")
+  done < <(sort -u "$f")
+done
+if (( ${#tests[@]} < min_recorded )); then
+  echo "nan_poison_check: only ${#tests[@]} tests recorded in $records (expected at least $min_recorded): is the recording in support/compare.h working?" >&2
+  exit 1
+fi
+echo "nan_poison_check: ${#tests[@]} tests compared through support/compare.h; each must fail on the injected NaN"
 
 # How test $2 ended in gtest output file $1: nan (failed, and its output
 # names a non-finite value), other (failed on something else), passed, missing.

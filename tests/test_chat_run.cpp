@@ -204,7 +204,9 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
     // The cache kept exactly the prefix this prompt shares with what it held.
     const auto shared = std::mismatch(fed.begin(), fed.end(), r.prompt.begin(), r.prompt.end()).first - fed.begin();
     EXPECT_EQ(r.reused_tokens, shared);
-    if (&q != &questions.front()) EXPECT_GT(r.reused_tokens, 0) << "a later turn computed its history again";
+    if (&q != &questions.front()) {
+      EXPECT_GT(r.reused_tokens, 0) << "a later turn computed its history again";
+    }
     fed = r.prompt;
     fed.insert(fed.end(), r.tokens.begin(), r.tokens.end() - 1);
     EXPECT_EQ(dec.cached_tokens(), fed);

@@ -7,12 +7,19 @@
 #include <cstdio>
 #include <string>
 #include <functional>
+#include <vector>
 
+#include "support/compare.h"
 #include "train/preference_loss.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
 namespace {
+
+using test_support::compare;
+using test_support::Comparison;
+using test_support::within_abs;
+using test_support::within_elementwise;
 
 double naive_log_sigmoid(double x) { return std::log(1 / (1 + std::exp(-x))); }
 
@@ -65,24 +72,25 @@ const PairLogps kPairs[] = {
 
 TEST_P(PairLossTest, LossAndDerivativesAreTrlsFormula) {
   const auto [o, p] = GetParam();
-  double worst_loss = 0, worst_grad = 0;
+  std::vector<double> loss, want_loss, grad, want_grad;  // grad: d/dchosen, d/drejected per pair
   for (const PairLogps& x : kPairs) {
     const PairLoss r = pair_loss(o, p, x);
-    const double want = trl_loss(o, p, x);
-    ASSERT_TRUE(std::isfinite(r.loss) && std::isfinite(r.d_chosen) && std::isfinite(r.d_rejected));
-    worst_loss = std::max(worst_loss, std::abs(r.loss - want) / std::max(1.0, std::abs(want)));
-    const double dc = central_difference([&](double v) { PairLogps y = x; y.chosen = v; return trl_loss(o, p, y); }, x.chosen);
-    const double dr =
-        central_difference([&](double v) { PairLogps y = x; y.rejected = v; return trl_loss(o, p, y); }, x.rejected);
-    worst_grad = std::max({worst_grad, std::abs(r.d_chosen - dc), std::abs(r.d_rejected - dr)});
+    loss.push_back(r.loss);
+    want_loss.push_back(trl_loss(o, p, x));
+    grad.insert(grad.end(), {r.d_chosen, r.d_rejected});
+    want_grad.push_back(
+        central_difference([&](double v) { PairLogps y = x; y.chosen = v; return trl_loss(o, p, y); }, x.chosen));
+    want_grad.push_back(
+        central_difference([&](double v) { PairLogps y = x; y.rejected = v; return trl_loss(o, p, y); }, x.rejected));
   }
-  std::printf("%s: loss %.1e relative, derivatives %.1e\n", std::string(objective_name(o)).c_str(), worst_loss,
-              worst_grad);
+  const Comparison l = compare(loss, want_loss), g = compare(grad, want_grad);
+  std::printf("%s: loss %.1e relative, derivatives %.1e\n", std::string(objective_name(o)).c_str(),
+              l.max_elementwise_rel(), g.max_abs_diff);
   // Measured: loss at most 1.6e-16 relative (rounding), derivatives at
   // most 3.5e-11 (the central difference's own error, h = 1e-5). Limits
-  // 1e-12 and 1e-8.
-  EXPECT_LT(worst_loss, 1e-12);
-  EXPECT_LT(worst_grad, 1e-8);
+  // 1e-12 (+ 1e-12 absolute, for a loss near 0) and 1e-8.
+  EXPECT_TRUE(within_elementwise(l, {.abs = 1e-12, .rel = 1e-12}));
+  EXPECT_TRUE(within_abs(g, 1e-8));
 }
 
 INSTANTIATE_TEST_SUITE_P(Objectives, PairLossTest,

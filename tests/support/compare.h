@@ -11,14 +11,21 @@
 // Negative control: with GGTRAIN_TEST_POISON_COMPARE=1 in the environment,
 // compare() turns the actual side's element n/2 into NaN (in its own copy),
 // so every test that goes through it must fail; tests/nan_poison_check.sh
-// runs the tests that way.
+// runs the tests that way. Which tests those are is not a hand-kept list:
+// each test that calls compare() writes its name to
+// GGTRAIN_COMPARE_USERS_DIR/<program>.txt (tests/CMakeLists.txt defines the
+// folder), and the check poisons every test named there.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>  // program_invocation_short_name
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -92,6 +99,24 @@ inline bool poison_requested() {
   return v != nullptr && std::string_view(v) == "1";
 }
 
+// Appends "Suite.Name" of the running test to GGTRAIN_COMPARE_USERS_DIR/
+// <program>.txt, once per test and process. One write() with O_APPEND: the
+// tests of one program run side by side under ctest -j.
+inline void record_user() {
+#ifdef GGTRAIN_COMPARE_USERS_DIR
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr) return;
+  const std::string line = std::string(info->test_suite_name()) + "." + info->name() + "\n";
+  static std::set<std::string> recorded;
+  if (!recorded.insert(line).second) return;
+  const std::string path = std::string(GGTRAIN_COMPARE_USERS_DIR) + "/" + program_invocation_short_name + ".txt";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;  // CMake makes the folder; nan_poison_check fails when too few tests are recorded
+  [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());
+  ::close(fd);
+#endif
+}
+
 inline void find_first_nonfinite(Comparison& c) {
   for (size_t i = 0; i < c.ref.size(); ++i)
     if (!std::isfinite(c.actual[i]) || !std::isfinite(c.ref[i])) {
@@ -137,6 +162,7 @@ inline std::optional<::testing::AssertionResult> unusable(const Comparison& c) {
 template <typename A, typename R>
 Comparison build(const A* actual, const R* ref, size_t n, std::vector<bool> counted) {
   static_assert(std::is_floating_point_v<A> && std::is_floating_point_v<R>, "compare float or double");
+  record_user();
   Comparison c;
   c.actual.assign(actual, actual + n);
   c.ref.assign(ref, ref + n);
