@@ -46,7 +46,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 echo "compare_pytorch: $PRESET, $THREADS thread(s), $REPEAT round(s); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# PyTorch's best settings here (measured, bench/README.md), in this command only:
+# PyTorch's best settings here (measured, bench/results.md), in this command only:
 # - OpenBLAS built for OpenMP: its GEMMs run on PyTorch's own OpenMP threads (the
 #   pthread build keeps a second pool that fights them; PASSIVE only softened that);
 # - OpenBLAS's own core detection (Cooperlake kernels, AVX-512) instead of the

@@ -20,7 +20,7 @@ import sys
 TCP_CEILING = float(sys.argv[1]) * 1e9 if len(sys.argv) > 1 else 3.5e9  # B/s, bench_dp over TCP, 1 MB
 ALPHA = float(sys.argv[2]) * 1e-6 if len(sys.argv) > 2 else 30e-6       # s per message step, bench_dp TCP 4 KB
 # model FLOP/s of one rank: a 2-core rank like the one measured, ~70% MFU of
-# 344 GFLOP/s sgemm (bench/README.md)
+# 344 GFLOP/s sgemm (bench/results.md)
 RANK_FLOPS = float(sys.argv[3]) * 1e9 if len(sys.argv) > 3 else 240e9
 BUCKET = 1 << 22    # floats per bucket at most (train/zero.h)
 TOKENS_PER_RANK = 2048  # per step (s15: 8 x 256; smol135: 4 x 512; 1B: 1 x 2048)

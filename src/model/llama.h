@@ -29,7 +29,7 @@ class QuantizedBase;
 
 // Rows of logits the loss computes at once by default: about 1 Mi floats per
 // thread, at least 256 rows (the head's GEMMs lose speed on fewer rows:
-// bench/README.md, "Memory"), at most all BT rows.
+// bench/results.md, "Memory"), at most all BT rows.
 int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt);
 
 struct ModelOptions {
