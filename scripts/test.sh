@@ -22,7 +22,11 @@ fi
 # CI log keeps only its last lines, and they say where the time went.
 t_start=$(date +%s)
 phase_times=()
-trap 'echo "test.sh: phases: ${phase_times[*]:-none}; $(( $(date +%s) - t_start )) s in all"' EXIT
+phases_line() {
+  local IFS=,
+  echo "test.sh: phases: ${phase_times[*]:-none}; $(( $(date +%s) - t_start )) s in all" | sed 's/,/, /g'
+}
+trap phases_line EXIT
 # run_phase NAME COMMAND...: runs COMMAND and records its seconds.
 run_phase() {
   local name=$1 t0
@@ -30,7 +34,7 @@ run_phase() {
   t0=$(date +%s)
   echo "test.sh: $name, from $(( t0 - t_start )) s"
   "$@"
-  phase_times+=("$name $(( $(date +%s) - t0 )) s,")
+  phase_times+=("$name $(( $(date +%s) - t0 )) s")
 }
 
 # ccache keys on paths relative to the checkout and not on the working

@@ -382,7 +382,9 @@ TEST(Sampler, TopPAndMinPCutBeforeTemperature) {
 // rows times the activations rounded to its dot type (Q8_0 for the 32-block
 // types, Q8_K for the K-quants), computed here in double from the decoded
 // blocks: what ggml's integer dot products compute, up to float summation.
-// A batch of 3 takes the decode kernels, one of 9 the prompt path.
+// The activations are rounded here too, as ggml defines its quantizers (not
+// with the library's rounding). A batch of 3 takes the decode kernels, one
+// of 9 the prompt path.
 class QuantizedMatrix : public ::testing::TestWithParam<int64_t> {};
 INSTANTIATE_TEST_SUITE_P(Decoder, QuantizedMatrix, ::testing::Values(3, 9));
 // What ggml's Q5_1 x Q8_1 dot adds beyond the dequantized weights times the
@@ -391,6 +393,44 @@ INSTANTIATE_TEST_SUITE_P(Decoder, QuantizedMatrix, ::testing::Values(3, 9));
 // multiplies s where the rounded activations would give fp16(d) * sum:
 // sum over blocks of m * (s - fp16(d) * sum).
 namespace {
+bool is_k_quant(gguf::TensorType t) {
+  return t == gguf::TensorType::Q4_K || t == gguf::TensorType::Q5_K || t == gguf::TensorType::Q6_K;
+}
+
+// x as ggml's integer dot products see it, from ggml-quants.c's definitions.
+// Q8_0 (and Q8_1's quants): blocks of 32, d = amax / 127, q = round(x / d),
+// the value q * fp16(d). Q8_K: blocks of 256, the element of largest |x|
+// (with its sign) sets iscale = -127 / max, q = min(127, nearest(iscale x)),
+// the value q / iscale (a float d). Ties between two integers round
+// differently in ggml's reference (roundf) and SIMD (to even) quantizers;
+// `ties` counts them, so the test can show its data has none.
+std::vector<float> rounded_as_ggml(gguf::TensorType weight, const float* x, int64_t n, int* ties) {
+  std::vector<float> out(static_cast<size_t>(n));
+  const int64_t block = is_k_quant(weight) ? 256 : 32;
+  for (int64_t b = 0; b < n; b += block) {
+    float amax = 0, max = 0;
+    for (int64_t j = b; j < b + block; ++j)
+      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+    float multiplier = 0, value_of_one = 0;
+    if (is_k_quant(weight)) {
+      const float iscale = amax != 0 ? -127.f / max : 0.f;
+      multiplier = iscale;
+      value_of_one = amax != 0 ? 1 / iscale : 0.f;
+    } else {
+      const float d = amax / 127.f;
+      multiplier = d != 0 ? 1.0f / d : 0.f;
+      value_of_one = kernels::fp16_to_fp32(kernels::fp32_to_fp16(d));
+    }
+    for (int64_t j = b; j < b + block; ++j) {
+      const float v = x[j] * multiplier;
+      if (std::fabs(v - std::trunc(v)) == 0.5f) ++*ties;
+      const float q = std::min(127.f, std::nearbyint(v));
+      out[size_t(j)] = q * value_of_one;
+    }
+  }
+  return out;
+}
+
 double q8_1_sum_term(const uint8_t* q5_1, const float* x, int64_t row, int64_t cols) {
   double term = 0;
   for (int64_t b = 0; b < cols / 32; ++b) {
@@ -427,8 +467,9 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
     std::vector<float> y(size_t(kBatch * kRows));
     m.matmul(x.data(), y.data(), kBatch);
     const std::vector<float> wq = quant::tensor_floats(f, f.tensor("m.weight"));
-    std::vector<float> xr(x.size());
-    quant::round_activations_for(type, x.data(), xr.data(), x.size());
+    int ties = 0;
+    const std::vector<float> xr = rounded_as_ggml(type, x.data(), int64_t(x.size()), &ties);
+    ASSERT_EQ(ties, 0) << "an activation halfway between two quants: ggml's paths disagree on it";
     for (int64_t i = 0; i < kBatch; ++i)
       for (int64_t r = 0; r < kRows; ++r) {
         double want = 0;
