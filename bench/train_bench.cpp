@@ -1,22 +1,32 @@
 // Training throughput of a preset (s15 by default: d_model 288, 6 layers, 6
-// heads, d_ff 768, vocab 4096, batch 8 x 256, tied; or smol135, the
-// SmolLM2-135M shape at batch 4 x 512): tokens/s, model FLOPs/token
+// heads, d_ff 768, vocab 4096, batch 8 x 256, tied; smol135, the
+// SmolLM2-135M shape at batch 4 x 512; or a released model's shape,
+// qwen3-0.6b, gemma3-270m, llama3.2-1b): tokens/s, model FLOPs/token
 // (6N + 12*L*d*T), MFU against the GEMM peak measured in this same run on the
 // step's GEMM shapes (fp32: oneDNN sgemm; bf16: oneDNN's bf16 matmul), peak
 // RSS, and the time per operation of forward, backward and recomputation.
-// Usage: bench_train [--preset s15|smol135] [--precision fp32|bf16]
-//                    [--recompute none|attn|all] [--steps N] [threads...]
+// Usage: bench_train [--preset NAME] [--precision fp32|bf16]
+//                    [--recompute none|attn|all] [--steps N]
+//                    [--vocab N] [--batch B] [--seq-len T]
+//                    [--lora RANK]  LoRA on all seven block matrices, base frozen
+//                    [--as-llama]   the same shape as plain llama: what the
+//                                   architecture's own operations cost
+//                    [threads...]
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "model/lora.h"
+#include "model/params.h"
 #include "train/adamw.h"
 #include "train/run_config.h"
 #include "util/error.h"
@@ -28,7 +38,9 @@ namespace {
 
 struct Args {
   std::string preset = "s15", precision = "fp32", recompute = "none";
-  int steps = 0;  // 0: 8 for s15, 3 for smol135
+  int steps = 0;  // 0: 8 for s15, 3 for the larger presets
+  int64_t vocab = 0, batch = 0, seq_len = 0, lora_rank = 0;  // 0: the preset's (no LoRA)
+  bool as_llama = false;
   std::vector<int> threads;
 };
 
@@ -44,11 +56,16 @@ Args parse(int argc, char** argv) {
     else if (s == "--precision") a.precision = value();
     else if (s == "--recompute") a.recompute = value();
     else if (s == "--steps") a.steps = std::atoi(value().c_str());
+    else if (s == "--vocab") a.vocab = std::atoll(value().c_str());
+    else if (s == "--batch") a.batch = std::atoll(value().c_str());
+    else if (s == "--seq-len") a.seq_len = std::atoll(value().c_str());
+    else if (s == "--lora") a.lora_rank = std::atoll(value().c_str());
+    else if (s == "--as-llama") a.as_llama = true;
     else if (!s.empty() && s[0] != '-') a.threads.push_back(std::atoi(s.c_str()));
     else fail("bench_train: unknown option {}", s);
   }
   if (a.threads.empty()) a.threads = {1, 2};
-  if (a.steps <= 0) a.steps = a.preset == "smol135" ? 3 : 8;
+  if (a.steps <= 0) a.steps = a.preset == "s15" ? 8 : 3;
   return a;
 }
 
@@ -59,9 +76,13 @@ struct Result {
 
 Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const model::ModelOptions& o,
                     int warmup, int steps) {
-  model::LlamaModel<float> m(c, B, T, {}, o);
+  // LoRA: the whole base frozen (no gradient, no moments), as a LoRA run has it.
+  const std::set<std::string> frozen = c.lora.rank > 0 ? model::ParamLayout(c.without_lora()).names()
+                                                       : std::set<std::string>{};
+  model::LlamaModel<float> m(c, B, T, frozen, o);
   model::init_params(c, m.layout(), m.params(), 1);
-  const int64_t n = m.n_params();
+  if (c.lora.rank > 0) model::init_lora(m.layout(), m.params(), 1);
+  const int64_t n = m.n_trainable();
   std::vector<float> mom(size_t(n), 0.f), var(size_t(n), 0.f);
   Rng rng(7);
   std::vector<int32_t> tokens(size_t(B * T + 1));
@@ -78,7 +99,7 @@ Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const mod
     m.backward();
     const double t_opt = bench::now_s();
     float scale = train::clip_scale(train::grad_global_norm(m.grads(), n), 1.0);
-    train::adamw_step(m.layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {},
+    train::adamw_step(m.grad_layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {},
                       scale);
     if (s >= warmup) r.optimizer_s += bench::now_s() - t_opt;
   }
@@ -104,10 +125,14 @@ void print_breakdown(const Result& r) {
     accounted += f + b + rc;
     std::printf("    %-12s %9.1f %9.1f %9.1f %6.1f%%\n", P::name(op), f, b, rc, 100 * (f + b + rc) / step_ms);
   }
+  double gemm = 0;  // the matrix products: projections, feed-forward, adapters, head
+  for (int op : {P::kQkv, P::kAttnOutput, P::kGateUp, P::kDown, P::kLora, P::kHead})
+    for (int phase = 0; phase < P::kPhases; ++phase) gemm += 1e3 * r.profile.seconds[phase][op];
   const double opt = 1e3 * r.optimizer_s;
   std::printf("    %-12s %29.1f %6.1f%%\n", "optimizer", opt, 100 * opt / step_ms);
   std::printf("    %-12s %29.1f %6.1f%%  (step %.1f ms)\n", "other", step_ms - accounted - opt,
               100 * (step_ms - accounted - opt) / step_ms, step_ms);
+  std::printf("    GEMM share (qkv, attn_output, gate_up, down, lora, head): %.1f%%\n", 100 * gemm / step_ms);
 }
 
 }  // namespace
@@ -115,17 +140,29 @@ void print_breakdown(const Result& r) {
 int main(int argc, char** argv) try {
   const Args a = parse(argc, argv);
   const train::RunConfig rc = train::preset(a.preset);
-  const model::LlamaConfig c = rc.llama(rc.data.vocab_size);
-  const int64_t B = rc.train.batch, T = rc.train.seq_len;
+  model::LlamaConfig c = rc.llama(a.vocab > 0 ? a.vocab : rc.data.vocab_size);
+  if (a.as_llama) {  // same shape; plain RoPE, no head or post norms, SwiGLU, every layer global
+    c.arch = "llama";
+    c.sliding_window = 0;
+  }
+  if (a.lora_rank > 0) {
+    std::vector<std::string> all;
+    for (int i = 0; i < model::kNumBlockMatrices; ++i) all.push_back(model::block_matrix_name(model::BlockMatrix(i)));
+    c.lora = {a.lora_rank, double(a.lora_rank), all};
+  }
+  const int64_t B = a.batch > 0 ? a.batch : rc.train.batch, T = a.seq_len > 0 ? a.seq_len : rc.train.seq_len;
   model::ModelOptions o;
   o.recompute = model::recompute_from_name(a.recompute);
   o.precision = model::precision_from_name(a.precision);
   const bool bf16 = o.precision == model::Precision::kBf16;
   const double fpt = c.flops_per_token(T);
-  std::printf("%s %s recompute=%s: %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), batch "
-              "%lld x %lld\n",
-              a.preset.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.matmul_params(),
-              fpt / 1e6, (long long)B, (long long)T);
+  std::printf("%s (%s) %s recompute=%s: vocab %lld, %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), "
+              "batch %lld x %lld%s\n",
+              a.preset.c_str(), c.arch.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.vocab,
+              (long long)c.matmul_params(), fpt / 1e6, (long long)B, (long long)T,
+              a.lora_rank > 0 ? fmt::format(", LoRA rank {} on all seven matrices (MFU counts 6N all the same)",
+                                            a.lora_rank).c_str()
+                              : "");
   for (int threads : a.threads) {
     omp_set_num_threads(threads);
     // measured before the model exists, so that its buffers are not in the peak RSS
