@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "dist/data_parallel.h"
+#include "dist/distributed.h"
 #include "model/init.h"
-#include "model/llama.h"
-#include "train/data_parallel.h"
-#include "train/distributed.h"
+#include "model/transformer.h"
 
 using namespace ggtrain;
 
@@ -53,7 +53,7 @@ double rss_mib() {  // current resident set (VmRSS), MiB
   return 0;
 }
 
-void allreduce_bandwidth(train::Communicator& comm) {
+void allreduce_bandwidth(dist::Communicator& comm) {
   const int n = comm.size();
   if (comm.root())
     std::printf("all-reduce (sum of float32, in place), %d ranks: %s\n  %10s %10s %12s %12s\n", n,
@@ -77,10 +77,10 @@ void allreduce_bandwidth(train::Communicator& comm) {
   }
 }
 
-void overlap(train::Communicator& comm, int iters) {
+void overlap(dist::Communicator& comm, int iters) {
   const auto cfg = s15();
   const int64_t B = 8, T = 256;
-  train::DataParallel dp(comm, B, T, 0);
+  dist::DataParallel dp(comm, B, T, 0);
   model::LlamaModel<float> model(cfg, dp.local_batch(), T);
   model::init_params(cfg, model.layout(), model.params(), 1);
   dp.attach(model);
@@ -124,11 +124,11 @@ void overlap(train::Communicator& comm, int iters) {
       (median(bwd_plain) + median(after_plain) - median(bwd_overlap) - median(after_overlap)) * 1e3);
 }
 
-void optimizer_memory(train::Communicator& comm, const model::LlamaConfig& cfg, const char* name) {
+void optimizer_memory(dist::Communicator& comm, const model::LlamaConfig& cfg, const char* name) {
   double measured[2] = {0, 0}, planned[2] = {0, 0};
   int64_t n_params = 0;
   for (int zero : {0, 1}) {
-    train::DataParallel dp(comm, comm.size(), 8, zero);
+    dist::DataParallel dp(comm, comm.size(), 8, zero);
     model::LlamaModel<float> model(cfg, 1, 8);
     dp.attach(model);
     n_params = model.n_trainable();
@@ -159,7 +159,7 @@ void optimizer_memory(train::Communicator& comm, const model::LlamaConfig& cfg, 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
   const std::string what = argc > 2 ? argv[2] : "all";
-  auto& comm = train::world();
+  auto& comm = dist::world();
   if (comm.size() < 2 && comm.root()) std::printf("(one process: run under mpirun -np 2 for these numbers)\n");
   omp_set_num_threads(1);
   if (what == "all" || what == "bandwidth") allreduce_bandwidth(comm);

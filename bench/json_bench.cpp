@@ -1,5 +1,5 @@
 // JSONL parsing for corpus input: the "text" member of every
-// line with nlohmann-json against simdjson (DOM, as data/input reads JSONL:
+// line with nlohmann-json against simdjson (DOM, as corpus/input reads JSONL:
 // it validates the whole line), in MB/s of JSONL on one thread.
 //
 //   bench_json FILE.jsonl

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace ggtrain;
 
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   const std::string model = argv[1];
   const bool gguf_model = model.size() > 5 && model.substr(model.size() - 5) == ".gguf";
   if (gguf_model) {
-    const auto tok = data::Tokenizer::from_gguf(gguf::GgufFile(model));
+    const auto tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(model));
     size_t tokens = 0;  // to compare with llama.cpp's count (bench/llama_tokenize.mjs)
     for (const auto& l : lines) tokens += tok.encode(l, false).size();
     std::printf("%s: %zu lines, %.1f MB, %s vocabulary %lld, %zu tokens\n", argv[2], lines.size(), double(bytes) / 1e6,
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const auto tok = data::Tokenizer::from_sentencepiece(model);
+  const auto tok = tokenizer::Tokenizer::from_sentencepiece(model);
   sentencepiece::SentencePieceProcessor sp;
   if (!sp.Load(model).ok()) return 1;
 

@@ -24,10 +24,10 @@
 
 #include "bench_util.h"
 #include "model/init.h"
-#include "model/llama.h"
 #include "model/lora.h"
 #include "model/params.h"
-#include "train/adamw.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
 #include "train/run_config.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -98,8 +98,8 @@ Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const mod
     r.loss = m.forward(tokens.data(), tokens.data() + 1);
     m.backward();
     const double t_opt = bench::now_s();
-    float scale = train::clip_scale(train::grad_global_norm(m.grads(), n), 1.0);
-    train::adamw_step(m.grad_layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {},
+    float scale = optim::clip_scale(optim::grad_global_norm(m.grads(), n), 1.0);
+    optim::adamw_step(m.grad_layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {},
                       scale);
     if (s >= warmup) r.optimizer_s += bench::now_s() - t_opt;
   }

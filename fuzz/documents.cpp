@@ -4,7 +4,7 @@
 // the file. Every document returned must be non-empty valid UTF-8, and the
 // reader's count must match; everything else must be rejected with a
 // ggtrain::Error.
-#include "data/input/documents.h"
+#include "corpus/input/documents.h"
 #include "fuzz_util.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -15,16 +15,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   static ggtrain_fuzz::MemFile file;
   const uint8_t mode = data[0];
-  data::InputFile f;
+  corpus::InputFile f;
   f.path = file.write(data + 1, size - 1);
-  f.type = mode & 1 ? data::FileType::kJsonl : data::FileType::kText;
-  f.compression = data::Compression((mode >> 1) % 3);
+  f.type = mode & 1 ? corpus::FileType::kJsonl : corpus::FileType::kText;
+  f.compression = corpus::Compression((mode >> 1) % 3);
   f.size = size - 1;
-  data::DocumentOptions o;
-  o.separator = data::DocSeparator((mode >> 3) % 3);
-  o.on_bad = mode & 0x20 ? data::OnBadDocument::kSkip : data::OnBadDocument::kError;
+  corpus::DocumentOptions o;
+  o.separator = corpus::DocSeparator((mode >> 3) % 3);
+  o.on_bad = mode & 0x20 ? corpus::OnBadDocument::kSkip : corpus::OnBadDocument::kError;
   try {
-    data::DocumentReader reader(f, o);
+    corpus::DocumentReader reader(f, o);
     std::string doc;
     int64_t n = 0;
     uint64_t bytes = 0;

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "../tests/support/compress.h"
-#include "data/token_file.h"
-#include "data/unicode.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "kernels/number_formats.h"
 #include "quant/gguf_floats.h"
 #include "quant/type_traits.h"
+#include "tokenizer/unicode.h"
 #include "train/run_config.h"
 #include "util/error.h"
 
@@ -107,8 +107,8 @@ void vocab_gguf(const std::string& path, bool with_scores_and_types, bool space_
 // control and user-defined tokens; `name` picks llama.cpp's strip rules.
 void bpe_vocab_gguf(const std::string& path, const std::string& pre, const std::string& name) {
   std::vector<std::string> tokens;
-  for (int b = 0; b < 256; ++b) tokens.push_back(data::unicode::byte_to_unicode(uint8_t(b)));
-  const std::string sp = data::unicode::byte_to_unicode(' ');
+  for (int b = 0; b < 256; ++b) tokens.push_back(tokenizer::unicode::byte_to_unicode(uint8_t(b)));
+  const std::string sp = tokenizer::unicode::byte_to_unicode(' ');
   const std::vector<std::string> merges{"t h", sp + " th", sp + "th e", "i n", sp + " a", "a n", "an d", "1 2"};
   for (const auto& m : merges) {
     const auto space = m.find(' ', 1);
@@ -229,9 +229,9 @@ int main(int argc, char** argv) {
     }
     std::vector<int32_t> ids;
     for (int i = 0; i < 40; ++i) ids.push_back((i * 37) % 320);
-    data::write_token_file(tf + "w2.tok", 320, ids);
-    data::write_token_file(tf + "w4.tok", 70000, {1, 69999, 65536, 0, 12345});
-    data::write_token_file(tf + "empty.tok", 5, {});
+    corpus::write_token_file(tf + "w2.tok", 320, ids);
+    corpus::write_token_file(tf + "w4.tok", 70000, {1, 69999, 65536, 0, 12345});
+    corpus::write_token_file(tf + "empty.tok", 5, {});
     for (const auto& name : train::preset_names())
       write_text(c + name + ".toml", train::to_toml(train::preset(name)));
     write_text(c + "hand.toml",

@@ -2,7 +2,7 @@
 // a file it opened must be inside the declared vocabulary; anything else
 // (a bad header, a bad size, an id read past the vocabulary) must be
 // rejected with a ggtrain::Error.
-#include "data/token_file.h"
+#include "corpus/token_file.h"
 #include "fuzz_util.h"
 #include "util/error.h"
 
@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static ggtrain_fuzz::MemFile file;
   const std::string& path = file.write(data, size);
   try {
-    data::TokenFile tf(path);
+    corpus::TokenFile tf(path);
     if (tf.size() < 0 || tf.vocab() <= 0) ggtrain_fuzz::finding("bad size or vocab accepted");
     uint64_t acc = 0;
     for (int64_t i = 0; i < tf.size(); ++i) {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 #include "gguf/reader.h"
 #include "util/error.h"
@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path = file.write(data, size);
   try {
     gguf::GgufFile f(path);
-    const data::Tokenizer tok = data::Tokenizer::from_gguf(f);
+    const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(f);
     const int64_t n = tok.vocab_size();
     if (n <= 0) ggtrain_fuzz::finding("a tokenizer with no tokens was accepted");
     const size_t tail = std::min<size_t>(size, 96);

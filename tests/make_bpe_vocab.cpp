@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "support/bpe_vocab.h"
 #include "support/varied_text.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 using namespace ggtrain;
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (a.size() == 3 && a[0] == "decode") {
-      const auto tok = data::Tokenizer::from_gguf(gguf::GgufFile(a[1]));
+      const auto tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(a[1]));
       for (const auto& line : read_lines(a[2])) {
         for (unsigned char c : tok.decode(parse_ids(line))) std::printf("%02x", c);
         std::printf("\n");

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "chat/template.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[1]);
   std::string line;
   try {
-    std::optional<data::Tokenizer> tok;
-    if (argc == 3) tok = data::Tokenizer::from_gguf(gguf::GgufFile(argv[2]));
+    std::optional<tokenizer::Tokenizer> tok;
+    if (argc == 3) tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(argv[2]));
     for (int64_t n = 1; std::getline(in, line); ++n) {
       const auto j = nlohmann::json::parse(line);
       const chat::Template t = chat::template_named(j.at("template").get<std::string>(), "template");
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
                          {"rendered", chat::render(t, c, gen)}};
       if (tok) {
         out["ids"] = tok->encode(out["rendered"].get<std::string>(),
-                                 data::EncodeOptions{.add_bos = tok->add_bos(), .parse_special = true});
+                                 tokenizer::EncodeOptions{.add_bos = tok->add_bos(), .parse_special = true});
         const auto known = chat::detect_template(tok->chat_template());
         out["model_template"] = known ? chat::template_info(*known).name : "";
       }

@@ -16,7 +16,7 @@
 #include <iterator>
 #include <memory>
 
-#include "data/token_file.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "quant/gguf_floats.h"

@@ -19,7 +19,7 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/number_formats.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "quant/type_traits.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"

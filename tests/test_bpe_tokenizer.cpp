@@ -1,4 +1,4 @@
-// The "gpt2" (byte-level BPE) vocabulary type of data::Tokenizer: GPT-2's byte
+// The "gpt2" (byte-level BPE) vocabulary type of tokenizer::Tokenizer: GPT-2's byte
 // alphabet, Unicode classes, pre-tokenizer splits, merge order, special
 // tokens, round trips on varied text, the keys add_to_gguf writes back,
 // hostile metadata, and a training run on such a vocabulary. Parity of ids
@@ -12,29 +12,29 @@
 #include <utility>
 #include <vector>
 
-#include "data/pre_tokenizer.h"
-#include "data/token_file.h"
-#include "data/tokenizer.h"
-#include "data/unicode.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "support/bpe_vocab.h"
 #include "support/run_helpers.h"
 #include "support/temp_dir.h"
 #include "support/varied_text.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "train/trainer.h"
 #include "util/error.h"
 
 namespace {
 
 using ggtrain::Error;
-using ggtrain::data::PreSplit;
-using ggtrain::data::Tokenizer;
+using ggtrain::tokenizer::PreSplit;
+using ggtrain::tokenizer::Tokenizer;
 using ggtrain::gguf::GgufFile;
 using ggtrain::gguf::GgufWriter;
 using ggtrain::gguf::Value;
 using ggtrain::test_support::TempDir;
-namespace uc = ggtrain::data::unicode;
+namespace uc = ggtrain::tokenizer::unicode;
 
 using Keys = std::vector<std::pair<std::string, Value>>;
 
@@ -109,7 +109,7 @@ std::vector<int32_t> byte_ids(const std::string& s) {
 // Pre-tokenized words with the byte alphabet undone, to read them as text.
 std::vector<std::string> words(const std::string& text, PreSplit kind) {
   std::vector<std::string> out;
-  for (const auto& w : ggtrain::data::pre_tokenize(text, kind)) {
+  for (const auto& w : ggtrain::tokenizer::pre_tokenize(text, kind)) {
     std::string s;
     for (uint32_t c : uc::decode_utf8_lenient(w)) s.push_back(char(uc::unicode_to_byte(c)));
     out.push_back(s);
@@ -481,7 +481,7 @@ TEST(BpeTokenizer, TrainsWithAGpt2Vocabulary) {
   EXPECT_EQ(ck.get_uint("llama.vocab_size"), v.tokens.size());
 
   const Tokenizer t = Tokenizer::from_gguf(src);
-  ggtrain::data::TokenFile train(o.run_dir + "/data/train-00000.tok");
+  ggtrain::corpus::TokenFile train(o.run_dir + "/data/train-00000.tok");
   EXPECT_EQ(train.vocab(), t.vocab_size());
   EXPECT_EQ(train[0], v.bos) << "documents start with BOS";
 

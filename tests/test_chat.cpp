@@ -9,9 +9,9 @@
 #include "chat/chat_tokens.h"
 #include "chat/conversation.h"
 #include "chat/template.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "support/files.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_config.h"
 #include "train/run_data.h"
 
@@ -26,7 +26,7 @@ const Conversation kTwoTurns{{"system", "Be brief."},
                              {"assistant", " Hello "},
                              {"user", "Who are you?"}};
 
-data::Tokenizer spm() { return data::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf")); }
+tokenizer::Tokenizer spm() { return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf")); }
 
 }  // namespace
 
@@ -176,12 +176,12 @@ TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
   train::RunConfig c;
   c.data.format = "chat";
   c.data.chat_template = "auto";
-  data::Tokenizer tok = spm();
+  tokenizer::Tokenizer tok = spm();
   tok.set_chat_template(qwen3, 0);
   train::add_chat_vocabulary(tok, c, true);
   EXPECT_EQ(tok.chat_template(), qwen3);
   EXPECT_EQ(tok.eot_id(), tok.token_id("<|im_end|>"));
-  data::Tokenizer plain = spm();
+  tokenizer::Tokenizer plain = spm();
   plain.set_chat_template("{% for m in messages %}{{ '<|im_start|>' + m['role'] }}{% endfor %}", 0);
   train::add_chat_vocabulary(plain, c, true);
   EXPECT_EQ(plain.chat_template(), template_info(Template::kChatml).jinja);
@@ -223,24 +223,24 @@ TEST(ChatConversations, RulesNameTheMessage) {
 }
 
 TEST(ChatTokens, ControlTokensAreAddedAndParsedOnlyAsSpecial) {
-  const data::Tokenizer base = spm();
+  const tokenizer::Tokenizer base = spm();
   EXPECT_EQ(missing_markers(base, Template::kChatml), (std::vector<std::string>{"<|im_start|>", "<|im_end|>"}));
-  const data::Tokenizer tok = base.with_control_tokens({"<|im_start|>", "<|im_end|>"});
+  const tokenizer::Tokenizer tok = base.with_control_tokens({"<|im_start|>", "<|im_end|>"});
   ASSERT_EQ(tok.vocab_size(), base.vocab_size() + 2);
   const int32_t start = tok.token_id("<|im_start|>"), end = tok.token_id("<|im_end|>");
   EXPECT_EQ(start, base.vocab_size());
   EXPECT_EQ(end, base.vocab_size() + 1);
-  EXPECT_EQ(tok.token_type(start), data::kControl);
+  EXPECT_EQ(tok.token_type(start), tokenizer::kControl);
   EXPECT_TRUE(missing_markers(tok, Template::kChatml).empty());
   const std::string text = "<|im_start|>user\nhi<|im_end|>";
-  const auto special = tok.encode(text, data::EncodeOptions{.parse_special = true});
+  const auto special = tok.encode(text, tokenizer::EncodeOptions{.parse_special = true});
   const auto plain = tok.encode(text, false);
   EXPECT_EQ(special.front(), start);
   EXPECT_EQ(special.back(), end);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), start), 0);  // text stays text without parse_special
   EXPECT_EQ(tok.encode("hello world", false), base.encode("hello world", false));
   EXPECT_NE(error_of([&] { tok.with_control_tokens({"<|im_end|>"}); }).find("already a token"), std::string::npos);
-  const data::Tokenizer gpt2 = data::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"));
+  const tokenizer::Tokenizer gpt2 = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"));
   EXPECT_NE(error_of([&] { gpt2.with_control_tokens({"<|x|>"}); }).find("gpt2"), std::string::npos);
 }
 
@@ -248,13 +248,13 @@ TEST(ChatTokens, ControlTokensAreAddedAndParsedOnlyAsSpecial) {
 // conversation with the generation prompt; the answer's tokens (and the end
 // marker) are the trained ones.
 TEST(ChatTokens, PromptIdsAreThoseOfTheRenderedPrompt) {
-  data::Tokenizer tok = spm().with_control_tokens({"<|im_start|>", "<|im_end|>"});
+  tokenizer::Tokenizer tok = spm().with_control_tokens({"<|im_start|>", "<|im_end|>"});
   const Conversation prompt{{"system", "Be brief."}, {"user", "Who made the heaven?"}};
   Conversation full = prompt;
   full.push_back({"assistant", "God made it."});
   const EncodedExample e = encode_spans(tok, render_spans(Template::kChatml, full, false));
   const auto expected_prompt = tok.encode(render(Template::kChatml, prompt, true),
-                                          data::EncodeOptions{.add_bos = tok.add_bos(), .parse_special = true});
+                                          tokenizer::EncodeOptions{.add_bos = tok.add_bos(), .parse_special = true});
   ASSERT_GT(e.ids.size(), expected_prompt.size());
   EXPECT_EQ(std::vector<int32_t>(e.ids.begin(), e.ids.begin() + long(expected_prompt.size())), expected_prompt);
   std::vector<int32_t> trained;

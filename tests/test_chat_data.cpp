@@ -1,12 +1,12 @@
 // Instruction data into packed windows (chat/chat_data.h) and the loader's
-// reading of them (data/batch_loader.h WindowLabels).
+// reading of them (corpus/batch_loader.h WindowLabels).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "chat/chat_data.h"
-#include "data/batch_loader.h"
-#include "data/token_file.h"
+#include "corpus/batch_loader.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "kernels/cross_entropy.h"
 #include "support/compress.h"
@@ -21,8 +21,8 @@ using test_support::TempDir;
 
 namespace {
 
-data::Tokenizer chat_tokenizer() {
-  return data::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"))
+tokenizer::Tokenizer chat_tokenizer() {
+  return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"))
       .with_control_tokens({"<|im_start|>", "<|im_end|>"});
 }
 
@@ -45,7 +45,7 @@ ChatDataOptions options(const std::string& file, int64_t seq_len) {
   return o;
 }
 
-std::vector<int32_t> all_of(const data::TokenStream& s) {
+std::vector<int32_t> all_of(const corpus::TokenStream& s) {
   std::vector<int32_t> v(size_t(s.size()));
   s.read(0, s.size(), v.data());
   return v;
@@ -58,27 +58,27 @@ std::vector<int32_t> all_of(const data::TokenStream& s) {
 // end markers.
 TEST(ChatData, PacksWholeExamplesIntoWindows) {
   TempDir tmp;
-  const data::Tokenizer tok = chat_tokenizer();
+  const tokenizer::Tokenizer tok = chat_tokenizer();
   spit(tmp / "chat.jsonl", records(40));
   const int64_t T = 160;
   const ChatData d = prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false);
   EXPECT_EQ(d.stats.examples, 40);
   EXPECT_EQ(d.stats.truncated, 0);
   EXPECT_FALSE(d.reused);
-  const data::TokenStream tokens({d.train}), flags({d.train_flags});
+  const corpus::TokenStream tokens({d.train}), flags({d.train_flags});
   ASSERT_EQ(tokens.size(), d.stats.train_windows * T + 1);
   ASSERT_EQ(flags.size(), tokens.size());
   const auto ids = all_of(tokens), fl = all_of(flags);
   const int32_t end = tok.token_id("<|im_end|>");
   int64_t trained = 0, starts = 0, trained_ends = 0, prompt_ends = 0;
   for (int64_t w = 0; w < d.stats.train_windows; ++w) {
-    EXPECT_TRUE(fl[size_t(w * T)] & data::kFlagExampleStart) << "window " << w;
-    EXPECT_FALSE(fl[size_t(w * T)] & data::kFlagTrained);
+    EXPECT_TRUE(fl[size_t(w * T)] & corpus::kFlagExampleStart) << "window " << w;
+    EXPECT_FALSE(fl[size_t(w * T)] & corpus::kFlagTrained);
   }
   for (size_t i = 0; i < ids.size(); ++i) {
-    trained += (fl[i] & data::kFlagTrained) != 0;
-    if ((fl[i] & data::kFlagExampleStart) && ids[i] == tok.bos_id()) ++starts;
-    if (ids[i] == end) ++((fl[i] & data::kFlagTrained) ? trained_ends : prompt_ends);
+    trained += (fl[i] & corpus::kFlagTrained) != 0;
+    if ((fl[i] & corpus::kFlagExampleStart) && ids[i] == tok.bos_id()) ++starts;
+    if (ids[i] == end) ++((fl[i] & corpus::kFlagTrained) ? trained_ends : prompt_ends);
   }
   EXPECT_EQ(starts, 40);
   EXPECT_EQ(trained_ends, 40);  // each answer's end of turn carries loss, each question's does not
@@ -96,13 +96,13 @@ TEST(ChatData, PacksWholeExamplesIntoWindows) {
 // The loader turns flags into masked targets and document starts.
 TEST(ChatData, LoaderMasksPromptsAndStartsDocuments) {
   TempDir tmp;
-  const data::Tokenizer tok = chat_tokenizer();
+  const tokenizer::Tokenizer tok = chat_tokenizer();
   spit(tmp / "chat.jsonl", records(12));
   const int64_t T = 160;
   const ChatData d = prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false);
-  const data::TokenStream tokens({d.train}), flags({d.train_flags});
+  const corpus::TokenStream tokens({d.train}), flags({d.train_flags});
   const auto ids = all_of(tokens), fl = all_of(flags);
-  data::BatchLoader loader(tokens, T, 1, {&flags, -1});
+  corpus::BatchLoader loader(tokens, T, 1, {&flags, -1});
   std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T)), ds(static_cast<size_t>(T));
   for (int64_t w = 0; w < loader.n_windows(); ++w) {
     loader.window(w, in.data(), tg.data(), ds.data());
@@ -110,13 +110,13 @@ TEST(ChatData, LoaderMasksPromptsAndStartsDocuments) {
     for (int64_t t = 0; t < T; ++t) {
       const size_t i = size_t(w * T + t);
       EXPECT_EQ(in[size_t(t)], ids[i]);
-      EXPECT_EQ(tg[size_t(t)], (fl[i + 1] & data::kFlagTrained) ? ids[i + 1] : kernels::kNoTarget);
-      if (fl[i] & data::kFlagExampleStart) start = int32_t(t);
+      EXPECT_EQ(tg[size_t(t)], (fl[i + 1] & corpus::kFlagTrained) ? ids[i + 1] : kernels::kNoTarget);
+      if (fl[i] & corpus::kFlagExampleStart) start = int32_t(t);
       EXPECT_EQ(ds[size_t(t)], start);
     }
   }
   // Text documents: BOS starts one (data.attention = "document").
-  data::BatchLoader text(tokens, T, 1, {nullptr, tok.bos_id()});
+  corpus::BatchLoader text(tokens, T, 1, {nullptr, tok.bos_id()});
   text.window(0, in.data(), tg.data(), ds.data());
   for (int64_t t = 0; t < T; ++t) {
     EXPECT_NE(tg[size_t(t)], kernels::kNoTarget);
@@ -128,7 +128,7 @@ TEST(ChatData, LoaderMasksPromptsAndStartsDocuments) {
 
 TEST(ChatData, OverflowTruncatesSplitsOrSkips) {
   TempDir tmp;
-  const data::Tokenizer tok = chat_tokenizer();
+  const tokenizer::Tokenizer tok = chat_tokenizer();
   std::string long_answer;
   for (int i = 0; i < 60; ++i) long_answer += "and the word ";
   spit(tmp / "chat.jsonl.gz", test_support::gzip_of(records(3) + record("Tell", long_answer)));
@@ -151,7 +151,7 @@ TEST(ChatData, OverflowTruncatesSplitsOrSkips) {
 
 TEST(ChatData, BadRecordsFailOrAreCounted) {
   TempDir tmp;
-  const data::Tokenizer tok = chat_tokenizer();
+  const tokenizer::Tokenizer tok = chat_tokenizer();
   spit(tmp / "chat.jsonl", records(2) + "{\"messages\": []}\nnot json\n" + records(1));
   ChatDataOptions o = options(tmp / "chat.jsonl", 160);
   EXPECT_EQ(error_of([&] { prepare_chat_data(o, tok, tmp / "a", false); }),
@@ -164,7 +164,7 @@ TEST(ChatData, BadRecordsFailOrAreCounted) {
 
 TEST(ChatData, AlpacaAndCompletionRecords) {
   TempDir tmp;
-  const data::Tokenizer tok = chat_tokenizer();
+  const tokenizer::Tokenizer tok = chat_tokenizer();
   spit(tmp / "a.jsonl", "{\"instruction\": \"Add\", \"input\": \"1 2\", \"output\": \"3\"}\n");
   spit(tmp / "c.jsonl", "{\"prompt\": \"In the beginning\", \"completion\": \" God created\"}\n");
   ChatDataOptions o = options(tmp / "a.jsonl", 160);
@@ -173,12 +173,12 @@ TEST(ChatData, AlpacaAndCompletionRecords) {
   const ChatData d = prepare_chat_data(o, tok, tmp / "c", false);
   // A completion record is raw text: no template markers, the completion
   // and EOS trained.
-  const auto ids = all_of(data::TokenStream({d.train}));
-  const auto fl = all_of(data::TokenStream({d.train_flags}));
+  const auto ids = all_of(corpus::TokenStream({d.train}));
+  const auto fl = all_of(corpus::TokenStream({d.train_flags}));
   std::vector<int32_t> trained;
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_NE(ids[i], tok.token_id("<|im_start|>"));
-    if (fl[i] & data::kFlagTrained) trained.push_back(ids[i]);
+    if (fl[i] & corpus::kFlagTrained) trained.push_back(ids[i]);
   }
   ASSERT_FALSE(trained.empty());
   EXPECT_EQ(trained.back(), tok.eos_id());

@@ -18,7 +18,6 @@
 
 #include "chat/chat_session.h"
 #include "chat/template.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "infer/decoder.h"
@@ -31,6 +30,7 @@
 #include "support/compare.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 
@@ -96,11 +96,11 @@ TEST(ChatRun, GrowsTheVocabularyAndCarriesTheTemplate) {
   const std::string base = chat_base(tmp);
   test_support::run_quiet(tmp / "run", chat_config(tmp, base, 5), false);
   const gguf::GgufFile b(base), w(train::weights_path(tmp / "run", 5));
-  const auto tb = data::Tokenizer::from_gguf(b), tw = data::Tokenizer::from_gguf(w);
+  const auto tb = tokenizer::Tokenizer::from_gguf(b), tw = tokenizer::Tokenizer::from_gguf(w);
   ASSERT_EQ(tw.vocab_size(), tb.vocab_size() + 2);
   EXPECT_EQ(model::config_from_llama_gguf(w).vocab, tw.vocab_size());
   EXPECT_EQ(tw.piece(int32_t(tb.vocab_size())), "<|im_start|>");
-  EXPECT_EQ(tw.token_type(int32_t(tb.vocab_size()) + 1), data::kControl);
+  EXPECT_EQ(tw.token_type(int32_t(tb.vocab_size()) + 1), tokenizer::kControl);
   EXPECT_EQ(tw.chat_template(), chat::template_info(chat::Template::kChatml).jinja);
   EXPECT_EQ(tw.eot_id(), tw.token_id("<|im_end|>"));
   EXPECT_EQ(w.get_uint("tokenizer.ggml.eot_token_id"), uint64_t(tw.token_id("<|im_end|>")));
@@ -192,7 +192,7 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
   const std::string base = chat_base(tmp);
   test_support::run_quiet(tmp / "run", chat_config(tmp, base, 10), false);
   const gguf::GgufFile f(train::weights_path(tmp / "run", 10));
-  const auto tok = data::Tokenizer::from_gguf(f);
+  const auto tok = tokenizer::Tokenizer::from_gguf(f);
   infer::SamplerConfig greedy;
   greedy.temperature = 0;
   infer::Decoder dec(f, 0), fresh_dec(f, 0);
@@ -235,7 +235,7 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
 // context (8192) is full, which takes long enough for a Ctrl-C to land in
 // the reply whatever the machine's load.
 std::string endless_model(TempDir& tmp) {
-  const auto tok = data::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"));
+  const auto tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"));
   model::LlamaConfig c;
   c.vocab = tok.vocab_size();
   c.d_model = 32;

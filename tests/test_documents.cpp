@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "data/input/documents.h"
-#include "support/files.h"
+#include "corpus/input/documents.h"
 #include "support/compress.h"
+#include "support/files.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -23,16 +23,16 @@ using ggtrain::test_support::error_of;
 namespace {
 
 using ggtrain::Error;
-using ggtrain::data::ByteStream;
-using ggtrain::data::Compression;
-using ggtrain::data::DocSeparator;
-using ggtrain::data::DocumentOptions;
-using ggtrain::data::DocumentReader;
-using ggtrain::data::expand_inputs;
-using ggtrain::data::FileType;
+using ggtrain::corpus::ByteStream;
+using ggtrain::corpus::Compression;
+using ggtrain::corpus::DocSeparator;
+using ggtrain::corpus::DocumentOptions;
+using ggtrain::corpus::DocumentReader;
+using ggtrain::corpus::expand_inputs;
+using ggtrain::corpus::FileType;
 using ggtrain::first_invalid_utf8;
-using ggtrain::data::InputFile;
-using ggtrain::data::OnBadDocument;
+using ggtrain::corpus::InputFile;
+using ggtrain::corpus::OnBadDocument;
 using ggtrain::test_support::TempDir;
 namespace fs = std::filesystem;
 

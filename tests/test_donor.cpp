@@ -6,16 +6,16 @@
 #include <cmath>
 #include <filesystem>
 
-#include "data/tokenizer.h"
+#include "convert/export.h"
 #include "gguf/reader.h"
 #include "model/checkpoint.h"
 #include "model/donor.h"
-#include "model/export.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "quant/gguf_floats.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
 #include "support/tiny_llama.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
 #include "util/error.h"
@@ -108,7 +108,7 @@ class DonorRun : public ::testing::TestWithParam<gguf::TensorType> {};
 TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   TempDir tmp("ggtrain_donor");
   const std::string donor = tmp / "donor.gguf";
-  model::export_model(test_support::tiny_base_model(tmp.path().string()), donor, GetParam());
+  convert::export_model(test_support::tiny_base_model(tmp.path().string()), donor, GetParam());
 
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 20);
   c.init.donor = donor;
@@ -162,11 +162,11 @@ TEST(Donor, ResumeRefusesAChangedDonor) {
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 800);
   test_support::run_quiet(tmp / "donor", test_support::tiny_run_config(tmp / "corpus.txt", 10), false);
   const std::string donor = tmp / "donor.gguf";
-  model::export_model(tmp / "donor/weights/step_10.gguf", donor, gguf::TensorType::F32);
+  convert::export_model(tmp / "donor/weights/step_10.gguf", donor, gguf::TensorType::F32);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 20);
   c.init.donor = donor;
   test_support::run_quiet(tmp / "r", c, false, 10);
-  model::export_model(tmp / "donor/weights/step_10.gguf", donor, gguf::TensorType::F16);
+  convert::export_model(tmp / "donor/weights/step_10.gguf", donor, gguf::TensorType::F16);
   try {
     test_support::run_quiet(tmp / "r", c, true);
     ADD_FAILURE() << "resume with a changed donor was accepted";

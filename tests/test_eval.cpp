@@ -9,16 +9,16 @@
 #include <cmath>
 #include <set>
 
-#include "data/tokenizer.h"
 #include "eval/choice_score.h"
 #include "eval/choice_tasks.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "support/run_helpers.h"
 #include "support/temp_dir.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ggtrain {
@@ -216,7 +216,7 @@ TEST(ChoiceScore, EqualsTheLogProbabilitiesOfEachWholeSequence) {
   TempDir tmp;
   const std::string path = test_support::tiny_base_model(tmp.path().string());
   gguf::GgufFile f(path);
-  const auto tok = data::Tokenizer::from_gguf(f);
+  const auto tok = tokenizer::Tokenizer::from_gguf(f);
   const auto cfg = model::config_from_llama_gguf(f);
   std::vector<float> params(size_t(model::ParamLayout(cfg).total()));
   model::load_llama_params(f, model::ParamLayout(cfg), params.data());
@@ -280,7 +280,7 @@ TEST(ChoiceScore, RefusesATaskLongerThanTheContext) {
   TempDir tmp;
   const std::string path = test_support::tiny_base_model(tmp.path().string());
   gguf::GgufFile f(path);
-  const auto tok = data::Tokenizer::from_gguf(f);
+  const auto tok = tokenizer::Tokenizer::from_gguf(f);
   infer::Decoder dec(f, 8);
   std::vector<ChoiceTask> tasks(1);
   tasks[0].index = 7;

@@ -7,11 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "convert/export.h"
+#include "convert/import.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/config.h"
-#include "model/export.h"
-#include "model/import.h"
 #include "quant/gguf_floats.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
@@ -69,7 +69,7 @@ TEST(Finetune, ContinuesAModelAndResumesExactly) {
 TEST(Finetune, ContinuesAQ8_0Export) {
   TempDir tmp("ggtrain_from_q8");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
-  model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
+  convert::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
   const auto c = continue_config(tmp, tmp / "base-q8_0.gguf", 5);
   test_support::run_quiet(tmp / "r", c, false);
   const gguf::GgufFile w(train::weights_path(tmp / "r", 5));
@@ -151,7 +151,7 @@ TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
                        {uint64_t(mc.d_model), uint64_t(dh)}, keep.back().data() + h * dh * mc.d_model);
   }
   w.write(tmp / "per-head.gguf");
-  model::import_checkpoint(tmp / "per-head.gguf", tmp / "imported.gguf");
+  convert::import_checkpoint(tmp / "per-head.gguf", tmp / "imported.gguf");
   const gguf::GgufFile imp(tmp / "imported.gguf");
   for (const auto& t : b.tensors()) EXPECT_TRUE(same_bytes(b, imp, t.name)) << t.name;
 

@@ -10,14 +10,14 @@
 
 #include <fmt/format.h>
 
-#include "data/hf_tokenizer.h"
-#include "data/token_file.h"
-#include "data/tokenizer.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
 #include "support/temp_dir.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "train/trainer.h"
 
 using namespace ggtrain;
@@ -52,7 +52,7 @@ TEST(HfTokenizer, SentencePieceStyleAsTheConverterWritesIt) {
   spit(tmp / "tokenizer_config.json",
        R"({"bos_token": "<bos>", "eos_token": "<eos>", "unk_token": "<unk>", "pad_token": "<pad>",
            "add_bos_token": true, "add_eos_token": false})");
-  const data::HfVocabulary v = data::read_hf_tokenizer(tmp / "tokenizer.json", tmp / "tokenizer_config.json");
+  const tokenizer::HfVocabulary v = tokenizer::read_hf_tokenizer(tmp / "tokenizer.json", tmp / "tokenizer_config.json");
   EXPECT_EQ(v.model, "llama");
   EXPECT_EQ(v.pre, "default");
   EXPECT_TRUE(v.merges.empty());
@@ -75,9 +75,9 @@ TEST(HfTokenizer, SentencePieceStyleAsTheConverterWritesIt) {
   // The file tokenizes as SentencePiece would: no space prefix, "ab" merged
   // before "▁ab", the user-defined run of spaces cut out first.
   gguf::GgufWriter w;
-  data::add_hf_vocabulary(w, v);
+  tokenizer::add_hf_vocabulary(w, v);
   w.write(tmp / "vocab.gguf");
-  const auto t = data::Tokenizer::from_gguf(gguf::GgufFile(tmp / "vocab.gguf"));
+  const auto t = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(tmp / "vocab.gguf"));
   EXPECT_EQ(t.encode("ab ab", false), (std::vector<int32_t>{8, 9}));
   EXPECT_EQ(t.encode("ab  ab", false), (std::vector<int32_t>{8, 10, 8}));
   EXPECT_EQ(t.encode("\n", false), (std::vector<int32_t>{4}));
@@ -86,15 +86,15 @@ TEST(HfTokenizer, SentencePieceStyleAsTheConverterWritesIt) {
 TEST(HfTokenizer, PrependNormalizerMeansTheDefaultSpacePrefix) {
   TempDir tmp;
   spit(tmp / "tokenizer.json", tokenizer_json(kLlama2Normalizer));
-  const data::HfVocabulary v = data::read_hf_tokenizer(tmp / "tokenizer.json", "");
+  const tokenizer::HfVocabulary v = tokenizer::read_hf_tokenizer(tmp / "tokenizer.json", "");
   EXPECT_EQ(v.model, "llama");
   EXPECT_FALSE(v.add_space_prefix.has_value());  // llama.cpp's default for SentencePiece: true
   gguf::GgufWriter w;
-  data::add_hf_vocabulary(w, v);
+  tokenizer::add_hf_vocabulary(w, v);
   w.write(tmp / "vocab.gguf");
   const gguf::GgufFile f(tmp / "vocab.gguf");
   EXPECT_EQ(f.find("tokenizer.ggml.add_space_prefix"), nullptr);
-  EXPECT_EQ(data::Tokenizer::from_gguf(f).encode("ab", false), (std::vector<int32_t>{9}));
+  EXPECT_EQ(tokenizer::Tokenizer::from_gguf(f).encode("ab", false), (std::vector<int32_t>{9}));
 }
 
 // data.tokenizer = a tokenizer.json (its tokenizer_config.json beside it):
@@ -133,12 +133,12 @@ TEST(HfTokenizer, TrainsWithATokenizerJson) {
   EXPECT_EQ(ck.get_string("tokenizer.ggml.model"), "llama");
   EXPECT_EQ(ck.get_uint("llama.vocab_size"), uint64_t(n_tokens));
   EXPECT_FALSE(ck.get_bool_or("tokenizer.ggml.add_space_prefix", true));
-  const auto t = data::Tokenizer::from_gguf(gguf::GgufFile(o.run_dir + "/tokenizer.gguf"));
+  const auto t = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(o.run_dir + "/tokenizer.gguf"));
   const auto the = t.encode("the", false);  // "th" merges first, and "the" is no piece
   ASSERT_EQ(the.size(), 2u);
   EXPECT_EQ(t.piece(the[0]), "th");
   EXPECT_EQ(t.piece(the[1]), "e");
-  data::TokenFile train(o.run_dir + "/data/train-00000.tok");
+  corpus::TokenFile train(o.run_dir + "/data/train-00000.tok");
   EXPECT_EQ(train.vocab(), n_tokens);
   EXPECT_EQ(train[0], 2) << "documents start with BOS";
   o.resume = true;

@@ -15,12 +15,12 @@
 #include <map>
 #include <optional>
 
+#include "convert/import.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "infer/decoder.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
-#include "model/import.h"
 #include "model/lens.h"
 #include "model/params.h"
 #include "quant/gguf_floats.h"
@@ -291,7 +291,7 @@ std::vector<uint8_t> raw(const gguf::TensorInfo& t) { return {t.data, t.data + t
 void check_logits_match_per_head(const Shape& s) {
   TempDir tmp;
   make_toy(s).write(tmp / "heads.gguf");
-  model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
   const auto toks = tokens(20, s.vocab);
   std::vector<double> embd = stored(tmp / "heads.gguf", "token_embd.weight");
   if (s.donor_dim > 0)
@@ -311,7 +311,7 @@ TEST(Import, FusedTensorsAreTheHeadBytesEndToEnd) {
   TempDir tmp;
   const Shape s;
   make_toy(s).write(tmp / "heads.gguf");
-  const auto rep = model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  const auto rep = convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
   EXPECT_EQ(rep.fused_tensors, 6);
   EXPECT_EQ(rep.heads_read, 2 * (4 + 2 + 2));
   gguf::GgufFile in(tmp / "heads.gguf"), out(tmp / "fused.gguf");
@@ -338,7 +338,7 @@ TEST(Import, OtherTensorsAndMetadataAreCopiedUnchanged) {
   toy.find("blk.1.ffn_up.weight")->type = TensorType::F16;
   toy.find("output.weight")->type = TensorType::BF16;
   toy.write(tmp / "heads.gguf");
-  const auto rep = model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  const auto rep = convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
   EXPECT_EQ(rep.dropped_keys, (std::vector<std::string>{"toy.checkpoint_format", "toy.ggml_native"}));
   gguf::GgufFile in(tmp / "heads.gguf"), out(tmp / "fused.gguf");
   int copied = 0;
@@ -372,7 +372,7 @@ TEST(Import, OutputLoadsAsAnOrdinaryLlamaModel) {
   Shape s;
   s.n_kv = 1;
   make_toy(s).write(tmp / "heads.gguf");
-  model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
   gguf::GgufFile out(tmp / "fused.gguf");
   const auto c = model::config_from_llama_gguf(out);
   EXPECT_EQ(c.vocab, s.vocab);
@@ -426,7 +426,7 @@ TEST(Import, LensIsFoldedExactlyForEveryTableType) {
     auto toy = make_toy(s);
     toy.find("token_embd.weight")->type = type;
     toy.write(tmp / "heads.gguf");
-    const auto rep = model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+    const auto rep = convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
     EXPECT_TRUE(rep.lens_folded);
     EXPECT_EQ(rep.donor_dim, 32);
     // The table as the file stores it (to_float dequantizes), times W, in double.
@@ -448,8 +448,8 @@ TEST(Import, LensIsFoldedExactlyForEveryTableType) {
 TEST(Import, AlreadyFusedFileIsValidatedAndCopied) {
   TempDir tmp;
   make_toy(Shape{}).write(tmp / "heads.gguf");
-  model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
-  const auto rep = model::import_checkpoint(tmp / "fused.gguf", tmp / "again.gguf");
+  convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  const auto rep = convert::import_checkpoint(tmp / "fused.gguf", tmp / "again.gguf");
   EXPECT_EQ(rep.fused_tensors, 0);
   EXPECT_FALSE(rep.lens_folded);
   gguf::GgufFile a(tmp / "fused.gguf"), b(tmp / "again.gguf");
@@ -608,7 +608,7 @@ TEST(Import, BadInputsAreClearErrors) {
     c.mutate(f, s);
     f.write(tmp / "in.gguf");
     try {
-      model::import_checkpoint(tmp / "in.gguf", tmp / "out.gguf");
+      convert::import_checkpoint(tmp / "in.gguf", tmp / "out.gguf");
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
       const std::string msg = e.what();
@@ -665,7 +665,7 @@ TEST(Import, SplitThenImportGivesBackARealModel) {
                        {uint64_t(c.d_model), uint64_t(c.d_head())}, t.data + h * head_bytes);
   }
   w.write(tmp / "heads.gguf");
-  const auto rep = model::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
+  const auto rep = convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
   EXPECT_EQ(rep.heads_read, c.n_layers * (c.n_heads + 2 * c.n_kv_heads));
   gguf::GgufFile out(tmp / "fused.gguf");
   ASSERT_EQ(out.tensors().size(), orig.tensors().size());

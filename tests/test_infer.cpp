@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "chat/ollama_modelfile.h"
+#include "convert/export.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "infer/decoder.h"
@@ -17,9 +18,8 @@
 #include "kernels/number_formats.h"
 #include "kernels/q8_dot.h"
 #include "model/checkpoint.h"
-#include "model/export.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "quant/blocks.h"
 #include "quant/gguf_floats.h"
 #include "quant/type_traits.h"
@@ -243,7 +243,7 @@ TEST(Export, Q8_0BlocksAreTheReferenceQuantizerAndNormsStayF32) {
   TempDir tmp;
   const auto c = config(false, 2);
   auto p = write_model(c, tmp / "m.gguf");
-  model::export_model(tmp / "m.gguf", tmp / "q.gguf", gguf::TensorType::Q8_0);
+  convert::export_model(tmp / "m.gguf", tmp / "q.gguf", gguf::TensorType::Q8_0);
   gguf::GgufFile q(tmp / "q.gguf");
   model::ParamLayout layout(c);
   EXPECT_EQ(q.get_uint("general.file_type"), 7u);
@@ -259,7 +259,7 @@ TEST(Export, Q8_0BlocksAreTheReferenceQuantizerAndNormsStayF32) {
     EXPECT_EQ(0, std::memcmp(ti.data, expect.data(), expect.size())) << t.name;
   }
   // F16 and BF16 round each weight once, to nearest even.
-  model::export_model(tmp / "m.gguf", tmp / "h.gguf", gguf::TensorType::F16);
+  convert::export_model(tmp / "m.gguf", tmp / "h.gguf", gguf::TensorType::F16);
   gguf::GgufFile h(tmp / "h.gguf");
   const auto& emb = layout.get("token_embd.weight");
   auto back = quant::tensor_floats(h, h.tensor("token_embd.weight"));

@@ -8,14 +8,14 @@
 #include <cstring>
 #include <set>
 
+#include "convert/export.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "infer/decoder.h"
 #include "model/checkpoint.h"
-#include "model/export.h"
-#include "model/llama.h"
 #include "model/lora.h"
 #include "model/quantized_base.h"
+#include "model/transformer.h"
 #include "quant/gguf_floats.h"
 #include "quant/recipe.h"
 #include "support/compare.h"
@@ -126,7 +126,7 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   EXPECT_TRUE(differs_by_more_than(compare(with.logits(), plain.logits(), n_logits), 1e-3))
       << "the adapter trained: decoder with adapter vs without";
 
-  model::merge_lora_model(base, adapter, 1.0, tmp / "merged.gguf", gguf::TensorType::F32);
+  convert::merge_lora_model(base, adapter, 1.0, tmp / "merged.gguf", gguf::TensorType::F32);
   const gguf::GgufFile mf(tmp / "merged.gguf");
   infer::Decoder merged(mf);
   merged.eval(tokens.data(), T, true);
@@ -236,12 +236,12 @@ train::RunConfig held_base_lora_config(TempDir& tmp, const std::string& base) {
 TEST(Lora, Q8_0BaseAndAChangedBase) {
   TempDir tmp("ggtrain_lora_q8");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
-  model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
+  convert::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
   const auto c = held_base_lora_config(tmp, tmp / "base-q8_0.gguf");
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
   test_support::run_quiet(tmp / "r", c, false, 5);
   EXPECT_EQ(gguf::GgufFile(train::weights_path(tmp / "r", 5)).get_string("general.type"), "adapter");
-  model::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::F16);  // the base changes
+  convert::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::F16);  // the base changes
   try {
     test_support::run_quiet(tmp / "r", c, true);
     ADD_FAILURE() << "resume on a changed base was accepted";
@@ -256,7 +256,7 @@ TEST(Lora, Q8_0BaseAndAChangedBase) {
 TEST(Lora, KQuantMixBaseIsHeldAndResumes) {
   TempDir tmp("ggtrain_lora_q4km");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
-  model::export_quantized(base, tmp / "base-q4_k_m.gguf", quant::FileType::Q4_K_M);
+  convert::export_quantized(base, tmp / "base-q4_k_m.gguf", quant::FileType::Q4_K_M);
   const auto c = held_base_lora_config(tmp, tmp / "base-q4_k_m.gguf");
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 }

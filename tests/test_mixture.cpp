@@ -7,9 +7,9 @@
 #include <fstream>
 #include <map>
 
-#include "data/batch_loader.h"
-#include "data/mixture_loader.h"
-#include "data/token_file.h"
+#include "corpus/batch_loader.h"
+#include "corpus/mixture_loader.h"
+#include "corpus/token_file.h"
 #include "support/run_helpers.h"
 #include "train/run_config.h"
 #include "util/error.h"
@@ -27,7 +27,7 @@ std::string source_file(TempDir& tmp, int k, int64_t n) {
   std::vector<int32_t> ids(static_cast<size_t>(n), 0);
   for (int64_t i = 0; i < n; ++i) ids[size_t(i)] = int32_t(k * 1000 + i % 1000);
   const std::string p = tmp / fmt::format("s{}.tok", k);
-  data::write_token_file(p, 4000, ids);
+  corpus::write_token_file(p, 4000, ids);
   return p;
 }
 
@@ -35,8 +35,8 @@ std::string source_file(TempDir& tmp, int k, int64_t n) {
 
 TEST(Mixture, DrawsInProportionToTheWeights) {
   TempDir tmp;
-  data::TokenStream a({source_file(tmp, 0, 5000)}), b({source_file(tmp, 1, 700)});
-  data::MixtureLoader mix({&a, &b}, {3.0, 1.0}, kT, 42);
+  corpus::TokenStream a({source_file(tmp, 0, 5000)}), b({source_file(tmp, 1, 700)});
+  corpus::MixtureLoader mix({&a, &b}, {3.0, 1.0}, kT, 42);
   std::vector<int32_t> in(kT), tg(kT);
   std::map<int, int> count;
   for (int i = 0; i < 8000; ++i) {
@@ -51,13 +51,13 @@ TEST(Mixture, DrawsInProportionToTheWeights) {
 
 TEST(Mixture, SavedStateDrawsTheSameWindowsAgain) {
   TempDir tmp;
-  data::TokenStream a({source_file(tmp, 0, 3000)}), b({source_file(tmp, 1, 900)}), c({source_file(tmp, 2, 2000)});
-  data::MixtureLoader first({&a, &b, &c}, {1, 2, 3}, kT, 7);
+  corpus::TokenStream a({source_file(tmp, 0, 3000)}), b({source_file(tmp, 1, 900)}), c({source_file(tmp, 2, 2000)});
+  corpus::MixtureLoader first({&a, &b, &c}, {1, 2, 3}, kT, 7);
   std::vector<int32_t> in(4 * kT), tg(4 * kT), in2(4 * kT), tg2(4 * kT);
   for (int i = 0; i < 300; ++i) first.next(4, in.data(), tg.data());
   const auto saved = first.state();
   EXPECT_EQ(saved.drawn, 1200u);
-  data::MixtureLoader second({&a, &b, &c}, {1, 2, 3}, kT, 7);
+  corpus::MixtureLoader second({&a, &b, &c}, {1, 2, 3}, kT, 7);
   second.set_state(saved);
   for (int i = 0; i < 300; ++i) {
     first.next(4, in.data(), tg.data());
@@ -69,9 +69,9 @@ TEST(Mixture, SavedStateDrawsTheSameWindowsAgain) {
 
 TEST(Mixture, OneSourceIsThePlainLoader) {
   TempDir tmp;
-  data::TokenStream a({source_file(tmp, 0, 3000)});
-  data::MixtureLoader mix({&a}, {1.0}, kT, 11);
-  data::BatchLoader plain(a, kT, 11);
+  corpus::TokenStream a({source_file(tmp, 0, 3000)});
+  corpus::MixtureLoader mix({&a}, {1.0}, kT, 11);
+  corpus::BatchLoader plain(a, kT, 11);
   std::vector<int32_t> in(kT), tg(kT), in2(kT), tg2(kT);
   for (int i = 0; i < 1000; ++i) {
     mix.next(1, in.data(), tg.data());

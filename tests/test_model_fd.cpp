@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "model/llama.h"
 #include "kernels/cross_entropy.h"
+#include "model/transformer.h"
 #include "support/compare.h"
 #include "support/fd_check.h"
 

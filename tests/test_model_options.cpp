@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "support/compare.h"
 #include "support/fd_check.h"
 #include "util/error.h"

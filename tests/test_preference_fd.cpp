@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cross_entropy.h"
-#include "model/llama.h"
+#include "model/transformer.h"
 #include "support/fd_check.h"
 #include "train/preference_loss.h"
 

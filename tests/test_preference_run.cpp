@@ -12,13 +12,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/batch_loader.h"
-#include "data/token_file.h"
+#include "corpus/batch_loader.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "kernels/cross_entropy.h"
 #include "model/config.h"
-#include "model/llama.h"
 #include "model/quantized_base.h"
+#include "model/transformer.h"
 #include "quant/gguf_floats.h"
 #include "support/compare.h"
 #include "support/files.h"
@@ -201,9 +201,9 @@ TEST(PreferenceRun, LoraReferenceIsTheBaseModel) {
   const int64_t B = c.train.batch, T = c.train.seq_len;
   model::LlamaModel<float> m(mc, B, T);
   model::load_base_params(f, mc, m.layout(), m.params());
-  const data::TokenStream tokens(std::vector<std::string>{tmp / "lora/data/chat-train.tok"});
-  const data::TokenStream flags(std::vector<std::string>{tmp / "lora/data/chat-train.flags.tok"});
-  const data::BatchLoader windows(tokens, T, 1, {&flags, -1});
+  const corpus::TokenStream tokens(std::vector<std::string>{tmp / "lora/data/chat-train.tok"});
+  const corpus::TokenStream flags(std::vector<std::string>{tmp / "lora/data/chat-train.flags.tok"});
+  const corpus::BatchLoader windows(tokens, T, 1, {&flags, -1});
   const train::ReferenceSource source{model::base_fingerprint(f), train::token_stream_fingerprint(tokens), T};
   const auto ref = train::read_reference(tmp / "lora/data/reference-train.bin", source, tokens.size());
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T)), ds(size_t(B * T));

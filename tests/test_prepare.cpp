@@ -13,11 +13,11 @@
 #include <fstream>
 #include <thread>
 
-#include "data/prepare/prepare.h"
-#include "data/token_file.h"
+#include "corpus/prepare/prepare.h"
+#include "corpus/token_file.h"
+#include "support/compress.h"
 #include "support/files.h"
 #include "support/prepare_options.h"
-#include "support/compress.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
@@ -34,20 +34,20 @@ namespace {
 
 std::vector<int32_t> all_tokens(const std::vector<std::string>& shards) {
   if (shards.empty()) return {};
-  data::TokenStream s(shards);
+  corpus::TokenStream s(shards);
   std::vector<int32_t> out(size_t(s.size()));
   s.read(0, s.size(), out.data());
   return out;
 }
 
 // A tokenizer trained on the synthetic corpus (320 pieces), once per test.
-data::Tokenizer tiny_tokenizer(TempDir& tmp, const std::string& corpus) {
+tokenizer::Tokenizer tiny_tokenizer(TempDir& tmp, const std::string& corpus) {
   auto c = test_support::tiny_run_config(corpus, 1);
   train::train_tokenizer_on_corpus(c, tmp / "tok.model", true);
-  return data::Tokenizer::from_sentencepiece(tmp / "tok.model");
+  return tokenizer::Tokenizer::from_sentencepiece(tmp / "tok.model");
 }
 
-data::PrepareOptions options(const std::vector<std::string>& corpus, int64_t shard_tokens) {
+corpus::PrepareOptions options(const std::vector<std::string>& corpus, int64_t shard_tokens) {
   return test_support::small_batch_options(corpus, 0.1, shard_tokens);
 }
 
@@ -57,10 +57,10 @@ TEST(Prepare, ShardsReadAsOneStreamEqualOneShard) {
   TempDir tmp;
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 3000);
   const auto tok = tiny_tokenizer(tmp, tmp / "corpus.txt");
-  const auto one = data::prepare_data(options({tmp / "corpus.txt"}, int64_t(1) << 40), tok, tmp / "one",
-                                      data::OnMismatch::kRefuse);
-  const auto many = data::prepare_data(options({tmp / "corpus.txt"}, 3000), tok, tmp / "many",
-                                       data::OnMismatch::kRefuse);
+  const auto one = corpus::prepare_data(options({tmp / "corpus.txt"}, int64_t(1) << 40), tok, tmp / "one",
+                                      corpus::OnMismatch::kRefuse);
+  const auto many = corpus::prepare_data(options({tmp / "corpus.txt"}, 3000), tok, tmp / "many",
+                                       corpus::OnMismatch::kRefuse);
   EXPECT_EQ(one.train_shards.size(), 1u);
   EXPECT_GE(many.train_shards.size(), 5u);
   EXPECT_EQ(all_tokens(one.train_shards), all_tokens(many.train_shards));
@@ -78,7 +78,7 @@ TEST(Prepare, DocumentsAreBosTextEos) {
   spit(tmp / "docs.jsonl", "{\"text\": \"in the beginning\\nwas light\"}\n{\"text\": \"and the king said\"}\n");
   auto o = options({tmp / "docs.jsonl"}, 1000);
   o.val_fraction = 0;
-  const auto p = data::prepare_data(o, tok, tmp / "d", data::OnMismatch::kRefuse);
+  const auto p = corpus::prepare_data(o, tok, tmp / "d", corpus::OnMismatch::kRefuse);
   std::vector<int32_t> want = tok.encode("in the beginning\nwas light", true);
   want.push_back(tok.eos_id());
   auto second = tok.encode("and the king said", true);
@@ -88,7 +88,7 @@ TEST(Prepare, DocumentsAreBosTextEos) {
 
   o.add_bos = false;
   o.add_eos = false;
-  const auto bare = data::prepare_data(o, tok, tmp / "bare", data::OnMismatch::kRefuse);
+  const auto bare = corpus::prepare_data(o, tok, tmp / "bare", corpus::OnMismatch::kRefuse);
   auto plain = tok.encode("in the beginning\nwas light", false);
   auto plain2 = tok.encode("and the king said", false);
   plain.insert(plain.end(), plain2.begin(), plain2.end());
@@ -107,8 +107,8 @@ TEST(Prepare, FolderOfCompressedJsonlEqualsThePlainText) {
   spit(tmp / "shards/a/000.jsonl.gz", test_support::gzip_of(jsonl[0]));
   spit(tmp / "shards/a/001.jsonl.zst", test_support::zstd_of(jsonl[1]));
   spit(tmp / "shards/b.jsonl", jsonl[2]);
-  const auto text = data::prepare_data(options({tmp / "corpus.txt"}, 2000), tok, tmp / "t", data::OnMismatch::kRefuse);
-  const auto json = data::prepare_data(options({tmp / "shards"}, 2000), tok, tmp / "j", data::OnMismatch::kRefuse);
+  const auto text = corpus::prepare_data(options({tmp / "corpus.txt"}, 2000), tok, tmp / "t", corpus::OnMismatch::kRefuse);
+  const auto json = corpus::prepare_data(options({tmp / "shards"}, 2000), tok, tmp / "j", corpus::OnMismatch::kRefuse);
   EXPECT_EQ(json.manifest.sources.size(), 3u);
   EXPECT_EQ(all_tokens(text.train_shards), all_tokens(json.train_shards));
   EXPECT_EQ(all_tokens(text.val_shards), all_tokens(json.val_shards));
@@ -121,7 +121,7 @@ TEST(Prepare, SeparateValidationCorpus) {
   spit(tmp / "val.txt", "the king went into the land\nlight was good\n");
   auto o = options({tmp / "corpus.txt"}, 1 << 30);
   o.val_corpus = {tmp / "val.txt"};
-  const auto p = data::prepare_data(o, tok, tmp / "d", data::OnMismatch::kRefuse);
+  const auto p = corpus::prepare_data(o, tok, tmp / "d", corpus::OnMismatch::kRefuse);
   std::vector<int32_t> want = tok.encode("the king went into the land", true);
   want.push_back(tok.eos_id());
   auto b = tok.encode("light was good", true);
@@ -161,27 +161,27 @@ TEST(Prepare, KilledPreparationContinuesToTheSameShards) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   };
   ASSERT_EQ(finish(spawn(args(tmp / "whole"))), 0);
-  const auto whole = data::read_manifest(tmp / "whole/data");
+  const auto whole = corpus::read_manifest(tmp / "whole/data");
   ASSERT_TRUE(whole && whole->complete);
   ASSERT_GE(whole->shards.size(), 10u);
 
   const pid_t pid = spawn(args(tmp / "cut"));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
-    const auto m = data::read_manifest(tmp / "cut/data");
+    const auto m = corpus::read_manifest(tmp / "cut/data");
     if (m && m->shards.size() >= 2) break;
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no shard finished";
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   ::kill(pid, SIGKILL);
   finish(pid);
-  const auto cut = data::read_manifest(tmp / "cut/data");
+  const auto cut = corpus::read_manifest(tmp / "cut/data");
   ASSERT_TRUE(cut);
   ASSERT_FALSE(cut->complete) << "the preparation finished before the kill; use a larger corpus";
   std::printf("killed after %zu of %zu shards\n", cut->shards.size(), whole->shards.size());
 
   ASSERT_EQ(finish(spawn(args(tmp / "cut"))), 0);
-  const auto resumed = data::read_manifest(tmp / "cut/data");
+  const auto resumed = corpus::read_manifest(tmp / "cut/data");
   ASSERT_TRUE(resumed && resumed->complete);
   ASSERT_EQ(resumed->shards.size(), whole->shards.size());
   for (size_t i = 0; i < whole->shards.size(); ++i) {
@@ -198,15 +198,15 @@ TEST(Prepare, ChangedSourceIsPreparedAgainOrRefused) {
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 300);
   const auto tok = tiny_tokenizer(tmp, tmp / "corpus.txt");
   const auto o = options({tmp / "corpus.txt"}, 1 << 30);
-  data::prepare_data(o, tok, tmp / "d", data::OnMismatch::kRefuse);
+  corpus::prepare_data(o, tok, tmp / "d", corpus::OnMismatch::kRefuse);
   spit(tmp / "corpus.txt", slurp(tmp / "corpus.txt") + "one more document\n");
   try {
-    data::prepare_data(o, tok, tmp / "d", data::OnMismatch::kRefuse);
+    corpus::prepare_data(o, tok, tmp / "d", corpus::OnMismatch::kRefuse);
     ADD_FAILURE() << "a changed source was not noticed";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(tmp / "corpus.txt"), std::string::npos) << e.what();
   }
-  const auto again = data::prepare_data(o, tok, tmp / "d", data::OnMismatch::kPrepareAgain);
+  const auto again = corpus::prepare_data(o, tok, tmp / "d", corpus::OnMismatch::kPrepareAgain);
   EXPECT_FALSE(again.reused);
   EXPECT_EQ(again.manifest.documents, 301);
 }
@@ -215,10 +215,10 @@ TEST(Prepare, TextSampleIsSeededAndBounded) {
   TempDir tmp;
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 1000);
   auto o = options({tmp / "corpus.txt"}, 1 << 30);
-  EXPECT_EQ(data::write_text_sample(o, tmp / "all.txt", 5000), 1000);
+  EXPECT_EQ(corpus::write_text_sample(o, tmp / "all.txt", 5000), 1000);
   EXPECT_EQ(slurp(tmp / "all.txt"), slurp(tmp / "corpus.txt"));
-  EXPECT_EQ(data::write_text_sample(o, tmp / "s1.txt", 100), 100);
-  EXPECT_EQ(data::write_text_sample(o, tmp / "s2.txt", 100), 100);
+  EXPECT_EQ(corpus::write_text_sample(o, tmp / "s1.txt", 100), 100);
+  EXPECT_EQ(corpus::write_text_sample(o, tmp / "s2.txt", 100), 100);
   EXPECT_EQ(slurp(tmp / "s1.txt"), slurp(tmp / "s2.txt"));
 }
 
@@ -232,15 +232,15 @@ TEST(Prepare, RunFolderPreparedTheOldWayResumesExactly) {
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 20);
   test_support::run_quiet(tmp / "a", c, false);
   test_support::run_quiet(tmp / "b", c, false, 10);
-  const auto m = data::read_manifest(tmp / "b/data");
+  const auto m = corpus::read_manifest(tmp / "b/data");
   ASSERT_TRUE(m);
-  data::write_token_file(tmp / "b/data/train.tok", m->vocab, all_tokens(m->train_paths(tmp / "b/data")));
-  data::write_token_file(tmp / "b/data/val.tok", m->vocab, all_tokens(m->val_paths(tmp / "b/data")));
+  corpus::write_token_file(tmp / "b/data/train.tok", m->vocab, all_tokens(m->train_paths(tmp / "b/data")));
+  corpus::write_token_file(tmp / "b/data/val.tok", m->vocab, all_tokens(m->val_paths(tmp / "b/data")));
   for (const auto& p : m->train_paths(tmp / "b/data")) fs::remove(p);
   for (const auto& p : m->val_paths(tmp / "b/data")) fs::remove(p);
-  fs::remove(data::manifest_path(tmp / "b/data"));
+  fs::remove(corpus::manifest_path(tmp / "b/data"));
   test_support::run_quiet(tmp / "b", c, true);
-  EXPECT_FALSE(fs::exists(data::manifest_path(tmp / "b/data"))) << "the old data was prepared again";
+  EXPECT_FALSE(fs::exists(corpus::manifest_path(tmp / "b/data"))) << "the old data was prepared again";
   std::string why;
   EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 20), train::weights_path(tmp / "b", 20), &why))
       << why;
@@ -254,13 +254,13 @@ TEST(Prepare, RunFolderPreparedTheOldWayResumesExactly) {
 TEST(TokenFile, ChecksIdsAsTheyAreRead) {
   TempDir tmp;
   const std::string path = tmp / "a.tok";
-  data::write_token_file(path, 300, {1, 2, 3, 299, 5});
+  corpus::write_token_file(path, 300, {1, 2, 3, 299, 5});
   std::string b = slurp(path);
   const uint16_t bad = 300;
   std::memcpy(b.data() + 32 + 2 * 3, &bad, 2);  // id 3: one past the vocabulary
   spit(path, b);
 
-  const data::TokenFile f(path);
+  const corpus::TokenFile f(path);
   EXPECT_EQ(f.size(), 5);
   EXPECT_EQ(f[2], 3);
   EXPECT_EQ(f[4], 5);
@@ -272,7 +272,7 @@ TEST(TokenFile, ChecksIdsAsTheyAreRead) {
     EXPECT_NE(m.find(path), std::string::npos) << m;
     EXPECT_NE(m.find("token 300 at index 3"), std::string::npos) << m;
   }
-  const data::TokenStream s({path});
+  const corpus::TokenStream s({path});
   std::vector<int32_t> out(5);
   EXPECT_NO_THROW(s.read(0, 3, out.data()));
   EXPECT_THROW(s.read(2, 2, out.data()), Error);

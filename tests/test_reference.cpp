@@ -9,10 +9,10 @@
 
 #include "gguf/reader.h"
 #include "model/checkpoint.h"
-#include "model/llama.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
 #include "support/compare.h"
 #include "support/reference_state.h"
-#include "train/adamw.h"
 
 using namespace ggtrain;
 using ggtrain::test_support::ReferenceState;
@@ -71,7 +71,7 @@ void check_reference(const std::string& path) {
     std::copy(r.weights.at(t.name).begin(), r.weights.at(t.name).end(), p.begin() + t.offset);
     std::copy(r.grads.at(t.name).begin(), r.grads.at(t.name).end(), g.begin() + t.offset);
   }
-  train::adamw_step(m.layout(), p.data(), g.data(), mom.data(), var.data(), r.adamw_step, r.lr,
+  optim::adamw_step(m.layout(), p.data(), g.data(), mom.data(), var.data(), r.adamw_step, r.lr,
                     r.adamw);
   double worst_ulps = 0;
   for (const auto& t : m.layout().tensors()) {
@@ -91,7 +91,7 @@ void check_reference(const std::string& path) {
   std::fill(var.begin(), var.end(), 0.f);
   std::copy(m.params(), m.params() + n, p.begin());
   double worst_e2e = 0;
-  train::adamw_step(m.layout(), p.data(), m.grads(), mom.data(), var.data(), r.adamw_step, r.lr,
+  optim::adamw_step(m.layout(), p.data(), m.grads(), mom.data(), var.data(), r.adamw_step, r.lr,
                     r.adamw);
   for (const auto& t : m.layout().tensors()) {
     const auto& ref = r.after_step.at(t.name);

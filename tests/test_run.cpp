@@ -9,8 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/token_file.h"
-#include "data/tokenizer.h"
+#include "corpus/token_file.h"
 #include "eval/choice_score.h"
 #include "eval/choice_tasks.h"
 #include "gguf/reader.h"
@@ -19,6 +18,7 @@
 #include "support/capture.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
+#include "tokenizer/tokenizer.h"
 #include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -76,7 +76,7 @@ TEST(Run, ValidationReportsBitsPerByteOfThePredictedText) {
       default: return 0;
     }
   };
-  data::TokenFile val(tmp / "r/data/val-00000.tok");
+  corpus::TokenFile val(tmp / "r/data/val-00000.tok");
   const int64_t T = c.train.seq_len, windows = c.train.eval_batches * c.train.batch;
   ASSERT_GE((val.size() - 1) / T, windows) << "the validation text is shorter than the test assumes";
   double bytes = 0;
@@ -149,7 +149,7 @@ TEST(Run, TasksScoredInTheLoopEqualTheSavedCheckpointsScores) {
     gguf::GgufFile f(train::weights_path(tmp / "r", step));
     infer::Decoder dec(f, 256, kernels::CacheType::kF32);
     const auto tasks = eval::draw_tasks(eval::read_choice_tasks(tmp / "tasks.jsonl", eval::TaskFormat::kJsonl), 10);
-    return eval::score_choice_tasks(dec, data::Tokenizer::from_gguf(f), tasks);
+    return eval::score_choice_tasks(dec, tokenizer::Tokenizer::from_gguf(f), tasks);
   };
   const auto& rec = records[20];
   const auto r20 = score(20);
@@ -187,7 +187,7 @@ TEST(Run, KeepBestFollowsTheLowestValidationLoss) {
   c.train.eval_every = 4;
   c.train.lr_max = 0.01;
   c.train.lr_min = 0.01;
-  c.train.schedule = train::ScheduleKind::Constant;
+  c.train.schedule = optim::ScheduleKind::Constant;
   c.checkpoint.every = 20;
   c.checkpoint.keep_last = 1;
   c.checkpoint.keep_best = "val_loss";

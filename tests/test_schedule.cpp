@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "train/schedule.h"
+#include "optim/schedule.h"
 #include "util/error.h"
 
-using namespace ggtrain::train;
+using namespace ggtrain::optim;
 
 TEST(Schedule, CosineWarmupIsLinearFromOneStep) {
   LrSchedule s{ScheduleKind::Cosine, 1e-3, 1e-4, 10, 110, 0.2};

@@ -12,9 +12,9 @@
 #include <functional>
 #include <set>
 
-#include "data/input/token_documents.h"
-#include "data/prepare/prepare.h"
-#include "data/token_file.h"
+#include "corpus/input/token_documents.h"
+#include "corpus/prepare/prepare.h"
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "support/files.h"
 #include "support/prepare_options.h"
@@ -23,8 +23,8 @@
 #include "util/error.h"
 
 using namespace ggtrain;
-using data::FileType;
-using data::InputFile;
+using corpus::FileType;
+using corpus::InputFile;
 using test_support::TempDir;
 namespace fs = std::filesystem;
 
@@ -40,8 +40,8 @@ using Docs = std::vector<Tokens>;
 
 std::string fixture(const std::string& name) { return std::string(GGTRAIN_FIXTURES_DIR) + "/" + name; }
 
-const data::Tokenizer& gpt2_tokenizer() {
-  static const data::Tokenizer t = data::Tokenizer::from_gguf(gguf::GgufFile(fixture("tiny-gpt2.gguf")));
+const tokenizer::Tokenizer& gpt2_tokenizer() {
+  static const tokenizer::Tokenizer t = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(fixture("tiny-gpt2.gguf")));
   return t;
 }
 
@@ -50,7 +50,7 @@ void put_le(std::string* out, uint32_t v, int width) {
 }
 
 // An llm.c file; `count` (the header's token count) defaults to the truth.
-void write_llmc(const std::string& path, const Tokens& tokens, int32_t magic = data::kLlmcMagicGpt2,
+void write_llmc(const std::string& path, const Tokens& tokens, int32_t magic = corpus::kLlmcMagicGpt2,
                 int32_t version = 1, int width = 2, int64_t count = -1) {
   std::string b;
   put_le(&b, uint32_t(magic), 4);
@@ -111,7 +111,7 @@ Docs split_at_eos(const Tokens& stream) {
 
 Tokens all_tokens(const std::vector<std::string>& shards) {
   if (shards.empty()) return {};
-  data::TokenStream s(shards);
+  corpus::TokenStream s(shards);
   Tokens out(size_t(s.size()));
   s.read(0, s.size(), out.data());
   return out;
@@ -142,22 +142,22 @@ std::vector<bool> placement(const Docs& docs, const Tokens& train, const Tokens&
   return to_val;
 }
 
-data::PrepareOptions options(const std::vector<std::string>& corpus, int64_t shard_tokens = int64_t(1) << 40) {
+corpus::PrepareOptions options(const std::vector<std::string>& corpus, int64_t shard_tokens = int64_t(1) << 40) {
   return test_support::small_batch_options(corpus, 0.2, shard_tokens);
 }
 
-data::PreparedData prepare(const data::PrepareOptions& o, const std::string& dir) {
-  return data::prepare_data(o, gpt2_tokenizer(), dir, data::OnMismatch::kRefuse);
+corpus::PreparedData prepare(const corpus::PrepareOptions& o, const std::string& dir) {
+  return corpus::prepare_data(o, gpt2_tokenizer(), dir, corpus::OnMismatch::kRefuse);
 }
 
 InputFile one_file(const std::string& path, const std::string& type_override = "") {
-  const auto files = data::expand_inputs({path}, type_override, "data.corpus");
+  const auto files = corpus::expand_inputs({path}, type_override, "data.corpus");
   EXPECT_EQ(files.size(), 1u);
   return files.at(0);
 }
 
 Docs read_all(const InputFile& f, int64_t vocab = 300) {
-  data::TokenDocumentReader r(f, vocab, kEos);
+  corpus::TokenDocumentReader r(f, vocab, kEos);
   Docs docs;
   for (Tokens d; r.next(&d);) docs.push_back(d);
   EXPECT_EQ(r.documents_read(), int64_t(docs.size()));
@@ -170,7 +170,7 @@ Docs read_all(const InputFile& f, int64_t vocab = 300) {
 TEST(TokenSources, TypeByContentOfDotBin) {
   TempDir tmp;
   write_llmc(tmp / "a.bin", {1, 2, kEos});
-  write_llmc(tmp / "l3.bin", {1, 2, kEos}, data::kLlmcMagicLlama3, 7, 4);
+  write_llmc(tmp / "l3.bin", {1, 2, kEos}, corpus::kLlmcMagicLlama3, 7, 4);
   write_nanogpt(tmp / "train.bin", {1, 2, kEos});
   spit(tmp / "empty.bin", "");
   EXPECT_EQ(one_file(tmp / "a.bin").type, FileType::kLlmc);
@@ -185,7 +185,7 @@ TEST(TokenSources, DocumentsEndAtEachEosAndTheRestIsOneMore) {
   const Tokens stream{kEos, 5, 6, kEos, 7, kEos, kEos, 8, 9};
   write_llmc(tmp / "a.bin", stream);
   write_nanogpt(tmp / "b.bin", stream);
-  write_llmc(tmp / "c.bin", stream, data::kLlmcMagicLlama3, 7, 4);
+  write_llmc(tmp / "c.bin", stream, corpus::kLlmcMagicLlama3, 7, 4);
   const Docs want{{kEos}, {5, 6, kEos}, {7, kEos}, {kEos}, {8, 9}};
   EXPECT_EQ(read_all(one_file(tmp / "a.bin")), want);
   EXPECT_EQ(read_all(one_file(tmp / "b.bin")), want);
@@ -196,12 +196,12 @@ TEST(TokenSources, DocumentsEndAtEachEosAndTheRestIsOneMore) {
 // may be: cut, so memory stays bounded.
 TEST(TokenSources, LongStreamsAreReadInChunksAndEndlessDocumentsCut) {
   TempDir tmp;
-  Tokens stream(data::kMaxDocumentTokens + 10);
+  Tokens stream(corpus::kMaxDocumentTokens + 10);
   for (size_t i = 0; i < stream.size(); ++i) stream[i] = int32_t(i % kEos);
   write_nanogpt(tmp / "long.bin", stream);
   const Docs docs = read_all(one_file(tmp / "long.bin"));
   ASSERT_EQ(docs.size(), 2u);
-  EXPECT_EQ(docs[0].size(), data::kMaxDocumentTokens);
+  EXPECT_EQ(docs[0].size(), corpus::kMaxDocumentTokens);
   EXPECT_EQ(docs[1].size(), 10u);
   EXPECT_EQ(docs[1].back(), int32_t((stream.size() - 1) % kEos));
 }
@@ -214,7 +214,7 @@ TEST(TokenSources, LlmcAndNanoGptGiveTheirStreamAsTrainAndVal) {
     const Tokens stream = kind == "nanogpt" ? nanogpt_stream(docs) : llmc_stream(docs);
     if (kind == "nanogpt") write_nanogpt(path, stream);
     else if (kind == "llmc") write_llmc(path, stream);
-    else write_llmc(path, stream, data::kLlmcMagicLlama3, 7, 4);
+    else write_llmc(path, stream, corpus::kLlmcMagicLlama3, 7, 4);
     const auto p = prepare(options({path}, 3000), tmp / ("d-" + kind));
     EXPECT_GE(p.train_shards.size(), 3u) << kind;
     const Tokens train = all_tokens(p.train_shards), val = all_tokens(p.val_shards);
@@ -272,7 +272,7 @@ TEST(TokenSources, FileTypeOverride) {
   // A text file forced to nanoGPT is read as tokens (and here fails on an id).
   spit(tmp / "a.txt", "hello\n");
   EXPECT_EQ(one_file(tmp / "a.txt", "nanogpt").type, FileType::kNanoGpt);
-  EXPECT_EQ(error_of([&] { data::expand_inputs({tmp / "a.txt"}, "numpy", "data.corpus"); }),
+  EXPECT_EQ(error_of([&] { corpus::expand_inputs({tmp / "a.txt"}, "numpy", "data.corpus"); }),
             "data.corpus: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), "
             "got 'numpy'");
 }
@@ -283,7 +283,7 @@ TEST(TokenSourcesBad, IdPastTheVocabulary) {
   EXPECT_EQ(error_of([&] { prepare(options({tmp / "big.bin"}), tmp / "d"); }),
             tmp / "big.bin" + ": token 5 is id 300, past the vocabulary of data.tokenizer (300 tokens; is it the "
             "vocabulary these tokens were made with?)");
-  write_llmc(tmp / "l3.bin", {kEos, 7, int32_t(4000000000u)}, data::kLlmcMagicLlama3, 7, 4);
+  write_llmc(tmp / "l3.bin", {kEos, 7, int32_t(4000000000u)}, corpus::kLlmcMagicLlama3, 7, 4);
   EXPECT_EQ(error_of([&] { read_all(one_file(tmp / "l3.bin")); }),
             tmp / "l3.bin" + ": token 2 is id 4000000000, past the vocabulary of data.tokenizer (300 tokens; is it "
             "the vocabulary these tokens were made with?)");
@@ -299,21 +299,21 @@ TEST(TokenSourcesBad, BadMagic) {
 
 TEST(TokenSourcesBad, BadVersion) {
   TempDir tmp;
-  write_llmc(tmp / "v2.bin", {1, 2}, data::kLlmcMagicGpt2, 2);
+  write_llmc(tmp / "v2.bin", {1, 2}, corpus::kLlmcMagicGpt2, 2);
   EXPECT_EQ(error_of([&] { one_file(tmp / "v2.bin"); }),
             tmp / "v2.bin" + ": llm.c token file version 2 is not supported (magic 20240520 goes with version 1)");
-  write_llmc(tmp / "l3v1.bin", {1, 2}, data::kLlmcMagicLlama3, 1, 4);
+  write_llmc(tmp / "l3v1.bin", {1, 2}, corpus::kLlmcMagicLlama3, 1, 4);
   EXPECT_EQ(error_of([&] { one_file(tmp / "l3v1.bin"); }),
             tmp / "l3v1.bin" + ": llm.c token file version 1 is not supported (magic 20240801 goes with version 7)");
 }
 
 TEST(TokenSourcesBad, CountAndSizeDisagree) {
   TempDir tmp;
-  write_llmc(tmp / "cut.bin", {1, 2, 3}, data::kLlmcMagicGpt2, 1, 2, 1000);
+  write_llmc(tmp / "cut.bin", {1, 2, 3}, corpus::kLlmcMagicGpt2, 1, 2, 1000);
   EXPECT_EQ(error_of([&] { one_file(tmp / "cut.bin"); }),
             tmp / "cut.bin" + ": the llm.c header gives 1000 tokens (3024 bytes with the header), but the file has "
             "1030 bytes (truncated or not an llm.c file)");
-  write_llmc(tmp / "long.bin", {1, 2, 3}, data::kLlmcMagicGpt2, 1, 2, 2);
+  write_llmc(tmp / "long.bin", {1, 2, 3}, corpus::kLlmcMagicGpt2, 1, 2, 2);
   EXPECT_EQ(error_of([&] { one_file(tmp / "long.bin"); }),
             tmp / "long.bin" + ": the llm.c header gives 2 tokens (1028 bytes with the header), but the file has "
             "1030 bytes (truncated or not an llm.c file)");
@@ -349,7 +349,7 @@ TEST(TokenSources, ResumedPreparationContinuesToTheSameShards) {
   const auto whole = prepare(o, tmp / "whole");
   prepare(o, tmp / "cut");
 
-  auto m = data::read_manifest(tmp / "cut");
+  auto m = corpus::read_manifest(tmp / "cut");
   ASSERT_TRUE(m);
   size_t keep = 0;
   while (keep < m->shards.size() && !(m->shards[keep].end_source == 1 && m->shards[keep].end_documents_in_source > 0))
@@ -367,7 +367,7 @@ TEST(TokenSources, ResumedPreparationContinuesToTheSameShards) {
     m->train_tokens += s.train_tokens;
     m->val_tokens += s.val_tokens;
   }
-  data::write_manifest(tmp / "cut", *m);
+  corpus::write_manifest(tmp / "cut", *m);
 
   const auto resumed = prepare(o, tmp / "cut");
   EXPECT_FALSE(resumed.reused);
@@ -385,9 +385,9 @@ TEST(TokenSources, TextSampleLeavesTokenSourcesOut) {
   TempDir tmp;
   write_llmc(tmp / "b.bin", llmc_stream(random_docs(10, 1)));
   spit(tmp / "a.txt", "one line\nanother line\n");
-  EXPECT_EQ(data::write_text_sample(options({tmp / "b.bin", tmp / "a.txt"}), tmp / "s.txt", 100), 2);
+  EXPECT_EQ(corpus::write_text_sample(options({tmp / "b.bin", tmp / "a.txt"}), tmp / "s.txt", 100), 2);
   EXPECT_EQ(slurp(tmp / "s.txt"), "one line\nanother line\n");
-  EXPECT_EQ(error_of([&] { data::write_text_sample(options({tmp / "b.bin"}), tmp / "s2.txt", 100); }),
+  EXPECT_EQ(error_of([&] { corpus::write_text_sample(options({tmp / "b.bin"}), tmp / "s2.txt", 100); }),
             "data.corpus: every source is pretokenized (llm.c or nanoGPT .bin, e.g. " + tmp / "b.bin" +
                 "): pretokenized sources need data.tokenizer (a GGUF with the vocabulary the tokens were made with)");
 }
@@ -416,7 +416,7 @@ TEST(TokenSources, TrainsOnAnLlmcFileWithItsTokenizer) {
   EXPECT_EQ(summary.last_step, 3);
   ASSERT_FALSE(summary.final_weights.empty());
   EXPECT_TRUE(std::isfinite(summary.last_loss));
-  const auto m = data::read_manifest(tmp / "run/data");
+  const auto m = corpus::read_manifest(tmp / "run/data");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->train_tokens + m->val_tokens, int64_t(stream.size()));
   placement(split_at_eos(stream), all_tokens(m->train_paths(tmp / "run/data")),

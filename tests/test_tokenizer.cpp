@@ -13,17 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "data/sentencepiece_train.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "tokenizer/sentencepiece_train.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ggtrain::Error;
-using ggtrain::data::Tokenizer;
+using ggtrain::tokenizer::Tokenizer;
 using ggtrain::gguf::GgufFile;
 using ggtrain::gguf::GgufWriter;
 using ggtrain::gguf::Value;
@@ -81,7 +81,7 @@ void genesis(const Genesis** out) {
     std::fwrite(text.data(), 1, text.size(), f);
     std::fclose(f);
     std::string model = (temp_dir() / "genesis-512.model").string();
-    ggtrain::data::train_sentencepiece_bpe(input, 512, model);
+    ggtrain::tokenizer::train_sentencepiece_bpe(input, 512, model);
     g.model = model;
   }
   *out = &g;
@@ -386,13 +386,13 @@ TEST(Tokenizer, HostileMetadataNamesFileAndKey) {
 
 TEST(Tokenizer, TrainingErrors) {
   std::string out = (temp_dir() / "x.model").string();
-  expect_error([&] { ggtrain::data::train_sentencepiece_bpe("/nonexistent/text.txt", 512, out); },
+  expect_error([&] { ggtrain::tokenizer::train_sentencepiece_bpe("/nonexistent/text.txt", 512, out); },
                {"/nonexistent/text.txt"});
   std::string text = (temp_dir() / "small.txt").string();
   FILE* f = std::fopen(text.c_str(), "wb");
   std::fputs("hello world\n", f);
   std::fclose(f);
-  expect_error([&] { ggtrain::data::train_sentencepiece_bpe(text, 259, out); }, {"259"});
+  expect_error([&] { ggtrain::tokenizer::train_sentencepiece_bpe(text, 259, out); }, {"259"});
   EXPECT_FALSE(fs::exists(out));
   expect_error([&] { Tokenizer::from_sentencepiece(text); }, {text});
 }

@@ -7,10 +7,10 @@
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
 #include "support/compare.h"
 #include "support/tiny_llama.h"
-#include "train/adamw.h"
 #include "util/error.h"
 
 #include <cmath>
@@ -43,8 +43,8 @@ std::vector<float> train_steps(int steps, std::vector<float>* losses = nullptr) 
     if (losses) losses->push_back(loss);
     m.zero_grad();
     m.backward();
-    float scale = train::clip_scale(train::grad_global_norm(m.grads(), n), 1.0);
-    train::adamw_step(m.layout(), m.params(), m.grads(), mom.data(), var.data(), s, 3e-3, {},
+    float scale = optim::clip_scale(optim::grad_global_norm(m.grads(), n), 1.0);
+    optim::adamw_step(m.layout(), m.params(), m.grads(), mom.data(), var.data(), s, 3e-3, {},
                       scale);
   }
   return {m.params(), m.params() + n};
@@ -70,9 +70,9 @@ TEST(Training, AdamWDecaysMatricesButNotNorms) {
   model::ParamLayout layout(c);
   const auto n = size_t(layout.total());
   std::vector<float> p(n, 1.0f), g(n, 0.0f), m(n, 0.0f), v(n, 0.0f);
-  train::AdamWConfig cfg;
+  optim::AdamWConfig cfg;
   cfg.weight_decay = 0.5f;
-  train::adamw_step(layout, p.data(), g.data(), m.data(), v.data(), 1, 0.1, cfg);
+  optim::adamw_step(layout, p.data(), g.data(), m.data(), v.data(), 1, 0.1, cfg);
   for (const auto& t : layout.tensors()) {
     const float expect = t.shape.size() == 2 ? 1.0f * float(1.0 - 0.1 * 0.5) : 1.0f;
     EXPECT_EQ(p[size_t(t.offset)], expect) << t.name;
@@ -80,11 +80,11 @@ TEST(Training, AdamWDecaysMatricesButNotNorms) {
 }
 
 TEST(Training, ClipScaleFollowsTorch) {
-  EXPECT_EQ(train::clip_scale(0.5, 1.0), 1.0f);
-  EXPECT_FLOAT_EQ(train::clip_scale(4.0, 1.0), float(1.0 / (4.0 + 1e-6)));
-  EXPECT_EQ(train::clip_scale(100.0, 0.0), 1.0f);  // disabled
+  EXPECT_EQ(optim::clip_scale(0.5, 1.0), 1.0f);
+  EXPECT_FLOAT_EQ(optim::clip_scale(4.0, 1.0), float(1.0 / (4.0 + 1e-6)));
+  EXPECT_EQ(optim::clip_scale(100.0, 0.0), 1.0f);  // disabled
   std::vector<float> g{3.0f, 4.0f};
-  EXPECT_DOUBLE_EQ(train::grad_global_norm(g.data(), 2), 5.0);
+  EXPECT_DOUBLE_EQ(optim::grad_global_norm(g.data(), 2), 5.0);
 }
 
 TEST(Training, GradientAccumulationEqualsOneBigBatch) {

@@ -6,13 +6,13 @@
 #include <random>
 #include <set>
 
-#include "model/llama.h"
+#include "dist/data_parallel.h"
+#include "dist/distributed.h"
+#include "dist/zero.h"
 #include "model/params.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
 #include "support/tiny_llama.h"
-#include "train/adamw.h"
-#include "train/data_parallel.h"
-#include "train/distributed.h"
-#include "train/zero.h"
 
 using namespace ggtrain;
 
@@ -26,12 +26,12 @@ model::LlamaConfig small_config(bool tied) {
 }
 
 TEST(Zero, BlockOfName) {
-  EXPECT_EQ(train::block_of("blk.0.attn_q.weight"), 0);
-  EXPECT_EQ(train::block_of("blk.17.ffn_down.weight"), 17);
-  EXPECT_EQ(train::block_of("token_embd.weight"), -1);
-  EXPECT_EQ(train::block_of("blk.x.attn_q.weight"), -1);
-  EXPECT_EQ(train::block_of("blk.3"), -1);
-  EXPECT_EQ(train::block_of("output.weight"), -1);
+  EXPECT_EQ(dist::block_of("blk.0.attn_q.weight"), 0);
+  EXPECT_EQ(dist::block_of("blk.17.ffn_down.weight"), 17);
+  EXPECT_EQ(dist::block_of("token_embd.weight"), -1);
+  EXPECT_EQ(dist::block_of("blk.x.attn_q.weight"), -1);
+  EXPECT_EQ(dist::block_of("blk.3"), -1);
+  EXPECT_EQ(dist::block_of("output.weight"), -1);
 }
 
 // Every element of every tensor is in exactly one bucket and, within it, in
@@ -44,7 +44,7 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
       for (int64_t max_elements : {int64_t(1) << 22, int64_t(1000)}) {
         std::vector<int> owner(size_t(layout.total()), -1);
         for (int r = 0; r < n; ++r) {
-          const auto plan = train::plan_buckets(layout, n, r, max_elements);
+          const auto plan = dist::plan_buckets(layout, n, r, max_elements);
           int64_t packed = 0;
           for (const auto& b : plan.buckets) {
             ASSERT_LE(b.hi - b.lo, max_elements);
@@ -66,7 +66,7 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
             }
             for (const auto& t : layout.tensors())
               if (t.offset < b.hi && t.offset + t.size > b.lo) {
-                EXPECT_EQ(train::block_of(t.name), b.layer) << t.name;
+                EXPECT_EQ(dist::block_of(t.name), b.layer) << t.name;
               }
           }
           EXPECT_EQ(packed, plan.shard_size);
@@ -89,21 +89,21 @@ TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
   std::normal_distribution<float> d(0.f, 1.f);
   std::vector<float> p(n), g(n), m(n), v(n);
   for (size_t i = 0; i < n; ++i) p[i] = d(rng), g[i] = d(rng), m[i] = 0.1f * d(rng), v[i] = std::fabs(d(rng));
-  train::AdamWConfig cfg;
+  optim::AdamWConfig cfg;
   auto p_whole = p, m_whole = m, v_whole = v;
-  train::adamw_step(layout, p_whole.data(), g.data(), m_whole.data(), v_whole.data(), 3, 1e-2, cfg, 0.7f);
+  optim::adamw_step(layout, p_whole.data(), g.data(), m_whole.data(), v_whole.data(), 3, 1e-2, cfg, 0.7f);
   for (int ranks : {2, 3, 5}) {
     auto p_dp = p;
     std::vector<float> m_out(n, NAN), v_out(n, NAN);
     for (int r = 0; r < ranks; ++r) {
-      const auto plan = train::plan_buckets(layout, ranks, r, 700);
+      const auto plan = dist::plan_buckets(layout, ranks, r, 700);
       std::vector<float> gs(size_t(plan.shard_size)), ms(gs.size()), vs(gs.size());
-      train::copy_to_shard(plan, r, g.data(), gs.data());
-      train::copy_to_shard(plan, r, m.data(), ms.data());
-      train::copy_to_shard(plan, r, v.data(), vs.data());
+      dist::copy_to_shard(plan, r, g.data(), gs.data());
+      dist::copy_to_shard(plan, r, m.data(), ms.data());
+      dist::copy_to_shard(plan, r, v.data(), vs.data());
       for (const auto& b : plan.buckets) {
         const int64_t lo = b.lo + b.displs[size_t(r)], len = b.counts[size_t(r)];
-        train::adamw_step_range(layout, lo, lo + len, p_dp.data(), gs.data() + b.shard_at, ms.data() + b.shard_at,
+        optim::adamw_step_range(layout, lo, lo + len, p_dp.data(), gs.data() + b.shard_at, ms.data() + b.shard_at,
                                 vs.data() + b.shard_at, 3, 1e-2, cfg, 0.7f);
         std::copy_n(ms.data() + b.shard_at, len, m_out.data() + lo);
         std::copy_n(vs.data() + b.shard_at, len, v_out.data() + lo);
@@ -121,8 +121,8 @@ TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
 // One process: the whole batch, unchanged gradients and moments, and a
 // batch that any rank count divides.
 TEST(Zero, SingleProcessIsAPassThrough) {
-  auto& one = train::single_process();
-  train::DataParallel dp(one, 6, 16, 1);
+  auto& one = dist::single_process();
+  dist::DataParallel dp(one, 6, 16, 1);
   EXPECT_EQ(dp.local_batch(), 6);
   EXPECT_FALSE(dp.sharded());
   model::LlamaModel<float> model(small_config(true), dp.local_batch(), 16);

@@ -10,10 +10,10 @@
 
 #include "chat/chat_tokens.h"
 #include "chat/preference_record.h"
-#include "data/batch_loader.h"
-#include "data/input/documents.h"
-#include "data/prepare/prepare.h"
-#include "data/token_file.h"
+#include "corpus/batch_loader.h"
+#include "corpus/input/documents.h"
+#include "corpus/prepare/prepare.h"
+#include "corpus/token_file.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 
@@ -48,7 +48,7 @@ class WindowPacker {
     for (const auto& e : examples) {
       for (size_t i = 0; i < e.ids.size(); ++i) {
         w.ids.push_back(e.ids[i]);
-        w.flags.push_back((i == 0 ? data::kFlagExampleStart : 0) | (e.trained[i] ? data::kFlagTrained : 0));
+        w.flags.push_back((i == 0 ? corpus::kFlagExampleStart : 0) | (e.trained[i] ? corpus::kFlagTrained : 0));
         st.trained_tokens += e.trained[i];
       }
     }
@@ -59,7 +59,7 @@ class WindowPacker {
   int64_t finish(ChatDataStats& st) {
     for (Window& w : open_) write(w, st);
     open_.clear();
-    const int32_t start = data::kFlagExampleStart;
+    const int32_t start = corpus::kFlagExampleStart;
     tokens_.append(&pad_, 1);
     flags_.append(&start, 1);
     tokens_.commit();
@@ -95,7 +95,7 @@ class WindowPacker {
   void write(Window& w, ChatDataStats& st) {
     for (bool first = true; w.ids.size() < size_t(seq_len_); first = false) {
       w.ids.push_back(pad_);
-      w.flags.push_back(first ? data::kFlagExampleStart : 0);
+      w.flags.push_back(first ? corpus::kFlagExampleStart : 0);
       ++st.padding;
     }
     tokens_.append(w.ids.data(), w.ids.size());
@@ -103,7 +103,7 @@ class WindowPacker {
     ++windows_;
   }
 
-  data::TokenFileWriter tokens_, flags_;
+  corpus::TokenFileWriter tokens_, flags_;
   int64_t seq_len_, windows_ = 0;
   int32_t pad_;
   std::vector<Window> open_;
@@ -140,7 +140,7 @@ std::vector<std::pair<size_t, size_t>> pieces_of(const EncodedExample& e, const 
 
 // The spans of one record: templated, or for completion records the prompt
 // and then the completion and EOS, as text.
-std::vector<Span> spans_of(const Conversation& c, RecordFormat f, Template t, const data::Tokenizer& tok) {
+std::vector<Span> spans_of(const Conversation& c, RecordFormat f, Template t, const tokenizer::Tokenizer& tok) {
   if (f != RecordFormat::kCompletion) return render_spans(t, c, false);
   return {{c[0].content, false}, {c[1].content + tok.piece(tok.eos_id()), true}};
 }
@@ -149,7 +149,7 @@ std::vector<Span> spans_of(const Conversation& c, RecordFormat f, Template t, co
 // window, side by side; false (counted as too long) when they do not fit
 // one window together.
 bool pack_pair(const nlohmann::json& record, const std::string& where, const ChatDataOptions& o,
-               const data::Tokenizer& tok, WindowPacker& packer, ChatDataStats& st) {
+               const tokenizer::Tokenizer& tok, WindowPacker& packer, ChatDataStats& st) {
   const PreferencePair pair = preference_pair_of(record, where);
   std::vector<EncodedExample> answers;
   for (const Conversation* c : {&pair.chosen, &pair.rejected})
@@ -169,13 +169,13 @@ struct Split {
 };
 
 // Every record of `files` into the packers.
-void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions& o, const data::Tokenizer& tok,
+void pack_files(const std::vector<corpus::InputFile>& files, const ChatDataOptions& o, const tokenizer::Tokenizer& tok,
                 const Split& split, bool to_val, ChatDataStats& st, int64_t& index) {
-  data::DocumentOptions dopt;
-  dopt.separator = data::DocSeparator::kLine;
-  dopt.on_bad = o.skip_bad ? data::OnBadDocument::kSkip : data::OnBadDocument::kError;
-  for (const data::InputFile& f : files) {
-    data::DocumentReader reader(f, dopt);
+  corpus::DocumentOptions dopt;
+  dopt.separator = corpus::DocSeparator::kLine;
+  dopt.on_bad = o.skip_bad ? corpus::OnBadDocument::kSkip : corpus::OnBadDocument::kError;
+  for (const corpus::InputFile& f : files) {
+    corpus::DocumentReader reader(f, dopt);
     std::optional<RecordFormat> format = o.format;
     std::string line;
     while (reader.next(&line)) {
@@ -183,7 +183,7 @@ void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions
       try {
         const nlohmann::json record = nlohmann::json::parse(line, nullptr, true);
         if (o.preference) {
-          const bool val = to_val || (split.val_by_hash && data::goes_to_validation(o.seed, index, o.val_fraction));
+          const bool val = to_val || (split.val_by_hash && corpus::goes_to_validation(o.seed, index, o.val_fraction));
           ++index;
           WindowPacker& packer = *(val ? split.val : split.train);
           if (pack_pair(record, where, o, tok, packer, st)) ++(val ? st.val_examples : st.examples);
@@ -192,7 +192,7 @@ void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions
         if (!format) format = detect_record_format(record, where);
         const Conversation c = conversation_of(record, *format, where);
         const EncodedExample e = encode_spans(tok, spans_of(c, *format, o.chat_template, tok));
-        const bool val = to_val || (split.val_by_hash && data::goes_to_validation(o.seed, index, o.val_fraction));
+        const bool val = to_val || (split.val_by_hash && corpus::goes_to_validation(o.seed, index, o.val_fraction));
         ++index;
         const auto pieces = pieces_of(e, o, st);
         for (const auto& [b, end] : pieces) {
@@ -213,15 +213,15 @@ void pack_files(const std::vector<data::InputFile>& files, const ChatDataOptions
   }
 }
 
-nlohmann::json files_json(const std::vector<data::InputFile>& files) {
+nlohmann::json files_json(const std::vector<corpus::InputFile>& files) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& f : files) a.push_back({{"path", f.path}, {"size", f.size}, {"mtime_ns", f.mtime_ns}});
   return a;
 }
 
 // What decides the prepared bytes: compared with chat.json to reuse them.
-nlohmann::json source_json(const ChatDataOptions& o, const std::vector<data::InputFile>& train,
-                           const std::vector<data::InputFile>& val, const data::Tokenizer& tok) {
+nlohmann::json source_json(const ChatDataOptions& o, const std::vector<corpus::InputFile>& train,
+                           const std::vector<corpus::InputFile>& val, const tokenizer::Tokenizer& tok) {
   return {{"format", o.preference ? "preference" : o.format ? std::string(record_format_name(*o.format)) : "auto"},
           {"chat_template", template_info(o.chat_template).name},
           {"seq_len", o.seq_len},
@@ -231,7 +231,7 @@ nlohmann::json source_json(const ChatDataOptions& o, const std::vector<data::Inp
           {"seed", o.seed},
           {"corpus", files_json(train)},
           {"val_corpus", files_json(val)},
-          {"tokenizer", data::tokenizer_fingerprint(tok)}};
+          {"tokenizer", corpus::tokenizer_fingerprint(tok)}};
 }
 
 nlohmann::json stats_json(const ChatDataStats& s) {
@@ -267,12 +267,12 @@ nlohmann::json read_record(const std::string& path) {
 
 }  // namespace
 
-ChatData prepare_chat_data(const ChatDataOptions& o, const data::Tokenizer& tok, const std::string& dir,
+ChatData prepare_chat_data(const ChatDataOptions& o, const tokenizer::Tokenizer& tok, const std::string& dir,
                            bool refuse_change) {
   if (o.seq_len < 2) fail("chat data: windows of {} tokens are too short", o.seq_len);
-  const auto train_files = data::expand_inputs(o.corpus, "text", "data.corpus");
+  const auto train_files = corpus::expand_inputs(o.corpus, "text", "data.corpus");
   const auto val_files =
-      o.val_corpus.empty() ? std::vector<data::InputFile>{} : data::expand_inputs(o.val_corpus, "text", "data.val_corpus");
+      o.val_corpus.empty() ? std::vector<corpus::InputFile>{} : corpus::expand_inputs(o.val_corpus, "text", "data.val_corpus");
   fs::create_directories(dir);
   ChatData d{dir + "/chat-train.tok", dir + "/chat-train.flags.tok", dir + "/chat-val.tok", dir + "/chat-val.flags.tok", {}, false};
   const std::string record_path = dir + "/chat.json";

@@ -4,7 +4,7 @@
 // answers, and packed into windows of the training length, so that every
 // window starts at an example (or padding) and no example straddles two.
 // Written as token files the training loader reads as it reads pretraining
-// data, plus one flags file per token file (data/batch_loader.h: kFlagTrained,
+// data, plus one flags file per token file (corpus/batch_loader.h: kFlagTrained,
 // kFlagExampleStart).
 #include <cstdint>
 #include <optional>
@@ -13,7 +13,7 @@
 
 #include "chat/conversation.h"
 #include "chat/template.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ggtrain::chat {
@@ -60,7 +60,7 @@ struct ChatData {
 // DIR/chat.json says they were made from the same options, files and
 // tokenizer; `refuse_change`: a difference is an error instead). Bad input
 // fails with one line naming file:line and what is wrong.
-ChatData prepare_chat_data(const ChatDataOptions& o, const data::Tokenizer& tok, const std::string& dir,
+ChatData prepare_chat_data(const ChatDataOptions& o, const tokenizer::Tokenizer& tok, const std::string& dir,
                            bool refuse_change);
 
 }  // namespace ggtrain::chat

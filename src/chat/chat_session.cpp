@@ -7,7 +7,7 @@
 
 namespace ggtrain::chat {
 
-ChatSession::ChatSession(infer::Decoder& dec, const data::Tokenizer& tok, Template t, std::string system)
+ChatSession::ChatSession(infer::Decoder& dec, const tokenizer::Tokenizer& tok, Template t, std::string system)
     : dec_(dec), tok_(tok), template_(t) {
   if (!system.empty()) history_.push_back({"system", std::move(system)});
   const int32_t eot = tok.token_id(template_info(t).end_of_turn);
@@ -25,7 +25,7 @@ void ChatSession::clear() {
 }
 
 std::vector<int32_t> ChatSession::prompt_ids(const Conversation& c) const {
-  return tok_.encode(render(template_, c, true), data::EncodeOptions{.add_bos = tok_.add_bos(), .parse_special = true});
+  return tok_.encode(render(template_, c, true), tokenizer::EncodeOptions{.add_bos = tok_.add_bos(), .parse_special = true});
 }
 
 Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer::SamplerConfig& sampler,
@@ -70,7 +70,7 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
   return r;
 }
 
-Template template_for_model(const data::Tokenizer& tok, const std::string& name, std::string* warning) {
+Template template_for_model(const tokenizer::Tokenizer& tok, const std::string& name, std::string* warning) {
   if (!name.empty()) return template_named(name, "--chat-template");
   if (const auto t = detect_template(tok.chat_template())) return *t;
   *warning = tok.chat_template().empty()

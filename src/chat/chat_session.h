@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "chat/template.h"
-#include "data/tokenizer.h"
 #include "infer/decoder.h"
 #include "infer/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ggtrain::chat {
 
@@ -31,7 +31,7 @@ struct Reply {
 class ChatSession {
  public:
   // `system`: a system message ("" for none).
-  ChatSession(infer::Decoder& dec, const data::Tokenizer& tok, Template t, std::string system);
+  ChatSession(infer::Decoder& dec, const tokenizer::Tokenizer& tok, Template t, std::string system);
 
   // Answers `user`, with room for n_predict tokens (at most what the
   // context leaves; -1: all it leaves); on_piece sees the reply's text as
@@ -50,7 +50,7 @@ class ChatSession {
   std::vector<int32_t> prompt_ids(const Conversation& c) const;
 
   infer::Decoder& dec_;
-  const data::Tokenizer& tok_;
+  const tokenizer::Tokenizer& tok_;
   Template template_;
   Conversation history_;              // the system message (if any), then complete turns
   std::vector<int32_t> stop_;
@@ -59,6 +59,6 @@ class ChatSession {
 // The template a model's GGUF asks for: `name` when given, else the one
 // llama.cpp recognises in its tokenizer.chat_template, else chatml (with a
 // warning into *warning).
-Template template_for_model(const data::Tokenizer& tok, const std::string& name, std::string* warning);
+Template template_for_model(const tokenizer::Tokenizer& tok, const std::string& name, std::string* warning);
 
 }  // namespace ggtrain::chat

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "chat/template.h"
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ggtrain::chat {
 
@@ -20,14 +20,14 @@ struct EncodedExample {
 // span that continues text (an answer after "assistant\n") is tokenized on
 // its own, without a space prefix, so the prompt's ids are exactly those
 // llama.cpp gives the same prompt at inference.
-EncodedExample encode_spans(const data::Tokenizer& tok, const std::vector<Span>& spans);
+EncodedExample encode_spans(const tokenizer::Tokenizer& tok, const std::vector<Span>& spans);
 
 // The template's markers that are not tokens of `tok`, in the template's
 // order. Error naming the marker when one is a token but not a special one
 // (parse_special would not cut it out).
-std::vector<std::string> missing_markers(const data::Tokenizer& tok, Template t);
+std::vector<std::string> missing_markers(const tokenizer::Tokenizer& tok, Template t);
 
 // The id of the template's end-of-turn marker (tokenizer.ggml.eot_token_id).
-int32_t end_of_turn_id(const data::Tokenizer& tok, Template t);
+int32_t end_of_turn_id(const tokenizer::Tokenizer& tok, Template t);
 
 }  // namespace ggtrain::chat

@@ -12,7 +12,6 @@
 #include "cli/commands.h"
 #include "cli/inference_model.h"
 #include "cli/token_list.h"
-#include "data/tokenizer.h"
 #include "eval/choice_score.h"
 #include "eval/choice_tasks.h"
 #include "eval/run_table.h"
@@ -20,6 +19,7 @@
 #include "infer/decoder.h"
 #include "infer/perplexity.h"
 #include "kernels/cross_entropy.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_checkpoint.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -58,7 +58,7 @@ void check_is_text(const std::string& text, const std::string& path) {
 }
 
 // Perplexity and bits per byte of a text file (chunks of ctx tokens).
-infer::PerplexityResult text_scores(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path,
+infer::PerplexityResult text_scores(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const std::string& path,
                                     int64_t ctx, bool progress, size_t* n_tokens = nullptr) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read", path);
@@ -80,7 +80,7 @@ infer::PerplexityResult text_scores(const data::Tokenizer& tok, infer::Decoder& 
   return r;
 }
 
-int eval_text(const data::Tokenizer& tok, infer::Decoder& dec, const std::string& path, int64_t ctx) {
+int eval_text(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const std::string& path, int64_t ctx) {
   size_t n_tokens = 0;
   const auto r = text_scores(tok, dec, path, ctx, ::isatty(2), &n_tokens);
   fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text), {:.1f} tokens/s; "
@@ -111,7 +111,7 @@ std::vector<eval::ChoiceTask> read_tasks(const TaskOptions& o) {
   return eval::draw_tasks(eval::read_choice_tasks(o.path, format), o.count, format);
 }
 
-eval::ChoiceResult task_scores(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o,
+eval::ChoiceResult task_scores(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o,
                                const std::vector<eval::ChoiceTask>& tasks, bool progress) {
   size_t done = 0;
   eval::ChoiceResult r;
@@ -126,7 +126,7 @@ eval::ChoiceResult task_scores(const data::Tokenizer& tok, infer::Decoder& dec, 
   return r;
 }
 
-int eval_task(const data::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o) {
+int eval_task(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const TaskOptions& o) {
   const auto r = task_scores(tok, dec, o, read_tasks(o), ::isatty(2) && !o.json);
   if (o.json) {
     fmt::print("{}\n", choice_json(r).dump());

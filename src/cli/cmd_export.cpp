@@ -7,7 +7,7 @@
 
 #include "chat/ollama_modelfile.h"
 #include "cli/commands.h"
-#include "model/export.h"
+#include "convert/export.h"
 #include "quant/recipe.h"
 #include "util/error.h"
 
@@ -56,9 +56,9 @@ Runner add_export_command(CLI::App& app) {
     const std::string& out = o->files.back();
     check_output_folder(out);
     if (const auto ft = quant::quantized_file_type(type_name)) {
-      const model::QuantizeReport r = o->merge_lora
-                                          ? model::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft)
-                                          : model::export_quantized(o->files[0], out, *ft);
+      const convert::QuantizeReport r = o->merge_lora
+                                          ? convert::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft)
+                                          : convert::export_quantized(o->files[0], out, *ft);
       if (r.fallbacks > 0)  // llama-quantize says the same
         fmt::print("note: {} of {} quantized tensors have rows that are not a multiple of the {} block size and were "
                    "stored in a fallback type (Q5_0, Q5_1, Q8_0 or F16), as llama-quantize does; `ggtrain inspect {}` "
@@ -69,9 +69,9 @@ Runner add_export_command(CLI::App& app) {
                     *type != gguf::TensorType::BF16))
         fail("export: --type {} is not one of f32, f16, bf16, {}", type_name, quant::quantized_file_type_names());
       if (o->merge_lora)
-        model::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
+        convert::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
       else
-        model::export_model(o->files[0], out, *type);
+        convert::export_model(o->files[0], out, *type);
     }
     fmt::print("wrote {} ({}, {} bytes)\n", out, type_name, std::filesystem::file_size(out));
     if (o->ollama) {

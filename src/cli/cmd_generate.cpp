@@ -9,11 +9,11 @@
 #include "cli/inference_model.h"
 #include "cli/sampling_options.h"
 #include "cli/token_list.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
@@ -55,7 +55,7 @@ Runner add_generate_command(CLI::App& app) {
     if (!cmd->parsed()) return -1;
     InferenceModel m(o->model);
     infer::Decoder& dec = m.decoder;
-    const data::Tokenizer& tok = m.tokenizer;
+    const tokenizer::Tokenizer& tok = m.tokenizer;
     dec.warmup();
     const std::string text = o->prompt_file.empty() ? o->prompt : read_prompt_file(o->prompt_file);
     std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(text, tok.add_bos()) : parse_token_list(o->tokens);

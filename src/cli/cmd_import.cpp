@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/import.h"
+#include "convert/import.h"
 
 namespace ggtrain::cli {
 
@@ -19,7 +19,7 @@ Runner add_import_command(CLI::App& app) {
   cmd->add_option("output", o->out, "Output GGUF")->required();
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    const auto rep = model::import_checkpoint(o->in, o->out);
+    const auto rep = convert::import_checkpoint(o->in, o->out);
     if (rep.fused_tensors > 0)
       fmt::print("fused {} per-head tensors into {} attention weights\n", rep.heads_read, rep.fused_tensors);
     else

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "data/hf_tokenizer.h"
-#include "data/sentencepiece_train.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/sentencepiece_train.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ggtrain::cli {
@@ -41,15 +41,15 @@ Runner add_tokenizer_command(CLI::App& app) {
   import->add_option("--out", opts->out, "GGUF to write (the vocabulary only)")->required();
   return [train, import, opts]() -> int {
     if (train->parsed()) {
-      data::train_sentencepiece_bpe(opts->input, opts->vocab, opts->out);
+      tokenizer::train_sentencepiece_bpe(opts->input, opts->vocab, opts->out);
       fmt::print("wrote {} (vocabulary {})\n", opts->out, opts->vocab);
       return 0;
     }
     if (!import->parsed()) return -1;
-    const data::HfVocabulary v = data::read_hf_tokenizer(opts->input, opts->config);
+    const tokenizer::HfVocabulary v = tokenizer::read_hf_tokenizer(opts->input, opts->config);
     gguf::GgufWriter w;
     w.set("general.name", gguf::Value::str("vocabulary of " + opts->input));
-    data::add_hf_vocabulary(w, v);
+    tokenizer::add_hf_vocabulary(w, v);
     w.write(opts->out);
     fmt::print("wrote {} ({} tokens, {} merges, pre-tokenizer {}{})\n", opts->out, v.tokens.size(), v.merges.size(),
                v.pre, v.chat_template.empty() ? "" : ", chat template");
@@ -73,8 +73,8 @@ Runner add_tokenize_command(CLI::App& app) {
   return [cmd, opts]() -> int {
     if (!cmd->parsed()) return -1;
     auto tok = opts->sp.empty()
-                   ? data::Tokenizer::from_gguf(gguf::GgufFile(opts->model))
-                   : data::Tokenizer::from_sentencepiece(opts->sp);
+                   ? tokenizer::Tokenizer::from_gguf(gguf::GgufFile(opts->model))
+                   : tokenizer::Tokenizer::from_sentencepiece(opts->sp);
     std::ifstream in(opts->lines, std::ios::binary);
     if (!in) fail("{}: cannot open: {}", opts->lines, errno_text(errno));
     fmt::memory_buffer buf;

@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_options.h"
-#include "train/distributed.h"
+#include "dist/distributed.h"
 #include "train/run_checkpoint.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
@@ -65,7 +65,7 @@ void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::R
 bool report_if_finished(const Opts& o, const train::RunConfig& c) {
   const int64_t at = train::latest_step(o.run_dir);
   if (at < c.train.steps) return false;
-  if (train::world().root())
+  if (dist::world().root())
     fmt::print("{}: already trained to step {} of train.steps = {}; nothing to do\n"
                "final weights: {}\n"
                "to train further: ggtrain train --resume --run-dir {} --set train.steps=N (N > {})\n",
@@ -89,7 +89,7 @@ int run(const Opts& o) {
     opts.config = resolve_config(o.config);
   }
   auto sum = train::run_training(opts);
-  if (!train::world().root()) return 0;  // under mpirun rank 0 alone reports
+  if (!dist::world().root()) return 0;  // under mpirun rank 0 alone reports
   print_outcome(sum, o, opts.config);
   return 0;
 }
@@ -99,7 +99,7 @@ int run(const Opts& o) {
 Runner add_train_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "train", train::built_with_mpi()
+      "train", dist::built_with_mpi()
                    ? "Train a model; checkpoints go to RUN_DIR/weights. `mpirun -np N ggtrain train ...` "
                      "trains data-parallel on N ranks (train.batch is the global micro-batch)"
                    : "Train a model; checkpoints go to RUN_DIR/weights. This ggtrain was built without "
@@ -118,12 +118,12 @@ Runner add_train_command(CLI::App& app) {
     if (!cmd->parsed()) return -1;
     try {
       const int rc = run(*o);
-      if (train::world_started()) train::world().finalize();
+      if (dist::world_started()) dist::world().finalize();
       return rc;
     } catch (const std::exception& e) {
-      const std::string message = train::failure_message(e);
-      train::end_every_rank(message);
-      if (train::world_started()) train::world().finalize();
+      const std::string message = dist::failure_message(e);
+      dist::end_every_rank(message);
+      if (dist::world_started()) dist::world().finalize();
       if (dynamic_cast<const ggtrain::Error*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) throw;
       // A library's own exception must still end in a message and a
       // non-zero exit, never in std::terminate.

@@ -40,7 +40,7 @@ void add_inference_options(CLI::App* cmd, InferenceOptions& o, bool model_requir
 InferenceModel::InferenceModel(const InferenceOptions& o)
     : file(path_with_threads_set(o)),
       decoder(file, context_of(o, file), infer::cache_type_from_name(o.cache_type)),
-      tokenizer(data::Tokenizer::from_gguf(file)) {
+      tokenizer(tokenizer::Tokenizer::from_gguf(file)) {
   apply_lora_options(o.lora, decoder, tokenizer);
   if (o.ctx > decoder.config().ctx)  // llama.cpp warns the same way
     fmt::print(stderr, "warning: -c {} is longer than the {} tokens {} was trained for ({}); "

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "cli/lora_options.h"
-#include "data/tokenizer.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ggtrain::cli {
 
@@ -30,7 +30,7 @@ struct InferenceModel {
   explicit InferenceModel(const InferenceOptions& o);
   gguf::GgufFile file;  // first: the decoder reads its weights from the map
   infer::Decoder decoder;
-  data::Tokenizer tokenizer;
+  tokenizer::Tokenizer tokenizer;
 };
 
 }  // namespace ggtrain::cli

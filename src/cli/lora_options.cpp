@@ -10,7 +10,7 @@ void add_lora_options(CLI::App* cmd, LoraOptions& o) {
   cmd->add_option("--lora-scale", o.scale, "Scale of the adapter (default 1)");
 }
 
-void apply_lora_options(const LoraOptions& o, infer::Decoder& dec, data::Tokenizer& tok) {
+void apply_lora_options(const LoraOptions& o, infer::Decoder& dec, tokenizer::Tokenizer& tok) {
   if (o.path.empty()) return;
   const gguf::GgufFile f(o.path);
   dec.add_lora(model::read_lora_adapter(f, dec.config()), o.scale);

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "data/tokenizer.h"
 #include "infer/decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ggtrain::cli {
 
@@ -19,6 +19,6 @@ void add_lora_options(CLI::App* cmd, LoraOptions& o);
 // Reads the adapter (checked against the decoder's model) and applies it;
 // a chat adapter's template and end-of-turn id replace the base's in `tok`
 // (the adapter was trained to answer through them).
-void apply_lora_options(const LoraOptions& o, infer::Decoder& dec, data::Tokenizer& tok);
+void apply_lora_options(const LoraOptions& o, infer::Decoder& dec, tokenizer::Tokenizer& tok);
 
 }  // namespace ggtrain::cli

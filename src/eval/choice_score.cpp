@@ -31,14 +31,14 @@ size_t shared_prefix(const std::vector<std::vector<int32_t>>& seqs) {
 
 double stderr_of(double p, size_t n) { return n > 1 ? std::sqrt(p * (1 - p) / double(n - 1)) : 0.0; }
 
-std::vector<int32_t> encode_ending(const data::Tokenizer& tok, const ChoiceTask& task, const std::string& ending) {
+std::vector<int32_t> encode_ending(const tokenizer::Tokenizer& tok, const ChoiceTask& task, const std::string& ending) {
   if (task.rule == ChoiceRule::kWinogrande) return tok.encode(task.context + ending + task.after, tok.add_bos());
   return tok.encode(task.context + " " + ending, tok.add_bos());
 }
 
 // Winogrande: see the header. logits(s, p): sequence s's logits at position p
 // (the shared prefix's last position from the prefix pass, the rest from s's own).
-TaskScore score_winogrande(infer::Decoder& dec, const data::Tokenizer& tok, const ChoiceTask& task,
+TaskScore score_winogrande(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const ChoiceTask& task,
                            const std::vector<std::vector<int32_t>>& seqs, size_t prefix,
                            const std::vector<float>& prefix_logits) {
   const int64_t V = dec.config().vocab;
@@ -80,7 +80,7 @@ TaskScore score_winogrande(infer::Decoder& dec, const data::Tokenizer& tok, cons
   return score;
 }
 
-TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const ChoiceTask& task,
+TaskScore score_task(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const ChoiceTask& task,
                      std::vector<float>& prefix_logits) {
   const int64_t V = dec.config().vocab;
   std::vector<std::vector<int32_t>> seqs;
@@ -124,7 +124,7 @@ TaskScore score_task(infer::Decoder& dec, const data::Tokenizer& tok, const Choi
 
 }  // namespace
 
-int64_t tokens_needed(const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks) {
+int64_t tokens_needed(const tokenizer::Tokenizer& tok, const std::vector<ChoiceTask>& tasks) {
   size_t longest = 0;
   for (const auto& task : tasks)
     for (const auto& ending : task.endings) longest = std::max(longest, encode_ending(tok, task, ending).size());
@@ -160,7 +160,7 @@ void set_accuracies(ChoiceResult& r, const ChoiceTotals& t) {
   r.gold_logprob = t.gold_logprob / t.tasks;
 }
 
-ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
+ChoiceResult score_choice_tasks(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
                                 const std::function<void(const TaskScore&, double)>& on_task) {
   ChoiceResult r;
   std::vector<float> prefix_logits(size_t(dec.config().vocab));

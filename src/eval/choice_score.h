@@ -19,9 +19,9 @@
 #include <functional>
 #include <vector>
 
-#include "data/tokenizer.h"
 #include "eval/choice_tasks.h"
 #include "infer/decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ggtrain::eval {
 
@@ -57,12 +57,12 @@ void set_accuracies(ChoiceResult& r, const ChoiceTotals& t);
 // Scores `tasks` in their order; on_task (optional) gets each task's score
 // and the running acc_norm. Error naming the task when its longest ending
 // does not fit in the decoder's context.
-ChoiceResult score_choice_tasks(infer::Decoder& dec, const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
+ChoiceResult score_choice_tasks(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
                                 const std::function<void(const TaskScore&, double)>& on_task = {});
 
 // The longest token sequence (context and an ending) among the tasks: the
 // context a decoder needs to score them.
-int64_t tokens_needed(const data::Tokenizer& tok, const std::vector<ChoiceTask>& tasks);
+int64_t tokens_needed(const tokenizer::Tokenizer& tok, const std::vector<ChoiceTask>& tasks);
 
 // log softmax(logits)[target] in double.
 double token_logprob(const float* logits, int64_t vocab, int32_t target);

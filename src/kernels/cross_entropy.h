@@ -1,6 +1,6 @@
 #pragma once
 // Softmax cross-entropy over the vocabulary, one row of logits at a time.
-// Training runs it on chunks of rows (model/llama.cpp): the fused form
+// Training runs it on chunks of rows (model/transformer.cpp): the fused form
 // computes the loss and turns the chunk's logits into their gradient in
 // place, so no [N, V] buffer of logits or gradients exists beyond a chunk.
 #include <cmath>

@@ -22,7 +22,7 @@ struct Header {
 
 }  // namespace
 
-uint64_t token_stream_fingerprint(const data::TokenStream& s) {
+uint64_t token_stream_fingerprint(const corpus::TokenStream& s) {
   uint64_t h = fnv1a(nullptr, 0);
   std::vector<int32_t> buf;
   constexpr int64_t kChunk = 1 << 16;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "data/token_file.h"
+#include "corpus/token_file.h"
 
 namespace ggtrain::train {
 
@@ -22,7 +22,7 @@ struct ReferenceSource {
 };
 
 // FNV-1a of every token id of the stream.
-uint64_t token_stream_fingerprint(const data::TokenStream& s);
+uint64_t token_stream_fingerprint(const corpus::TokenStream& s);
 
 // losses[k]: the reference's -log p of stream token k as a target in its
 // window (0 where it is no counted target). Written atomically.

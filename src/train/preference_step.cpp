@@ -16,7 +16,7 @@ namespace ggtrain::train {
 namespace {
 
 // The step's sums on every rank: each rank's micro-batch shares added up.
-void sum_over_ranks(DataParallel& dp, PreferenceTotals& t) {
+void sum_over_ranks(dist::DataParallel& dp, PreferenceTotals& t) {
   if (dp.size() == 1) return;
   const double n = double(dp.size());
   for (double* x : {&t.loss, &t.chosen_nll, &t.reward_chosen, &t.reward_rejected, &t.reward_accuracy,
@@ -34,13 +34,13 @@ void Run::load_reference() {
   const int64_t T = c_.train.seq_len;
   const uint64_t model_fp = mc_.lora.rank > 0 ? base_checksum_ : model::base_fingerprint(*base_);
   struct Stream {
-    const data::TokenStream* tokens;
-    const data::BatchLoader* windows;
+    const corpus::TokenStream* tokens;
+    const corpus::BatchLoader* windows;
     std::vector<float>* ref;
     const char* name;
   };
-  std::unique_ptr<data::BatchLoader> train_windows =
-      std::make_unique<data::BatchLoader>(*tokens_.train[0], T, c_.train.seed, tokens_.train_labels());
+  std::unique_ptr<corpus::BatchLoader> train_windows =
+      std::make_unique<corpus::BatchLoader>(*tokens_.train[0], T, c_.train.seed, tokens_.train_labels());
   const Stream streams[] = {{tokens_.train[0].get(), train_windows.get(), &ref_train_, "train"},
                             {tokens_.val.get(), val_loader_.get(), &ref_val_, "val"}};
   for (const Stream& s : streams) {
@@ -62,7 +62,7 @@ void Run::load_reference() {
 
 // losses[w * T + i + 1] = -log p of window w's target i, for every window,
 // in batches of this rank's model.
-std::vector<float> Run::reference_losses(const data::BatchLoader& windows, int64_t n_tokens) {
+std::vector<float> Run::reference_losses(const corpus::BatchLoader& windows, int64_t n_tokens) {
   const int64_t T = c_.train.seq_len, B = model_->batch();
   std::vector<float> losses(size_t(n_tokens), 0.f);
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T)), ds(size_t(B * T));

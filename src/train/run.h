@@ -14,23 +14,23 @@
 #include <string>
 #include <vector>
 
-#include "data/batch_loader.h"
-#include "data/mixture_loader.h"
-#include "data/tokenizer.h"
+#include "corpus/batch_loader.h"
+#include "corpus/mixture_loader.h"
+#include "dist/data_parallel.h"
 #include "eval/choice_tasks.h"
-#include "infer/decoder.h"
 #include "gguf/reader.h"
+#include "infer/decoder.h"
 #include "model/donor.h"
-#include "model/llama.h"
 #include "model/quantized_base.h"
+#include "model/transformer.h"
+#include "optim/schedule.h"
+#include "tokenizer/tokenizer.h"
 #include "train/best_checkpoint.h"
-#include "train/data_parallel.h"
 #include "train/fault_injection.h"
 #include "train/metrics.h"
 #include "train/preference_batch.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
-#include "train/schedule.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
 
@@ -69,7 +69,7 @@ class Run {
   // token losses computed (fresh run, rank 0) or read, and the step's and
   // validation's passes over pairs.
   void load_reference();
-  std::vector<float> reference_losses(const data::BatchLoader& windows, int64_t n_tokens);
+  std::vector<float> reference_losses(const corpus::BatchLoader& windows, int64_t n_tokens);
   // The reference's token losses of this rank's rows of a micro-batch whose
   // rows are windows `window_ids` of the stream `ref` was computed on.
   const float* reference_rows(const std::vector<float>& ref, const int64_t* window_ids);
@@ -113,7 +113,7 @@ class Run {
   const RunConfig c_;                     // resolved: with base_'s model section
   std::string run_id_;
   int64_t start_step_ = 0;
-  std::unique_ptr<data::Tokenizer> tok_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::vector<int32_t> token_bytes_;  // tok_->token_byte_lengths(), for bits per byte
   struct TaskSet {
     std::string path;
@@ -125,14 +125,14 @@ class Run {
   std::optional<BestCheckpoint> best_;  // checkpoint.keep_best's, on rank 0
   double best_candidate_ = NAN;         // this step's value when it beats best_, on rank 0
   RunTokens tokens_;
-  std::unique_ptr<data::MixtureLoader> loader_;
-  std::unique_ptr<data::BatchLoader> val_loader_;
+  std::unique_ptr<corpus::MixtureLoader> loader_;
+  std::unique_ptr<corpus::BatchLoader> val_loader_;
   model::LlamaConfig mc_;
   std::unique_ptr<model::DonorTable> donor_;         // init.donor warm start, else null
   uint64_t base_checksum_ = 0;                       // model::base_fingerprint of base_, in LoRA runs
   std::unique_ptr<model::QuantizedBase> quantized_;  // base_'s Q8_0 matrices, in LoRA runs
   std::unique_ptr<model::LlamaModel<float>> model_;
-  std::unique_ptr<DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
+  std::unique_ptr<dist::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
   std::vector<int64_t> window_ids_;                     // their rows' windows
@@ -147,7 +147,7 @@ class Run {
   std::unique_ptr<MetricsLog> metrics_;
 
   // The loop's running state.
-  LrSchedule schedule_;
+  optim::LrSchedule schedule_;
   TrainSummary summary_;
   int64_t nonfinite_in_a_row_ = 0;
   double loop_start_s_ = 0, train_seconds_ = 0;  // train_seconds_: step time only

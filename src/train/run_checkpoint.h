@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "data/mixture_loader.h"
-#include "data/tokenizer.h"
+#include "corpus/mixture_loader.h"
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/donor.h"
 #include "model/params.h"
+#include "tokenizer/tokenizer.h"
 #include "train/best_checkpoint.h"
 
 namespace ggtrain::train {
@@ -24,7 +24,7 @@ struct CheckpointMeta {
   int64_t step = 0;
   std::string run_id;
   std::string config_toml;  // the resolved run config
-  data::MixtureState loader;  // the data position: windows drawn, each source's (epoch, cursor)
+  corpus::MixtureState loader;  // the data position: windows drawn, each source's (epoch, cursor)
   // checkpoint.keep_best's best so far, this step's evaluation included: the
   // state file is its record a resume trusts (best.json and the link may
   // lag it after a crash).
@@ -35,7 +35,7 @@ struct CheckpointData {
   const model::LlamaConfig* config;
   const model::ParamLayout* layout;       // the parameters
   const model::ParamLayout* grad_layout;  // the trainable ones: layout of m and v
-  const data::Tokenizer* tokenizer;
+  const tokenizer::Tokenizer* tokenizer;
   float* params;
   float* m;
   float* v;

@@ -8,9 +8,9 @@
 #include "chat/chat_data.h"
 #include "chat/template.h"
 #include "model/params.h"
+#include "optim/schedule.h"
 #include "train/best_metric.h"
 #include "train/preference_loss.h"
-#include "train/schedule.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -189,7 +189,7 @@ void RunConfig::validate() const {
   check_objective(*this);
 }
 
-LrSchedule lr_schedule_of(const TrainSection& t) {
+optim::LrSchedule lr_schedule_of(const TrainSection& t) {
   return {t.schedule, t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
 }
 

@@ -9,19 +9,19 @@
 #include <vector>
 
 #include "model/config.h"
+#include "optim/schedule.h"
 #include "train/preference_loss.h"
-#include "train/schedule.h"
 
 namespace ggtrain::train {
 
 struct DataSection {
   // Files, folders (recursively) and globs; .txt, .jsonl/.json, either
-  // compressed as .gz or .zst (data/input/documents.h).
+  // compressed as .gz or .zst (corpus/input/documents.h).
   std::vector<std::string> corpus;
   std::vector<std::string> val_corpus;  // a separate validation set; empty: val_fraction of corpus
   // A mixture instead of one corpus: each source (a corpus spec) is prepared
   // on its own and training windows are drawn from them in proportion to
-  // the weights (data/mixture_loader.h).
+  // the weights (corpus/mixture_loader.h).
   struct Source {
     std::string path;
     double weight = 1.0;
@@ -62,7 +62,7 @@ struct TrainSection {
   int64_t steps = 1200, batch = 8, seq_len = 256, grad_accum = 1;
   double lr_max = 1e-3, lr_min = 1e-4;
   int64_t warmup_steps = 50;
-  ScheduleKind schedule = ScheduleKind::Cosine;  // "cosine", "constant" or "wsd"
+  optim::ScheduleKind schedule = optim::ScheduleKind::Cosine;  // "cosine", "constant" or "wsd"
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;
   uint64_t seed = 1337;
   int64_t threads = 0;  // 0: all cores
@@ -159,11 +159,11 @@ struct RunConfig {
 };
 
 // The learning-rate schedule train.* describes.
-LrSchedule lr_schedule_of(const TrainSection& t);
+optim::LrSchedule lr_schedule_of(const TrainSection& t);
 
 // The names the config gives its choice options (the keys' values in TOML,
 // `--set` and messages); each is read into its enum once, with the config.
-std::string_view option_name(ScheduleKind k);
+std::string_view option_name(optim::ScheduleKind k);
 std::string_view option_name(NonfinitePolicy p);
 std::string_view option_name(model::Recompute r);
 std::string_view option_name(model::Precision p);

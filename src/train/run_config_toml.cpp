@@ -116,8 +116,8 @@ struct Choice {
   E value;
   std::string_view name;
 };
-constexpr std::array<Choice<ScheduleKind>, 3> kSchedules{
-    {{ScheduleKind::Cosine, "cosine"}, {ScheduleKind::Constant, "constant"}, {ScheduleKind::Wsd, "wsd"}}};
+constexpr std::array<Choice<optim::ScheduleKind>, 3> kSchedules{
+    {{optim::ScheduleKind::Cosine, "cosine"}, {optim::ScheduleKind::Constant, "constant"}, {optim::ScheduleKind::Wsd, "wsd"}}};
 constexpr std::array<Choice<NonfinitePolicy>, 2> kNonfinitePolicies{
     {{NonfinitePolicy::kStop, "stop"}, {NonfinitePolicy::kSkip, "skip"}}};
 constexpr std::array<Choice<model::Recompute>, 3> kRecomputes{
@@ -637,7 +637,7 @@ std::string to_toml(const RunConfig& c) { return toml_text(c, false); }
 
 std::string to_toml_documented(const RunConfig& c) { return toml_text(c, true); }
 
-std::string_view option_name(ScheduleKind k) { return name_in(kSchedules, k); }
+std::string_view option_name(optim::ScheduleKind k) { return name_in(kSchedules, k); }
 std::string_view option_name(NonfinitePolicy p) { return name_in(kNonfinitePolicies, p); }
 std::string_view option_name(model::Recompute r) { return name_in(kRecomputes, r); }
 std::string_view option_name(model::Precision p) { return name_in(kPrecisions, p); }

@@ -8,11 +8,11 @@
 #include "chat/chat_data.h"
 #include "chat/chat_tokens.h"
 #include "chat/template.h"
-#include "data/hf_tokenizer.h"
-#include "data/prepare/progress.h"
-#include "data/sentencepiece_train.h"
+#include "corpus/prepare/progress.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/sentencepiece_train.h"
 #include "train/run_checkpoint.h"
 #include "util/error.h"
 
@@ -20,17 +20,17 @@ namespace ggtrain::train {
 
 namespace fs = std::filesystem;
 
-data::PrepareOptions prepare_options(const RunConfig& c, bool quiet) {
-  data::PrepareOptions o;
+corpus::PrepareOptions prepare_options(const RunConfig& c, bool quiet) {
+  corpus::PrepareOptions o;
   o.corpus = c.data.corpus;
   for (const auto& s : c.data.sources) o.corpus.push_back(s.path);  // the tokenizer's sample: all of them
   o.val_corpus = c.data.val_corpus;
   o.file_type = c.data.file_type;
-  o.documents.separator = c.data.doc_separator == "blank_line" ? data::DocSeparator::kBlankLine
-                          : c.data.doc_separator == "file"     ? data::DocSeparator::kFile
-                                                               : data::DocSeparator::kLine;
+  o.documents.separator = c.data.doc_separator == "blank_line" ? corpus::DocSeparator::kBlankLine
+                          : c.data.doc_separator == "file"     ? corpus::DocSeparator::kFile
+                                                               : corpus::DocSeparator::kLine;
   o.documents.text_key = c.data.text_key;
-  o.documents.on_bad = c.data.on_bad_document == "skip" ? data::OnBadDocument::kSkip : data::OnBadDocument::kError;
+  o.documents.on_bad = c.data.on_bad_document == "skip" ? corpus::OnBadDocument::kSkip : corpus::OnBadDocument::kError;
   o.add_bos = c.data.add_bos;
   o.add_eos = c.data.add_eos;
   o.val_fraction = c.data.val_fraction;
@@ -43,7 +43,7 @@ data::PrepareOptions prepare_options(const RunConfig& c, bool quiet) {
 void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model, bool quiet) {
   const std::string sample = out_model + ".sample.txt";
   const auto o = prepare_options(c, true);
-  const int64_t lines = data::write_text_sample(o, sample, c.data.tokenizer_sample_lines);
+  const int64_t lines = corpus::write_text_sample(o, sample, c.data.tokenizer_sample_lines);
   if (lines == 0) {
     fs::remove(sample);
     fail("data.corpus ({}): no text to train a tokenizer on (empty files or blank lines only)",
@@ -53,19 +53,19 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
   // for gets the vocabulary it needs, with room for merges: a user's first
   // run on their own text should not fail on a preset's small vocabulary.
   int64_t vocab = c.data.vocab_size;
-  const int64_t need = data::minimum_bpe_vocab(sample);
+  const int64_t need = tokenizer::minimum_bpe_vocab(sample);
   if (vocab < need) {
     vocab = (need + 32 + 63) / 64 * 64;
     if (!quiet)
       fmt::print(stderr, "tokenizer: the text has {} distinct characters, more than a vocabulary of {} holds "
-                 "(data.vocab_size); training {} pieces instead\n", need - data::kReservedBpePieces,
+                 "(data.vocab_size); training {} pieces instead\n", need - tokenizer::kReservedBpePieces,
                  c.data.vocab_size, vocab);
   }
   if (!quiet)
     fmt::print(stderr, "training a {}-token BPE tokenizer on {} lines sampled from the corpus\n", vocab,
-               data::human_count(double(lines)));
+               corpus::human_count(double(lines)));
   try {
-    const auto report = data::train_sentencepiece_bpe(sample, int(vocab), out_model);
+    const auto report = tokenizer::train_sentencepiece_bpe(sample, int(vocab), out_model);
     if (report.long_lines > 0 && !quiet)
       fmt::print(stderr, "tokenizer: {} of the sampled lines are longer than {} bytes and were not used for it\n",
                  report.long_lines, report.max_line_bytes);
@@ -85,24 +85,24 @@ namespace {
 // when there is one) as `ggtrain tokenizer import` reads it, kept in
 // RUN_DIR/tokenizer.gguf: what the run tokenizes with is a file llama.cpp
 // reads too.
-data::Tokenizer tokenizer_from_hf_json(const std::string& json, const std::string& run_dir) {
+tokenizer::Tokenizer tokenizer_from_hf_json(const std::string& json, const std::string& run_dir) {
   const fs::path config = fs::path(json).parent_path() / "tokenizer_config.json";
-  const data::HfVocabulary v = data::read_hf_tokenizer(json, fs::exists(config) ? config.string() : "");
+  const tokenizer::HfVocabulary v = tokenizer::read_hf_tokenizer(json, fs::exists(config) ? config.string() : "");
   gguf::GgufWriter w;
   w.set("general.name", gguf::Value::str("vocabulary of " + json));
-  data::add_hf_vocabulary(w, v);
+  tokenizer::add_hf_vocabulary(w, v);
   const std::string out = run_dir + "/tokenizer.gguf";
   w.write(out);
-  return data::Tokenizer::from_gguf(gguf::GgufFile(out));
+  return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(out));
 }
 
 }  // namespace
 
-data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step) {
+tokenizer::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bool quiet, int64_t resume_step) {
   for (const auto& [key, path] : {std::pair{"init.donor", c.init.donor}, std::pair{"init.from", c.init.from}}) {
     if (path.empty()) continue;
     try {
-      return data::Tokenizer::from_gguf(gguf::GgufFile(path));
+      return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(path));
     } catch (const Error& e) {
       fail("{} ({} must be a llama GGUF with a vocabulary)", e.what(), key);
     }
@@ -110,9 +110,9 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
   const std::string& t = c.data.tokenizer;
   if (!t.empty()) {
     try {
-      if (t.ends_with(".gguf")) return data::Tokenizer::from_gguf(gguf::GgufFile(t));
+      if (t.ends_with(".gguf")) return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(t));
       if (t.ends_with(".json")) return tokenizer_from_hf_json(t, run_dir);
-      return data::Tokenizer::from_sentencepiece(t);
+      return tokenizer::Tokenizer::from_sentencepiece(t);
     } catch (const Error& e) {
       fail("{} (data.tokenizer must be a sentencepiece .model, a .gguf with a llama or gpt2 vocabulary, or a "
            "Hugging Face tokenizer.json)",
@@ -128,13 +128,13 @@ data::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& c, bo
     // than train a new tokenizer that might split the text differently.
     const std::string w = weights_path(run_dir, resume_step);
     if (!quiet) fmt::print(stderr, "{} is missing; using the vocabulary stored in {}\n", own, w);
-    return data::Tokenizer::from_gguf(gguf::GgufFile(w));
+    return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(w));
   }
   if (!fs::exists(own)) train_tokenizer_on_corpus(c, own, quiet);
-  return data::Tokenizer::from_sentencepiece(own);
+  return tokenizer::Tokenizer::from_sentencepiece(own);
 }
 
-int64_t add_chat_vocabulary(data::Tokenizer& tok, const RunConfig& c, bool quiet) {
+int64_t add_chat_vocabulary(tokenizer::Tokenizer& tok, const RunConfig& c, bool quiet) {
   if (c.data.format == "text") return 0;
   std::string warning;
   const chat::Template t = chat::resolve_template(c.data.chat_template, tok.chat_template(), &warning);
@@ -164,7 +164,7 @@ int64_t add_chat_vocabulary(data::Tokenizer& tok, const RunConfig& c, bool quiet
 
 namespace {
 
-RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const data::Tokenizer& tok, bool resume,
+RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const tokenizer::Tokenizer& tok, bool resume,
                            bool quiet) {
   chat::ChatDataOptions o;
   o.corpus = c.data.corpus;
@@ -192,20 +192,20 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const dat
                100.0 * double(s.padding) / double(std::max<int64_t>(1, s.tokens + s.padding)),
                d.reused ? " (prepared before, reused)" : "");
   RunTokens r;
-  r.train.push_back(std::make_unique<data::TokenStream>(std::vector<std::string>{d.train}));
-  r.train_flags = std::make_unique<data::TokenStream>(std::vector<std::string>{d.train_flags});
+  r.train.push_back(std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.train}));
+  r.train_flags = std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.train_flags});
   r.weights = {1.0};
   if (!d.val.empty()) {
-    r.val = std::make_unique<data::TokenStream>(std::vector<std::string>{d.val});
-    r.val_flags = std::make_unique<data::TokenStream>(std::vector<std::string>{d.val_flags});
+    r.val = std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.val});
+    r.val_flags = std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.val_flags});
   }
   return r;
 }
 
 // One corpus (data.corpus, or one entry of data.sources) prepared into dir.
-data::PreparedData prepare_one(const data::PrepareOptions& o, const std::string& dir, const data::Tokenizer& tok,
+corpus::PreparedData prepare_one(const corpus::PrepareOptions& o, const std::string& dir, const tokenizer::Tokenizer& tok,
                                bool resume) {
-  auto p = data::prepare_data(o, tok, dir, resume ? data::OnMismatch::kRefuse : data::OnMismatch::kPrepareAgain);
+  auto p = corpus::prepare_data(o, tok, dir, resume ? corpus::OnMismatch::kRefuse : corpus::OnMismatch::kPrepareAgain);
   const auto& m = p.manifest;
   if (m.documents == 0) fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(o.corpus, ", "));
   if (!o.quiet)
@@ -217,11 +217,11 @@ data::PreparedData prepare_one(const data::PrepareOptions& o, const std::string&
 
 }  // namespace
 
-std::vector<data::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
-                                                 const data::Tokenizer& tok, bool resume, bool quiet) {
+std::vector<corpus::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
+                                                 const tokenizer::Tokenizer& tok, bool resume, bool quiet) {
   auto o = prepare_options(c, quiet);
   if (c.data.sources.empty()) return {prepare_one(o, dir, tok, resume)};
-  std::vector<data::PreparedData> out;
+  std::vector<corpus::PreparedData> out;
   for (size_t k = 0; k < c.data.sources.size(); ++k) {
     o.corpus = {c.data.sources[k].path};
     out.push_back(prepare_one(o, fmt::format("{}/source-{}", dir, k), tok, resume));
@@ -234,28 +234,28 @@ namespace {
 RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const std::vector<double>& weights,
                        const std::vector<std::string>& val) {
   RunTokens t;
-  for (const auto& shards : train) t.train.push_back(std::make_unique<data::TokenStream>(shards));
+  for (const auto& shards : train) t.train.push_back(std::make_unique<corpus::TokenStream>(shards));
   t.weights = weights;
-  if (!val.empty()) t.val = std::make_unique<data::TokenStream>(val);
+  if (!val.empty()) t.val = std::make_unique<corpus::TokenStream>(val);
   return t;
 }
 
 }  // namespace
 
-RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const data::Tokenizer& tok, bool resume,
+RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const tokenizer::Tokenizer& tok, bool resume,
                           bool quiet) {
   const std::string dir = run_dir + "/data";
   if (c.data.format != "text") return open_chat_tokens(c, dir, tok, resume, quiet);
   const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
-  if (resume && !fs::exists(data::manifest_path(dir)) && fs::exists(legacy_train)) {
+  if (resume && !fs::exists(corpus::manifest_path(dir)) && fs::exists(legacy_train)) {
     // Prepared before document ends and shards existed: the run resumes on
     // exactly the tokens it started with.
     if (!quiet) fmt::print(stderr, "data: {} (prepared by an earlier ggtrain, without EOS): used as it is\n", legacy_train);
-    data::TokenFile val(legacy_val);
+    corpus::TokenFile val(legacy_val);
     return open_streams({{legacy_train}}, {1.0},
                         val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});
   }
-  const std::vector<data::PreparedData> prepared = prepare_run_data(c, dir, tok, resume, quiet);
+  const std::vector<corpus::PreparedData> prepared = prepare_run_data(c, dir, tok, resume, quiet);
   std::vector<std::vector<std::string>> train;
   std::vector<double> weights;
   std::vector<std::string> val;  // validation: every source's, one after the other

@@ -52,9 +52,9 @@ void check_same_model(const RunConfig& now, const RunConfig& saved, const std::s
          run_dir, step, fmt::join(diffs, "; "));
 }
 
-void check_same_vocabulary(const data::Tokenizer& tok, const std::string& tok_source, const std::string& weights) {
+void check_same_vocabulary(const tokenizer::Tokenizer& tok, const std::string& tok_source, const std::string& weights) {
   gguf::GgufFile w(weights);
-  const data::Tokenizer ck = data::Tokenizer::from_gguf(w);
+  const tokenizer::Tokenizer ck = tokenizer::Tokenizer::from_gguf(w);
   const std::string fix = "resume with the tokenizer the run was trained with";
   if (ck.vocab_size() != tok.vocab_size())
     fail("{}: vocabulary mismatch: the checkpoint has {} tokens but the tokenizer {} has {}; {}",

@@ -5,7 +5,7 @@
 // prints about it.
 #include <string>
 
-#include "data/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_config.h"
 
 namespace ggtrain::train {
@@ -25,7 +25,7 @@ void check_same_model(const RunConfig& now, const RunConfig& saved, const std::s
 
 // The vocabulary a run resumes with must be the one its checkpoint
 // `weights` was trained with, token for token.
-void check_same_vocabulary(const data::Tokenizer& tok, const std::string& tok_source, const std::string& weights);
+void check_same_vocabulary(const tokenizer::Tokenizer& tok, const std::string& tok_source, const std::string& weights);
 
 // A fresh random run id (16 hex digits).
 std::string new_run_id();

@@ -61,7 +61,7 @@ Run::Run(const TrainOptions& o)
       stop_at_(o.stop_at),
       base_(open_base(o.config.init.from)),
       c_(resolve_config(o, base_.get())) {
-  dp_ = std::make_unique<DataParallel>(world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
+  dp_ = std::make_unique<dist::DataParallel>(dist::world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
   check_run_folder();
   const int64_t resume_step = check_resume();
   if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
@@ -102,7 +102,7 @@ int64_t Run::check_resume() {
   if (saved.train.steps != c_.train.steps && !quiet_) {
     // The schedule is a function of train.steps: a new length reshapes it
     // from here on, which a user extending a finished run should know.
-    const LrSchedule before = lr_schedule_of(saved.train), after = lr_schedule_of(c_.train);
+    const optim::LrSchedule before = lr_schedule_of(saved.train), after = lr_schedule_of(c_.train);
     fmt::print(stderr, "note: train.steps {} -> {}: the {} learning-rate schedule is stretched to end at step {}; "
                "at step {} the rate goes from {:.2e} to {:.2e}\n", saved.train.steps, c_.train.steps,
                option_name(c_.train.schedule), c_.train.steps, step, before.lr_at(std::min(step, saved.train.steps - 1)),
@@ -142,7 +142,7 @@ void Run::load_eval_tasks() {
 }
 
 void Run::load_tokenizer(int64_t resume_step) {
-  tok_ = std::make_unique<data::Tokenizer>(run_tokenizer(run_dir_, c_, quiet_, resume_step));
+  tok_ = std::make_unique<tokenizer::Tokenizer>(run_tokenizer(run_dir_, c_, quiet_, resume_step));
   added_tokens_ = add_chat_vocabulary(*tok_, c_, quiet_ || !dp_->root());
   token_bytes_ = tok_->token_byte_lengths();
   if (resume_ && c_.train.lora.rank == 0)  // a LoRA checkpoint is an adapter, without vocabulary
@@ -160,12 +160,12 @@ void Run::prepare_data() {
     if (t->vocab() != tok_->vocab_size())
       fail("{}: token file vocabulary {} differs from the tokenizer's {}", t->describe(), t->vocab(), tok_->vocab_size());
   const int64_t T = c_.train.seq_len;
-  std::vector<const data::TokenStream*> sources;
+  std::vector<const corpus::TokenStream*> sources;
   for (const auto& t : tokens_.train) sources.push_back(t.get());
-  loader_ = std::make_unique<data::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed,
-                                                 std::vector<data::WindowLabels>(sources.size(), tokens_.train_labels()));
+  loader_ = std::make_unique<corpus::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed,
+                                                 std::vector<corpus::WindowLabels>(sources.size(), tokens_.train_labels()));
   if (tokens_.val && tokens_.val->size() > T)
-    val_loader_ = std::make_unique<data::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
+    val_loader_ = std::make_unique<corpus::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
   documents_ = c_.data.format != "text" || c_.data.attention == "document";
   const size_t step_tokens = size_t(c_.train.grad_accum * c_.train.batch * T);  // a step's micro-batches
   inputs_.resize(step_tokens);

@@ -10,13 +10,13 @@
 #include <optional>
 #include <vector>
 
-#include "infer/decoder.h"
 #include "eval/choice_score.h"
+#include "infer/decoder.h"
 #include "infer/generate.h"
 #include "kernels/cross_entropy.h"
 #include "model/checkpoint.h"
 #include "model/donor.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 #include "train/run.h"
 #include "train/run_folder.h"
 #include "util/clock.h"
@@ -95,8 +95,8 @@ StepResult Run::train_step(int64_t step) {
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (r.finite) {
     nonfinite_in_a_row_ = 0;
-    const AdamWConfig adamw{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)};
-    dp_->adamw(m_, v_, r.step, r.lr, adamw, clip_scale(r.grad_norm, t.grad_clip));
+    const optim::AdamWConfig adamw{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)};
+    dp_->adamw(m_, v_, r.step, r.lr, adamw, optim::clip_scale(r.grad_norm, t.grad_clip));
   } else {
     handle_nonfinite(r);
   }
@@ -338,7 +338,7 @@ void Run::report_interruption(int sig, int64_t step) {
 
 TrainSummary run_training(const TrainOptions& opts) {
   StopSignals signals;  // before any thread of the run exists (MPI's too: they inherit the mask)
-  Communicator& comm = world();
+  dist::Communicator& comm = dist::world();
   TrainOptions mine = opts;
   mine.quiet = opts.quiet || !comm.root();  // rank 0 alone reports
   // Rank 0 prepares the run folder (tokenizer, token files) before the
@@ -352,7 +352,7 @@ TrainSummary run_training(const TrainOptions& opts) {
   } catch (const std::exception& e) {
     // Several ranks: end them all here, while `run` (and every buffer an
     // unfinished MPI operation may still write) is alive.
-    end_every_rank(failure_message(e));
+    dist::end_every_rank(dist::failure_message(e));
     throw;
   }
 }

@@ -4,11 +4,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "data/pre_tokenizer.h"
-#include "data/unicode.h"
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/unicode.h"
 #include "util/error.h"
 
 namespace ggtrain::test_support {
@@ -78,14 +78,14 @@ KindSpec kind_spec(const std::string& kind) {
 class MergeLearner {
  public:
   explicit MergeLearner(const std::vector<uint8_t>& missing) {
-    for (int b = 0; b < 256; ++b) id_of(data::unicode::byte_to_unicode(uint8_t(b)));
-    for (uint8_t b : missing) blocked_.push_back(id_of(data::unicode::byte_to_unicode(b)));
+    for (int b = 0; b < 256; ++b) id_of(tokenizer::unicode::byte_to_unicode(uint8_t(b)));
+    for (uint8_t b : missing) blocked_.push_back(id_of(tokenizer::unicode::byte_to_unicode(b)));
   }
 
-  void add_words(const std::vector<std::string>& lines, data::PreSplit split) {
+  void add_words(const std::vector<std::string>& lines, tokenizer::PreSplit split) {
     std::map<std::string, int64_t> counts;
     for (const auto& line : lines)
-      for (const auto& w : data::pre_tokenize(line, split)) ++counts[w];
+      for (const auto& w : tokenizer::pre_tokenize(line, split)) ++counts[w];
     for (const auto& [w, c] : counts) {
       Word word{{}, c};
       for (size_t i = 0; i < w.size();) {
@@ -168,7 +168,7 @@ class MergeLearner {
 BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::string>& lines,
                              int n_merges) {
   const KindSpec spec = kind_spec(kind);
-  const data::PreTokenizer* pre = data::find_pre_tokenizer(kind);
+  const tokenizer::PreTokenizer* pre = tokenizer::find_pre_tokenizer(kind);
   MergeLearner learner(spec.missing);
   learner.add_words(lines, pre->split);
   BpeVocabFile v;

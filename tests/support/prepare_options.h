@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "data/prepare/prepare.h"
+#include "corpus/prepare/prepare.h"
 
 namespace ggtrain::test_support {
 
-inline data::PrepareOptions small_batch_options(const std::vector<std::string>& corpus, double val_fraction,
+inline corpus::PrepareOptions small_batch_options(const std::vector<std::string>& corpus, double val_fraction,
                                                 int64_t shard_tokens) {
-  data::PrepareOptions o;
+  corpus::PrepareOptions o;
   o.corpus = corpus;
   o.val_fraction = val_fraction;
   o.shard_tokens = shard_tokens;

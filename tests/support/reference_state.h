@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 namespace ggtrain::test_support {
 
@@ -18,7 +18,7 @@ struct ReferenceState {
   std::vector<int32_t> inputs, targets;  // [B, T] each
   std::vector<float> logits;             // [B, T, V]
   double loss = 0;
-  train::AdamWConfig adamw;
+  optim::AdamWConfig adamw;
   double lr = 0;
   int64_t adamw_step = 0;
   std::map<std::string, std::vector<float>> weights, grads, after_step;

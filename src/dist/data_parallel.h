@@ -1,0 +1,128 @@
+#pragma once
+// Data-parallel training: N ranks (train/distributed.h) follow the
+// trajectory of one process at the same global batch.
+//
+// train.batch stays the global micro-batch: every rank draws the same
+// windows from its own copy of the loader (so the loader state, saved with
+// checkpoints, is identical everywhere), and rank r computes windows
+// [r B/N, (r+1) B/N) of each micro-batch. Each rank's backward scales its
+// loss by 1/N, so the sum over ranks is the gradient of the global mean loss
+// that one process computes over all B windows. The global batch is
+// N x (B/N) x grad_accum = train.batch x grad_accum, whatever N is.
+//
+// Why the trajectory equals one process's only up to rounding: the per-window
+// arithmetic is the same, but the sum over the batch is formed differently:
+// each rank's GEMMs sum over its own windows, MPI adds the N partial sums,
+// the loss is a mean of per-rank means, and GEMM kernels may block the
+// summed dimension differently for a smaller batch. Float addition is not
+// associative, so these differ from one process's sums in the last bits,
+// nothing else. With the same N the order is fixed, so a resumed run is
+// bit-identical to an uninterrupted one.
+//
+// Gradients are reduced in buckets (train/zero.h): a block's bucket starts
+// (non-blocking) from backward() as soon as that block's gradients are
+// final, on the last micro-batch of a step, so the reduction overlaps the
+// backward of the blocks below it.
+//
+// train.zero = 1 (ZeRO-1): gradients are reduce-scattered instead, rank r
+// keeps the AdamW moments of and updates only its slice of each bucket, and
+// the updated parameters are all-gathered. The optimizer state per rank is
+// ~1/N of the whole. Checkpoints hold the whole state (gathered on rank 0),
+// so a run resumes with any N and either zero setting.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dist/distributed.h"
+#include "dist/zero.h"
+#include "model/transformer.h"
+#include "optim/adamw.h"
+
+namespace ggtrain::dist {
+
+class DataParallel {
+ public:
+  // global_batch (train.batch) must be a multiple of the number of ranks.
+  DataParallel(Communicator& comm, int64_t global_batch, int64_t seq_len, int64_t zero);
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int rank() const { return comm_.rank(); }
+  int size() const { return comm_.size(); }
+  bool root() const { return comm_.root(); }
+  void barrier() { comm_.barrier(); }
+  bool sharded() const { return zero_ && size() > 1; }
+  int64_t local_batch() const { return local_batch_; }
+  // Plans buckets and shards for the model, hooks its backward().
+  void attach(model::LlamaModel<float>& model);
+  // One line for the log: ranks, batch split, optimizer memory.
+  std::string describe() const;
+
+  // This rank's windows within a global micro-batch of tokens [B, T].
+  const int32_t* local(const int32_t* batch_tokens) const { return batch_tokens + first_token_; }
+  int32_t* local(int32_t* batch_tokens) const { return batch_tokens + first_token_; }
+  // Scale for this rank's loss: its share of the global mean.
+  float loss_share() const { return 1.0f / float(size()); }
+
+  // Before each micro-batch's forward: `last` arms the per-block reduction.
+  void begin_micro_batch(bool last) { armed_ = last && size() > 1; }
+  // After a step's last backward: every gradient reduced (ZeRO-1: this
+  // rank's slices). Returns the mean of the ranks' losses.
+  double finish_backward(double local_loss);
+  // Test hook (GGTRAIN_INJECT_NAN_INTO=grad): the first trainable gradient
+  // element becomes +Inf on the rank that holds it after the reduction.
+  void inject_nonfinite_gradient();
+  // Norm of the reduced gradient (the same value on every rank).
+  double grad_norm();
+  // AdamW on this rank's part (all of it without ZeRO), then the updated
+  // parameters are shared. m, v: as left by shard_moments().
+  void adamw(std::vector<float>& m, std::vector<float>& v, int64_t t, double lr, const optim::AdamWConfig& cfg,
+             float grad_scale);
+
+  double mean_over_ranks(double x);
+  int64_t max_over_ranks(int64_t x);
+
+  // Optimizer state. m and v start whole (grad_layout size); with ZeRO-1
+  // this keeps only this rank's slices.
+  void shard_moments(std::vector<float>& m, std::vector<float>& v) const;
+  // For a checkpoint (collective): checks that every rank holds the same
+  // weights, and with ZeRO-1 gathers the whole m and v into rank 0's vectors
+  // until the returned guard is destroyed (then rank 0 keeps its slices again).
+  class FullMoments {
+   public:
+    FullMoments(std::vector<float>& m, std::vector<float>& v, std::vector<float> whole_m,
+                std::vector<float> whole_v);
+    ~FullMoments();  // m and v are this rank's slices again
+    FullMoments(const FullMoments&) = delete;
+    FullMoments& operator=(const FullMoments&) = delete;
+
+   private:
+    std::vector<float>&m_, &v_;
+    std::vector<float> shard_m_, shard_v_;
+  };
+  std::unique_ptr<FullMoments> prepare_checkpoint(int64_t step, std::vector<float>& m, std::vector<float>& v);
+
+  // Seconds spent waiting for gradient reductions after backward() returned
+  // (the part not hidden behind it), and in the ZeRO-1 parameter gather.
+  double wait_seconds() const { return wait_s_; }
+  double gather_seconds() const { return gather_s_; }
+  const BucketPlan& plan() const { return plan_; }
+
+ private:
+  void on_block_done(int64_t layer);
+  void start(size_t bucket);
+  void share_params();
+  void gather_into(const std::vector<float>& shard, std::vector<float>& full);
+
+  Communicator& comm_;
+  int64_t zero_, global_batch_, local_batch_, first_token_;
+  model::LlamaModel<float>* model_ = nullptr;
+  BucketPlan plan_;
+  std::vector<std::vector<size_t>> by_layer_;  // bucket indices of each block
+  std::vector<char> started_;
+  std::vector<float> gshard_;  // ZeRO-1: this rank's reduced gradient slices
+  bool armed_ = false, identity_layout_ = true;
+  double wait_s_ = 0, gather_s_ = 0;
+};
+
+}  // namespace ggtrain::dist

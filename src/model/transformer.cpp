@@ -1,0 +1,576 @@
+#include "model/transformer.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <cstring>
+
+#include "kernels/attention_bf16.h"
+#include "kernels/cross_entropy.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/lora.h"
+#include "kernels/quant_linear.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "model/family_ops.h"
+#include "model/quantized_base.h"
+#include "util/clock.h"
+#include "util/error.h"
+
+namespace ggtrain::model {
+
+using namespace ggtrain::kernels;
+
+int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
+  return std::min(bt, std::max<int64_t>(256, int64_t(n_threads) * (int64_t(1) << 20) / vocab));
+}
+
+const char* OpProfile::name(int op) {
+  static const char* const names[kOps] = {"embedding", "rmsnorm", "q/k/v", "rope", "attention",
+                                          "attn_output", "gate/up", "swiglu", "down", "residual",
+                                          "lora", "head", "loss"};
+  return op >= 0 && op < kOps ? names[op] : "?";
+}
+
+namespace {
+// Calls fn with the pointer a GemmIn holds: kernels that write or read it
+// are templated on the element type.
+template <typename T, typename Fn>
+void with_pointer(const GemmIn<T>& g, Fn&& fn) {
+  if (g.bf16)
+    fn(g.bf16);
+  else
+    fn(g.fp32);
+}
+
+std::set<std::string> held_names(const ModelOptions& o) {
+  return o.quantized ? o.quantized->names() : std::set<std::string>{};
+}
+}  // namespace
+
+template <typename T>
+LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
+                          const std::set<std::string>& frozen, const ModelOptions& opts)
+    : cfg_(cfg), opts_(opts), layout_(cfg, held_names(opts)), grad_layout_(layout_.trainable(frozen)), batch_(batch),
+      seq_len_(seq_len), n_threads_(omp_get_max_threads()) {
+  cfg_.validate("model config");
+  bf16_ = opts_.precision == Precision::kBf16;
+  if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
+  if (bf16_ && cfg_.lora.rank > 0)
+    fail("model: LoRA adapters train in fp32 only; train.precision = \"bf16\" does not apply to a LoRA run");
+  if (batch_ <= 0 || seq_len_ <= 0) fail("model: batch {} and seq_len {} must be positive", batch_, seq_len_);
+  if (seq_len_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", seq_len_, cfg_.ctx);
+  attn_shape_ = {batch_, seq_len_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
+  doc_start_.resize(size_t(batch_ * seq_len_));
+  if (opts_.attn_tile_rows > 0) attn_shape_.tile_rows = opts_.attn_tile_rows;
+  if (opts_.attn_tile_cols > 0) attn_shape_.tile_cols = opts_.attn_tile_cols;
+  chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, batch_ * seq_len_)
+                                           : default_logit_chunk_rows(cfg_.vocab, n_threads_, batch_ * seq_len_);
+  params_ = AlignedBuffer<T>(size_t(layout_.total()));
+  const auto held = held_names(opts_);
+  for (const auto& name : frozen)
+    if (!layout_.find(name) && !held.count(name)) fail("model: cannot freeze '{}': no such parameter", name);
+  for (const auto& name : held)
+    if (!frozen.count(name)) fail("model: '{}' is held quantized, so it must be frozen", name);
+  if (!held.empty() && (!std::is_same_v<T, float> || bf16_))
+    fail("model: quantized weights need a float model in fp32 precision");
+  grads_ = AlignedBuffer<T>(size_t(std::max<int64_t>(grad_layout_.total(), 1)));
+  w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data(), /*allow_missing=*/!held.empty());
+  bind_quantized();
+  g_ = ModelWeights<T>::bind(grad_layout_, cfg_, grads_.data(), /*allow_missing=*/true);
+  if (cfg_.donor_dim > 0) donor_ = AlignedBuffer<T>(size_t(cfg_.vocab * cfg_.donor_dim));
+  if (bf16_) wbf16_ = AlignedBuffer<kernels::bf16>(size_t(layout_.total()));
+  BumpPlan<T> sizing;
+  plan(sizing);
+  acts_ = AlignedBuffer<T>(size_t(sizing.used()));
+  BumpPlan<T> carve(acts_.data());
+  plan(carve);
+  layer_rope_tables(cfg_, false, rope_cos_, rope_sin_, seq_len_);
+  if (cfg_.sliding_window > 0) layer_rope_tables(cfg_, true, rope_cos_local_, rope_sin_local_, seq_len_);
+  local_attn_shape_ = attn_shape_;
+  window_start_.resize(doc_start_.size());
+  set_documents(nullptr);
+}
+
+template <typename T>
+void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const {
+  for (int64_t i = 0; i < batch_ * seq_len_; ++i)
+    if ((tokens[i] < 0 || tokens[i] >= cfg_.vocab) && !(allow_no_target && tokens[i] == kernels::kNoTarget))
+      fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what,
+           tokens[i], i, cfg_.vocab);
+}
+
+template <typename T>
+void LlamaModel<T>::set_documents(const int32_t* doc_start) {
+  attn_shape_.doc_start = nullptr;
+  if (doc_start) {
+    for (int64_t b = 0; b < batch_; ++b)
+      for (int64_t t = 0; t < seq_len_; ++t) {
+        const int32_t s = doc_start[b * seq_len_ + t];
+        const int32_t prev = t > 0 ? doc_start[b * seq_len_ + t - 1] : 0;
+        if (s < prev || s > t)
+          fail("model: document start {} at position {} of row {} is not in [{}, {}]", s, t, b, prev, t);
+      }
+    std::copy(doc_start, doc_start + batch_ * seq_len_, doc_start_.begin());
+    attn_shape_.doc_start = doc_start_.data();
+  }
+  if (cfg_.sliding_window == 0) return;
+  // Both starts are non-decreasing along a row, so their maximum is too.
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      const int64_t i = b * seq_len_ + t;
+      window_start_[size_t(i)] = int32_t(std::max<int64_t>(doc_start ? doc_start[i] : 0, cfg_.window_first_key(t)));
+    }
+  local_attn_shape_.doc_start = window_start_.data();
+}
+
+template <typename T>
+void LlamaModel<T>::check_threads() const {
+  if (omp_get_max_threads() > n_threads_)
+    fail("model: planned for {} threads, now running {}", n_threads_, omp_get_max_threads());
+}
+
+template <typename T>
+void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
+  if (!profile_) return;
+  const double t = now_seconds();
+  profile_->seconds[phase_][op] += t - last_charge_s_;
+  last_charge_s_ = t;
+}
+
+template <typename T>
+WeightRef<T> LlamaModel<T>::block_weight(int64_t l, BlockMatrix t) const {
+  if (!quant_blocks_.empty() && quant_blocks_[size_t(l)][size_t(t)]) return {nullptr, quant_blocks_[size_t(l)][size_t(t)]};
+  const auto& w = w_.layers[size_t(l)];
+  const T* const m[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
+  return {m[t], nullptr};
+}
+
+template <typename T>
+void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (w.quant) return quant_linear_forward(y, x.fp32, *w.quant, M, band_scratch_, band_rows(n_in));
+    if (x.bf16) return kernels::linear_forward(y, x.bf16, bf16_weight(w.fp32), M, n_in, n_out);
+  }
+  linear_forward(y, x.fp32, w.fp32, M, n_in, n_out);
+}
+
+template <typename T>
+void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
+                               int64_t n_in, int64_t n_out, bool accumulate_dx) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (w.quant) {  // frozen: dw is null
+      if (dx) quant_linear_backward_input(dx, dy.fp32, *w.quant, M, band_scratch_, band_rows(n_in), accumulate_dx);
+      return;
+    }
+    if (dy.bf16) return kernels::linear_backward(dx, dw, dy.bf16, x.bf16, bf16_weight(w.fp32), M, n_in, n_out, accumulate_dx);
+  }
+  linear_backward(dx, dw, dy.fp32, x.fp32, w.fp32, M, n_in, n_out, accumulate_dx);
+}
+
+template <typename T>
+GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_) {
+      kernels::to_bf16(scratch, dy, n);
+      return {nullptr, scratch};
+    }
+  }
+  return {dy, nullptr};
+}
+
+template <typename T>
+void LlamaModel<T>::lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out) {
+  const auto& w = w_.layers[size_t(l)];
+  if (!w.lora_a[t]) return;
+  lora_forward(out, layer_acts_[size_t(l)].lora_u[t], inp, w.lora_a[t], w.lora_b[t], batch_ * seq_len_, n_in, n_out,
+               cfg_.lora.rank, T(cfg_.lora.scale()));
+  charge_time_to(OpProfile::kLora);
+}
+
+template <typename T>
+void LlamaModel<T>::lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in,
+                             int64_t n_out) {
+  const auto& w = w_.layers[size_t(l)];
+  if (!w.lora_a[t]) return;
+  const auto& g = g_.layers[size_t(l)];
+  lora_backward(dinp, g.lora_a[t], g.lora_b[t], d_lora_u_, dout, inp, layer_acts_[size_t(l)].lora_u[t],
+                w.lora_a[t], w.lora_b[t], batch_ * seq_len_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
+  charge_time_to(OpProfile::kLora);
+}
+
+// One projection of block l: out = in W^T through whichever linear op the
+// matrix has (fp32, bf16, Q8_0 bands), then its LoRA branch when it is a
+// target. The block passes call only these two.
+template <typename T>
+void LlamaModel<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, int64_t n_in, int64_t n_out,
+                            OpProfile::Op op) {
+  linear_fwd(out, in, block_weight(l, t), batch_ * seq_len_, n_in, n_out);
+  charge_time_to(op);
+  lora_fwd(l, t, out, in.fp32, n_in, n_out);
+}
+
+// Its backward: din (= or +=, per accumulate) and dw from dout (dout_fp32:
+// the same gradient in float, which the LoRA branch reads).
+template <typename T>
+void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, T* dw, const GemmIn<T>& dout, const T* dout_fp32,
+                                const GemmIn<T>& in, int64_t n_in, int64_t n_out, bool accumulate, OpProfile::Op op) {
+  linear_bwd(din, dw, dout, in, block_weight(l, t), batch_ * seq_len_, n_in, n_out, accumulate);
+  charge_time_to(op);
+  lora_bwd(l, t, din, dout_fp32, in.fp32, n_in, n_out);
+}
+
+template <typename T>
+void LlamaModel<T>::post_norm_forward(T* out, T* rstd, const T* proj, const T* w) {
+  rmsnorm_forward(out, rstd, proj, w, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+void LlamaModel<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  std::fill(d_proj, d_proj + BT * C, T(0));  // rmsnorm_backward accumulates
+  rmsnorm_backward(d_proj, dw, d_out, proj, w, rstd, BT, C);
+  charge_time_to(OpProfile::kNorm);
+}
+
+// x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
+// and the feed-forward half's norm of x_mid with it (one pass). With x_mid
+// null (recomputation for backward) it stops after attention.
+template <typename T>
+void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
+  const auto& w = w_.layers[size_t(l)];
+  auto& a = layer_acts_[size_t(l)];
+  with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
+  charge_time_to(OpProfile::kNorm);
+  project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, C, QD, OpProfile::kQkv);
+  project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, C, KD, OpProfile::kQkv);
+  project(l, kAttnV, a.v, a.h_attn, C, KD, OpProfile::kQkv);
+  if (w.bq) {  // Architecture::qkv_bias
+    bias_forward(qk_norm() ? a.q_raw : a.q, w.bq, BT, QD);
+    bias_forward(qk_norm() ? a.k_raw : a.k, w.bk, BT, KD);
+    bias_forward(a.v, w.bv, BT, KD);
+  }
+  if (qk_norm()) {  // each head's row of d_head normed on its own
+    rmsnorm_forward(a.q, a.rstd_q, a.q_raw, w.attn_q_norm, BT * cfg_.n_heads, hd, T(cfg_.rms_eps));
+    rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * cfg_.n_kv_heads, hd, T(cfg_.rms_eps));
+    charge_time_to(OpProfile::kNorm);
+  }
+  rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+  rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+  charge_time_to(OpProfile::kRope);
+  with_pointer(a.attn_out, [&](auto* o) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_attention())
+        return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
+    }
+    attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
+  });
+  charge_time_to(OpProfile::kAttention);
+  if (!x_mid) return;
+  if (post_norms()) {  // x_mid = x_in + rmsnorm(attn_out Wo^T)
+    project(l, kAttnOutput, a.attn_proj, a.attn_out, QD, C, OpProfile::kAttnOutput);
+    post_norm_forward(x_mid, a.rstd_attn_post, a.attn_proj, w.attn_post_norm);
+  } else {
+    project(l, kAttnOutput, x_mid, a.attn_out, QD, C, OpProfile::kAttnOutput);
+  }
+  with_pointer(a.h_ffn, [&](auto* h) {
+    residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
+  });
+  charge_time_to(OpProfile::kNorm);
+}
+
+// x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
+// by attn_block_forward); GELU for silu and a norm of the W_down output in
+// the families that have them. With x_out null (recomputation for backward)
+// it stops after the activation.
+template <typename T>
+void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
+  auto& a = layer_acts_[size_t(l)];
+  project(l, kFfnGate, a.gate, a.h_ffn, C, F, OpProfile::kGateUp);
+  project(l, kFfnUp, a.up, a.h_ffn, C, F, OpProfile::kGateUp);
+  with_pointer(a.act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.gate, a.up, BT * F); });
+  charge_time_to(OpProfile::kSwiglu);
+  if (!x_out) return;
+  if (post_norms()) {  // x_out = x_mid + rmsnorm(act W_down^T)
+    project(l, kFfnDown, a.ffn_proj, a.act, F, C, OpProfile::kDown);
+    post_norm_forward(x_out, a.rstd_ffn_post, a.ffn_proj, w_.layers[size_t(l)].ffn_post_norm);
+  } else {
+    project(l, kFfnDown, x_out, a.act, F, C, OpProfile::kDown);
+  }
+  residual_forward(x_out, x_out, x_mid, BT * C);
+  charge_time_to(OpProfile::kResidual);
+}
+
+template <typename T>
+void LlamaModel<T>::embed(const int32_t* inputs) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
+    embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
+    linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
+  } else if (quant_embd_) {
+    if constexpr (std::is_same_v<T, float>) quant_embedding_forward(residual_[0], inputs, *quant_embd_, BT);
+  } else {
+    embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
+  }
+  if (cfg_.architecture().embedding_scale) scale_inplace(residual_[0], embedding_scale(), BT * C);
+  charge_time_to(OpProfile::kEmbedding);
+}
+
+template <typename T>
+void LlamaModel<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_start) {
+  check_threads();
+  check_tokens(inputs, "input", false);
+  set_documents(doc_start);
+  inputs_ = inputs;
+  targets_ = nullptr;
+  phase_ = OpProfile::kForward;
+  if (profile_) last_charge_s_ = now_seconds();
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_) {  // the weights may have changed since the last forward
+      kernels::to_bf16(wbf16_.data(), params_.data(), layout_.total());
+      charge_time_to(OpProfile::kEmbedding);
+    }
+  }
+  embed(inputs);
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    auto& a = layer_acts_[size_t(l)];
+    attn_block_forward(l, residual_[size_t(l)], a.x_mid);
+    ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
+  }
+  with_pointer(h_final_, [&](auto* h) {
+    rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
+  });
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+T LlamaModel<T>::head_loss(bool prepare_backward) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  counted_targets_ = BT - std::count(targets_, targets_ + BT, kernels::kNoTarget);
+  const T dloss = counted_targets_ > 0 ? T(1) / T(counted_targets_) : T(0);
+  if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
+  for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, BT - r0);
+    const GemmIn<T> h = h_final_.at(r0 * C);
+    linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
+    charge_time_to(OpProfile::kHead);
+    if (!prepare_backward) {
+      cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
+      charge_time_to(OpProfile::kLoss);
+      continue;
+    }
+    // The chunk's logits become d(mean loss)/d(logits), then flow through
+    // the head at once: no logits outlive their chunk.
+    cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, dloss);
+    charge_time_to(OpProfile::kLoss);
+    phase_ = OpProfile::kBackward;
+    const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
+    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
+    charge_time_to(OpProfile::kHead);
+    phase_ = OpProfile::kForward;
+  }
+  double sum = 0;  // in order: deterministic whatever the thread count
+  for (int64_t i = 0; i < BT; ++i) sum += double(losses_[i]);
+  return counted_targets_ > 0 ? T(sum / double(counted_targets_)) : T(0);
+}
+
+template <typename T>
+T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  if (targets) check_tokens(targets, "target", true);
+  embed_and_blocks(inputs, doc_start);
+  if (!targets) {
+    if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
+    linear_fwd(logits_.data(), h_final_, head_weight(), BT, C, V);
+    charge_time_to(OpProfile::kHead);
+    return T(0);
+  }
+  targets_ = targets;
+  scored_targets_ = nullptr;
+  return head_loss(true);
+}
+
+template <typename T>
+void LlamaModel<T>::forward_scores(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+  check_tokens(targets, "target", true);
+  embed_and_blocks(inputs, doc_start);
+  targets_ = targets;
+  head_loss(false);
+  targets_ = nullptr;  // backward_weighted() prepares the head's gradients
+  scored_targets_ = targets;
+}
+
+// The head again, chunk by chunk: the same logits (the same GEMM on the same
+// h_final_), turned into d_token_loss[i] * (softmax - onehot) with the
+// log-sum-exp forward_scores() saved, and through the head at once.
+template <typename T>
+void LlamaModel<T>::backward_weighted(const T* d_token_loss) {
+  if (!scored_targets_) fail("model: backward_weighted() needs a forward_scores()");
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  targets_ = scored_targets_;
+  scored_targets_ = nullptr;
+  if (d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
+  phase_ = OpProfile::kBackward;
+  for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, BT - r0);
+    const GemmIn<T> h = h_final_.at(r0 * C);
+    linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
+    cross_entropy_backward_weighted(logit_chunk_, lse_ + r0, targets_ + r0, rows, V, d_token_loss + r0);
+    const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
+    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
+  }
+  charge_time_to(OpProfile::kHead);
+  backward();
+}
+
+template <typename T>
+T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+  check_tokens(targets, "target", true);
+  embed_and_blocks(inputs, doc_start);
+  targets_ = targets;
+  const T loss = head_loss(false);
+  targets_ = scored_targets_ = nullptr;  // nothing prepared for backward()
+  return loss;
+}
+
+template <typename T>
+void LlamaModel<T>::zero_grad() {
+  std::memset(grads_.data(), 0, grads_.size() * sizeof(T));
+}
+
+template <typename T>
+void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
+  const auto& w = w_.layers[size_t(l)];
+  const auto& g = g_.layers[size_t(l)];
+  const auto& a = layer_acts_[size_t(l)];
+  // d_res is dL/d(x_out) and becomes dL/d(x_mid). d_down: dL/d(the down
+  // projection's output), through its post-norm where there is one (in
+  // d_normed_, free until the gate/up backward).
+  T* d_down = d_res;
+  if (post_norms()) {
+    post_norm_backward(d_normed_, g.ffn_post_norm, d_res, a.ffn_proj, w.ffn_post_norm, a.rstd_ffn_post);
+    d_down = d_normed_;
+  }
+  project_bwd(l, kFfnDown, d_act_, g.w_down, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, F, C, false,
+              OpProfile::kDown);
+  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
+    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
+  else
+    ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
+  charge_time_to(OpProfile::kSwiglu);
+  project_bwd(l, kFfnGate, d_normed_, g.w_gate, d_gate_, d_gate_.fp32, a.h_ffn, C, F, false, OpProfile::kGateUp);
+  project_bwd(l, kFfnUp, d_normed_, g.w_up, d_up_, d_up_.fp32, a.h_ffn, C, F, true, OpProfile::kGateUp);
+  rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
+  const auto& w = w_.layers[size_t(l)];
+  const auto& g = g_.layers[size_t(l)];
+  const auto& a = layer_acts_[size_t(l)];
+  // d_res is dL/d(x_mid) and becomes dL/d(x_in); d_proj as d_down above
+  T* d_proj = d_res;
+  if (post_norms()) {
+    post_norm_backward(d_normed_, g.attn_post_norm, d_res, a.attn_proj, w.attn_post_norm, a.rstd_attn_post);
+    d_proj = d_normed_;
+  }
+  project_bwd(l, kAttnOutput, d_attn_out_, g.wo, gemm_in(d_proj, d_res_h_, BT * C), d_proj, a.attn_out, QD, C, false,
+              OpProfile::kAttnOutput);
+  with_pointer(a.attn_out, [&](const auto* o) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (bf16_attention())
+        return attention_backward_bf16(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v,
+                                       attn_shape(l));
+    }
+    attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape(l));
+  });
+  charge_time_to(OpProfile::kAttention);
+  rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+  rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+  charge_time_to(OpProfile::kRope);
+  T *d_q_proj = d_q_, *d_k_proj = d_k_;  // the gradients of the projections' outputs
+  if (qk_norm()) {
+    std::fill(d_q_raw_, d_q_raw_ + BT * QD, T(0));
+    std::fill(d_k_raw_, d_k_raw_ + BT * KD, T(0));
+    rmsnorm_backward(d_q_raw_, g.attn_q_norm, d_q_, a.q_raw, w.attn_q_norm, a.rstd_q, BT * cfg_.n_heads, hd);
+    rmsnorm_backward(d_k_raw_, g.attn_k_norm, d_k_, a.k_raw, w.attn_k_norm, a.rstd_k, BT * cfg_.n_kv_heads, hd);
+    d_q_proj = d_q_raw_;
+    d_k_proj = d_k_raw_;
+    charge_time_to(OpProfile::kNorm);
+  }
+  if (g.bq) bias_backward(g.bq, d_q_proj, BT, QD);  // null: no bias, or frozen
+  if (g.bk) bias_backward(g.bk, d_k_proj, BT, KD);
+  if (g.bv) bias_backward(g.bv, d_v_, BT, KD);
+  const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * QD), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
+                  dv = gemm_in(d_v_, d_v_h_, BT * KD);
+  project_bwd(l, kAttnQ, d_normed_, g.wq, dq, d_q_proj, a.h_attn, C, QD, false, OpProfile::kQkv);
+  project_bwd(l, kAttnK, d_normed_, g.wk, dk, d_k_proj, a.h_attn, C, KD, true, OpProfile::kQkv);
+  project_bwd(l, kAttnV, d_normed_, g.wv, dv, d_v_, a.h_attn, C, KD, true, OpProfile::kQkv);
+  rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+void LlamaModel<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
+  auto& a = layer_acts_[size_t(l)];
+  if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
+    phase_ = OpProfile::kRecompute;
+    attn_block_forward(l, x_in, a.x_mid);
+    // A post-norm's backward needs the down projection's output, so the
+    // block runs to its end (into d_normed_, free until then).
+    ffn_block_forward(l, a.x_mid, post_norms() ? d_normed_ : nullptr);
+    phase_ = OpProfile::kBackward;
+  }
+  ffn_block_backward(l, d_res);
+  if (opts_.recompute == Recompute::kAttn) {
+    phase_ = OpProfile::kRecompute;
+    attn_block_forward(l, x_in, nullptr);
+    phase_ = OpProfile::kBackward;
+  }
+  attn_block_backward(l, x_in, d_res);
+}
+
+template <typename T>
+void LlamaModel<T>::backward(T loss_scale) {
+  if (!targets_) fail("model: backward() needs a forward() with targets");
+  check_threads();
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  phase_ = OpProfile::kBackward;
+  if (profile_) last_charge_s_ = now_seconds();
+  // forward() left the head's gradients at unit loss scale; both are linear in it
+  if (d_head_) axpy(g_.output, loss_scale, d_head_, V * C);
+  if (loss_scale != T(1)) scale_inplace(d_h_final_, loss_scale, BT * C);
+  charge_time_to(OpProfile::kHead);
+  std::memset(d_res_, 0, size_t(BT * C) * sizeof(T));
+  rmsnorm_backward(d_res_, g_.output_norm, d_h_final_, residual_.back(), w_.output_norm, rstd_final_,
+                   BT, C);
+  charge_time_to(OpProfile::kNorm);
+  for (int64_t l = cfg_.n_layers - 1; l >= 0; --l) {
+    layer_backward(l, residual_[size_t(l)], d_res_);
+    if (on_layer_grads) on_layer_grads(l);
+    if (profile_) last_charge_s_ = now_seconds();  // the hook's time is not the model's
+  }
+  if (cfg_.architecture().embedding_scale) scale_inplace(d_res_, embedding_scale(), BT * C);
+  if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
+    linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
+  else if (g_.token_embd)
+    embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
+  charge_time_to(OpProfile::kEmbedding);
+  targets_ = nullptr;  // once per forward: the head's prepared gradients are used up
+}
+
+template class LlamaModel<float>;
+template class LlamaModel<double>;
+
+}  // namespace ggtrain::model

@@ -1,0 +1,158 @@
+// LlamaModel's memory, planned once at construction: every activation and
+// scratch buffer carved from one allocation (sized by a first pass of the
+// same plan), and the quantized matrices of a held Q8_0 base bound with
+// their scratch. The passes themselves are in llama.cpp.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/attention.h"
+#include "kernels/attention_bf16.h"
+#include "model/quantized_base.h"
+#include "model/transformer.h"
+
+namespace ggtrain::model {
+
+// Points quant_blocks_, quant_embd_ and quant_output_ at the quantized
+// matrices and sizes the scratch: the largest quantized block matrix, and
+// bands of at least 1024 rows for a quantized vocabulary matrix.
+template <typename T>
+void LlamaModel<T>::bind_quantized() {
+  if (!opts_.quantized || opts_.quantized->names().empty()) return;
+  const auto& q = *opts_.quantized;
+  auto rows_of = [&](const std::string& name) -> const kernels::QuantRows* {
+    const HeldMatrix* h = q.find(name);
+    return h ? &h->rows : nullptr;
+  };
+  quant_blocks_.assign(size_t(cfg_.n_layers), {});
+  for (int64_t l = 0; l < cfg_.n_layers; ++l)
+    for (int t = 0; t < kNumBlockMatrices; ++t)
+      if (const auto* m = rows_of(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
+        quant_blocks_[size_t(l)][size_t(t)] = m;
+        band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
+      }
+  quant_embd_ = rows_of("token_embd.weight");
+  quant_output_ = cfg_.tied ? quant_embd_ : rows_of("output.weight");
+  if (quant_output_)
+    band_scratch_size_ =
+        std::max(band_scratch_size_, std::min<int64_t>(quant_output_->rows, 1024) * quant_output_->cols);
+}
+
+template <typename T>
+GemmIn<T> LlamaModel<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
+  GemmIn<T> g;
+  if (bf16_)
+    g.bf16 = reinterpret_cast<kernels::bf16*>(p.take((n * int64_t(sizeof(kernels::bf16)) + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
+  else
+    g.fp32 = p.take(n);
+  return g;
+}
+
+// The activations of one block: the attention part and/or the feed-forward part.
+template <typename T>
+void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
+  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
+  if (attn_part) {
+    a.rstd_attn = p.take(BT);
+    a.h_attn = take_gemm_in(p, BT * C);
+    a.q = p.take(BT * QD);
+    a.k = p.take(BT * KD);
+    a.v = p.take(BT * KD);
+    a.lse = p.take(BT * cfg_.n_heads);
+    a.attn_out = take_gemm_in(p, BT * QD);
+    if (cfg_.architecture().qk_norm) {
+      a.q_raw = p.take(BT * QD);
+      a.k_raw = p.take(BT * KD);
+      a.rstd_q = p.take(BT * cfg_.n_heads);
+      a.rstd_k = p.take(BT * cfg_.n_kv_heads);
+    }
+  }
+  if (ffn_part) {
+    a.x_mid = p.take(BT * C);
+    a.rstd_ffn = p.take(BT);
+    a.h_ffn = take_gemm_in(p, BT * C);
+    a.gate = p.take(BT * F);
+    a.up = p.take(BT * F);
+    a.act = take_gemm_in(p, BT * F);
+    if (cfg_.architecture().post_norms) {
+      a.attn_proj = p.take(BT * C);
+      a.rstd_attn_post = p.take(BT);
+      a.ffn_proj = p.take(BT * C);
+      a.rstd_ffn_post = p.take(BT);
+    }
+  }
+}
+
+// Lays out every activation and scratch buffer. Called twice: to size the
+// single allocation, then to point into it. Buffers that backward recomputes
+// are planned once and shared by every block.
+template <typename T>
+void LlamaModel<T>::plan(BumpPlan<T>& p) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab;
+  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
+  residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
+  for (auto& r : residual_) r = p.take(BT * C);
+  if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
+  const bool share_attn = opts_.recompute != Recompute::kNone;
+  const bool share_ffn = opts_.recompute == Recompute::kAll;
+  LayerActs<T> shared{};
+  plan_layer_acts(p, shared, share_attn, share_ffn);
+  layer_acts_.assign(size_t(cfg_.n_layers), {});
+  for (auto& a : layer_acts_) {
+    a = shared;
+    plan_layer_acts(p, a, !share_attn, !share_ffn);
+    for (const auto& target : cfg_.lora.targets)
+      for (int t = 0; t < kNumBlockMatrices; ++t)
+        if (target == block_matrix_name(BlockMatrix(t))) a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
+  }
+  rstd_final_ = p.take(BT);
+  h_final_ = take_gemm_in(p, BT * C);
+  lse_ = p.take(BT);
+  losses_ = p.take(BT);
+  logit_chunk_ = p.take(chunk_rows_ * V);
+  if (bf16_) logit_chunk_h_ = take_gemm_in(p, chunk_rows_ * V).bf16;
+  if (g_.output) d_head_ = p.take(V * C);
+  rope_cos_ = p.take(seq_len_ * cfg_.d_head() / 2);
+  rope_sin_ = p.take(seq_len_ * cfg_.d_head() / 2);
+  rope_cos_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_cos_;
+  rope_sin_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_sin_;
+  attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention()
+                                                     ? attention_bf16_scratch_per_thread(attn_shape_)
+                                                     : attention_scratch_per_thread(attn_shape_)));
+  d_res_ = p.take(BT * C);
+  d_normed_ = p.take(BT * C);
+  d_h_final_ = d_normed_;  // written by forward, read first by backward; d_h_ is free until then
+  d_q_ = p.take(BT * QD);
+  d_k_ = p.take(BT * KD);
+  d_v_ = p.take(BT * KD);
+  d_attn_out_ = p.take(BT * QD);
+  if (cfg_.architecture().qk_norm) {
+    d_q_raw_ = p.take(BT * QD);
+    d_k_raw_ = p.take(BT * KD);
+  }
+  d_gate_ = take_gemm_in(p, BT * F);
+  d_up_ = take_gemm_in(p, BT * F);
+  if (bf16_) {
+    d_res_h_ = take_gemm_in(p, BT * C).bf16;
+    d_q_h_ = take_gemm_in(p, BT * QD).bf16;
+    d_k_h_ = take_gemm_in(p, BT * KD).bf16;
+    d_v_h_ = take_gemm_in(p, BT * KD).bf16;
+  }
+  d_act_ = p.take(BT * F);
+  if (band_scratch_size_ > 0) band_scratch_ = p.take(band_scratch_size_);
+  if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
+}
+
+// Explicit instantiations of the members defined here (the class itself is
+// instantiated in llama.cpp).
+template void LlamaModel<float>::bind_quantized();
+template GemmIn<float> LlamaModel<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
+template void LlamaModel<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, bool, bool);
+template void LlamaModel<float>::plan(BumpPlan<float>&);
+template void LlamaModel<double>::bind_quantized();
+template GemmIn<double> LlamaModel<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
+template void LlamaModel<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, bool, bool);
+template void LlamaModel<double>::plan(BumpPlan<double>&);
+
+}  // namespace ggtrain::model
