@@ -98,7 +98,10 @@ void Decoder::build(Matrix matrix, Vector vec) {
   lse_.resize(size_t(N * cfg_.n_heads));
   flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
   decode_scratch_.resize(size_t(kernels::attention_decode_scratch(decode_shape(), cache_.layer(0).n_ctx, threads_)));
-  logits_.resize(size_t(N * cfg_.vocab));
+  // One row: generation reads the last position's logits only. eval(...,
+  // all_logits) grows it to its rows (perplexity, scoring); sized for the
+  // whole context up front it held 4096 x 262144 floats (4 GiB) for Gemma 3.
+  logits_.resize(size_t(cfg_.vocab));
 }
 
 void Decoder::add_lora(const model::LoraAdapter& adapter, double user_scale) {
@@ -209,6 +212,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
       add_post_normed(L.ffn_post_norm, n);
   }
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
+  if (logits_.size() < size_t(rows * cfg_.vocab)) logits_.resize(size_t(rows * cfg_.vocab));
   kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first * C, output_norm_.data(), rows, C, eps);
   (cfg_.tied ? token_embd_ : output_).matmul(h_.data(), logits_.data(), rows);
   cache_.append(tokens, n);

@@ -53,7 +53,8 @@ class Decoder {
   void add_lora(const model::LoraAdapter& adapter, double user_scale);
 
   // Runs tokens at positions position()..+n and appends them to the cache.
-  // Logits of every token (all_logits) or of the last one: logits().
+  // Logits of every token (all_logits) or of the last one: logits(), valid
+  // until the next eval().
   void eval(const int32_t* tokens, int64_t n, bool all_logits);
   const float* logits() const { return logits_.data(); }
 
