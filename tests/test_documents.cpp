@@ -1,4 +1,4 @@
-// Corpus input (src/data/input/documents.h): which files a spec names, how
+// Corpus input (src/corpus/input/documents.h): which files a spec names, how
 // .gz/.zst files decompress, how bytes split into documents, and the exact
 // message of every bad input. All data is written by the tests themselves.
 #include <gtest/gtest.h>

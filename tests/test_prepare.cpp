@@ -1,4 +1,4 @@
-// Streaming preparation (src/data/prepare): shards read back as one
+// Streaming preparation (src/corpus/prepare): shards read back as one
 // stream equal an unsharded preparation, documents are BOS + text + EOS, an
 // interrupted preparation continues to the same bytes, changed sources are
 // noticed, and a run folder prepared the old way still resumes exactly.

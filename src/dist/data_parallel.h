@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel training: N ranks (train/distributed.h) follow the
+// Data-parallel training: N ranks (dist/distributed.h) follow the
 // trajectory of one process at the same global batch.
 //
 // train.batch stays the global micro-batch: every rank draws the same
@@ -19,7 +19,7 @@
 // nothing else. With the same N the order is fixed, so a resumed run is
 // bit-identical to an uninterrupted one.
 //
-// Gradients are reduced in buckets (train/zero.h): a block's bucket starts
+// Gradients are reduced in buckets (dist/zero.h): a block's bucket starts
 // (non-blocking) from backward() as soon as that block's gradients are
 // final, on the last micro-batch of a step, so the reduction overlaps the
 // backward of the blocks below it.

@@ -90,7 +90,7 @@ struct TrainSection {
   NonfinitePolicy on_nonfinite = NonfinitePolicy::kStop;
   int64_t max_nonfinite = 10;
   // Under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1), 0
-  // keeps them whole on every rank (train/data_parallel.h).
+  // keeps them whole on every rank (dist/data_parallel.h).
   int64_t zero = 0;
   // Activations backward recomputes instead of keeping, trading compute for
   // memory: "none", "attn" (the attention block's) or "all" (every block's;
