@@ -60,9 +60,8 @@ fi
 
 # In CI (CI=true) a test that skips (GTEST_SKIP for want of root, a
 # namespace, a mount) fails instead: see tests/support/skip.h.
-main_suite() { (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900); }
-run_phase tests main_suite
-n_mpi=$(cd build && ctest -N -L mpi | sed -n 's/^Total Tests: //p')
+run_phase tests ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900
+n_mpi=$(ctest --test-dir build -N -L mpi | sed -n 's/^Total Tests: //p')
 if [[ -z $n_mpi || $n_mpi -eq 0 ]]; then
   echo "test.sh: no test labelled mpi ran (is Open MPI installed and the build configured with it?)" >&2
   exit 1
