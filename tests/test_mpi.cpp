@@ -267,10 +267,15 @@ TEST_F(MpiTest, TasksSplitOverRanksAddUp) {
   EXPECT_NE(dp[0]["gold_logprob"].get<double>(), 0.0);
 }
 
-// DPO under MPI: the reference is computed by rank 0 before the others
-// start and read by them; the loss is the mean over the pairs of the whole
-// global batch, so 2 ranks (replicated and ZeRO-1) follow 1 process.
-TEST_F(MpiTest, DpoTwoRanksFollowOneProcess) {
+// Preference tuning under MPI: the loss is the mean over the pairs of the
+// whole global batch, so 2 ranks (replicated and ZeRO-1) follow 1 process.
+// DPO also has its reference, computed by rank 0 before the others start and
+// read by them; ORPO and SimPO have none, and ORPO adds the chosen answers'
+// NLL over the step's chosen tokens, counted across the ranks.
+class MpiPreference : public MpiTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(MpiPreference, TwoRanksFollowOneProcess) {
+  const std::string objective = GetParam();
   run_ok(train("base", {"train.steps=10", "model.ctx=256"}), out("base"));
   {
     std::ofstream pairs(tmp_ / "pairs.jsonl");
@@ -278,26 +283,29 @@ TEST_F(MpiTest, DpoTwoRanksFollowOneProcess) {
       pairs << "{\"prompt\": \"Say word " << i % 7 << "\", \"chosen\": \"" << std::string(size_t(1 + i % 5), 'a' + char(i % 7))
             << "\", \"rejected\": \"" << std::string(size_t(1 + i % 3), 'a' + char((i + 1) % 7)) << "\"}\n";
   }
-  auto dpo_run = [&](const std::string& name, int zero) {
+  auto preference_run = [&](const std::string& name, int zero) {
     return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "pairs.jsonl",
                            {"init.from=" + train::weights_path(dir("base"), 10), "data.format=preference",
-                            "train.objective=dpo", "train.beta=0.3", "train.seq_len=96", "train.batch=4",
+                            "train.objective=" + objective, "train.beta=0.3", "train.seq_len=96", "train.batch=4",
                             "train.steps=10", "train.eval_every=5", "data.val_fraction=0.1",
                             "train.zero=" + std::to_string(zero)});
   };
-  run_ok(dpo_run("one", 0), out("one"));
-  run_ok(under_mpirun(2, dpo_run("dp", 0)), out("dp"));
-  run_ok(under_mpirun(2, dpo_run("zero", 1)), out("zero"));
+  run_ok(preference_run("one", 0), out("one"));
+  run_ok(under_mpirun(2, preference_run("dp", 0)), out("dp"));
+  run_ok(under_mpirun(2, preference_run("zero", 1)), out("zero"));
   const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
   ASSERT_EQ(one.train.size(), 10u);
   ASSERT_EQ(one.val.size(), 2u);
-  expect_close(one.train, dp.train, 1e-5, "dpo, 2 ranks vs 1 process");
-  expect_close(one.train, zero.train, 1e-5, "dpo, 2 ranks ZeRO-1 vs 1 process");
-  expect_close(one.val, dp.val, 1e-5, "dpo validation, 2 ranks");
+  expect_close(one.train, dp.train, 1e-5, objective + ", 2 ranks vs 1 process");
+  expect_close(one.train, zero.train, 1e-5, objective + ", 2 ranks ZeRO-1 vs 1 process");
+  expect_close(one.val, dp.val, 1e-5, objective + " validation, 2 ranks");
   for (const char* run : {"dp", "zero"})
     expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kWeightLimit,
-                        std::string("dpo ") + run + " weights");
+                        objective + " " + run + " weights");
 }
+
+INSTANTIATE_TEST_SUITE_P(Objectives, MpiPreference, ::testing::Values("dpo", "orpo", "simpo"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // Negative control of the tensor comparison above: a single-process run
 // whose learning rate is 1% higher is told apart from the first one.
