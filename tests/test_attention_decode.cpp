@@ -88,7 +88,9 @@ TEST_P(AttentionDecode, EqualsDoubleSoftmaxOverTheCachedKeys) {
     const auto q = random_vector(size_t(st.n * QD), rng, 1.5f);
     std::vector<float> out(q.size(), NAN);
     kernels::attention_decode(out.data(), q.data(), cache.layer(1), shape, st.pos, st.n, scratch.data(), c.threads);
-    EXPECT_TRUE(within_rel_to_max(compare(out, reference(q, k, v, c, st.pos, st.n)), 2e-6))
+    // Measured max error relative to max |ref| over these cases: 1.04e-6
+    // (v4), 1.22e-6 (v3), 2.06e-6 (v2's scalar sums, d_head 256); 2x margin.
+    EXPECT_TRUE(within_rel_to_max(compare(out, reference(q, k, v, c, st.pos, st.n)), 4e-6))
         << name(c) << ", " << st.n << " queries from position " << st.pos;
   }
 }
@@ -99,6 +101,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{kernels::CacheType::kF16, 8, 2, 64, 3}, Case{kernels::CacheType::kF16, 9, 3, 64, 2},
                       Case{kernels::CacheType::kF16, 6, 6, 48, 2}, Case{kernels::CacheType::kF32, 4, 1, 20, 2},
                       Case{kernels::CacheType::kF16, 4, 1, 20, 1}, Case{kernels::CacheType::kF32, 2, 2, 128, 4},
+                      // gemma3's head size (more than one block of accumulators at
+                      // AVX2) and one of 8s, not 16s.
+                      Case{kernels::CacheType::kF16, 4, 1, 256, 2}, Case{kernels::CacheType::kF32, 8, 4, 256, 1},
+                      Case{kernels::CacheType::kF16, 6, 2, 24, 2},
                       // Sliding windows (gemma3's local layers): starts inside a tile, one
                       // query's keys split across threads, windows longer than the context.
                       Case{kernels::CacheType::kF32, 8, 2, 64, 3, 50}, Case{kernels::CacheType::kF16, 4, 1, 20, 2, 77},

@@ -3,11 +3,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+#define GGTRAIN_ATTN_VECTOR 1
 #include <immintrin.h>
 // GCC 12 warns about the undefined source operand inside its own AVX-512
 // intrinsics (a known false positive; see kernels/vexp.h).
@@ -24,16 +27,35 @@ namespace ggtrain::kernels {
 namespace {
 
 constexpr int64_t kMinChunkTiles = 4;  // a thread's share of one query's keys: 64 keys at least
-static_assert(kKeyTile == 16, "the AVX-512 paths hold one tile's scores in one register");
 
 inline float to_float(float x) { return x; }
 inline float to_float(uint16_t h) { return fp16_to_fp32(h); }
 
+// One vector of floats: 16 with AVX-512, 8 with AVX2 (whose F16C widens
+// fp16 cache entries in the load). Both levels sum a key's score in the
+// same order, so they give the same scores.
 #if defined(__AVX512F__)
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
+using Vec = __m512;
+constexpr int64_t kWidth = 16;
+constexpr int kValueBlock = 16;  // accumulators of o held in registers (of 32)
+inline Vec vzero() { return _mm512_setzero_ps(); }
+inline Vec vset(float x) { return _mm512_set1_ps(x); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vload(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline void vstore(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+#elif defined(GGTRAIN_ATTN_VECTOR)
+using Vec = __m256;
+constexpr int64_t kWidth = 8;
+constexpr int kValueBlock = 8;  // of 16 registers
+inline Vec vzero() { return _mm256_setzero_ps(); }
+inline Vec vset(float x) { return _mm256_set1_ps(x); }
+inline Vec vfma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vload(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline void vstore(float* p, Vec x) { _mm256_storeu_ps(p, x); }
 #endif
 
 // s[r * ld + j - j0] = qs[r] . key j for the G queries qs [G, hd] (already
@@ -46,18 +68,23 @@ void key_scores(float* s, int64_t ld, const float* qs, int64_t G, const E* k, in
     for (int64_t r = 0; r < G; ++r) {
       const float* qr = qs + r * hd;
       float* out = s + r * ld + (j - j0);
-#if defined(__AVX512F__)
-      // Four chains: an FMA's latency is four of its issue slots.
-      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#if defined(GGTRAIN_ATTN_VECTOR)
+      // Four chains over d (an FMA's latency is four of its issue slots),
+      // each as many vectors as a tile's 16 keys need.
+      constexpr int64_t kLanes = kKeyTile / kWidth;
+      Vec acc[4][kLanes];
+      for (auto& chain : acc)
+        for (auto& a : chain) a = vzero();
       int64_t d = 0;
-      for (; d + 4 <= hd; d += 4) {
-        a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kKeyTile), a0);
-        a1 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 1]), load16(tile + (d + 1) * kKeyTile), a1);
-        a2 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 2]), load16(tile + (d + 2) * kKeyTile), a2);
-        a3 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d + 3]), load16(tile + (d + 3) * kKeyTile), a3);
-      }
-      for (; d < hd; ++d) a0 = _mm512_fmadd_ps(_mm512_set1_ps(qr[d]), load16(tile + d * kKeyTile), a0);
-      _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+      for (; d + 4 <= hd; d += 4)
+        for (int64_t c = 0; c < 4; ++c) {
+          const Vec qd = vset(qr[d + c]);
+          for (int64_t l = 0; l < kLanes; ++l) acc[c][l] = vfma(qd, vload(tile + (d + c) * kKeyTile + l * kWidth), acc[c][l]);
+        }
+      for (; d < hd; ++d)
+        for (int64_t l = 0; l < kLanes; ++l) acc[0][l] = vfma(vset(qr[d]), vload(tile + d * kKeyTile + l * kWidth), acc[0][l]);
+      for (int64_t l = 0; l < kLanes; ++l)
+        vstore(out + l * kWidth, vadd(vadd(acc[0][l], acc[1][l]), vadd(acc[2][l], acc[3][l])));
 #else
       float acc[kKeyTile] = {};
       for (int64_t d = 0; d < hd; ++d)
@@ -68,32 +95,38 @@ void key_scores(float* s, int64_t ld, const float* qs, int64_t G, const E* k, in
   }
 }
 
-#if defined(__AVX512F__)
-// o[hd] = sum over keys [j0, j1) of w[j - j0] * v_j (v: one KV head's rows).
-template <typename E, int D>  // D: d_head / 16, accumulators held in registers
-void weighted_values_fixed(float* o, const float* w, const E* v, int64_t j0, int64_t j1) {
-  __m512 acc[D];
-  for (int c = 0; c < D; ++c) acc[c] = _mm512_setzero_ps();
+#if defined(GGTRAIN_ATTN_VECTOR)
+// o[0, N * kWidth) = sum over keys [j0, j1) of w[j - j0] * v_j[0, N * kWidth)
+// (v: one KV head's rows, hd apart), the N accumulators in registers.
+template <typename E, int N>
+void weighted_values_block(float* o, const float* w, const E* v, int64_t hd, int64_t j0, int64_t j1) {
+  Vec acc[N];
+  for (int c = 0; c < N; ++c) acc[c] = vzero();
   for (int64_t j = j0; j < j1; ++j) {
-    const __m512 wj = _mm512_set1_ps(w[j - j0]);
-    const E* vj = v + j * D * 16;
-    for (int c = 0; c < D; ++c) acc[c] = _mm512_fmadd_ps(wj, load16(vj + c * 16), acc[c]);
+    const Vec wj = vset(w[j - j0]);
+    const E* vj = v + j * hd;
+    for (int c = 0; c < N; ++c) acc[c] = vfma(wj, vload(vj + c * kWidth), acc[c]);
   }
-  for (int c = 0; c < D; ++c) _mm512_storeu_ps(o + c * 16, acc[c]);
+  for (int c = 0; c < N; ++c) vstore(o + c * kWidth, acc[c]);
+}
+
+template <typename E, size_t... N>
+constexpr auto value_blocks(std::index_sequence<N...>) {
+  return std::array{&weighted_values_block<E, int(N) + 1>...};
 }
 #endif
 
+// o[hd] = sum over keys [j0, j1) of w[j - j0] * v_j (v: one KV head's rows).
 template <typename E>
 void weighted_values(float* o, const float* w, const E* v, int64_t hd, int64_t j0, int64_t j1) {
-#if defined(__AVX512F__)
-  switch (hd) {
-    case 32: return weighted_values_fixed<E, 2>(o, w, v, j0, j1);
-    case 48: return weighted_values_fixed<E, 3>(o, w, v, j0, j1);
-    case 64: return weighted_values_fixed<E, 4>(o, w, v, j0, j1);
-    case 80: return weighted_values_fixed<E, 5>(o, w, v, j0, j1);
-    case 96: return weighted_values_fixed<E, 6>(o, w, v, j0, j1);
-    case 128: return weighted_values_fixed<E, 8>(o, w, v, j0, j1);
-    default: break;
+#if defined(GGTRAIN_ATTN_VECTOR)
+  if (hd % kWidth == 0) {  // in blocks of up to kValueBlock vectors (gemma3's 256: one AVX-512 pass)
+    static constexpr auto blocks = value_blocks<E>(std::make_index_sequence<kValueBlock>());
+    for (int64_t d0 = 0; d0 < hd; d0 += kValueBlock * kWidth) {
+      const int64_t vectors = std::min<int64_t>(kValueBlock, (hd - d0) / kWidth);
+      blocks[size_t(vectors - 1)](o + d0, w, v + d0, hd, j0, j1);
+    }
+    return;
   }
 #endif
   std::fill(o, o + hd, 0.0f);
@@ -220,6 +253,12 @@ void round_to_fp16(float* x, uint16_t* h, int64_t n) {
     const __m256i b = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), b);
     _mm512_storeu_ps(x + i, _mm512_cvtph_ps(b));
+  }
+#elif defined(GGTRAIN_ATTN_VECTOR)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), b);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(b));
   }
 #endif
   for (; i < n; ++i) h[i] = fp32_to_fp16(x[i]), x[i] = fp16_to_fp32(h[i]);
