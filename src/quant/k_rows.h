@@ -49,15 +49,22 @@ namespace ggtrain::quant {
 // weights) of unsigned quants (Q6_K's q + 32), so one vpdpbusd multiplies 4
 // weights of 16 rows by 4 int8 activations; per row and group a scale and
 // the offset the kernel subtracts (o, or 32 s for Q6_K) times the group's
-// activation sum.
+// activation sum. Quants that fit 4 bits (Q4_K's) go two to a byte, chunk
+// 2c in the low nibbles and 2c + 1 in the high ones of the same 64 bytes:
+// decode reads about 6 bits per weight instead of 10.
 struct KPacked {
   int64_t rows = 0, cols = 0, group = 32, shift = 0;
-  std::vector<uint8_t> q;         // [row group][256-block][chunk 0..63][row 0..15][4]
+  bool nibbles = false;
+  std::vector<uint8_t> q;         // [row group][256-block][chunk (pair if nibbles)][row 0..15][4]
   std::vector<float> scale, offset;  // [row group][group index in the row][row 0..15]
 
   static bool available();  // built with AVX512F + AVX512-VNNI
   static KPacked pack(const KRows& k);
   void row(int64_t r, float* out) const;  // ggml's dequantized values
+
+ private:
+  size_t byte_of(int64_t g, int64_t lane, int64_t b, int64_t i) const;
+  int quant_at(size_t byte, int64_t i) const;
 };
 
 // y[n, rows] for n tokens of activations (x: n rows of floats, rounded to Q8_K here).
