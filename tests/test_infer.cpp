@@ -479,6 +479,13 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
         ASSERT_TRUE(std::isfinite(got));
         ASSERT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << gguf::type_name(type) << " row " << r;
       }
+    // Rows as the decoder reads them (token embeddings): ggml's dequantized values exactly.
+    std::vector<float> row(static_cast<size_t>(kCols));
+    for (int64_t r = 0; r < kRows; ++r) {
+      m.row(r, row.data());
+      for (int64_t k = 0; k < kCols; ++k)
+        ASSERT_EQ(row[size_t(k)], wq[size_t(r * kCols + k)]) << gguf::type_name(type) << " row " << r << " column " << k;
+    }
     // and the rounding is really there: unrounded activations give other values
     double plain = 0;
     for (int64_t k = 0; k < kCols; ++k) plain += double(wq[size_t(k)]) * x[size_t(k)];

@@ -45,9 +45,10 @@ WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, i
       pack_q8_0();
       break;
     case quant::DecodeForm::kKRows: {
-      auto k = quant::KRows::unpack(type_, data, rows_, cols_);
-      if (quant::KPacked::available()) kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(k));
-      else krows_ = std::make_unique<quant::KRows>(std::move(k));
+      if (quant::KPacked::available())
+        kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(type_, data, rows_, cols_));
+      else
+        krows_ = std::make_unique<quant::KRows>(quant::KRows::unpack(type_, data, rows_, cols_));
       data_ = nullptr;
       break;
     }

@@ -45,26 +45,35 @@ void k_rows_matvec(const KRows& w, const Q8KActivations& x, float* y);
 namespace ggtrain::quant {
 
 // The same weights repacked for AVX512-VNNI (as kernels/q8_packed.h does for
-// Q8_0): rows in groups of 16, each 256-block as 64 chunks of (16 rows x 4
-// weights) of unsigned quants (Q6_K's q + 32), so one vpdpbusd multiplies 4
-// weights of 16 rows by 4 int8 activations; per row and group a scale and
-// the offset the kernel subtracts (o, or 32 s for Q6_K) times the group's
-// activation sum. Quants that fit 4 bits (Q4_K's) go two to a byte, chunk
-// 2c in the low nibbles and 2c + 1 in the high ones of the same 64 bytes:
-// decode reads about 6 bits per weight instead of 10.
+// Q8_0), about as many bits per weight as in the file, since decode reads
+// every one per token: rows in groups of 16; per 256-block the quants' low 4
+// bits in chunk pairs (16 rows x 4 weights, chunk 2c in the low nibbles and
+// 2c + 1 in the high ones of the same 64 bytes), the rest (Q5_K's fifth bit,
+// Q6_K's top two of q + 32) in one 64-byte plane per group, chunk k of the
+// group at bits [b k, b (k + 1)); per row and block ggml's d and dmin, per
+// row and group its 6-bit sc and m (Q6_K: int8 sc). One vpdpbusd multiplies
+// 4 weights of 16 rows by 4 int8 activations; the kernel forms the group's
+// s = d sc and o = dmin m (Q6_K: 32 s) as ggml's dequantizer does and
+// subtracts o times the group's activation sum. Bytes per 256 weights: Q4_K
+// 152 (file 144), Q5_K 184 (176), Q6_K 216 (210).
 struct KPacked {
   int64_t rows = 0, cols = 0, group = 32, shift = 0;
-  bool nibbles = false;
-  std::vector<uint8_t> q;         // [row group][256-block][chunk (pair if nibbles)][row 0..15][4]
-  std::vector<float> scale, offset;  // [row group][group index in the row][row 0..15]
+  int high_bits = 0;                 // 0 Q4_K, 1 Q5_K, 2 Q6_K
+  std::vector<uint8_t> low;          // [row group][block][chunk pair][row 0..15][4]
+  std::vector<uint8_t> high;         // [row group][block][group][row 0..15][4]
+  std::vector<float> d, dmin;        // [row group][block][row 0..15]
+  std::vector<int8_t> sc, m;         // [row group][block][group][row 0..15]
 
   static bool available();  // built with AVX512F + AVX512-VNNI
-  static KPacked pack(const KRows& k);
+  // rows x cols weights of K-quant type t (cols a multiple of 256), as stored in GGUF.
+  static KPacked pack(gguf::TensorType t, const uint8_t* data, int64_t rows, int64_t cols);
   void row(int64_t r, float* out) const;  // ggml's dequantized values
+  int64_t blocks() const { return cols / 256; }
 
  private:
-  size_t byte_of(int64_t g, int64_t lane, int64_t b, int64_t i) const;
-  int quant_at(size_t byte, int64_t i) const;
+  size_t low_byte(int64_t g, int64_t lane, int64_t b, int64_t i) const;
+  size_t high_byte(int64_t g, int64_t lane, int64_t b, int64_t i) const;
+  int quant(int64_t g, int64_t lane, int64_t b, int64_t i) const;  // as stored (Q6_K: q + 32)
 };
 
 // y[n, rows] for n tokens of activations (x: n rows of floats, rounded to Q8_K here).
