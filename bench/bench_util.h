@@ -31,8 +31,8 @@ struct GemmShape {
 // The GEMMs of one training step of a model with these widths on BT tokens
 // (forward x W^T, dX = dY W, dW = dY^T X); the head's run on chunks of R rows.
 inline std::vector<GemmShape> training_gemm_shapes(int64_t BT, int64_t C, int64_t F, int64_t V, int64_t R) {
-  return {{BT, C, C, false, true}, {BT, F, C, false, true}, {BT, C, F, false, true},
-          {R, V, C, false, true},  {R, C, V, false, false}, {V, C, R, true, false},
+  return {{BT, C, C, false, true}, {BT, F, C, false, true},  {BT, C, F, false, true},
+          {R, V, C, false, true},  {R, C, V, false, false},  {V, C, R, true, false},
           {F, C, BT, true, false}, {BT, F, C, false, false}, {C, F, BT, true, false}};
 }
 
@@ -62,13 +62,11 @@ double measure_gemm_gflops(Fn fn, const std::vector<GemmShape>& shapes, int reps
 }
 
 inline void dnnl_gemm(const GemmShape& s, const float* A, const float* B, float* C) {
-  kernels::gemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f,
-                C, s.N);
+  kernels::gemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f, C, s.N);
 }
 
 inline void dnnl_gemm_bf16(const GemmShape& s, const kernels::bf16* A, const kernels::bf16* B, float* C) {
-  kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f,
-                     C, s.N);
+  kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f, C, s.N);
 }
 
 }  // namespace ggtrain::bench

@@ -109,19 +109,18 @@ void overlap(dist::Communicator& comm, int iters) {
   }
   if (!comm.root()) return;
   const double grad_mb = double(model.n_trainable()) * 4 / 1e6;
-  std::printf(
-      "\noverlap, s15 (%.1f MB of gradients in %zu buckets), global batch %lld = %d x %lld, %d thread(s) "
-      "per rank, median of %d:\n"
-      "  backward alone                          %8.1f ms\n"
-      "  reduce after backward: backward %8.1f ms + wait %8.1f ms\n"
-      "  reduce per block:      backward %8.1f ms + wait %8.1f ms\n"
-      "  reduction time hidden behind backward: %.1f ms of %.1f ms (%.0f%%); step saves %.1f ms\n",
-      grad_mb, dp.plan().buckets.size(), (long long)B, comm.size(), (long long)dp.local_batch(),
-      omp_get_max_threads(), iters, median(compute_only) * 1e3, median(bwd_plain) * 1e3,
-      median(after_plain) * 1e3, median(bwd_overlap) * 1e3, median(after_overlap) * 1e3,
-      (median(after_plain) - median(after_overlap)) * 1e3, median(after_plain) * 1e3,
-      100.0 * (median(after_plain) - median(after_overlap)) / median(after_plain),
-      (median(bwd_plain) + median(after_plain) - median(bwd_overlap) - median(after_overlap)) * 1e3);
+  std::printf("\noverlap, s15 (%.1f MB of gradients in %zu buckets), global batch %lld = %d x %lld, %d thread(s) "
+              "per rank, median of %d:\n"
+              "  backward alone                          %8.1f ms\n"
+              "  reduce after backward: backward %8.1f ms + wait %8.1f ms\n"
+              "  reduce per block:      backward %8.1f ms + wait %8.1f ms\n"
+              "  reduction time hidden behind backward: %.1f ms of %.1f ms (%.0f%%); step saves %.1f ms\n",
+              grad_mb, dp.plan().buckets.size(), (long long)B, comm.size(), (long long)dp.local_batch(),
+              omp_get_max_threads(), iters, median(compute_only) * 1e3, median(bwd_plain) * 1e3,
+              median(after_plain) * 1e3, median(bwd_overlap) * 1e3, median(after_overlap) * 1e3,
+              (median(after_plain) - median(after_overlap)) * 1e3, median(after_plain) * 1e3,
+              100.0 * (median(after_plain) - median(after_overlap)) / median(after_plain),
+              (median(bwd_plain) + median(after_plain) - median(bwd_overlap) - median(after_overlap)) * 1e3);
 }
 
 void optimizer_memory(dist::Communicator& comm, const model::LlamaConfig& cfg, const char* name) {
@@ -146,11 +145,12 @@ void optimizer_memory(dist::Communicator& comm, const model::LlamaConfig& cfg, c
   }
   comm.allreduce_sum(all.data(), int64_t(all.size()));
   if (!comm.root()) return;
-  std::printf("\nAdamW state (m + v) per rank, %s, %lld trainable parameters, %d ranks:\n", name,
-              (long long)n_params, comm.size());
+  std::printf("\nAdamW state (m + v) per rank, %s, %lld trainable parameters, %d ranks:\n", name, (long long)n_params,
+              comm.size());
   for (int r = 0; r < comm.size(); ++r)
-    std::printf("  rank %d: zero=0 %8.1f MiB resident (vectors %8.1f MiB)   zero=1 %8.1f MiB resident (vectors %8.1f MiB)\n",
-                r, all[size_t(4 * r)], all[size_t(4 * r + 2)], all[size_t(4 * r + 1)], all[size_t(4 * r + 3)]);
+    std::printf(
+        "  rank %d: zero=0 %8.1f MiB resident (vectors %8.1f MiB)   zero=1 %8.1f MiB resident (vectors %8.1f MiB)\n", r,
+        all[size_t(4 * r)], all[size_t(4 * r + 2)], all[size_t(4 * r + 1)], all[size_t(4 * r + 3)]);
 }
 
 }  // namespace

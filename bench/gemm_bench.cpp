@@ -22,9 +22,8 @@ int main(int argc, char** argv) {
 #ifdef GGTRAIN_BENCH_OPENBLAS
   openblas_set_num_threads(threads);
   auto openblas = [](const GemmShape& s, const float* A, const float* B, float* C) {
-    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
-                int(s.M), int(s.N), int(s.K), 1.0f, A, int(s.ta ? s.M : s.K), B,
-                int(s.tb ? s.K : s.N), 0.0f, C, int(s.N));
+    cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, int(s.M), int(s.N),
+                int(s.K), 1.0f, A, int(s.ta ? s.M : s.K), B, int(s.tb ? s.K : s.N), 0.0f, C, int(s.N));
   };
   std::printf("OpenBLAS sgemm    : %7.1f GFLOP/s\n", measure_gemm_gflops(openblas, shapes));
 #else

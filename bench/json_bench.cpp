@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
       ++lines;
     }
     const double dt = bench::now_s() - t0;
-    std::printf("%-14s %zu lines, %.1f MB in %.2f s: %.1f MB/s (text %.1f MB)\n", name, lines, double(bytes) / 1e6,
-                dt, double(bytes) / 1e6 / dt, double(text) / 1e6);
+    std::printf("%-14s %zu lines, %.1f MB in %.2f s: %.1f MB/s (text %.1f MB)\n", name, lines, double(bytes) / 1e6, dt,
+                double(bytes) / 1e6 / dt, double(text) / 1e6);
   };
   // Reading the lines alone, for the floor (twice: the first pass also
   // brings the file into the page cache).

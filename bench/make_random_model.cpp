@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> pieces{"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types{2, 3, 3};
   for (int b = 0; b < 256; ++b) pieces.push_back(fmt::format("<0x{:02X}>", b)), types.push_back(6);
-  while (int64_t(pieces.size()) < c.vocab) pieces.push_back(fmt::format("\xe2\x96\x81w{}", pieces.size())), types.push_back(1);
+  while (int64_t(pieces.size()) < c.vocab)
+    pieces.push_back(fmt::format("\xe2\x96\x81w{}", pieces.size())), types.push_back(1);
   std::vector<float> scores(pieces.size());
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
   gguf::GgufWriter w;

@@ -74,11 +74,11 @@ struct Result {
   model::OpProfile profile;
 };
 
-Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const model::ModelOptions& o,
-                    int warmup, int steps) {
+Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const model::ModelOptions& o, int warmup,
+                    int steps) {
   // LoRA: the whole base frozen (no gradient, no moments), as a LoRA run has it.
-  const std::set<std::string> frozen = c.lora.rank > 0 ? model::ParamLayout(c.without_lora()).names()
-                                                       : std::set<std::string>{};
+  const std::set<std::string> frozen =
+      c.lora.rank > 0 ? model::ParamLayout(c.without_lora()).names() : std::set<std::string>{};
   model::LlamaModel<float> m(c, B, T, frozen, o);
   model::init_params(c, m.layout(), m.params(), 1);
   if (c.lora.rank > 0) model::init_lora(m.layout(), m.params(), 1);
@@ -99,8 +99,7 @@ Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const mod
     m.backward();
     const double t_opt = bench::now_s();
     float scale = optim::clip_scale(optim::grad_global_norm(m.grads(), n), 1.0);
-    optim::adamw_step(m.grad_layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {},
-                      scale);
+    optim::adamw_step(m.grad_layout(), m.params(), m.grads(), mom.data(), var.data(), s + 1, 3e-4, {}, scale);
     if (s >= warmup) r.optimizer_s += bench::now_s() - t_opt;
   }
   const double dt = bench::now_s() - t0;
@@ -156,13 +155,14 @@ int main(int argc, char** argv) try {
   o.precision = model::precision_from_name(a.precision);
   const bool bf16 = o.precision == model::Precision::kBf16;
   const double fpt = c.flops_per_token(T);
-  std::printf("%s (%s) %s recompute=%s: vocab %lld, %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), "
-              "batch %lld x %lld%s\n",
-              a.preset.c_str(), c.arch.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.vocab,
-              (long long)c.matmul_params(), fpt / 1e6, (long long)B, (long long)T,
-              a.lora_rank > 0 ? fmt::format(", LoRA rank {} on all seven matrices (MFU counts 6N all the same)",
-                                            a.lora_rank).c_str()
-                              : "");
+  std::printf(
+      "%s (%s) %s recompute=%s: vocab %lld, %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), "
+      "batch %lld x %lld%s\n",
+      a.preset.c_str(), c.arch.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.vocab,
+      (long long)c.matmul_params(), fpt / 1e6, (long long)B, (long long)T,
+      a.lora_rank > 0
+          ? fmt::format(", LoRA rank {} on all seven matrices (MFU counts 6N all the same)", a.lora_rank).c_str()
+          : "");
   for (int threads : a.threads) {
     omp_set_num_threads(threads);
     // measured before the model exists, so that its buffers are not in the peak RSS

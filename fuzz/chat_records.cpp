@@ -50,7 +50,8 @@ std::string qwen3_answer(const chat::Conversation& c, size_t i) {
     }
   }
   if (i > last_query && (i + 1 == c.size() || !reasoning.empty()))
-    return "<think>\n" + std::string(rstrip_nl(lstrip_nl(reasoning))) + "\n</think>\n\n" + std::string(lstrip_nl(content));
+    return "<think>\n" + std::string(rstrip_nl(lstrip_nl(reasoning))) + "\n</think>\n\n" +
+           std::string(lstrip_nl(content));
   return std::string(content);
 }
 

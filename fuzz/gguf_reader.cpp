@@ -44,17 +44,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
     for (const auto& [key, value] : f.metadata()) {
-      try { ggtrain_fuzz::sink(f.get_uint(key)); } catch (const Error&) {}
-      try { ggtrain_fuzz::sink(uint64_t(f.get_float(key) != 0)); } catch (const Error&) {}
-      try { ggtrain_fuzz::sink(f.get_bool(key)); } catch (const Error&) {}
-      try { ggtrain_fuzz::sink(f.get_string(key).size()); } catch (const Error&) {}
+      try {
+        ggtrain_fuzz::sink(f.get_uint(key));
+      } catch (const Error&) {
+      }
+      try {
+        ggtrain_fuzz::sink(uint64_t(f.get_float(key) != 0));
+      } catch (const Error&) {
+      }
+      try {
+        ggtrain_fuzz::sink(f.get_bool(key));
+      } catch (const Error&) {
+      }
+      try {
+        ggtrain_fuzz::sink(f.get_string(key).size());
+      } catch (const Error&) {
+      }
       if (f.find(key) != &value) ggtrain_fuzz::finding("find() does not return the key's value");
     }
     for (const auto& t : f.tensors())
       if (f.find_tensor(t.name) != &t) ggtrain_fuzz::finding("find_tensor() does not return the tensor");
     // As `ggtrain inspect --json` and `ggtrain inspect` print them.
-    const std::string json =
-        gguf::inspect_json(f).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string json = gguf::inspect_json(f).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
     const std::string text = gguf::inspect_text(f);
     ggtrain_fuzz::sink(json.size() + text.size());
   } catch (const Error&) {

@@ -31,9 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 void sample_gguf(const std::string& path, uint32_t alignment) {
   gguf::GgufWriter w;
@@ -78,8 +76,13 @@ void vocab_gguf(const std::string& path, bool with_scores_and_types, bool space_
     pieces.push_back(buf);
     types.push_back(6);
   }
-  for (const char* p : {"\xe2\x96\x81", "\xe2\x96\x81t", "he", "\xe2\x96\x81the", "in", "\xe2\x96\x81" "a",
-                        "an", "nd", "\xe2\x96\x81" "and", "e", "t", "h", "a", "n", "d", "o", "r", "s"}) {
+  for (const char* p : {"\xe2\x96\x81", "\xe2\x96\x81t", "he", "\xe2\x96\x81the", "in",
+                        "\xe2\x96\x81"
+                        "a",
+                        "an", "nd",
+                        "\xe2\x96\x81"
+                        "and",
+                        "e", "t", "h", "a", "n", "d", "o", "r", "s"}) {
     pieces.push_back(p);
     types.push_back(1);
   }
@@ -115,9 +118,9 @@ void bpe_vocab_gguf(const std::string& path, const std::string& pre, const std::
     tokens.push_back(m.substr(0, space) + m.substr(space + 1));
   }
   std::vector<int32_t> types(tokens.size(), 1);
-  for (auto [text, type] : {std::pair{"<|endoftext|>", 3}, std::pair{"<|user|>", 4}, std::pair{"[[USER]]", 4},
-                            std::pair{"<|channel|>", 3}, std::pair{"<|im_end|>", 4}, std::pair{"<s>", 3},
-                            std::pair{"</s>", 3}, std::pair{"<unk>", 2}}) {
+  for (auto [text, type] :
+       {std::pair{"<|endoftext|>", 3}, std::pair{"<|user|>", 4}, std::pair{"[[USER]]", 4}, std::pair{"<|channel|>", 3},
+        std::pair{"<|im_end|>", 4}, std::pair{"<s>", 3}, std::pair{"</s>", 3}, std::pair{"<unk>", 2}}) {
     tokens.push_back(text);
     types.push_back(type);
   }
@@ -191,7 +194,8 @@ void chat_seeds(const std::string& dir) {
                                        "{\"instruction\": \"Add\", \"input\": \"1 2\", \"output\": \"3\"}\n"
                                        "{\"instruction\": \"Say hi\", \"output\": \" \"}\n");
   write_text(dir + "completion.jsonl", std::string(1, '\x02') + "{\"prompt\": \"2+2=\", \"completion\": \"4\"}\n");
-  write_text(dir + "detected.jsonl", std::string(1, '\x03') + chat + "{\"prompt\": \"x\", \"completion\": \"y\"}\n[]\n");
+  write_text(dir + "detected.jsonl",
+             std::string(1, '\x03') + chat + "{\"prompt\": \"x\", \"completion\": \"y\"}\n[]\n");
 }
 
 int main(int argc, char** argv) {
@@ -232,8 +236,7 @@ int main(int argc, char** argv) {
     corpus::write_token_file(tf + "w2.tok", 320, ids);
     corpus::write_token_file(tf + "w4.tok", 70000, {1, 69999, 65536, 0, 12345});
     corpus::write_token_file(tf + "empty.tok", 5, {});
-    for (const auto& name : train::preset_names())
-      write_text(c + name + ".toml", train::to_toml(train::preset(name)));
+    for (const auto& name : train::preset_names()) write_text(c + name + ".toml", train::to_toml(train::preset(name)));
     write_text(c + "hand.toml",
                "# a hand-written run config\n[model]\nd_model = 64\ntied = false\nrope_freq_base = 1e4\n\n"
                "[data]\ncorpus = \"data/kjv.txt\"\ntokenizer = 'x.gguf'\nval_fraction = 0.05\n\n"

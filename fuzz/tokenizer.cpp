@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <string_view>
 
-#include "tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 #include "gguf/reader.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 using namespace ggtrain;

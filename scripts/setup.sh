@@ -28,7 +28,8 @@ if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
 # ccache: the test run builds a fresh tree three times over (three CPU
 # levels, then ASan); with it, sources unchanged since the last run are not
 # compiled again (CMakeLists.txt uses it when installed).
-if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy ccache); fi
+# clang-format-14: the format check (tests/format_check.sh).
+if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy ccache clang-format-14); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.

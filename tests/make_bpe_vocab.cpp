@@ -44,11 +44,10 @@ std::vector<int32_t> parse_ids(const std::string& line) {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: make_bpe_vocab lines OUT.txt N SEED\n"
-               "       make_bpe_vocab vocab KIND CORPUS.txt N_MERGES OUT.gguf\n"
-               "       make_bpe_vocab model VOCAB.gguf OUT.gguf\n"
-               "       make_bpe_vocab decode MODEL.gguf IDS.txt\n");
+  std::fprintf(stderr, "usage: make_bpe_vocab lines OUT.txt N SEED\n"
+                       "       make_bpe_vocab vocab KIND CORPUS.txt N_MERGES OUT.gguf\n"
+                       "       make_bpe_vocab model VOCAB.gguf OUT.gguf\n"
+                       "       make_bpe_vocab decode MODEL.gguf IDS.txt\n");
   return 2;
 }
 
@@ -66,8 +65,8 @@ int main(int argc, char** argv) {
     if (a.size() == 5 && a[0] == "vocab") {
       const auto v = test_support::build_bpe_vocab(a[1], read_lines(a[2]), std::stoi(a[3]));
       test_support::write_bpe_vocab_gguf(a[4], a[1], v);
-      std::fprintf(stderr, "%s: %zu tokens, %zu merges, pre '%s'\n", a[4].c_str(), v.tokens.size(),
-                   v.merges.size(), a[1].c_str());
+      std::fprintf(stderr, "%s: %zu tokens, %zu merges, pre '%s'\n", a[4].c_str(), v.tokens.size(), v.merges.size(),
+                   a[1].c_str());
       return 0;
     }
     if (a.size() == 3 && a[0] == "model") {

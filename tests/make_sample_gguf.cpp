@@ -41,18 +41,14 @@ int main(int argc, char** argv) {
     w.set("sample.bool_false", Value::boolean(false));
     w.set("sample.empty_string", Value::str(""));
     w.set("sample.i32_array", Value::i32_array({1, -2, 3}));
-    w.set("sample.u64_array",
-          Value::array(ValueType::U64, {Value::u64(0), Value::u64(1ull << 63)}));
+    w.set("sample.u64_array", Value::array(ValueType::U64, {Value::u64(0), Value::u64(1ull << 63)}));
     w.set("sample.f32_array", Value::f32_array({0.5f, -1.25f, 3.4028235e38f}));
-    w.set("sample.bool_array",
-          Value::array(ValueType::BOOL, {Value::boolean(true), Value::boolean(false)}));
+    w.set("sample.bool_array", Value::array(ValueType::BOOL, {Value::boolean(true), Value::boolean(false)}));
     w.set("sample.empty_array", Value::array(ValueType::U8, {}));
-    w.set("tokenizer.ggml.tokens",
-          Value::string_array({"<unk>", "\xc4\xa0the", "", "\xe2\x96\x81"}));
+    w.set("tokenizer.ggml.tokens", Value::string_array({"<unk>", "\xc4\xa0the", "", "\xe2\x96\x81"}));
     w.set("sample.nested",
-          Value::array(ValueType::ARRAY,
-                       {Value::i32_array({1, 2}), Value::string_array({"x", "y"}),
-                        Value::array(ValueType::ARRAY, {Value::f32_array({2.0f})})}));
+          Value::array(ValueType::ARRAY, {Value::i32_array({1, 2}), Value::string_array({"x", "y"}),
+                                          Value::array(ValueType::ARRAY, {Value::f32_array({2.0f})})}));
     if (argc == 3) w.set_alignment(static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 10)));
 
     std::vector<float> f32_1d(7), f16_2d(3 * 5), bf16_3d(2 * 3 * 5), q8_4d(64 * 2 * 1 * 3);

@@ -33,9 +33,7 @@ std::string slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-void spit(const std::string& path, const std::string& s) {
-  std::ofstream(path, std::ios::binary) << s;
-}
+void spit(const std::string& path, const std::string& s) { std::ofstream(path, std::ios::binary) << s; }
 
 TEST(AtomicFile, CommitCreatesFileWithContents) {
   TempDir dir;

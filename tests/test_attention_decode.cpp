@@ -25,8 +25,8 @@ struct Case {
 };
 
 std::string name(const Case& c) {
-  return std::string(c.type == kernels::CacheType::kF16 ? "f16" : "f32") + " heads " + std::to_string(c.n_heads) +
-         "/" + std::to_string(c.n_kv_heads) + " d_head " + std::to_string(c.d_head) + " threads " +
+  return std::string(c.type == kernels::CacheType::kF16 ? "f16" : "f32") + " heads " + std::to_string(c.n_heads) + "/" +
+         std::to_string(c.n_kv_heads) + " d_head " + std::to_string(c.d_head) + " threads " +
          std::to_string(c.threads) + (c.window ? " window " + std::to_string(c.window) : "");
 }
 
@@ -96,7 +96,9 @@ TEST_P(AttentionDecode, EqualsDoubleSoftmaxOverTheCachedKeys) {
   // store() rounds its input in place to what it keeps.
   ASSERT_TRUE(k == k_held && v == v_held) << name(c) << ": store() rounded otherwise than _Float16";
   std::vector<float> scratch(size_t(kernels::attention_decode_scratch(shape, n_ctx, c.threads)));
-  struct Step { int64_t pos, n; };
+  struct Step {
+    int64_t pos, n;
+  };
   for (Step st : {Step{0, 1}, Step{15, 1}, Step{16, 1}, Step{63, 1}, Step{64, 1}, Step{200, 1}, Step{329, 1},
                   Step{37, 5}, Step{300, 30}}) {
     const auto q = random_vector(size_t(st.n * QD), rng, 1.5f);
@@ -122,7 +124,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // Sliding windows (gemma3's local layers): starts inside a tile, one
                       // query's keys split across threads, windows longer than the context.
                       Case{kernels::CacheType::kF32, 8, 2, 64, 3, 50}, Case{kernels::CacheType::kF16, 4, 1, 20, 2, 77},
-                      Case{kernels::CacheType::kF32, 2, 2, 128, 1, 17}, Case{kernels::CacheType::kF16, 8, 2, 64, 4, 1000}));
+                      Case{kernels::CacheType::kF32, 2, 2, 128, 1, 17},
+                      Case{kernels::CacheType::kF16, 8, 2, 64, 4, 1000}));
 
 // fp16 really rounds: keys and values after store() are fp16 values, and an
 // fp32 cache leaves them alone.

@@ -57,8 +57,7 @@ class Env {
     auto a = fresh({"checkpoint.every=2"}, run);
     a.insert(a.end(), {"--stop-at", "2"});
     const auto r = run_cli(a, t(run + ".out"));
-    if (r.status != 0 || train::latest_step(t(run)) != 2)
-      throw std::runtime_error("base run failed: " + r.output);
+    if (r.status != 0 || train::latest_step(t(run)) != 2) throw std::runtime_error("base run failed: " + r.output);
     return t(run);
   }
   std::string toml(const std::string& text) const {
@@ -93,23 +92,22 @@ class Env {
 };
 
 struct Case {
-  std::string id;     // test name; first column of the table
+  std::string id;  // test name; first column of the table
   std::string input;  // the bad input, in words
   std::function<std::vector<std::string>(Env&)> setup;  // makes files, returns the command
-  std::vector<std::string> keywords;                    // the message must contain each
-  int status = 1;     // expected exit status
+  std::vector<std::string> keywords;  // the message must contain each
+  int status = 1;  // expected exit status
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.id; }
 
 // A GGUF copy of `in` with metadata key `key` set to `value` or (value
 // empty) without tensor `drop`.
-void rewrite_gguf(const std::string& in, const std::string& out, const std::string& key,
-                  const std::string& value, const std::string& drop) {
+void rewrite_gguf(const std::string& in, const std::string& out, const std::string& key, const std::string& value,
+                  const std::string& drop) {
   gguf::GgufFile f(in);
   gguf::GgufWriter w;
-  for (const auto& [k, v] : f.metadata())
-    w.set(k, k == key ? gguf::Value::str(value) : v);
+  for (const auto& [k, v] : f.metadata()) w.set(k, k == key ? gguf::Value::str(value) : v);
   std::vector<std::vector<float>> keep;
   for (const auto& ti : f.tensors()) {
     if (ti.name == drop) continue;
@@ -149,100 +147,209 @@ std::vector<Case> cases() {
   using A = std::vector<std::string>;
   std::vector<Case> c;
   // --- the corpus
-  c.push_back({"missing_corpus", "`data.corpus` names no file",
-               [](Env& e) { auto a = e.fresh(); a[8] = "data.corpus=" + e.t("missing.txt"); return a; },
+  c.push_back({"missing_corpus",
+               "`data.corpus` names no file",
+               [](Env& e) {
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("missing.txt");
+                 return a;
+               },
                {"missing.txt", "data.corpus", "matches no file"}});
-  c.push_back({"empty_corpus", "`data.corpus` is an empty file",
-               [](Env& e) { spit(e.t("empty.txt"), ""); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("empty.txt"); return a; },
+  c.push_back({"empty_corpus",
+               "`data.corpus` is an empty file",
+               [](Env& e) {
+                 spit(e.t("empty.txt"), "");
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("empty.txt");
+                 return a;
+               },
                {"empty.txt", "data.corpus", "no text"}});
-  c.push_back({"blank_corpus", "`data.corpus` has only blank lines",
-               [](Env& e) { spit(e.t("blank.txt"), "\n  \n\t\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("blank.txt"); return a; },
+  c.push_back({"blank_corpus",
+               "`data.corpus` has only blank lines",
+               [](Env& e) {
+                 spit(e.t("blank.txt"), "\n  \n\t\n");
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("blank.txt");
+                 return a;
+               },
                {"blank.txt", "data.corpus", "no text"}});
-  c.push_back({"corpus_is_an_empty_folder", "`data.corpus` is a folder with no file in it",
-               [](Env& e) { fs::create_directories(e.t("dir/sub")); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("dir"); return a; },
+  c.push_back({"corpus_is_an_empty_folder",
+               "`data.corpus` is a folder with no file in it",
+               [](Env& e) {
+                 fs::create_directories(e.t("dir/sub"));
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("dir");
+                 return a;
+               },
                {"dir", "data.corpus", "matches no file"}});
-  c.push_back({"glob_matches_nothing", "`data.corpus` is a glob that matches no file",
-               [](Env& e) { auto a = e.fresh(); a[8] = "data.corpus=" + e.t("shards/*.jsonl.gz"); return a; },
+  c.push_back({"glob_matches_nothing",
+               "`data.corpus` is a glob that matches no file",
+               [](Env& e) {
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("shards/*.jsonl.gz");
+                 return a;
+               },
                {"shards/*.jsonl.gz", "data.corpus", "matches no file"}});
-  c.push_back({"corpus_invalid_utf8", "a corpus file with a byte that is not UTF-8",
-               [](Env& e) { spit(e.t("latin1.txt"), "good line\ncaf\xe9 au lait\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("latin1.txt"); return a; },
+  c.push_back({"corpus_invalid_utf8",
+               "a corpus file with a byte that is not UTF-8",
+               [](Env& e) {
+                 spit(e.t("latin1.txt"), "good line\ncaf\xe9 au lait\n");
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("latin1.txt");
+                 return a;
+               },
                {"latin1.txt", "UTF-8", "byte 13"}});
-  c.push_back({"jsonl_not_json", "a JSONL line that is not JSON",
-               [](Env& e) { spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"text\": \"two\"\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("docs.jsonl"); return a; },
+  c.push_back({"jsonl_not_json",
+               "a JSONL line that is not JSON",
+               [](Env& e) {
+                 spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"text\": \"two\"\n");
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("docs.jsonl");
+                 return a;
+               },
                {"docs.jsonl:2", "JSON"}});
-  c.push_back({"jsonl_missing_key", "a JSONL record without the `data.text_key` member",
-               [](Env& e) { spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"body\": \"two\"}\n"); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("docs.jsonl"); return a; },
+  c.push_back({"jsonl_missing_key",
+               "a JSONL record without the `data.text_key` member",
+               [](Env& e) {
+                 spit(e.t("docs.jsonl"), "{\"text\": \"one\"}\n{\"body\": \"two\"}\n");
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("docs.jsonl");
+                 return a;
+               },
                {"docs.jsonl:2", "text", "data.text_key"}});
-  c.push_back({"truncated_gzip", "a `.gz` corpus cut short",
-               [](Env& e) { spit(e.t("corpus.txt.gz"), test_support::gzip_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.gz"); return a; },
+  c.push_back({"truncated_gzip",
+               "a `.gz` corpus cut short",
+               [](Env& e) {
+                 spit(e.t("corpus.txt.gz"), test_support::gzip_of(slurp(e.corpus())).substr(0, 2000));
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("corpus.txt.gz");
+                 return a;
+               },
                {"corpus.txt.gz", "truncated"}});
-  c.push_back({"truncated_zstd", "a `.zst` corpus cut short",
-               [](Env& e) { spit(e.t("corpus.txt.zst"), test_support::zstd_of(slurp(e.corpus())).substr(0, 2000)); auto a = e.fresh(); a[8] = "data.corpus=" + e.t("corpus.txt.zst"); return a; },
+  c.push_back({"truncated_zstd",
+               "a `.zst` corpus cut short",
+               [](Env& e) {
+                 spit(e.t("corpus.txt.zst"), test_support::zstd_of(slurp(e.corpus())).substr(0, 2000));
+                 auto a = e.fresh();
+                 a[8] = "data.corpus=" + e.t("corpus.txt.zst");
+                 return a;
+               },
                {"corpus.txt.zst", "truncated"}});
-  c.push_back({"bad_doc_separator", "`data.doc_separator` is not a known separator",
+  c.push_back({"bad_doc_separator",
+               "`data.doc_separator` is not a known separator",
                [](Env& e) { return e.fresh({"data.doc_separator=paragraph"}); },
                {"data.doc_separator", "paragraph"}});
-  c.push_back({"corpus_changed_before_resume", "the corpus changed between the run and `--resume`",
-               [](Env& e) { e.base_run(); spit(e.corpus(), slurp(e.corpus()) + "one more line\n"); return e.resume(); },
+  c.push_back({"corpus_changed_before_resume",
+               "the corpus changed between the run and `--resume`",
+               [](Env& e) {
+                 e.base_run();
+                 spit(e.corpus(), slurp(e.corpus()) + "one more line\n");
+                 return e.resume();
+               },
                {"manifest.json", "corpus.txt", "size", "cannot resume"}});
-  c.push_back({"manifest_not_json", "`RUN/data/manifest.json` is not JSON",
-               [](Env& e) { e.base_run(); spit(e.t("run/data/manifest.json"), "{\"format\": "); return e.resume(); },
+  c.push_back({"manifest_not_json",
+               "`RUN/data/manifest.json` is not JSON",
+               [](Env& e) {
+                 e.base_run();
+                 spit(e.t("run/data/manifest.json"), "{\"format\": ");
+                 return e.resume();
+               },
                {"manifest.json", "not a JSON object"}});
-  c.push_back({"corpus_not_set", "no `data.corpus` at all",
+  c.push_back({"corpus_not_set",
+               "no `data.corpus` at all",
                [](Env& e) { return A{e.bin(), "train", "--preset", "tiny", "--run-dir", e.t("run")}; },
                {"data.corpus", "not set"}});
-  c.push_back({"vocab_too_large_for_corpus", "`data.vocab_size` larger than the corpus allows",
+  c.push_back({"vocab_too_large_for_corpus",
+               "`data.vocab_size` larger than the corpus allows",
                [](Env& e) { return e.fresh({"data.vocab_size=5000"}); },
                {"corpus.txt", "Vocabulary size too high", "data.vocab_size = 5000"}});
-  c.push_back({"vocab_too_small", "`data.vocab_size` below the 256 bytes + 3 specials",
+  c.push_back({"vocab_too_small",
+               "`data.vocab_size` below the 256 bytes + 3 specials",
                [](Env& e) { return e.fresh({"data.vocab_size=100"}); },
                {"data.vocab_size", "at least 260"}});
   // --- config keys and values
-  c.push_back({"unknown_key_set", "unknown key through `--set`",
-               [](Env& e) { return e.fresh({"train.lr_maxx=1"}); }, {"--set", "unknown config key", "train.lr_maxx"}});
-  c.push_back({"unknown_key_toml", "unknown key in a `--config` file",
-               [](Env& e) { return e.with_config("[train]\nwarmup = 3\n"); }, {"bad.toml", "unknown config key", "train.warmup"}});
-  c.push_back({"unknown_section_toml", "unknown section in a `--config` file",
-               [](Env& e) { return e.with_config("[optim]\nlr = 1\n"); }, {"bad.toml", "unknown config key", "optim.lr"}});
-  c.push_back({"key_outside_section", "a key outside any `[section]`",
-               [](Env& e) { return e.with_config("steps = 5\n"); }, {"bad.toml", "steps", "[section]"}});
-  c.push_back({"set_without_value", "`--set` without `=value`",
-               [](Env& e) { return e.fresh({"train.steps"}); }, {"--set", "train.steps", "section.key=value"}});
-  c.push_back({"set_int_not_a_number", "`--set train.steps=ten`",
-               [](Env& e) { return e.fresh({"train.steps=ten"}); }, {"train.steps", "must be an integer", "ten"}});
-  c.push_back({"set_bool_not_a_bool", "`--set model.tied=yes`",
-               [](Env& e) { return e.fresh({"model.tied=yes"}); }, {"model.tied", "true or false", "yes"}});
-  c.push_back({"set_float_not_a_number", "`--set train.lr_max=fast`",
-               [](Env& e) { return e.fresh({"train.lr_max=fast"}); }, {"train.lr_max", "must be a number", "fast"}});
-  c.push_back({"toml_string_for_integer", "`steps = \"10\"` (a string) in a config file",
-               [](Env& e) { return e.with_config("[train]\nsteps = \"10\"\n"); }, {"bad.toml", "train.steps", "must be an integer", "string"}});
-  c.push_back({"toml_float_for_integer", "`batch = 2.5` in a config file",
-               [](Env& e) { return e.with_config("[train]\nbatch = 2.5\n"); }, {"bad.toml", "train.batch", "must be an integer", "2.5"}});
-  c.push_back({"toml_integer_for_bool", "`tied = 1` in a config file",
-               [](Env& e) { return e.with_config("[model]\ntied = 1\n"); }, {"bad.toml", "model.tied", "true or false", "integer 1"}});
-  c.push_back({"toml_integer_for_string", "`corpus = 5` in a config file",
-               [](Env& e) { return e.with_config("[data]\ncorpus = 5\n"); }, {"bad.toml", "data.corpus", "must be an array of strings", "integer 5"}});
-  c.push_back({"toml_array_for_integer", "`steps = [1, 2]` in a config file",
-               [](Env& e) { return e.with_config("[train]\nsteps = [1, 2]\n"); }, {"bad.toml", "train.steps", "array"}});
-  c.push_back({"toml_syntax_error", "a config file that is not TOML",
-               [](Env& e) { return e.with_config("[train\nsteps = 3\n"); }, {"bad.toml:1:", "invalid TOML"}});
-  c.push_back({"toml_bad_table_header", "`[=model]` (fuzz finding: assertion in toml++)",
-               [](Env& e) { return e.with_config("[=model]\nd_model = 8\n"); }, {"bad.toml:1:2", "invalid TOML", "'='"}});
-  c.push_back({"toml_non_ascii_key", "a non-ASCII key (fuzz finding: UB in toml++)",
-               [](Env& e) { return e.with_config("[train]\nst\xc3\xa9ps = 5\n"); }, {"bad.toml:2:3", "non-ASCII"}});
-  c.push_back({"toml_non_ascii_after_quote", "a quote then non-ASCII after a value (fuzz finding: UB in toml++)",
+  c.push_back({"unknown_key_set",
+               "unknown key through `--set`",
+               [](Env& e) { return e.fresh({"train.lr_maxx=1"}); },
+               {"--set", "unknown config key", "train.lr_maxx"}});
+  c.push_back({"unknown_key_toml",
+               "unknown key in a `--config` file",
+               [](Env& e) { return e.with_config("[train]\nwarmup = 3\n"); },
+               {"bad.toml", "unknown config key", "train.warmup"}});
+  c.push_back({"unknown_section_toml",
+               "unknown section in a `--config` file",
+               [](Env& e) { return e.with_config("[optim]\nlr = 1\n"); },
+               {"bad.toml", "unknown config key", "optim.lr"}});
+  c.push_back({"key_outside_section",
+               "a key outside any `[section]`",
+               [](Env& e) { return e.with_config("steps = 5\n"); },
+               {"bad.toml", "steps", "[section]"}});
+  c.push_back({"set_without_value",
+               "`--set` without `=value`",
+               [](Env& e) { return e.fresh({"train.steps"}); },
+               {"--set", "train.steps", "section.key=value"}});
+  c.push_back({"set_int_not_a_number",
+               "`--set train.steps=ten`",
+               [](Env& e) { return e.fresh({"train.steps=ten"}); },
+               {"train.steps", "must be an integer", "ten"}});
+  c.push_back({"set_bool_not_a_bool",
+               "`--set model.tied=yes`",
+               [](Env& e) { return e.fresh({"model.tied=yes"}); },
+               {"model.tied", "true or false", "yes"}});
+  c.push_back({"set_float_not_a_number",
+               "`--set train.lr_max=fast`",
+               [](Env& e) { return e.fresh({"train.lr_max=fast"}); },
+               {"train.lr_max", "must be a number", "fast"}});
+  c.push_back({"toml_string_for_integer",
+               "`steps = \"10\"` (a string) in a config file",
+               [](Env& e) { return e.with_config("[train]\nsteps = \"10\"\n"); },
+               {"bad.toml", "train.steps", "must be an integer", "string"}});
+  c.push_back({"toml_float_for_integer",
+               "`batch = 2.5` in a config file",
+               [](Env& e) { return e.with_config("[train]\nbatch = 2.5\n"); },
+               {"bad.toml", "train.batch", "must be an integer", "2.5"}});
+  c.push_back({"toml_integer_for_bool",
+               "`tied = 1` in a config file",
+               [](Env& e) { return e.with_config("[model]\ntied = 1\n"); },
+               {"bad.toml", "model.tied", "true or false", "integer 1"}});
+  c.push_back({"toml_integer_for_string",
+               "`corpus = 5` in a config file",
+               [](Env& e) { return e.with_config("[data]\ncorpus = 5\n"); },
+               {"bad.toml", "data.corpus", "must be an array of strings", "integer 5"}});
+  c.push_back({"toml_array_for_integer",
+               "`steps = [1, 2]` in a config file",
+               [](Env& e) { return e.with_config("[train]\nsteps = [1, 2]\n"); },
+               {"bad.toml", "train.steps", "array"}});
+  c.push_back({"toml_syntax_error",
+               "a config file that is not TOML",
+               [](Env& e) { return e.with_config("[train\nsteps = 3\n"); },
+               {"bad.toml:1:", "invalid TOML"}});
+  c.push_back({"toml_bad_table_header",
+               "`[=model]` (fuzz finding: assertion in toml++)",
+               [](Env& e) { return e.with_config("[=model]\nd_model = 8\n"); },
+               {"bad.toml:1:2", "invalid TOML", "'='"}});
+  c.push_back({"toml_non_ascii_key",
+               "a non-ASCII key (fuzz finding: UB in toml++)",
+               [](Env& e) { return e.with_config("[train]\nst\xc3\xa9ps = 5\n"); },
+               {"bad.toml:2:3", "non-ASCII"}});
+  c.push_back({"toml_non_ascii_after_quote",
+               "a quote then non-ASCII after a value (fuzz finding: UB in toml++)",
                [](Env& e) { return e.with_config("[model]\nrope_freq_base = 100''\xce\x88\n"); },
                {"bad.toml:2:23", "non-ASCII"}});
-  c.push_back({"export_unknown_type", "`export --type q3_k_m` (a type ggtrain does not write)",
+  c.push_back({"export_unknown_type",
+               "`export --type q3_k_m` (a type ggtrain does not write)",
                [](Env& e) {
-                 return A{e.bin(), "export", e.base_run() + "/weights/step_2.gguf", e.t("out.gguf"), "--type", "q3_k_m"};
+                 return A{e.bin(),         "export", e.base_run() + "/weights/step_2.gguf",
+                          e.t("out.gguf"), "--type", "q3_k_m"};
                },
                {"--type q3_k_m", "q4_k_m"}});
   // --- files of the wrong kind, and typing mistakes (usage errors exit 2)
-  c.push_back({"model_is_a_lora_adapter", "`generate -m` given a LoRA adapter instead of a model",
+  c.push_back({"model_is_a_lora_adapter",
+               "`generate -m` given a LoRA adapter instead of a model",
                [](Env& e) { return A{e.bin(), "generate", "-m", e.lora_adapter(), "-p", "a"}; },
                {"lora/weights/step_2.gguf", "is a LoRA adapter, not a model", "--lora"}});
-  c.push_back({"model_truncated", "`generate -m` given a model file cut short (an interrupted copy)",
+  c.push_back({"model_truncated",
+               "`generate -m` given a model file cut short (an interrupted copy)",
                [](Env& e) {
                  const std::string w = e.t("cut.gguf");
                  fs::copy_file(train::weights_path(e.base_run(), 2), w);
@@ -250,53 +357,62 @@ std::vector<Case> cases() {
                  return A{e.bin(), "generate", "-m", w, "-p", "a"};
                },
                {"cut.gguf", "truncated", "copy it again", "data section"}});
-  c.push_back({"export_output_folder_missing", "`export IN OUT` where OUT's folder does not exist",
+  c.push_back({"export_output_folder_missing",
+               "`export IN OUT` where OUT's folder does not exist",
                [](Env& e) {
-                 return A{e.bin(), "export", train::weights_path(e.base_run(), 2), e.t("no/such/dir/out.gguf"), "--type",
-                          "q8_0"};
+                 return A{e.bin(),  "export", train::weights_path(e.base_run(), 2), e.t("no/such/dir/out.gguf"),
+                          "--type", "q8_0"};
                },
                {"no/such/dir", "does not exist", "mkdir -p"}});
-  c.push_back({"merge_lora_other_base", "`export --merge-lora` with a base of another shape than the adapter's",
-               [](Env& e) {
-                 const std::string adapter = e.lora_adapter();
-                 auto a = e.fresh({"model.d_model=32", "model.n_heads=2", "model.n_kv_heads=1", "checkpoint.every=2"}, "other");
-                 a.insert(a.end(), {"--stop-at", "2"});
-                 if (run_cli(a, e.t("other.out")).status != 0) throw std::runtime_error("other base failed");
-                 return A{e.bin(), "export", "--merge-lora", train::weights_path(e.t("other"), 2), adapter, e.t("m.gguf")};
-               },
-               {"lora/weights/step_2.gguf", "trained on another base model", "base/weights/step_2.gguf", "give that one"}});
-  c.push_back({"merge_lora_adapter_as_base", "`export --merge-lora ADAPTER ADAPTER OUT` (the adapter given as the base)",
+  c.push_back(
+      {"merge_lora_other_base",
+       "`export --merge-lora` with a base of another shape than the adapter's",
+       [](Env& e) {
+         const std::string adapter = e.lora_adapter();
+         auto a = e.fresh({"model.d_model=32", "model.n_heads=2", "model.n_kv_heads=1", "checkpoint.every=2"}, "other");
+         a.insert(a.end(), {"--stop-at", "2"});
+         if (run_cli(a, e.t("other.out")).status != 0) throw std::runtime_error("other base failed");
+         return A{e.bin(), "export", "--merge-lora", train::weights_path(e.t("other"), 2), adapter, e.t("m.gguf")};
+       },
+       {"lora/weights/step_2.gguf", "trained on another base model", "base/weights/step_2.gguf", "give that one"}});
+  c.push_back({"merge_lora_adapter_as_base",
+               "`export --merge-lora ADAPTER ADAPTER OUT` (the adapter given as the base)",
                [](Env& e) {
                  const std::string adapter = e.lora_adapter();
                  return A{e.bin(), "export", "--merge-lora", adapter, adapter, e.t("m.gguf")};
                },
                {"is a LoRA adapter, not a model", "export --merge-lora BASE"}});
-  c.push_back({"eval_text_binary", "`eval --text` given a binary file (a GGUF)",
+  c.push_back({"eval_text_binary",
+               "`eval --text` given a binary file (a GGUF)",
                [](Env& e) {
                  const std::string w = train::weights_path(e.base_run(), 2);
                  return A{e.bin(), "eval", "-m", w, "--text", w};
                },
                {"step_2.gguf", "not a text file", "UTF-8"}});
-  c.push_back({"eval_task_lines_not_six", "`eval --task` given a HellaSwag-form file whose lines are not six per task",
+  c.push_back({"eval_task_lines_not_six",
+               "`eval --task` given a HellaSwag-form file whose lines are not six per task",
                [](Env& e) {
                  std::ofstream(e.t("t.hellaswag")) << "a context\n1\nan ending\nanother\n";
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.hellaswag")};
                },
                {"t.hellaswag", "4 lines, not a multiple of 6", "six lines per task"}});
-  c.push_back({"eval_task_bad_label", "`eval --task` given a HellaSwag-form task whose gold index is not 0-3",
+  c.push_back({"eval_task_bad_label",
+               "`eval --task` given a HellaSwag-form task whose gold index is not 0-3",
                [](Env& e) {
                  std::ofstream(e.t("t.hellaswag")) << "a context\n4\na\nb\nc\nd\n";
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.hellaswag")};
                },
                {"t.hellaswag:2:", "gold ending's index", "0 to 3"}});
-  c.push_back({"eval_task_jsonl_field", "`eval --task` given a JSONL task without `endings`",
+  c.push_back({"eval_task_jsonl_field",
+               "`eval --task` given a JSONL task without `endings`",
                [](Env& e) {
                  std::ofstream(e.t("t.jsonl")) << "{\"context\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 0}\n"
                                                   "{\"context\": \"c\", \"label\": 0}\n";
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl")};
                },
                {"t.jsonl:2:", "no \"endings\""}});
-  c.push_back({"eval_task_multiple_choice_truncated", "`eval --task` given a `--multiple-choice` binary file cut short",
+  c.push_back({"eval_task_multiple_choice_truncated",
+               "`eval --task` given a `--multiple-choice` binary file cut short",
                [](Env& e) {
                  // one task at byte 8: "Q?", then 2 answers, "a" and the start of "b"'s length
                  const std::string bytes("\x01\0\0\0\x08\0\0\0\x02\0\0\0Q?\x02\0\0\0\x01\0\0\0a\x01\0", 25);
@@ -304,60 +420,86 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("arc.bin")};
                },
                {"arc.bin", "task 0", "answer 1", "truncated"}});
-  c.push_back({"eval_task_winogrande_no_blank", "`eval --task` given a Winogrande CSV line whose sentence has no `_`",
+  c.push_back({"eval_task_winogrande_no_blank",
+               "`eval --task` given a Winogrande CSV line whose sentence has no `_`",
                [](Env& e) {
                  std::ofstream(e.t("w.csv")) << "0,The _ sat.,cat,dog,1\n1,The cat sat.,cat,dog,2\n";
                  return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("w.csv")};
                },
                {"w.csv:2:", "no '_'"}});
-  c.push_back({"eval_task_too_long", "`eval --task` with a task longer than the context (`-c`)",
+  c.push_back({"eval_task_too_long",
+               "`eval --task` with a task longer than the context (`-c`)",
                [](Env& e) {
                  std::ofstream(e.t("t.jsonl")) << "{\"context\": \"a context of a good many words\", "
                                                   "\"endings\": [\"one\", \"two\"], \"label\": 0}\n";
-                 return A{e.bin(), "eval", "-m", train::weights_path(e.base_run(), 2), "--task", e.t("t.jsonl"), "-c", "4"};
+                 return A{e.bin(),  "eval",         "-m", train::weights_path(e.base_run(), 2),
+                          "--task", e.t("t.jsonl"), "-c", "4"};
                },
                {"t.jsonl: task 0", "needs", "the context is 4", "raise -c"}});
-  c.push_back({"train_eval_tasks_missing", "`train.eval_tasks` naming a task file that does not exist",
+  c.push_back({"train_eval_tasks_missing",
+               "`train.eval_tasks` naming a task file that does not exist",
                [](Env& e) {
                  return e.fresh({"train.eval_tasks=" + e.t("no_such.jsonl"), "train.eval_tasks_every=2"});
                },
                {"no_such.jsonl", "cannot read the task file"}});
-  c.push_back({"train_eval_tasks_unknown_field", "a `train.eval_tasks` entry with a field other than format, every, limit",
+  c.push_back({"train_eval_tasks_unknown_field",
+               "a `train.eval_tasks` entry with a field other than format, every, limit",
                [](Env& e) { return e.fresh({"train.eval_tasks=" + e.t("tasks.jsonl") + "@each=3"}); },
                {"train.eval_tasks", "each", "format, every, limit"}});
-  c.push_back({"train_eval_tasks_every_0", "`train.eval_tasks` set with `train.eval_tasks_every` left at 0",
+  c.push_back({"train_eval_tasks_every_0",
+               "`train.eval_tasks` set with `train.eval_tasks_every` left at 0",
                [](Env& e) { return e.fresh({"train.eval_tasks=" + e.t("tasks.jsonl")}); },
                {"train.eval_tasks", "train.eval_tasks_every is 0"}});
-  c.push_back({"keep_best_unknown_metric", "`checkpoint.keep_best` naming no metric",
+  c.push_back({"keep_best_unknown_metric",
+               "`checkpoint.keep_best` naming no metric",
                [](Env& e) { return e.fresh({"checkpoint.keep_best=accuracy"}); },
                {"checkpoint.keep_best", "val_loss", "task:NAME", "accuracy"}});
-  c.push_back({"keep_best_task_not_evaluated", "`checkpoint.keep_best = \"task:NAME\"` where NAME is no `train.eval_tasks` file",
+  c.push_back({"keep_best_task_not_evaluated",
+               "`checkpoint.keep_best = \"task:NAME\"` where NAME is no `train.eval_tasks` file",
                [](Env& e) { return e.fresh({"checkpoint.keep_best=task:verses.hellaswag"}); },
                {"task:verses.hellaswag", "names no train.eval_tasks file"}});
-  c.push_back({"tokenizer_vocab_too_small", "`tokenizer train --vocab` below what the text's characters need",
-               [](Env& e) { return A{e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "270", "--out", e.t("t.model")}; },
-               {"corpus.txt", "too small", "need at least", "ask for"}});
-  c.push_back({"unknown_command", "`ggtrain trian` (a misspelt command)",
-               [](Env& e) { return A{e.bin(), "trian"}; }, {"unknown command 'trian'", "did you mean 'train'?"}, 2});
-  c.push_back({"unknown_option", "`ggtrain generate --tmep 0.5` (a misspelt option)",
-               [](Env& e) { return A{e.bin(), "generate", "-m", e.t("m.gguf"), "--tmep", "0.5"}; },
-               {"unexpected arguments --tmep 0.5", "did you mean --temp"}, 2});
-  c.push_back({"n_predict_below_minus_one", "`generate -n -2` (-1 is the only negative count: no limit)",
-               [](Env& e) { return A{e.bin(), "generate", "-m", e.t("m.gguf"), "-n", "-2"}; }, {"--n-predict", "-2", "-1"}, 2});
-  c.push_back({"cache_type_unknown", "`generate --cache-type q4_0` (a KV cache type ggtrain does not keep)",
+  c.push_back({"tokenizer_vocab_too_small",
+               "`tokenizer train --vocab` below what the text's characters need",
                [](Env& e) {
-                 return A{e.bin(), "generate", "-m", e.base_run() + "/weights/step_2.gguf", "-p", "a", "--cache-type",
-                          "q4_0"};
+                 return A{e.bin(),   "tokenizer", "train", "--input",     e.corpus(),
+                          "--vocab", "270",       "--out", e.t("t.model")};
+               },
+               {"corpus.txt", "too small", "need at least", "ask for"}});
+  c.push_back({"unknown_command",
+               "`ggtrain trian` (a misspelt command)",
+               [](Env& e) {
+                 return A{e.bin(), "trian"};
+               },
+               {"unknown command 'trian'", "did you mean 'train'?"},
+               2});
+  c.push_back({"unknown_option",
+               "`ggtrain generate --tmep 0.5` (a misspelt option)",
+               [](Env& e) { return A{e.bin(), "generate", "-m", e.t("m.gguf"), "--tmep", "0.5"}; },
+               {"unexpected arguments --tmep 0.5", "did you mean --temp"},
+               2});
+  c.push_back({"n_predict_below_minus_one",
+               "`generate -n -2` (-1 is the only negative count: no limit)",
+               [](Env& e) { return A{e.bin(), "generate", "-m", e.t("m.gguf"), "-n", "-2"}; },
+               {"--n-predict", "-2", "-1"},
+               2});
+  c.push_back({"cache_type_unknown",
+               "`generate --cache-type q4_0` (a KV cache type ggtrain does not keep)",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-m",           e.base_run() + "/weights/step_2.gguf",
+                          "-p",    "a",        "--cache-type", "q4_0"};
                },
                {"--cache-type", "'q4_0'", "f16 or f32"}});
-  c.push_back({"export_requantize", "`export --type q4_k_m` of a model that is already quantized",
-               [](Env& e) {
-                 const std::string q4 = e.t("q4.gguf");
-                 run_cli({e.bin(), "export", e.base_run() + "/weights/step_2.gguf", q4, "--type", "q4_0"}, e.t("q4.out"));
-                 return A{e.bin(), "export", q4, e.t("out.gguf"), "--type", "q4_k_m"};
-               },
-               {"q4.gguf", "already Q4_0", "F32, F16 or BF16"}});
-  c.push_back({"export_quantize_nan", "`export --type q4_0` of a model with a NaN weight",
+  c.push_back(
+      {"export_requantize",
+       "`export --type q4_k_m` of a model that is already quantized",
+       [](Env& e) {
+         const std::string q4 = e.t("q4.gguf");
+         run_cli({e.bin(), "export", e.base_run() + "/weights/step_2.gguf", q4, "--type", "q4_0"}, e.t("q4.out"));
+         return A{e.bin(), "export", q4, e.t("out.gguf"), "--type", "q4_k_m"};
+       },
+       {"q4.gguf", "already Q4_0", "F32, F16 or BF16"}});
+  c.push_back({"export_quantize_nan",
+               "`export --type q4_0` of a model with a NaN weight",
                [](Env& e) {
                  gguf::GgufFile f(e.base_run() + "/weights/step_2.gguf");
                  gguf::GgufWriter w;
@@ -372,91 +514,151 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", e.t("nan.gguf"), e.t("out.gguf"), "--type", "q4_0"};
                },
                {"nan.gguf", "blk.1.ffn_up.weight", "non-finite", "element 7"}});
-  c.push_back({"rope_freqs_wrong_length", "a model whose `rope_freqs.weight` has 3 values, not head size / 2",
-               [](Env& e) { return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 2, 4}), "-p", "a"}; },
-               {"l3.gguf", "rope_freqs.weight", "ne [3]", "expected [8]"}});
-  c.push_back({"rope_freqs_not_positive", "a model whose `rope_freqs.weight` holds a 0",
-               [](Env& e) { return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 1, 0, 8, 8, 8, 8, 8}), "-p", "a"}; },
-               {"l3.gguf", "rope_freqs.weight value 2 is 0", "positive and finite"}});
-  c.push_back({"tensor_shape_not_config", "a model whose metadata says heads of 32 (`llama.attention.key_length`, `llama.rope.dimension_count`) while its tensors hold heads of 16",
+  c.push_back({"rope_freqs_wrong_length",
+               "a model whose `rope_freqs.weight` has 3 values, not head size / 2",
                [](Env& e) {
-                 return A{e.bin(), "generate", "-p", "a", "-m",
+                 return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 2, 4}), "-p", "a"};
+               },
+               {"l3.gguf", "rope_freqs.weight", "ne [3]", "expected [8]"}});
+  c.push_back({"rope_freqs_not_positive",
+               "a model whose `rope_freqs.weight` holds a 0",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-m", with_rope_freqs(e, {1, 1, 0, 8, 8, 8, 8, 8}), "-p", "a"};
+               },
+               {"l3.gguf", "rope_freqs.weight value 2 is 0", "positive and finite"}});
+  c.push_back({"tensor_shape_not_config",
+               "a model whose metadata says heads of 32 (`llama.attention.key_length`, `llama.rope.dimension_count`) "
+               "while its tensors hold heads of 16",
+               [](Env& e) {
+                 return A{e.bin(),
+                          "generate",
+                          "-p",
+                          "a",
+                          "-m",
                           gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("k.gguf"), [](gguf::GgufWriter& w) {
                             w.set("llama.attention.key_length", gguf::Value::u32(32));
                             w.set("llama.rope.dimension_count", gguf::Value::u32(32));
                           })};
                },
                {"k.gguf", "blk.0.attn_q.weight", "ne [64, 64]", "expected [64, 128]"}});
-  c.push_back({"rope_scaling_not_linear", "a model whose `llama.rope.scaling.type` is `yarn` (only linear scaling is implemented)",
+  c.push_back({"rope_scaling_not_linear",
+               "a model whose `llama.rope.scaling.type` is `yarn` (only linear scaling is implemented)",
                [](Env& e) {
-                 return A{e.bin(), "generate", "-p", "a", "-m",
+                 return A{e.bin(),
+                          "generate",
+                          "-p",
+                          "a",
+                          "-m",
                           gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("y.gguf"), [](gguf::GgufWriter& w) {
                             w.set("llama.rope.scaling.type", gguf::Value::str("yarn"));
                           })};
                },
                {"y.gguf", "llama.rope.scaling.type", "'yarn'", "linear"}});
-  c.push_back({"logit_softcapping", "a model with `llama.final_logit_softcapping` (Gemma 2's soft-capped logits)",
+  c.push_back({"logit_softcapping",
+               "a model with `llama.final_logit_softcapping` (Gemma 2's soft-capped logits)",
                [](Env& e) {
-                 return A{e.bin(), "generate", "-p", "a", "-m",
+                 return A{e.bin(),
+                          "generate",
+                          "-p",
+                          "a",
+                          "-m",
                           gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("cap.gguf"), [](gguf::GgufWriter& w) {
                             w.set("llama.final_logit_softcapping", gguf::Value::f32(30));
                           })};
                },
                {"cap.gguf", "llama.final_logit_softcapping", "not supported"}});
-  c.push_back({"sliding_window_not_gemma3", "`model.sliding_window=16` for a llama model (only gemma3 has local layers)",
-               [](Env& e) { return e.fresh({"model.sliding_window=16"}); }, {"sliding_window", "llama", "set it to 0"}});
-  c.push_back({"config_file_missing", "`--config` names no file",
-               [](Env& e) { auto a = e.fresh(); a.insert(a.end(), {"--config", e.t("nope.toml")}); return a; },
+  c.push_back({"sliding_window_not_gemma3",
+               "`model.sliding_window=16` for a llama model (only gemma3 has local layers)",
+               [](Env& e) { return e.fresh({"model.sliding_window=16"}); },
+               {"sliding_window", "llama", "set it to 0"}});
+  c.push_back({"config_file_missing",
+               "`--config` names no file",
+               [](Env& e) {
+                 auto a = e.fresh();
+                 a.insert(a.end(), {"--config", e.t("nope.toml")});
+                 return a;
+               },
                {"nope.toml", "cannot read config file"}});
-  c.push_back({"unknown_preset", "`--preset huge`",
-               [](Env& e) { return A{e.bin(), "train", "--preset", "huge", "--run-dir", e.t("run")}; }, {"unknown preset", "huge"}});
-  c.push_back({"steps_zero", "`train.steps=0`",
-               [](Env& e) { return e.fresh({"train.steps=0"}); }, {"train.steps", "positive"}});
-  c.push_back({"seq_len_over_ctx", "`train.seq_len` above `model.ctx`",
-               [](Env& e) { return e.fresh({"train.seq_len=128"}); }, {"train.seq_len", "model.ctx"}});
-  c.push_back({"heads_not_divisible", "`model.n_kv_heads` not dividing `model.n_heads`",
-               [](Env& e) { return e.fresh({"model.n_kv_heads=3"}); }, {"n_kv_heads", "n_heads"}});
-  c.push_back({"unknown_schedule", "`train.schedule=linear`",
-               [](Env& e) { return e.fresh({"train.schedule=linear"}); }, {"train.schedule", "linear", "cosine"}});
-  c.push_back({"bad_on_nonfinite", "`train.on_nonfinite=ignore`",
-               [](Env& e) { return e.fresh({"train.on_nonfinite=ignore"}); }, {"train.on_nonfinite", "stop", "skip"}});
-  c.push_back({"bad_val_fraction", "`data.val_fraction=0.7`",
-               [](Env& e) { return e.fresh({"data.val_fraction=0.7"}); }, {"data.val_fraction", "0.7"}});
-  c.push_back({"bad_injection_variable", "`GGTRAIN_INJECT_NAN_AT_STEP=abc`",
-               [](Env& e) { e.opts.env = {{"GGTRAIN_INJECT_NAN_AT_STEP", "abc"}}; return e.fresh(); },
+  c.push_back({"unknown_preset",
+               "`--preset huge`",
+               [](Env& e) { return A{e.bin(), "train", "--preset", "huge", "--run-dir", e.t("run")}; },
+               {"unknown preset", "huge"}});
+  c.push_back({"steps_zero",
+               "`train.steps=0`",
+               [](Env& e) { return e.fresh({"train.steps=0"}); },
+               {"train.steps", "positive"}});
+  c.push_back({"seq_len_over_ctx",
+               "`train.seq_len` above `model.ctx`",
+               [](Env& e) { return e.fresh({"train.seq_len=128"}); },
+               {"train.seq_len", "model.ctx"}});
+  c.push_back({"heads_not_divisible",
+               "`model.n_kv_heads` not dividing `model.n_heads`",
+               [](Env& e) { return e.fresh({"model.n_kv_heads=3"}); },
+               {"n_kv_heads", "n_heads"}});
+  c.push_back({"unknown_schedule",
+               "`train.schedule=linear`",
+               [](Env& e) { return e.fresh({"train.schedule=linear"}); },
+               {"train.schedule", "linear", "cosine"}});
+  c.push_back({"bad_on_nonfinite",
+               "`train.on_nonfinite=ignore`",
+               [](Env& e) { return e.fresh({"train.on_nonfinite=ignore"}); },
+               {"train.on_nonfinite", "stop", "skip"}});
+  c.push_back({"bad_val_fraction",
+               "`data.val_fraction=0.7`",
+               [](Env& e) { return e.fresh({"data.val_fraction=0.7"}); },
+               {"data.val_fraction", "0.7"}});
+  c.push_back({"bad_injection_variable",
+               "`GGTRAIN_INJECT_NAN_AT_STEP=abc`",
+               [](Env& e) {
+                 e.opts.env = {{"GGTRAIN_INJECT_NAN_AT_STEP", "abc"}};
+                 return e.fresh();
+               },
                {"GGTRAIN_INJECT_NAN_AT_STEP", "abc"}});
   // --- the tokenizer
-  c.push_back({"tokenizer_missing", "`data.tokenizer` names no file",
-               [](Env& e) { return e.fresh({"data.tokenizer=" + e.t("nope.model")}); }, {"nope.model", "data.tokenizer"}});
-  c.push_back({"tokenizer_not_sentencepiece", "`data.tokenizer` is a text file",
-               [](Env& e) { return e.fresh({"data.tokenizer=" + e.corpus()}); }, {"corpus.txt", "sentencepiece", "data.tokenizer"}});
-  c.push_back({"tokenizer_gguf_other_type", "`data.tokenizer` is a GGUF whose vocabulary type is neither llama nor gpt2",
+  c.push_back({"tokenizer_missing",
+               "`data.tokenizer` names no file",
+               [](Env& e) { return e.fresh({"data.tokenizer=" + e.t("nope.model")}); },
+               {"nope.model", "data.tokenizer"}});
+  c.push_back({"tokenizer_not_sentencepiece",
+               "`data.tokenizer` is a text file",
+               [](Env& e) { return e.fresh({"data.tokenizer=" + e.corpus()}); },
+               {"corpus.txt", "sentencepiece", "data.tokenizer"}});
+  c.push_back({"tokenizer_gguf_other_type",
+               "`data.tokenizer` is a GGUF whose vocabulary type is neither llama nor gpt2",
                [](Env& e) {
-                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("bert.gguf"), "tokenizer.ggml.model", "bert", "");
+                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("bert.gguf"), "tokenizer.ggml.model", "bert",
+                              "");
                  return e.fresh({"data.tokenizer=" + e.t("bert.gguf")});
                },
                {"bert.gguf", "tokenizer.ggml.model", "bert", "data.tokenizer"}});
-  c.push_back({"tokenizer_gguf_unknown_pre", "`data.tokenizer` is a gpt2 GGUF with a pre-tokenizer ggtrain does not implement",
+  c.push_back({"tokenizer_gguf_unknown_pre",
+               "`data.tokenizer` is a gpt2 GGUF with a pre-tokenizer ggtrain does not implement",
                [](Env& e) {
-                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("glm.gguf"), "tokenizer.ggml.pre", "chatglm-bpe", "");
+                 rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf", e.t("glm.gguf"), "tokenizer.ggml.pre",
+                              "chatglm-bpe", "");
                  return e.fresh({"data.tokenizer=" + e.t("glm.gguf")});
                },
                {"glm.gguf", "tokenizer.ggml.pre", "chatglm-bpe", "data.tokenizer"}});
-  c.push_back({"hf_tokenizer_not_bpe", "`tokenizer import` of a tokenizer.json whose model is not BPE (a WordPiece one)",
+  c.push_back({"hf_tokenizer_not_bpe",
+               "`tokenizer import` of a tokenizer.json whose model is not BPE (a WordPiece one)",
                [](Env& e) {
                  spit(e.t("tokenizer.json"), R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
                  return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
                },
                {"tokenizer.json", "model.type", "BPE"}});
-  c.push_back({"hf_tokenizer_unknown_split", "`tokenizer import` of a byte-level BPE tokenizer.json whose Split regex ggtrain does not implement",
-               [](Env& e) {
-                 spit(e.t("tokenizer.json"),
-                      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Sequence", )"
-                      R"("pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{L}+|\\p{N}{1,2}"}}]}})");
-                 return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
-               },
-               {"tokenizer.json", "pre_tokenizer", "Llama 3's, Qwen2/3's, GPT-2's"}});
-  c.push_back({"hf_tokenizer_spm_normalizer", "`tokenizer import` of a SentencePiece-style tokenizer.json (byte fallback) whose normalizer is NFKC, which llama.cpp's SentencePiece tokenizer does not apply",
+  c.push_back(
+      {"hf_tokenizer_unknown_split",
+       "`tokenizer import` of a byte-level BPE tokenizer.json whose Split regex ggtrain does not implement",
+       [](Env& e) {
+         spit(e.t("tokenizer.json"),
+              R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Sequence", )"
+              R"("pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\p{L}+|\\p{N}{1,2}"}}]}})");
+         return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
+       },
+       {"tokenizer.json", "pre_tokenizer", "Llama 3's, Qwen2/3's, GPT-2's"}});
+  c.push_back({"hf_tokenizer_spm_normalizer",
+               "`tokenizer import` of a SentencePiece-style tokenizer.json (byte fallback) whose normalizer is NFKC, "
+               "which llama.cpp's SentencePiece tokenizer does not apply",
                [](Env& e) {
                  spit(e.t("tokenizer.json"),
                       R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"a": 0}, "merges": []}, )"
@@ -464,139 +666,254 @@ std::vector<Case> cases() {
                  return A{e.bin(), "tokenizer", "import", e.t("tokenizer.json"), "--out", e.t("v.gguf")};
                },
                {"tokenizer.json", "normalizer", "SentencePiece"}});
-  c.push_back({"tokenizer_gguf_without_vocab", "`data.tokenizer` is a GGUF without a vocabulary",
+  c.push_back({"tokenizer_gguf_without_vocab",
+               "`data.tokenizer` is a GGUF without a vocabulary",
                [](Env& e) { return e.fresh({"data.tokenizer=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "tokenizer.ggml.model"}});
   // --- warm start from a donor (init.donor)
-  c.push_back({"donor_missing", "`init.donor` names no file",
-               [](Env& e) { return e.fresh({"init.donor=" + e.t("nope.gguf")}); }, {"nope.gguf", "init.donor"}});
-  c.push_back({"donor_without_token_embd", "`init.donor` is a llama GGUF without `token_embd.weight`",
+  c.push_back({"donor_missing",
+               "`init.donor` names no file",
+               [](Env& e) { return e.fresh({"init.donor=" + e.t("nope.gguf")}); },
+               {"nope.gguf", "init.donor"}});
+  c.push_back({"donor_without_token_embd",
+               "`init.donor` is a llama GGUF without `token_embd.weight`",
                [](Env& e) {
                  rewrite_gguf(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", e.t("no_embd.gguf"), "", "", "token_embd.weight");
                  return e.fresh({"init.donor=" + e.t("no_embd.gguf")});
                },
                {"no_embd.gguf", "token_embd.weight", "init.donor"}});
-  c.push_back({"donor_not_llama", "`init.donor` is a GGUF that is not a llama model",
+  c.push_back({"donor_not_llama",
+               "`init.donor` is a GGUF that is not a llama model",
                [](Env& e) { return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/ref-mha-tied.gguf"}); },
                {"ref-mha-tied.gguf", "init.donor"}});
-  c.push_back({"donor_and_tokenizer", "`init.donor` together with `data.tokenizer`",
-               [](Env& e) {
-                 return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "data.tokenizer=" + e.t("x.model")});
-               },
-               {"init.donor", "data.tokenizer"}});
+  c.push_back(
+      {"donor_and_tokenizer",
+       "`init.donor` together with `data.tokenizer`",
+       [](Env& e) {
+         return e.fresh({"init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "data.tokenizer=" + e.t("x.model")});
+       },
+       {"init.donor", "data.tokenizer"}});
   // --- instruction tuning (data.format, data.chat_template)
-  const std::string good = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello\"}]}\n";
-  c.push_back({"chat_unknown_template", "`data.chat_template` names no template ggtrain renders",
-               [](Env& e) { return e.fresh({"data.chat_template=vicuna"}); }, {"data.chat_template", "vicuna", "chatml"}});
-  c.push_back({"chat_bad_format", "`data.format` is not a record format",
-               [](Env& e) { return e.fresh({"data.format=sharegpt"}); }, {"data.format", "sharegpt"}});
-  c.push_back({"chat_without_vocabulary", "`data.format = \"chat\"` with no `init.from` or `data.tokenizer`",
-               [](Env& e) { return e.fresh({"data.format=chat"}); }, {"data.format", "init.from", "data.tokenizer"}});
-  c.push_back({"chat_unknown_role", "a chat record with a role other than system, user, assistant",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"bot\", \"content\": \"Yo\"}]}\n"); },
-               {"chat.jsonl:2", "role", "bot"}});
-  c.push_back({"chat_tool_calls", "a chat record whose assistant turn makes tool calls (not supported)",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]}\n"); },
+  const std::string good = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                           "\"content\": \"Hello\"}]}\n";
+  c.push_back({"chat_unknown_template",
+               "`data.chat_template` names no template ggtrain renders",
+               [](Env& e) { return e.fresh({"data.chat_template=vicuna"}); },
+               {"data.chat_template", "vicuna", "chatml"}});
+  c.push_back({"chat_bad_format",
+               "`data.format` is not a record format",
+               [](Env& e) { return e.fresh({"data.format=sharegpt"}); },
+               {"data.format", "sharegpt"}});
+  c.push_back({"chat_without_vocabulary",
+               "`data.format = \"chat\"` with no `init.from` or `data.tokenizer`",
+               [](Env& e) { return e.fresh({"data.format=chat"}); },
+               {"data.format", "init.from", "data.tokenizer"}});
+  c.push_back(
+      {"chat_unknown_role",
+       "a chat record with a role other than system, user, assistant",
+       [good](Env& e) {
+         return e.chat(
+             good +
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"bot\", \"content\": \"Yo\"}]}\n");
+       },
+       {"chat.jsonl:2", "role", "bot"}});
+  c.push_back({"chat_tool_calls",
+               "a chat record whose assistant turn makes tool calls (not supported)",
+               [good](Env& e) {
+                 return e.chat(good +
+                               "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                               "\"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]}\n");
+               },
                {"chat.jsonl:2", "messages[1]", "tool_calls", "not supported"}});
-  c.push_back({"chat_roles_out_of_order", "a chat record whose turns do not alternate from user",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"assistant\", \"content\": \"Hi\"}, {\"role\": \"user\", \"content\": \"Yo\"}]}\n"); },
+  c.push_back({"chat_roles_out_of_order",
+               "a chat record whose turns do not alternate from user",
+               [good](Env& e) {
+                 return e.chat(good + "{\"messages\": [{\"role\": \"assistant\", \"content\": \"Hi\"}, {\"role\": "
+                                      "\"user\", \"content\": \"Yo\"}]}\n");
+               },
                {"chat.jsonl:2", "message 0", "alternate"}});
-  c.push_back({"chat_system_not_first", "a chat record with a system message after the first",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"system\", \"content\": \"Be brief\"}]}\n"); },
+  c.push_back({"chat_system_not_first",
+               "a chat record with a system message after the first",
+               [good](Env& e) {
+                 return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": "
+                                      "\"system\", \"content\": \"Be brief\"}]}\n");
+               },
                {"chat.jsonl:2", "system", "first"}});
-  c.push_back({"chat_no_assistant_turn", "a chat record that ends without an assistant turn",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n"); },
-               {"chat.jsonl:2", "assistant"}});
-  c.push_back({"chat_empty_content", "a chat message whose content is empty or white space",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \" \"}, {\"role\": \"assistant\", \"content\": \"Yo\"}]}\n"); },
+  c.push_back(
+      {"chat_no_assistant_turn",
+       "a chat record that ends without an assistant turn",
+       [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}\n"); },
+       {"chat.jsonl:2", "assistant"}});
+  c.push_back({"chat_empty_content",
+               "a chat message whose content is empty or white space",
+               [good](Env& e) {
+                 return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \" \"}, {\"role\": "
+                                      "\"assistant\", \"content\": \"Yo\"}]}\n");
+               },
                {"chat.jsonl:2", "empty content"}});
-  c.push_back({"chat_content_not_string", "a chat message whose content is not a string",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": 3}, {\"role\": \"assistant\", \"content\": \"Yo\"}]}\n"); },
+  c.push_back({"chat_content_not_string",
+               "a chat message whose content is not a string",
+               [good](Env& e) {
+                 return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": 3}, {\"role\": \"assistant\", "
+                                      "\"content\": \"Yo\"}]}\n");
+               },
                {"chat.jsonl:2", "messages[0]", "content", "string"}});
-  c.push_back({"chat_not_json", "a chat JSONL line that is not JSON",
-               [good](Env& e) { return e.chat(good + "{\"messages\": [\n"); }, {"chat.jsonl:2", "JSON"}});
-  c.push_back({"chat_record_shape", "a record with none of the chat, alpaca or completion shapes (`data.format = \"auto\"`)",
+  c.push_back({"chat_not_json",
+               "a chat JSONL line that is not JSON",
+               [good](Env& e) { return e.chat(good + "{\"messages\": [\n"); },
+               {"chat.jsonl:2", "JSON"}});
+  c.push_back({"chat_record_shape",
+               "a record with none of the chat, alpaca or completion shapes (`data.format = \"auto\"`)",
                [good](Env& e) { return e.chat("{\"text\": \"plain\"}\n" + good, {"data.format=auto"}); },
                {"chat.jsonl:1", "messages", "instruction", "prompt"}});
-  c.push_back({"alpaca_missing_output", "an alpaca record without `output`",
-               [](Env& e) { return e.chat("{\"instruction\": \"Say hi\", \"input\": \"\"}\n", {"data.format=alpaca"}); },
-               {"chat.jsonl:1", "output"}});
-  c.push_back({"chat_all_too_long", "every example longer than the window, with `data.overflow = \"skip\"`",
-               [](Env& e) {
-                 std::string long_answer;
-                 for (int i = 0; i < 200; ++i) long_answer += "word ";
-                 return e.chat("{\"messages\": [{\"role\": \"user\", \"content\": \"Talk\"}, {\"role\": \"assistant\", \"content\": \"" + long_answer + "\"}]}\n",
-                               {"data.overflow=skip"});
-               },
-               {"no training examples"}});
-  c.push_back({"chat_lora_needs_new_tokens", "a LoRA chat run on a base that lacks the template's markers",
-               [good](Env& e) { return e.chat(good, {"train.lora.rank=4"}); }, {"chatml", "<|im_start|>", "LoRA", "train.lora.rank = 0"}});
+  c.push_back(
+      {"alpaca_missing_output",
+       "an alpaca record without `output`",
+       [](Env& e) { return e.chat("{\"instruction\": \"Say hi\", \"input\": \"\"}\n", {"data.format=alpaca"}); },
+       {"chat.jsonl:1", "output"}});
+  c.push_back(
+      {"chat_all_too_long",
+       "every example longer than the window, with `data.overflow = \"skip\"`",
+       [](Env& e) {
+         std::string long_answer;
+         for (int i = 0; i < 200; ++i) long_answer += "word ";
+         return e.chat(
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"Talk\"}, {\"role\": \"assistant\", \"content\": \"" +
+                 long_answer + "\"}]}\n",
+             {"data.overflow=skip"});
+       },
+       {"no training examples"}});
+  c.push_back({"chat_lora_needs_new_tokens",
+               "a LoRA chat run on a base that lacks the template's markers",
+               [good](Env& e) { return e.chat(good, {"train.lora.rank=4"}); },
+               {"chatml", "<|im_start|>", "LoRA", "train.lora.rank = 0"}});
   // --- preference tuning (data.format = "preference", train.objective)
   const std::vector<std::string> pref = {"data.format=preference", "train.objective=orpo"};
   const std::string pair = "{\"prompt\": \"Hi\", \"chosen\": \"Hello\", \"rejected\": \"Go away\"}\n";
-  c.push_back({"preference_unknown_objective", "`train.objective` names no objective",
-               [](Env& e) { return e.fresh({"train.objective=kto"}); }, {"train.objective", "kto", "dpo", "simpo"}});
-  c.push_back({"preference_objective_without_pairs", "a preference objective on data that is not `data.format = \"preference\"`",
-               [](Env& e) { return e.fresh({"train.objective=dpo"}); }, {"train.objective", "dpo", "data.format = \"preference\""}});
-  c.push_back({"preference_dpo_without_init_from", "`train.objective = \"dpo\"` without `init.from` (no reference model)",
-               [](Env& e) { return e.fresh({"data.format=preference", "train.objective=dpo"}); }, {"dpo", "reference", "init.from"}});
-  c.push_back({"preference_missing_rejected", "a preference record without `rejected`",
+  c.push_back({"preference_unknown_objective",
+               "`train.objective` names no objective",
+               [](Env& e) { return e.fresh({"train.objective=kto"}); },
+               {"train.objective", "kto", "dpo", "simpo"}});
+  c.push_back({"preference_objective_without_pairs",
+               "a preference objective on data that is not `data.format = \"preference\"`",
+               [](Env& e) { return e.fresh({"train.objective=dpo"}); },
+               {"train.objective", "dpo", "data.format = \"preference\""}});
+  c.push_back({"preference_dpo_without_init_from",
+               "`train.objective = \"dpo\"` without `init.from` (no reference model)",
+               [](Env& e) {
+                 return e.fresh({"data.format=preference", "train.objective=dpo"});
+               },
+               {"dpo", "reference", "init.from"}});
+  c.push_back({"preference_missing_rejected",
+               "a preference record without `rejected`",
                [pair, pref](Env& e) { return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": \"Hello\"}\n", pref); },
                {"chat.jsonl:2", "rejected"}});
-  c.push_back({"preference_same_answers", "a preference record whose chosen and rejected answers are the same",
-               [pair, pref](Env& e) { return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": \"Yo\", \"rejected\": \"Yo\"}\n", pref); },
-               {"chat.jsonl:2", "same text"}});
-  c.push_back({"preference_answer_not_assistant", "a preference answer given as a message of another role",
+  c.push_back({"preference_same_answers",
+               "a preference record whose chosen and rejected answers are the same",
                [pair, pref](Env& e) {
-                 return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": {\"role\": \"user\", \"content\": \"Yo\"}, \"rejected\": \"No\"}\n", pref);
+                 return e.chat(pair + "{\"prompt\": \"Hi\", \"chosen\": \"Yo\", \"rejected\": \"Yo\"}\n", pref);
                },
-               {"chat.jsonl:2", "chosen", "assistant"}});
+               {"chat.jsonl:2", "same text"}});
+  c.push_back(
+      {"preference_answer_not_assistant",
+       "a preference answer given as a message of another role",
+       [pair, pref](Env& e) {
+         return e.chat(
+             pair +
+                 "{\"prompt\": \"Hi\", \"chosen\": {\"role\": \"user\", \"content\": \"Yo\"}, \"rejected\": \"No\"}\n",
+             pref);
+       },
+       {"chat.jsonl:2", "chosen", "assistant"}});
   // --- finetuning (init.from, train.freeze, train.lora)
-  c.push_back({"from_missing", "`init.from` names no file",
-               [](Env& e) { return e.fresh({"init.from=" + e.t("nope.gguf")}); }, {"nope.gguf", "init.from"}});
-  c.push_back({"from_contradicting_key", "`init.from` with a `model.*` key that contradicts the file",
-               [](Env& e) { return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "model.d_model=32"}); },
-               {"tiny-spm.gguf", "model.d_model = 32", "init.from"}});
-  c.push_back({"from_and_donor", "`init.from` together with `init.donor`",
+  c.push_back({"from_missing",
+               "`init.from` names no file",
+               [](Env& e) { return e.fresh({"init.from=" + e.t("nope.gguf")}); },
+               {"nope.gguf", "init.from"}});
+  c.push_back({"from_contradicting_key",
+               "`init.from` with a `model.*` key that contradicts the file",
                [](Env& e) {
-                 return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"});
+                 return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "model.d_model=32"});
+               },
+               {"tiny-spm.gguf", "model.d_model = 32", "init.from"}});
+  c.push_back({"from_and_donor",
+               "`init.from` together with `init.donor`",
+               [](Env& e) {
+                 return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf",
+                                 "init.donor=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"});
                },
                {"init.from", "init.donor"}});
-  c.push_back({"freeze_names_nothing", "`train.freeze` names no tensor of the model",
-               [](Env& e) { return e.fresh({"train.freeze=token_embd,blk.9"}); }, {"train.freeze", "blk.9"}});
-  c.push_back({"lora_without_base", "`train.lora.rank` without `init.from`",
-               [](Env& e) { return e.fresh({"train.lora.rank=4"}); }, {"train.lora", "init.from"}});
-  c.push_back({"lora_unknown_target", "`train.lora.targets` names no block matrix",
+  c.push_back({"freeze_names_nothing",
+               "`train.freeze` names no tensor of the model",
+               [](Env& e) { return e.fresh({"train.freeze=token_embd,blk.9"}); },
+               {"train.freeze", "blk.9"}});
+  c.push_back({"lora_without_base",
+               "`train.lora.rank` without `init.from`",
+               [](Env& e) { return e.fresh({"train.lora.rank=4"}); },
+               {"train.lora", "init.from"}});
+  c.push_back({"lora_unknown_target",
+               "`train.lora.targets` names no block matrix",
                [](Env& e) {
                  return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "train.lora.rank=4",
                                  "train.lora.targets=attn_q,attn_x"});
                },
                {"train.lora.targets", "attn_x"}});
   // --- run folders and resuming
-  c.push_back({"run_dir_is_a_file", "`--run-dir` is a file",
-               [](Env& e) { spit(e.t("run"), "x"); return e.fresh(); }, {"run", "not a directory"}});
-  c.push_back({"resume_without_checkpoint", "`--resume` of a folder without checkpoints",
-               [](Env& e) { fs::create_directories(e.t("run")); return e.resume(); }, {"run", "no checkpoint to resume from"}});
-  c.push_back({"fresh_run_over_checkpoints", "a new run in a folder that has checkpoints",
-               [](Env& e) { e.base_run(); return e.fresh(); }, {"run", "already has checkpoints", "--resume"}});
-  c.push_back({"resume_with_preset", "`--resume` with `--preset`",
-               [](Env& e) { e.base_run(); auto a = e.resume(); a.insert(a.end(), {"--preset", "tiny"}); return a; },
-               {"--resume", "saved config", "--set"}});
-  c.push_back({"resume_changed_model_shape", "`--resume --set model.d_model=128` (model shape changed)",
-               [](Env& e) { e.base_run(); return e.resume({"model.d_model=128"}); },
-               {"cannot resume step 2 with a different model", "model.d_model is 128", "checkpoint has 64"}});
-  c.push_back({"resume_changed_model_rope", "`--resume --set model.rope_freq_base=500000`",
-               [](Env& e) { e.base_run(); return e.resume({"model.rope_freq_base=500000"}); },
-               {"different model", "model.rope_freq_base"}});
-  c.push_back({"resume_tokenizer_other_size", "`--resume` with a tokenizer of another vocabulary size",
+  c.push_back({"run_dir_is_a_file",
+               "`--run-dir` is a file",
+               [](Env& e) {
+                 spit(e.t("run"), "x");
+                 return e.fresh();
+               },
+               {"run", "not a directory"}});
+  c.push_back({"resume_without_checkpoint",
+               "`--resume` of a folder without checkpoints",
+               [](Env& e) {
+                 fs::create_directories(e.t("run"));
+                 return e.resume();
+               },
+               {"run", "no checkpoint to resume from"}});
+  c.push_back({"fresh_run_over_checkpoints",
+               "a new run in a folder that has checkpoints",
                [](Env& e) {
                  e.base_run();
-                 run_cli({e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "300", "--out", e.t("other.model")},
-                         e.t("tok.out"));
-                 return e.resume({"data.tokenizer=" + e.t("other.model")});
+                 return e.fresh();
                },
-               {"vocabulary mismatch", "320", "300", "other.model"}});
-  c.push_back({"resume_tokenizer_same_size_other_pieces", "`--resume` after `tokenizer.model` was replaced by another one of the same size",
+               {"run", "already has checkpoints", "--resume"}});
+  c.push_back({"resume_with_preset",
+               "`--resume` with `--preset`",
+               [](Env& e) {
+                 e.base_run();
+                 auto a = e.resume();
+                 a.insert(a.end(), {"--preset", "tiny"});
+                 return a;
+               },
+               {"--resume", "saved config", "--set"}});
+  c.push_back({"resume_changed_model_shape",
+               "`--resume --set model.d_model=128` (model shape changed)",
+               [](Env& e) {
+                 e.base_run();
+                 return e.resume({"model.d_model=128"});
+               },
+               {"cannot resume step 2 with a different model", "model.d_model is 128", "checkpoint has 64"}});
+  c.push_back({"resume_changed_model_rope",
+               "`--resume --set model.rope_freq_base=500000`",
+               [](Env& e) {
+                 e.base_run();
+                 return e.resume({"model.rope_freq_base=500000"});
+               },
+               {"different model", "model.rope_freq_base"}});
+  c.push_back(
+      {"resume_tokenizer_other_size",
+       "`--resume` with a tokenizer of another vocabulary size",
+       [](Env& e) {
+         e.base_run();
+         run_cli({e.bin(), "tokenizer", "train", "--input", e.corpus(), "--vocab", "300", "--out", e.t("other.model")},
+                 e.t("tok.out"));
+         return e.resume({"data.tokenizer=" + e.t("other.model")});
+       },
+       {"vocabulary mismatch", "320", "300", "other.model"}});
+  c.push_back({"resume_tokenizer_same_size_other_pieces",
+               "`--resume` after `tokenizer.model` was replaced by another one of the same size",
                [](Env& e) {
                  e.base_run();
                  std::string text = slurp(e.corpus());
@@ -604,31 +921,43 @@ std::vector<Case> cases() {
                  replace_all(text, "and", "zv");
                  spit(e.t("other.txt"), text);
                  run_cli({e.bin(), "tokenizer", "train", "--input", e.t("other.txt"), "--vocab", "320", "--out",
-                          e.t("run/tokenizer.model")}, e.t("tok.out"));
+                          e.t("run/tokenizer.model")},
+                         e.t("tok.out"));
                  return e.resume();
                },
                {"vocabulary mismatch", "in the checkpoint", "tokenizer.model"}});
-  c.push_back({"truncated_weights", "the latest weights file cut in half",
+  c.push_back({"truncated_weights",
+               "the latest weights file cut in half",
                [](Env& e) {
                  const std::string w = train::weights_path(e.base_run(), 2);
                  fs::resize_file(w, fs::file_size(w) / 2);
                  return e.resume();
                },
                {"weights/step_2.gguf"}});
-  c.push_back({"truncated_state", "the latest state file cut in half",
+  c.push_back({"truncated_state",
+               "the latest state file cut in half",
                [](Env& e) {
                  const std::string s = train::state_path(e.base_run(), 2);
                  fs::resize_file(s, fs::file_size(s) / 2);
                  return e.resume();
                },
                {"state/step_2.gguf"}});
-  c.push_back({"missing_state", "the latest state file deleted",
-               [](Env& e) { fs::remove(train::state_path(e.base_run(), 2)); return e.resume(); },
+  c.push_back({"missing_state",
+               "the latest state file deleted",
+               [](Env& e) {
+                 fs::remove(train::state_path(e.base_run(), 2));
+                 return e.resume();
+               },
                {"state/step_2.gguf", "missing", "cannot resume exactly"}});
-  c.push_back({"missing_weights", "the latest weights file deleted (`latest` dangles)",
-               [](Env& e) { fs::remove(train::weights_path(e.base_run(), 2)); return e.resume(); },
+  c.push_back({"missing_weights",
+               "the latest weights file deleted (`latest` dangles)",
+               [](Env& e) {
+                 fs::remove(train::weights_path(e.base_run(), 2));
+                 return e.resume();
+               },
                {"weights/step_2.gguf", "missing"}});
-  c.push_back({"latest_not_a_checkpoint", "`weights/latest` pointing at another file",
+  c.push_back({"latest_not_a_checkpoint",
+               "`weights/latest` pointing at another file",
                [](Env& e) {
                  const std::string l = e.base_run() + "/weights/latest";
                  fs::remove(l);
@@ -636,7 +965,8 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"weights/latest", "notes.txt", "step_N.gguf"}});
-  c.push_back({"state_of_another_run", "the state file of another run under the same step",
+  c.push_back({"state_of_another_run",
+               "the state file of another run under the same step",
                [](Env& e) {
                  e.base_run();
                  e.base_run("run2");
@@ -645,14 +975,16 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"step_2.gguf", "run_id", "do not match"}});
-  c.push_back({"corrupt_saved_config", "a state file whose saved config is not TOML",
+  c.push_back({"corrupt_saved_config",
+               "a state file whose saved config is not TOML",
                [](Env& e) {
                  const std::string s = train::state_path(e.base_run(), 2);
                  rewrite_gguf(s, s, "ggtrain.config", "[train\nsteps = ", "");
                  return e.resume();
                },
                {"saved config", "invalid TOML"}});
-  c.push_back({"token_file_bad_magic", "`data/train-00000.tok` with a wrong header",
+  c.push_back({"token_file_bad_magic",
+               "`data/train-00000.tok` with a wrong header",
                [](Env& e) {
                  const std::string p = e.base_run() + "/data/train-00000.tok";
                  std::string b = slurp(p);
@@ -661,22 +993,27 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"train-00000.tok", "bad magic"}});
-  c.push_back({"token_file_truncated", "`data/train-00000.tok` one byte short (prepared again from its sources, resumes)",
+  c.push_back({"token_file_truncated",
+               "`data/train-00000.tok` one byte short (prepared again from its sources, resumes)",
                [](Env& e) {
                  const std::string p = e.base_run() + "/data/train-00000.tok";
                  fs::resize_file(p, fs::file_size(p) - 1);
                  return e.resume();
                },
-               {}, 0});
-  c.push_back({"token_file_missing", "`data/val-00000.tok` deleted (prepared again from its sources, resumes)",
+               {},
+               0});
+  c.push_back({"token_file_missing",
+               "`data/val-00000.tok` deleted (prepared again from its sources, resumes)",
                [](Env& e) {
                  fs::remove(e.base_run() + "/data/val-00000.tok");
                  return e.resume();
                },
-               {}, 0});
+               {},
+               0});
   // Ids are checked as windows read them, so every id is bad here: the
   // resumed run's first window finds one, wherever it starts.
-  c.push_back({"token_file_id_out_of_range", "`data/train-00000.tok` whose ids are past the vocabulary",
+  c.push_back({"token_file_id_out_of_range",
+               "`data/train-00000.tok` whose ids are past the vocabulary",
                [](Env& e) {
                  const std::string p = e.base_run() + "/data/train-00000.tok";
                  std::string b = slurp(p);
@@ -685,7 +1022,8 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"train-00000.tok", "65535", "outside the vocabulary"}});
-  c.push_back({"token_file_other_vocabulary", "`data/train-00000.tok` whose header names another vocabulary",
+  c.push_back({"token_file_other_vocabulary",
+               "`data/train-00000.tok` whose header names another vocabulary",
                [](Env& e) {
                  const std::string p = e.base_run() + "/data/train-00000.tok";
                  std::string b = slurp(p);
@@ -695,7 +1033,8 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"train-00000.tok", "vocabulary 70000", "320"}});
-  c.push_back({"stop_at_before_resume_step", "`--resume --stop-at 1` when the run is at step 2",
+  c.push_back({"stop_at_before_resume_step",
+               "`--resume --stop-at 1` when the run is at step 2",
                [](Env& e) {
                  e.base_run();
                  auto a = e.resume();
@@ -703,13 +1042,17 @@ std::vector<Case> cases() {
                  return a;
                },
                {"--stop-at 1", "step 2"}});
-  c.push_back({"corrupt_metrics_lines", "torn or edited lines in `metrics.jsonl` (resumes; those lines are dropped)",
+  c.push_back({"corrupt_metrics_lines",
+               "torn or edited lines in `metrics.jsonl` (resumes; those lines are dropped)",
                [](Env& e) {
-                 std::ofstream(e.base_run() + "/metrics.jsonl", std::ios::app) << "{\"step\": \"x\"}\nnot json\n{\"step\": 1, \"loss\": null}\n";
+                 std::ofstream(e.base_run() + "/metrics.jsonl", std::ios::app)
+                     << "{\"step\": \"x\"}\nnot json\n{\"step\": 1, \"loss\": null}\n";
                  return e.resume();
                },
-               {}, 0});
-  c.push_back({"model_without_token_embd", "a model GGUF without `token_embd.weight` (`ggtrain eval -m`)",
+               {},
+               0});
+  c.push_back({"model_without_token_embd",
+               "a model GGUF without `token_embd.weight` (`ggtrain eval -m`)",
                [](Env& e) {
                  rewrite_gguf(train::weights_path(e.base_run(), 2), e.t("no_embd.gguf"), "", "", "token_embd.weight");
                  return A{e.bin(), "eval", "-m", e.t("no_embd.gguf"), "--tokens", "1,2,3"};
@@ -753,7 +1096,9 @@ TEST_P(BadInputs, ClearMessageAndNoCrash) {
   size_t at = doc.find("| `" + c.id + "` |");
   ASSERT_NE(at, std::string::npos) << "docs/bad-inputs.md has no row for " << c.id << "; add:\n" << row;
   const std::string line = doc.substr(at, doc.find('\n', at) - at);
-  EXPECT_NE(line.find(cell), std::string::npos) << "docs/bad-inputs.md row differs; now:\n" << row << "\nwas:\n" << line;
+  EXPECT_NE(line.find(cell), std::string::npos) << "docs/bad-inputs.md row differs; now:\n"
+                                                << row << "\nwas:\n"
+                                                << line;
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, BadInputs, ::testing::ValuesIn(cases()),

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <tuple>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "gguf/reader.h"
@@ -68,8 +68,8 @@ std::vector<double> smoothed_losses(const std::string& run_dir, int window) {
 
 TEST(Bf16, ConversionRoundsToNearestEvenLikeGguf) {
   auto x = random_floats(1000, 3, 100.f);
-  x.push_back(1.0f + 0x1.0p-8f);         // halfway, rounds to even (down)
-  x.push_back(1.0f + 3 * 0x1.0p-8f);     // halfway, rounds to even (up)
+  x.push_back(1.0f + 0x1.0p-8f);  // halfway, rounds to even (down)
+  x.push_back(1.0f + 3 * 0x1.0p-8f);  // halfway, rounds to even (up)
   x.push_back(-0.0f);
   x.push_back(3.0e38f);
   std::vector<bf16> vec(x.size());
@@ -109,8 +109,8 @@ TEST(Bf16, GemmMatchesFloatGemmOnRoundedInputs) {
 // rounded inputs: row-major and transposed A, odd sizes (zero padding), all
 // vector widths and row remainders, accumulate or not.
 TEST(Bf16, TileGemmMatchesFloatOnRoundedInputs) {
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{37, 29, 70}, {64, 256, 48}, {7, 100, 5},
-                         {13, 64, 2}, {1, 33, 1}}) {
+  for (auto [M, N, K] :
+       {std::tuple<int64_t, int64_t, int64_t>{37, 29, 70}, {64, 256, 48}, {7, 100, 5}, {13, 64, 2}, {1, 33, 1}}) {
     for (int transposed_a = 0; transposed_a < 2; ++transposed_a)
       for (int acc = 0; acc < 2; ++acc) {
         SCOPED_TRACE(testing::Message() << M << "x" << N << "x" << K << " tA " << transposed_a << " acc " << acc);
@@ -147,8 +147,11 @@ TEST(Bf16, TileGemmMatchesFloatOnRoundedInputs) {
 TEST(Bf16, AttentionFollowsFloatAttention) {
   // (built without AVX512_BF16, the tile GEMM is a scalar loop with the same numbers)
   // (with `docs`, each row packs documents of 7 positions: per-document attention)
-  for (auto [T, rows, cols, docs] : {std::tuple<int64_t, int64_t, int64_t, bool>{600, 64, 256, false}, {29, 3, 5, false},
-                                     {17, 4, 2, false}, {29, 3, 5, true}, {600, 64, 256, true}}) {
+  for (auto [T, rows, cols, docs] : {std::tuple<int64_t, int64_t, int64_t, bool>{600, 64, 256, false},
+                                     {29, 3, 5, false},
+                                     {17, 4, 2, false},
+                                     {29, 3, 5, true},
+                                     {600, 64, 256, true}}) {
     SCOPED_TRACE(testing::Message() << "T " << T << " tiles " << rows << "x" << cols << (docs ? " documents" : ""));
     const int64_t B = 2, H = 4, KV = 2, hd = 16;
     std::vector<int32_t> doc_start(size_t(B * T));
@@ -156,7 +159,8 @@ TEST(Bf16, AttentionFollowsFloatAttention) {
     kernels::AttnShape s{B, T, H, KV, hd, rows, cols, docs ? doc_start.data() : nullptr};
     auto q = random_floats(size_t(B * T * H * hd), 21, 1.5f), k = random_floats(size_t(B * T * KV * hd), 22, 1.5f),
          v = random_floats(size_t(B * T * KV * hd), 23, 1.f), dout = random_floats(size_t(B * T * H * hd), 24, 1.f);
-    const size_t per = size_t(std::max(kernels::attention_scratch_per_thread(s), kernels::attention_bf16_scratch_per_thread(s)));
+    const size_t per =
+        size_t(std::max(kernels::attention_scratch_per_thread(s), kernels::attention_bf16_scratch_per_thread(s)));
     std::vector<float> scratch(per * size_t(omp_get_max_threads()));
     std::vector<float> o(q.size()), lse(size_t(B * H * T)), dq(q.size()), dk(k.size()), dv(v.size());
     std::vector<float> o2(q.size()), lse2(lse.size()), dq2(q.size()), dk2(k.size()), dv2(v.size());
@@ -227,7 +231,8 @@ TEST(Bf16, TinyLossCurveWithin2PercentOfFp32) {
   ASSERT_EQ(a.size(), 281u);
   const Comparison losses = compare(b, a);
   std::printf("bf16 vs fp32, 300 tiny steps: worst smoothed (20-step mean) loss difference %.3f%%, "
-              "final %.4f vs %.4f\n", 100 * losses.max_elementwise_rel(), b.back(), a.back());
+              "final %.4f vs %.4f\n",
+              100 * losses.max_elementwise_rel(), b.back(), a.back());
   EXPECT_TRUE(within_elementwise(losses, Tolerance{.rel = 0.02})) << "smoothed losses, bf16 vs fp32";
   EXPECT_LT(a.back(), 0.8 * a.front());  // it learned something
   gguf::GgufFile f(train::weights_path(tmp / "bf16", 300));

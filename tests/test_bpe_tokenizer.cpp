@@ -28,12 +28,12 @@
 namespace {
 
 using ggtrain::Error;
-using ggtrain::tokenizer::PreSplit;
-using ggtrain::tokenizer::Tokenizer;
 using ggtrain::gguf::GgufFile;
 using ggtrain::gguf::GgufWriter;
 using ggtrain::gguf::Value;
 using ggtrain::test_support::TempDir;
+using ggtrain::tokenizer::PreSplit;
+using ggtrain::tokenizer::Tokenizer;
 namespace uc = ggtrain::tokenizer::unicode;
 
 using Keys = std::vector<std::pair<std::string, Value>>;
@@ -162,24 +162,28 @@ TEST(BpeTokenizer, UnicodeClassesAreUnicode151s) {
   EXPECT_EQ(uc::flags('$'), uc::kSymbol);
   EXPECT_EQ(uc::flags(0x1F642), uc::kSymbol);
   EXPECT_EQ(uc::flags(0x4E2D), uc::kLetter);
-  EXPECT_EQ(uc::flags(0x2EBF0), uc::kLetter);     // CJK Extension I, Unicode 15.1
-  EXPECT_EQ(uc::flags(0x2FFC), uc::kSymbol);      // Unicode 15.1
-  EXPECT_EQ(uc::flags(0x1C89), uc::kUndefined);   // Unicode 16.0: not in llama.cpp's tables
-  EXPECT_EQ(uc::flags(0xE000), uc::kControl);     // private use
-  EXPECT_EQ(uc::flags(0xD800), uc::kControl);     // surrogate
-  EXPECT_EQ(uc::flags(0x0378), uc::kUndefined);   // unassigned
+  EXPECT_EQ(uc::flags(0x2EBF0), uc::kLetter);  // CJK Extension I, Unicode 15.1
+  EXPECT_EQ(uc::flags(0x2FFC), uc::kSymbol);  // Unicode 15.1
+  EXPECT_EQ(uc::flags(0x1C89), uc::kUndefined);  // Unicode 16.0: not in llama.cpp's tables
+  EXPECT_EQ(uc::flags(0xE000), uc::kControl);  // private use
+  EXPECT_EQ(uc::flags(0xD800), uc::kControl);  // surrogate
+  EXPECT_EQ(uc::flags(0x0378), uc::kUndefined);  // unassigned
   EXPECT_EQ(uc::flags(0x110000), uc::kUndefined);
 }
 
 TEST(BpeTokenizer, LenientUtf8DecodingIsLlamaCpps) {
   using V = std::vector<uint32_t>;
   EXPECT_EQ(uc::decode_utf8_lenient("a\xc3\xa9\xe4\xb8\xad\xf0\x9f\x99\x82"), (V{'a', 0xE9, 0x4E2D, 0x1F642}));
-  EXPECT_EQ(uc::decode_utf8_lenient("\xc1\x81"), V{'A'});         // overlong, accepted
+  EXPECT_EQ(uc::decode_utf8_lenient("\xc1\x81"), V{'A'});  // overlong, accepted
   EXPECT_EQ(uc::decode_utf8_lenient("\xed\xa0\x80"), V{0xD800});  // surrogate, accepted
-  EXPECT_EQ(uc::decode_utf8_lenient("a\x80" "b"), (V{'a', 0xFFFD, 'b'}));
+  EXPECT_EQ(uc::decode_utf8_lenient("a\x80"
+                                    "b"),
+            (V{'a', 0xFFFD, 'b'}));
   EXPECT_EQ(uc::decode_utf8_lenient("\xff\xfe"), (V{0xFFFD, 0xFFFD}));
   EXPECT_EQ(uc::decode_utf8_lenient("\xe2\x82"), (V{0xFFFD, 0xFFFD}));  // cut short
-  EXPECT_EQ(uc::decode_utf8_lenient("\xe2" "a"), (V{0xFFFD, 'a'}));
+  EXPECT_EQ(uc::decode_utf8_lenient("\xe2"
+                                    "a"),
+            (V{0xFFFD, 'a'}));
   EXPECT_EQ(uc::decode_utf8_lenient("\xf5\x80\x80\x80"), V{0xFFFD});  // above U+10FFFF
 }
 
@@ -231,7 +235,8 @@ TEST(BpeTokenizer, IgnoreMergesTakesWholeWordTokens) {
   TempDir dir;
   const std::string word = uc::byte_to_unicode(' ') + "xylophone";
   // llama-bpe takes " xylophone" whole although no merge builds it; gpt-2 does not.
-  EXPECT_EQ(load(dir, byte_vocab({word}, {}, "llama-bpe")).encode("a xylophone", false), (std::vector<int32_t>{'a', 256}));
+  EXPECT_EQ(load(dir, byte_vocab({word}, {}, "llama-bpe")).encode("a xylophone", false),
+            (std::vector<int32_t>{'a', 256}));
   std::vector<int32_t> bytes = byte_ids("a xylophone");
   EXPECT_EQ(load(dir, byte_vocab({word}, {}, "gpt-2")).encode("a xylophone", false), bytes);
 }
@@ -305,9 +310,13 @@ TEST(BpeTokenizer, BadMetadataIsAnErrorNamingFileAndKey) {
        {"missing metadata key 'tokenizer.ggml.merges'"});
   with("merges of numbers", [](Keys& k) { set_key(k, "tokenizer.ggml.merges", Value::i32_array({1})); },
        {"'tokenizer.ggml.merges' must be an array of string"});
-  with("merge of an unknown token", [](Keys& k) { set_key(k, "tokenizer.ggml.merges", Value::string_array({"a b", "ab zz"})); },
+  with("merge of an unknown token",
+       [](Keys& k) {
+         set_key(k, "tokenizer.ggml.merges", Value::string_array({"a b", "ab zz"}));
+       },
        {"'tokenizer.ggml.merges' entry 1 'ab zz'", "'zz'", "not in tokenizer.ggml.tokens"});
-  with("merge whose result is no token", [](Keys& k) { set_key(k, "tokenizer.ggml.merges", Value::string_array({"b a"})); },
+  with("merge whose result is no token",
+       [](Keys& k) { set_key(k, "tokenizer.ggml.merges", Value::string_array({"b a"})); },
        {"'tokenizer.ggml.merges' entry 0 'b a'", "'ba'"});
   with("merge without a space", [](Keys& k) { set_key(k, "tokenizer.ggml.merges", Value::string_array({"ab"})); },
        {"'tokenizer.ggml.merges' entry 0 'ab' is not 'LEFT RIGHT'"});
@@ -319,11 +328,15 @@ TEST(BpeTokenizer, BadMetadataIsAnErrorNamingFileAndKey) {
        {"'tokenizer.ggml.pre' must be a string"});
   with("BOS outside the vocabulary", [](Keys& k) { set_key(k, "tokenizer.ggml.bos_token_id", Value::u32(9999)); },
        {"'tokenizer.ggml.bos_token_id' = 9999"});
-  with("token types of the wrong length", [](Keys& k) { set_key(k, "tokenizer.ggml.token_type", Value::i32_array({1, 1})); },
+  with("token types of the wrong length",
+       [](Keys& k) {
+         set_key(k, "tokenizer.ggml.token_type", Value::i32_array({1, 1}));
+       },
        {"'tokenizer.ggml.token_type' has 2 entries"});
   with("no tokens", [](Keys& k) { erase_key(k, "tokenizer.ggml.tokens"); },
        {"missing metadata key 'tokenizer.ggml.tokens'"});
-  with("a token twice", [](Keys& k) {
+  with("a token twice",
+       [](Keys& k) {
          set_key(k, "tokenizer.ggml.tokens", Value::string_array({"a", "b", "a"}));
          set_key(k, "tokenizer.ggml.merges", Value::string_array({}));
          set_key(k, "tokenizer.ggml.bos_token_id", Value::u32(0));
@@ -336,7 +349,8 @@ TEST(BpeTokenizer, BadMetadataIsAnErrorNamingFileAndKey) {
   for (const Case& c : cases) {
     const std::string e = load_error(dir, c.keys);
     ASSERT_FALSE(e.empty()) << c.what << ": accepted";
-    for (const auto& s : c.expect) EXPECT_NE(e.find(s), std::string::npos) << c.what << ": '" << e << "' lacks '" << s << "'";
+    for (const auto& s : c.expect)
+      EXPECT_NE(e.find(s), std::string::npos) << c.what << ": '" << e << "' lacks '" << s << "'";
   }
 }
 
@@ -358,9 +372,8 @@ TEST(BpeTokenizer, DecodeRoundTripsVariedText) {
     const bool cleans = kind != "smollm";
     size_t n = 0, merged = 0;
     for (const auto& line : text) {
-      if (cleans && (line.find(" ,") != line.npos || line.find(" .") != line.npos ||
-                     line.find(" ?") != line.npos || line.find(" !") != line.npos ||
-                     line.find(" '") != line.npos))
+      if (cleans && (line.find(" ,") != line.npos || line.find(" .") != line.npos || line.find(" ?") != line.npos ||
+                     line.find(" !") != line.npos || line.find(" '") != line.npos))
         continue;
       const auto ids = t.encode(line, false);
       ++n;
@@ -386,13 +399,15 @@ TEST(BpeTokenizer, CleanSpacesAsHuggingFaceCleanup) {
   TempDir dir;
   const std::string path = dir / "v.gguf";
   const auto train = ggtrain::test_support::varied_lines(500, 3);
-  ggtrain::test_support::write_bpe_vocab_gguf(path, "llama-bpe", ggtrain::test_support::build_bpe_vocab("llama-bpe", train, 100));
+  ggtrain::test_support::write_bpe_vocab_gguf(path, "llama-bpe",
+                                              ggtrain::test_support::build_bpe_vocab("llama-bpe", train, 100));
   const Tokenizer t = Tokenizer::from_gguf(GgufFile(path));
   // clean_up_tokenization_spaces: " ." " ?" " !" " ," " 's" " 'm" " 're" " 've" lose the space.
   EXPECT_EQ(t.decode(t.encode("Hi , there . Ok ? Yes ! it 's I 'm we 're I 've", false)),
             "Hi, there. Ok? Yes! it's I'm we're I've");
   const std::string smollm = dir / "s.gguf";
-  ggtrain::test_support::write_bpe_vocab_gguf(smollm, "smollm", ggtrain::test_support::build_bpe_vocab("smollm", train, 100));
+  ggtrain::test_support::write_bpe_vocab_gguf(smollm, "smollm",
+                                              ggtrain::test_support::build_bpe_vocab("smollm", train, 100));
   const Tokenizer s = Tokenizer::from_gguf(GgufFile(smollm));
   EXPECT_EQ(s.decode(s.encode("Hi , there . it 's", false)), "Hi , there . it 's");  // smollm: no clean-up
 }
@@ -401,7 +416,8 @@ TEST(BpeTokenizer, AddToGgufWritesTheSourceKeysBack) {
   TempDir dir;
   const std::string src = dir / "src.gguf";
   const auto train = ggtrain::test_support::varied_lines(800, 21);
-  ggtrain::test_support::write_bpe_vocab_gguf(src, "llama-bpe", ggtrain::test_support::build_bpe_vocab("llama-bpe", train, 200));
+  ggtrain::test_support::write_bpe_vocab_gguf(src, "llama-bpe",
+                                              ggtrain::test_support::build_bpe_vocab("llama-bpe", train, 200));
   GgufFile f(src);
   const Tokenizer t = Tokenizer::from_gguf(f);
   GgufWriter w;
@@ -422,7 +438,8 @@ TEST(BpeTokenizer, AddToGgufWritesTheSourceKeysBack) {
   EXPECT_EQ(n, m);
   EXPECT_GE(n, 8u);
   const Tokenizer u = Tokenizer::from_gguf(g);
-  for (const auto& line : ggtrain::test_support::varied_lines(300, 22)) EXPECT_EQ(u.encode(line, false), t.encode(line, false));
+  for (const auto& line : ggtrain::test_support::varied_lines(300, 22))
+    EXPECT_EQ(u.encode(line, false), t.encode(line, false));
 }
 
 TEST(BpeTokenizer, ReadsTheTinyGpt2Fixture) {

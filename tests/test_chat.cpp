@@ -21,12 +21,12 @@ using test_support::error_of;
 
 namespace {
 
-const Conversation kTwoTurns{{"system", "Be brief."},
-                             {"user", "Hi"},
-                             {"assistant", " Hello "},
-                             {"user", "Who are you?"}};
+const Conversation kTwoTurns{
+    {"system", "Be brief."}, {"user", "Hi"}, {"assistant", " Hello "}, {"user", "Who are you?"}};
 
-tokenizer::Tokenizer spm() { return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf")); }
+tokenizer::Tokenizer spm() {
+  return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"));
+}
 
 }  // namespace
 
@@ -38,14 +38,16 @@ TEST(ChatTemplates, RenderAsLlamaCpp) {
             "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"
             "\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>user"
             "<|end_header_id|>\n\nWho are you?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render(Template::kLlama2, kTwoTurns, true), "[INST] Be brief.\nHi [/INST] Hello </s>[INST] Who are you? [/INST]");
+  EXPECT_EQ(render(Template::kLlama2, kTwoTurns, true),
+            "[INST] Be brief.\nHi [/INST] Hello </s>[INST] Who are you? [/INST]");
   EXPECT_EQ(render(Template::kMistral, kTwoTurns, true),
             "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi[/INST]  Hello </s>[INST] Who are you?[/INST]");
   EXPECT_EQ(render(Template::kGemma, kTwoTurns, true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
             "<start_of_turn>user\nWho are you?<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(render(Template::kPhi3, kTwoTurns, false),
-            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n Hello <|end|>\n<|user|>\nWho are you?<|end|>\n");
+            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n Hello <|end|>\n<|user|>\nWho are "
+            "you?<|end|>\n");
   EXPECT_EQ(render(Template::kZephyr, kTwoTurns, true),
             "<|system|>\nBe brief.<|endoftext|>\n<|user|>\nHi<|endoftext|>\n<|assistant|>\n Hello <|endoftext|>\n"
             "<|user|>\nWho are you?<|endoftext|>\n<|assistant|>\n");
@@ -85,10 +87,10 @@ TEST(ChatTemplates, DetectedAsLlamaCppDetectsThem) {
   EXPECT_EQ(detect_template("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}"), Template::kLlama3);
   EXPECT_EQ(detect_template("{{ bos_token }}{% if %}<start_of_turn>{% endif %}"), Template::kGemma);
   // Ones llama.cpp takes for other templates, which ggtrain does not render.
-  EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '<|im_sep|>' }}"), std::nullopt);             // phi4
-  EXPECT_EQ(detect_template("<|user|>{{ x }}<|assistant|>"), std::nullopt);                        // glmedge
-  EXPECT_EQ(detect_template("{{ '<<SYS>>' }}[INST]"), std::nullopt);                              // llama2-sys
-  EXPECT_EQ(detect_template("USER: {{ x }} ASSISTANT: "), std::nullopt);                          // vicuna
+  EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '<|im_sep|>' }}"), std::nullopt);  // phi4
+  EXPECT_EQ(detect_template("<|user|>{{ x }}<|assistant|>"), std::nullopt);  // glmedge
+  EXPECT_EQ(detect_template("{{ '<<SYS>>' }}[INST]"), std::nullopt);  // llama2-sys
+  EXPECT_EQ(detect_template("USER: {{ x }} ASSISTANT: "), std::nullopt);  // vicuna
   EXPECT_EQ(detect_template(""), std::nullopt);
 }
 
@@ -111,8 +113,9 @@ TEST(ChatTemplates, RenderFamilyTemplatesAsTheirOwnJinja) {
   // prompt renders the history as chatml does.
   Conversation reasoned = thinking;
   reasoned.back().content = "<think>\n\nstep one\n</think>\nI am.";
-  EXPECT_NE(render(Template::kQwen3, reasoned, false).find("<|im_start|>assistant\n<think>\nstep one\n</think>\n\nI am."),
-            std::string::npos);
+  EXPECT_NE(
+      render(Template::kQwen3, reasoned, false).find("<|im_start|>assistant\n<think>\nstep one\n</think>\n\nI am."),
+      std::string::npos);
   EXPECT_EQ(render(Template::kQwen3, kTwoTurns, true), render(Template::kChatml, kTwoTurns, true));
   // A user turn that only returns a tool's result is no query: answers after
   // the real last query keep their reasoning.
@@ -128,7 +131,8 @@ TEST(ChatTemplates, RenderFamilyTemplatesAsTheirOwnJinja) {
   const Conversation spaced{{"system", " Be brief. "}, {"user", "Hi"}};
   EXPECT_EQ(render(Template::kGemma3, spaced, true),
             "<start_of_turn>user\n Be brief. \n\nHi<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(render(Template::kGemma, spaced, true), "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(Template::kGemma, spaced, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(render(Template::kGemma3, kTwoTurns, true), render(Template::kGemma, kTwoTurns, true));
 }
 
@@ -189,7 +193,8 @@ TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
 
 TEST(ChatConversations, RecordFormats) {
   using nlohmann::json;
-  const json chat_rec = json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
+  const json chat_rec =
+      json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
   const json alpaca = json::parse(R"({"instruction": "Add", "input": "1 2", "output": "3"})");
   const json alpaca_no_input = json::parse(R"({"instruction": "Say hi", "input": "", "output": "hi"})");
   const json completion = json::parse(R"({"prompt": "2+2=", "completion": "4"})");
@@ -209,14 +214,17 @@ TEST(ChatConversations, RecordFormats) {
 }
 
 TEST(ChatConversations, RulesNameTheMessage) {
-  auto err = [](const Conversation& c, bool training) { return error_of([&] { check_conversation(c, training, "x:3"); }); };
+  auto err = [](const Conversation& c, bool training) {
+    return error_of([&] { check_conversation(c, training, "x:3"); });
+  };
   EXPECT_EQ(err({{"system", "s"}, {"user", "u"}, {"assistant", "a"}}, true), "");
   EXPECT_EQ(err({{"user", "u"}}, false), "");
   EXPECT_EQ(err({}, true), "x:3: the conversation has no messages");
   EXPECT_EQ(err({{"user", "u"}, {"bot", "a"}}, true), "x:3: message 1 has role \"bot\" (system, user or assistant)");
   EXPECT_EQ(err({{"user", "u"}, {"user", "v"}}, true),
             "x:3: message 1 is a user turn where an assistant turn belongs (turns alternate from user)");
-  EXPECT_EQ(err({{"user", "u"}, {"system", "s"}}, true), "x:3: message 1 is a system message; only the first may be one");
+  EXPECT_EQ(err({{"user", "u"}, {"system", "s"}}, true),
+            "x:3: message 1 is a system message; only the first may be one");
   EXPECT_EQ(err({{"user", "u"}}, true), "x:3: the conversation ends without an assistant turn (nothing to learn from)");
   EXPECT_EQ(err({{"user", "u"}, {"assistant", "a"}}, false), "x:3: the conversation must end with a user turn");
   EXPECT_EQ(err({{"user", " \n\t"}, {"assistant", "a"}}, true), "x:3: message 0 (user) has empty content");
@@ -240,7 +248,8 @@ TEST(ChatTokens, ControlTokensAreAddedAndParsedOnlyAsSpecial) {
   EXPECT_EQ(std::count(plain.begin(), plain.end(), start), 0);  // text stays text without parse_special
   EXPECT_EQ(tok.encode("hello world", false), base.encode("hello world", false));
   EXPECT_NE(error_of([&] { tok.with_control_tokens({"<|im_end|>"}); }).find("already a token"), std::string::npos);
-  const tokenizer::Tokenizer gpt2 = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"));
+  const tokenizer::Tokenizer gpt2 =
+      tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"));
   EXPECT_NE(error_of([&] { gpt2.with_control_tokens({"<|x|>"}); }).find("gpt2"), std::string::npos);
 }
 
@@ -260,7 +269,8 @@ TEST(ChatTokens, PromptIdsAreThoseOfTheRenderedPrompt) {
   std::vector<int32_t> trained;
   for (size_t i = 0; i < e.ids.size(); ++i)
     if (e.trained[i]) trained.push_back(e.ids[i]);
-  EXPECT_TRUE(std::all_of(e.trained.begin(), e.trained.begin() + long(expected_prompt.size()), [](uint8_t t) { return !t; }));
+  EXPECT_TRUE(
+      std::all_of(e.trained.begin(), e.trained.begin() + long(expected_prompt.size()), [](uint8_t t) { return !t; }));
   ASSERT_FALSE(trained.empty());
   EXPECT_EQ(trained.back(), tok.token_id("<|im_end|>"));
   trained.pop_back();

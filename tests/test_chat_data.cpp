@@ -87,8 +87,9 @@ TEST(ChatData, PacksWholeExamplesIntoWindows) {
   // The second call finds the same inputs and reuses them.
   EXPECT_TRUE(prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false).reused);
   spit(tmp / "chat.jsonl", records(41));
-  EXPECT_NE(error_of([&] { prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", true); })
-                .find("chat.json: the chat data was prepared from other files"),
+  EXPECT_NE(error_of([&] {
+              prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", true);
+            }).find("chat.json: the chat data was prepared from other files"),
             std::string::npos);
   EXPECT_EQ(prepare_chat_data(options(tmp / "chat.jsonl", T), tok, tmp / "data", false).stats.examples, 41);
 }

@@ -225,7 +225,8 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
   infer::Decoder small(f, 160);
   chat::ChatSession tight(small, tok, chat::Template::kChatml, "");
   int64_t dropped = 0;
-  for (int i = 0; i < 8; ++i) dropped += tight.reply("Which word is number " + std::to_string(i % 4) + "?", 6, greedy, 1).dropped_turns;
+  for (int i = 0; i < 8; ++i)
+    dropped += tight.reply("Which word is number " + std::to_string(i % 4) + "?", 6, greedy, 1).dropped_turns;
   EXPECT_GT(dropped, 0);
   EXPECT_LE(int64_t(tight.history().size()), 8);
 }

@@ -27,9 +27,9 @@ std::vector<double> ramp(size_t n) {
 
 // Every check on c fails, and its message contains `needle`.
 void expect_every_check_fails(const Comparison& c, const std::string& needle) {
-  for (const auto& r : {is_finite(c), within_abs(c, 1e9), within_rel_to_max(c, 1e9),
-                        within_elementwise(c, Tolerance{.abs = 1e9, .rel = 1e9}), within_rel_l2(c, 1e9),
-                        differs_by_more_than(c, -1)}) {
+  for (const auto& r :
+       {is_finite(c), within_abs(c, 1e9), within_rel_to_max(c, 1e9),
+        within_elementwise(c, Tolerance{.abs = 1e9, .rel = 1e9}), within_rel_l2(c, 1e9), differs_by_more_than(c, -1)}) {
     EXPECT_FALSE(r);
     EXPECT_NE(std::string(r.message()).find(needle), std::string::npos) << r.message();
   }

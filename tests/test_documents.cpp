@@ -23,6 +23,7 @@ using ggtrain::test_support::error_of;
 namespace {
 
 using ggtrain::Error;
+using ggtrain::first_invalid_utf8;
 using ggtrain::corpus::ByteStream;
 using ggtrain::corpus::Compression;
 using ggtrain::corpus::DocSeparator;
@@ -30,7 +31,6 @@ using ggtrain::corpus::DocumentOptions;
 using ggtrain::corpus::DocumentReader;
 using ggtrain::corpus::expand_inputs;
 using ggtrain::corpus::FileType;
-using ggtrain::first_invalid_utf8;
 using ggtrain::corpus::InputFile;
 using ggtrain::corpus::OnBadDocument;
 using ggtrain::test_support::TempDir;
@@ -105,7 +105,7 @@ int64_t bad_at(const std::string& s) { return first_invalid_utf8(s.data(), s.siz
 TEST(DocumentsUtf8, AcceptsWellFormedText) {
   EXPECT_EQ(bad_at(""), -1);
   EXPECT_EQ(bad_at("plain ASCII"), -1);
-  EXPECT_EQ(bad_at("\xC2\x80 \xDF\xBF"), -1);                  // U+0080, U+07FF
+  EXPECT_EQ(bad_at("\xC2\x80 \xDF\xBF"), -1);  // U+0080, U+07FF
   EXPECT_EQ(bad_at("\xE0\xA0\x80 \xED\x9F\xBF \xEE\x80\x80"), -1);  // U+0800, U+D7FF, U+E000
   EXPECT_EQ(bad_at("\xF0\x90\x80\x80 \xF4\x8F\xBF\xBF"), -1);  // U+10000, U+10FFFF
   EXPECT_EQ(bad_at("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), -1);
@@ -121,8 +121,8 @@ TEST(DocumentsUtf8, RejectsOverlongForms) {
 }
 
 TEST(DocumentsUtf8, RejectsSurrogates) {
-  EXPECT_EQ(bad_at("\xED\xA0\x80"), 0);      // U+D800
-  EXPECT_EQ(bad_at("ok \xED\xBF\xBF"), 3);   // U+DFFF
+  EXPECT_EQ(bad_at("\xED\xA0\x80"), 0);  // U+D800
+  EXPECT_EQ(bad_at("ok \xED\xBF\xBF"), 3);  // U+DFFF
   EXPECT_EQ(bad_at("\xED\xA0\xBD\xED\xB8\x80"), 0);  // a CESU-8 pair
 }
 
@@ -134,11 +134,11 @@ TEST(DocumentsUtf8, RejectsCodePointsPastU10FFFF) {
 }
 
 TEST(DocumentsUtf8, RejectsTruncatedAndStraySequences) {
-  EXPECT_EQ(bad_at("ab\xE2\x82"), 2);          // cut at the end
-  EXPECT_EQ(bad_at("\xF0\x9F\x98 x"), 0);      // cut before ASCII
-  EXPECT_EQ(bad_at("a\x80"), 1);               // a lone continuation byte
+  EXPECT_EQ(bad_at("ab\xE2\x82"), 2);  // cut at the end
+  EXPECT_EQ(bad_at("\xF0\x9F\x98 x"), 0);  // cut before ASCII
+  EXPECT_EQ(bad_at("a\x80"), 1);  // a lone continuation byte
   EXPECT_EQ(bad_at("\xC3\xA9\xC3"), 2);
-  EXPECT_EQ(bad_at("\xE2\x28\xA1"), 0);        // second byte not a continuation
+  EXPECT_EQ(bad_at("\xE2\x28\xA1"), 0);  // second byte not a continuation
 }
 
 TEST(DocumentsUtf8, FindsTheOffsetFarIntoALongString) {
@@ -201,13 +201,12 @@ TEST(DocumentsText, LineLongerThanTheReadBuffer) {
 
 TEST(DocumentsJsonl, TextMembersWithEscapesCrlfAndNoFinalNewline) {
   TempDir t;
-  write_file(t / "r.jsonl",
-             "{\"text\": \"two\\nlines\", \"id\": 1}\r\n"
-             "\n"
-             "{\"id\": 2, \"text\": \"caf\\u00e9 \\ud83d\\ude00 \\\"q\\\" \\t\"}\n"
-             "   \r\n"
-             "{\"text\": \"\"}\n"
-             "{\"meta\": {\"text\": 5}, \"text\": \"raw \xC3\xA9\"}");
+  write_file(t / "r.jsonl", "{\"text\": \"two\\nlines\", \"id\": 1}\r\n"
+                            "\n"
+                            "{\"id\": 2, \"text\": \"caf\\u00e9 \\ud83d\\ude00 \\\"q\\\" \\t\"}\n"
+                            "   \r\n"
+                            "{\"text\": \"\"}\n"
+                            "{\"meta\": {\"text\": 5}, \"text\": \"raw \xC3\xA9\"}");
   DocumentReader r(one_file(t / "r.jsonl"), {});
   Docs docs;
   for (std::string d; r.next(&d);) docs.push_back(d);
@@ -288,14 +287,13 @@ TEST(DocumentsBad, JsonlUnpairedSurrogateEscapeIsNotValidJson) {
 
 TEST(DocumentsBad, JsonlSkipCountsEveryBadLine) {
   TempDir t;
-  write_file(t / "r.jsonl",
-             "{\"text\": \"one\"}\n"
-             "not json\n"
-             "[1]\n"
-             "{\"body\": \"x\"}\n"
-             "{\"text\": 1.5}\n"
-             "{\"text\": \"bad \xFF byte\"}\n"
-             "{\"text\": \"two\"}\n");
+  write_file(t / "r.jsonl", "{\"text\": \"one\"}\n"
+                            "not json\n"
+                            "[1]\n"
+                            "{\"body\": \"x\"}\n"
+                            "{\"text\": 1.5}\n"
+                            "{\"text\": \"bad \xFF byte\"}\n"
+                            "{\"text\": \"two\"}\n");
   DocumentReader r(one_file(t / "r.jsonl"), skipping());
   Docs docs;
   for (std::string d; r.next(&d);) docs.push_back(d);
@@ -313,7 +311,8 @@ TEST(DocumentsBad, JsonlInvalidUtf8NamesByteAndLine) {
 
 TEST(DocumentsBad, TextLineInvalidUtf8) {
   TempDir t;
-  write_file(t / "u.txt", "good\r\nab\xFF" "c\nmore\n");
+  write_file(t / "u.txt", "good\r\nab\xFF"
+                          "c\nmore\n");
   EXPECT_EQ(error_of([&] { read_docs(t / "u.txt"); }), t / "u.txt: invalid UTF-8 at byte 8 (line 2)");
   DocumentReader r(one_file(t / "u.txt"), skipping());
   Docs docs;
@@ -337,7 +336,8 @@ TEST(DocumentsBad, ParagraphWithInvalidUtf8IsSkippedWhole) {
 
 TEST(DocumentsBad, WholeFileInvalidUtf8) {
   TempDir t;
-  write_file(t / "w.txt", "one\ntwo\nthr\xF4\x90\x80\x80" "ee\n");
+  write_file(t / "w.txt", "one\ntwo\nthr\xF4\x90\x80\x80"
+                          "ee\n");
   DocumentOptions o = separated_by(DocSeparator::kFile);
   EXPECT_EQ(error_of([&] { read_docs(t / "w.txt", o); }), t / "w.txt: invalid UTF-8 at byte 11 (line 3)");
   o.on_bad = OnBadDocument::kSkip;
@@ -518,7 +518,8 @@ TEST(DocumentsExpand, UnknownOverrideFails) {
   TempDir t;
   write_file(t / "a.txt", "x");
   EXPECT_EQ(error_of([&] { expand_inputs({t / "a.txt"}, "xml", kKey); }),
-            "data.corpus: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got 'xml'");
+            "data.corpus: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got "
+            "'xml'");
 }
 
 TEST(DocumentsExpand, SizeAndModificationTimeFromStat) {
@@ -608,7 +609,9 @@ TEST(DocumentsExpand, SpecMatchingNoFileFails) {
   TempDir t;
   make_tree(t);
   std::string d = t / "d";
-  EXPECT_EQ(error_of([&] { expand_inputs({d + "/a.txt", d + "/*.csv"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] {
+              expand_inputs({d + "/a.txt", d + "/*.csv"}, "", kKey);
+            }),
             "data.corpus: '" + d + "/*.csv' matches no file");
   EXPECT_EQ(error_of([&] { expand_inputs({d + "/empty"}, "", kKey); }),
             "data.corpus: '" + d + "/empty' matches no file");

@@ -44,7 +44,6 @@ bool within_one_ulp(float a, float b) {
   return a == b || a == std::nextafter(b, INFINITY) || a == std::nextafter(b, -INFINITY);
 }
 
-
 }  // namespace
 
 // The folded standard model computes what the lens model computed while
@@ -80,16 +79,14 @@ TEST(Donor, FoldedModelHasTheTrainingTimeLogits) {
     for (int64_t r = 0; r < c.d_model; ++r) {
       double s = 0;
       for (int64_t k = 0; k < c.donor_dim; ++k)
-        s += double(lens.donor_table()[v * c.donor_dim + k]) *
-             double(lens.params()[W.offset + r * c.donor_dim + k]);
-      ASSERT_TRUE(within_one_ulp(folded.params[size_t(emb.offset + v * c.d_model + r)], float(s)))
-          << v << "," << r;
+        s += double(lens.donor_table()[v * c.donor_dim + k]) * double(lens.params()[W.offset + r * c.donor_dim + k]);
+      ASSERT_TRUE(within_one_ulp(folded.params[size_t(emb.offset + v * c.d_model + r)], float(s))) << v << "," << r;
     }
   for (const auto& t : plain_layout.tensors()) {
     if (t.name == "token_embd.weight") continue;
     const auto& src = lens.layout().get(t.name);
-    EXPECT_TRUE(std::equal(lens.params() + src.offset, lens.params() + src.offset + src.size,
-                           folded.params.begin() + t.offset))
+    EXPECT_TRUE(
+        std::equal(lens.params() + src.offset, lens.params() + src.offset + src.size, folded.params.begin() + t.offset))
         << t.name;
   }
 }
@@ -150,8 +147,7 @@ TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   EXPECT_EQ(s.find_tensor("adam.m.token_embd.weight"), nullptr);  // frozen: no moments
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, DonorRun,
-                         ::testing::Values(gguf::TensorType::F16, gguf::TensorType::Q8_0),
+INSTANTIATE_TEST_SUITE_P(Types, DonorRun, ::testing::Values(gguf::TensorType::F16, gguf::TensorType::Q8_0),
                          [](const auto& info) {
                            return std::string(info.param == gguf::TensorType::F16 ? "F16" : "Q8_0");
                          });

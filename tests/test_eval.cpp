@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <set>
 
 #include "eval/choice_score.h"
@@ -120,8 +120,9 @@ TEST(ChoiceTasks, ReadsTheHellaswagForm) {
 }
 
 TEST(ChoiceTasks, HellaswagFormErrorsNameFileAndLine) {
-  EXPECT_NE(error_of([] { eval::parse_hellaswag("c\n1\na\nb\nc\n", "t.txt"); }).find("t.txt: 5 lines, not a multiple of 6"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { eval::parse_hellaswag("c\n1\na\nb\nc\n", "t.txt"); }).find("t.txt: 5 lines, not a multiple of 6"),
+      std::string::npos);
   EXPECT_NE(error_of([] { eval::parse_hellaswag("c\n4\na\nb\nc\nd\n", "t.txt"); }).find("t.txt:2: the gold ending"),
             std::string::npos);
   EXPECT_NE(error_of([] { eval::parse_hellaswag("c\nx\na\nb\nc\nd\n", "t.txt"); }).find("t.txt:2:"), std::string::npos);
@@ -130,9 +131,10 @@ TEST(ChoiceTasks, HellaswagFormErrorsNameFileAndLine) {
 }
 
 TEST(ChoiceTasks, ReadsTheJsonlForm) {
-  const auto tasks = eval::parse_choice_jsonl(
-      "{\"context\": \"c\", \"endings\": [\"x\", \"y\", \"z\"], \"label\": 2}\n\n"
-      "{\"label\": 0, \"endings\": [\"p\", \"q\"], \"context\": \"d\"}\n", "t.jsonl");
+  const auto tasks =
+      eval::parse_choice_jsonl("{\"context\": \"c\", \"endings\": [\"x\", \"y\", \"z\"], \"label\": 2}\n\n"
+                               "{\"label\": 0, \"endings\": [\"p\", \"q\"], \"context\": \"d\"}\n",
+                               "t.jsonl");
   ASSERT_EQ(tasks.size(), 2u);
   EXPECT_EQ(tasks[0].endings.size(), 3u);
   EXPECT_EQ(tasks[0].gold, 2);
@@ -170,11 +172,10 @@ TEST(ChoiceTasks, TheDrawIsFixedAndTakesEachTaskOnce) {
 }
 
 TEST(ChoiceTasks, ReadsTheWinograndeCsv) {
-  const auto tasks = eval::parse_winogrande(
-      "index,sentence,option1,option2,answer\n"
-      "0,\"Sarah, not Maria, got the _ cases.\",easier,harder,1\n"
-      "1,The _ sat.,cat,dog,2\r\n",
-      "w.csv");
+  const auto tasks = eval::parse_winogrande("index,sentence,option1,option2,answer\n"
+                                            "0,\"Sarah, not Maria, got the _ cases.\",easier,harder,1\n"
+                                            "1,The _ sat.,cat,dog,2\r\n",
+                                            "w.csv");
   ASSERT_EQ(tasks.size(), 2u);  // the header skipped
   EXPECT_EQ(tasks[0].context, "Sarah, not Maria, got the ");
   EXPECT_EQ(tasks[0].after, " cases.");
@@ -254,7 +255,8 @@ TEST(ChoiceScore, EqualsTheLogProbabilitiesOfEachWholeSequence) {
       std::copy(params.begin(), params.end(), m.params());
       m.forward(s.data(), nullptr);
       double lp = 0;
-      for (size_t k = prefix; k < s.size(); ++k) lp += reference_logprob(m.logits() + (k - 1) * cfg.vocab, cfg.vocab, s[k]);
+      for (size_t k = prefix; k < s.size(); ++k)
+        lp += reference_logprob(m.logits() + (k - 1) * cfg.vocab, cfg.vocab, s[k]);
       sum.push_back(lp);
       mean.push_back(lp / double(s.size() - prefix));
       EXPECT_EQ(r.tasks[t].scored[e], int64_t(s.size() - prefix)) << "task " << t << " ending " << e;

@@ -45,9 +45,9 @@ TEST(EvalRun, EachRowIsWhatEvalPrintsForThatCheckpoint) {
     for (size_t i = 0; i + 9 < 40; i += 3)
       out << nlohmann::json{{"context", text[i]}, {"endings", {text[i + 1], text[i + 7]}}, {"label", 0}}.dump() << "\n";
   }
-  ASSERT_EQ(run_cli(tiny_train_args(GGTRAIN_BIN, run, corpus, {"train.steps=20", "model.ctx=256"}), tmp / "train.log")
-                .status,
-            0);
+  ASSERT_EQ(
+      run_cli(tiny_train_args(GGTRAIN_BIN, run, corpus, {"train.steps=20", "model.ctx=256"}), tmp / "train.log").status,
+      0);
   const auto r = run_cli({GGTRAIN_BIN, "eval", "--run", run, "--text", corpus, "--task", tasks, "-c", "128", "-t", "1"},
                          tmp / "eval.log");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -62,8 +62,8 @@ TEST(EvalRun, EachRowIsWhatEvalPrintsForThatCheckpoint) {
     ASSERT_EQ(f.size(), 7u) << csv[i];
     const std::string model = run + "/" + f[1];
     EXPECT_EQ(f[0], std::to_string(10 * i));
-    const auto t = run_cli({GGTRAIN_BIN, "eval", "-m", model, "--text", corpus, "-c", "128", "-t", "1"},
-                           tmp / "text.log");
+    const auto t =
+        run_cli({GGTRAIN_BIN, "eval", "-m", model, "--text", corpus, "-c", "128", "-t", "1"}, tmp / "text.log");
     std::smatch m;
     ASSERT_TRUE(std::regex_search(t.output, m, std::regex("perplexity ([0-9.]+) .* ([0-9.]+) bits per byte")))
         << t.output;

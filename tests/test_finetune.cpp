@@ -102,12 +102,13 @@ TEST(Finetune, FrozenTensorsKeepTheirBytesAndHaveNoMoments) {
   test_support::run_quiet(tmp / "b", c, false, 5);
   test_support::run_quiet(tmp / "b", c, true);
   std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 10),
-                                             train::weights_path(tmp / "b", 10), &why)) << why;
+  EXPECT_TRUE(
+      test_support::same_tensor_data(train::weights_path(tmp / "a", 10), train::weights_path(tmp / "b", 10), &why))
+      << why;
   const gguf::GgufFile b(base), w(train::weights_path(tmp / "a", 10)), s(train::state_path(tmp / "a", 10));
   for (const auto& t : b.tensors()) {
-    const bool frozen = t.name == "token_embd.weight" || t.name == "output_norm.weight" ||
-                        t.name.rfind("blk.0.", 0) == 0;
+    const bool frozen =
+        t.name == "token_embd.weight" || t.name == "output_norm.weight" || t.name.rfind("blk.0.", 0) == 0;
     EXPECT_EQ(same_bytes(b, w, t.name), frozen) << t.name;
     EXPECT_EQ(s.find_tensor("adam.m." + t.name) == nullptr, frozen) << t.name;
   }
@@ -148,7 +149,7 @@ TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
     const std::string stem = t.name.substr(0, t.name.size() - std::string(".weight").size());
     for (int64_t h = 0; h < heads; ++h)
       quant::add_float_tensor(w, fmt::format("{}.head_{}.weight", stem, h), gguf::TensorType::F32,
-                       {uint64_t(mc.d_model), uint64_t(dh)}, keep.back().data() + h * dh * mc.d_model);
+                              {uint64_t(mc.d_model), uint64_t(dh)}, keep.back().data() + h * dh * mc.d_model);
   }
   w.write(tmp / "per-head.gguf");
   convert::import_checkpoint(tmp / "per-head.gguf", tmp / "imported.gguf");

@@ -32,12 +32,60 @@ namespace {
 // (digits, brackets, quotes, symbols, accented letters): 80+ distinct
 // characters, more than the tiny preset's 320 pieces leave room for.
 void write_english_text(const std::string& path, int lines) {
-  static const char* words[] = {
-      "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "Alice's", "(small)", "cat",
-      "naps;", "\"quotes\",", "numbers", "12,345", "&", "67%", "-", "dashes:", "why?", "yes!", "[brackets]",
-      "{braces}", "<angle>", "@home", "#tag", "$5", "*star*", "~tilde", "^caret", "|", "pipe", "/", "slash", "=",
-      "+", "plus", "_under", "caf\xc3\xa9", "na\xc3\xafve", "r\xc3\xa9sum\xc3\xa9", "Zebra", "Quiet", "Xylophone",
-      "Jazz", "Victory", "Kite", "Umbrella", "Ostrich", "Garden", "Window", "Harbor"};
+  static const char* words[] = {"the",
+                                "quick",
+                                "brown",
+                                "fox",
+                                "jumps",
+                                "over",
+                                "a",
+                                "lazy",
+                                "dog",
+                                "while",
+                                "Alice's",
+                                "(small)",
+                                "cat",
+                                "naps;",
+                                "\"quotes\",",
+                                "numbers",
+                                "12,345",
+                                "&",
+                                "67%",
+                                "-",
+                                "dashes:",
+                                "why?",
+                                "yes!",
+                                "[brackets]",
+                                "{braces}",
+                                "<angle>",
+                                "@home",
+                                "#tag",
+                                "$5",
+                                "*star*",
+                                "~tilde",
+                                "^caret",
+                                "|",
+                                "pipe",
+                                "/",
+                                "slash",
+                                "=",
+                                "+",
+                                "plus",
+                                "_under",
+                                "caf\xc3\xa9",
+                                "na\xc3\xafve",
+                                "r\xc3\xa9sum\xc3\xa9",
+                                "Zebra",
+                                "Quiet",
+                                "Xylophone",
+                                "Jazz",
+                                "Victory",
+                                "Kite",
+                                "Umbrella",
+                                "Ostrich",
+                                "Garden",
+                                "Window",
+                                "Harbor"};
   const size_t n = sizeof(words) / sizeof(words[0]);
   std::ofstream out(path);
   uint64_t s = 12345;
@@ -72,8 +120,9 @@ class FirstHour : public ::testing::Test {
     write_english_text(*dir_ / "mine.txt", 600);
     // The model the other tests run: trained with room for the text's
     // characters, so that those tests do not depend on the vocabulary fix.
-    base_run_ = new CliResult(cli({"train", "--preset", "tiny", "--set", "data.corpus=" + (*dir_ / "mine.txt"), "--set",
-                                   "data.vocab_size=512", "--set", "train.threads=1", "--run-dir", *dir_ / "runs/base"}));
+    base_run_ =
+        new CliResult(cli({"train", "--preset", "tiny", "--set", "data.corpus=" + (*dir_ / "mine.txt"), "--set",
+                           "data.vocab_size=512", "--set", "train.threads=1", "--run-dir", *dir_ / "runs/base"}));
   }
   static void TearDownTestSuite() {
     delete base_run_;
@@ -116,8 +165,8 @@ TEST_F(FirstHour, TinyPresetTrainsOnOrdinaryEnglish) {
 
 TEST_F(FirstHour, TokenizerTrainNamesTheVocabularyThatWorks) {
   const int need = 259 + distinct_characters(t("mine.txt"));
-  CliResult r = cli({"tokenizer", "train", "--input", t("mine.txt"), "--vocab", std::to_string(need - 1), "--out",
-                     t("tok.model")});
+  CliResult r = cli(
+      {"tokenizer", "train", "--input", t("mine.txt"), "--vocab", std::to_string(need - 1), "--out", t("tok.model")});
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(contains(error_line(r.output), fmt::format("need at least {}; ask for {} or more", need, need)))
       << r.output;
@@ -128,7 +177,8 @@ TEST_F(FirstHour, TokenizerTrainNamesTheVocabularyThatWorks) {
 
 TEST_F(FirstHour, DataPrepareCreatesItsFolder) {
   const std::string out = t("new/deeper/run");
-  const CliResult r = cli({"data", "prepare", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--out", out});
+  const CliResult r =
+      cli({"data", "prepare", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--out", out});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(fs::exists(out + "/data/manifest.json"));
   EXPECT_TRUE(contains(r.output, "next: ggtrain train --run-dir " + out)) << r.output;
@@ -193,12 +243,14 @@ TEST_F(FirstHour, GenerateTakesLlamaCppFlags) {
   spit(t("prompt.txt"), "The quick brown");
   // -f FILE and -s SEED mean what -p TEXT and --seed do.
   const CliResult a = cli({"generate", "-m", model(), "-f", t("prompt.txt"), "-s", "7", "-n", "12", "--print-ids"});
-  const CliResult b = cli({"generate", "-m", model(), "-p", "The quick brown", "--seed", "7", "-n", "12", "--print-ids"});
+  const CliResult b =
+      cli({"generate", "-m", model(), "-p", "The quick brown", "--seed", "7", "-n", "12", "--print-ids"});
   ASSERT_EQ(a.status, 0) << a.output;
   ASSERT_EQ(b.status, 0) << b.output;
   auto ids = [](const std::string& out) { return out.substr(0, out.find("prompt:")); };
   EXPECT_EQ(ids(a.output), ids(b.output));
-  const CliResult c = cli({"generate", "-m", model(), "-p", "The quick brown", "--seed", "8", "-n", "12", "--print-ids"});
+  const CliResult c =
+      cli({"generate", "-m", model(), "-p", "The quick brown", "--seed", "8", "-n", "12", "--print-ids"});
   EXPECT_NE(ids(c.output), ids(b.output)) << "the seed changes nothing: the comparison above proves nothing";
   // -n -1: until the end of text or a full context, which is said.
   const CliResult full = cli({"generate", "-m", model(), "-p", "The", "-n", "-1", "--ignore-eos", "--print-ids"});
@@ -231,8 +283,9 @@ TEST_F(FirstHour, TokenizeSpGivesTheIdsOfTheRunsGguf) {
 
 TEST_F(FirstHour, RunLifecycleSaysWhereItStandsAndWhatNext) {
   const std::string run = t("runs/life");
-  const std::vector<std::string> fresh = {"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
-                                          "train.threads=1", "--run-dir", run};
+  const std::vector<std::string> fresh = {
+      "train", "--preset",        "tiny",      "--set", "data.corpus=" + t("mine.txt"),
+      "--set", "train.threads=1", "--run-dir", run};
   std::vector<std::string> a = fresh;
   a.insert(a.end(), {"--stop-at", "15"});
   CliResult r = cli(a);
@@ -260,16 +313,17 @@ TEST_F(FirstHour, RunLifecycleSaysWhereItStandsAndWhatNext) {
   // A longer run reshapes the schedule: said, with the rate before and after.
   r = cli({"train", "--resume", "--run-dir", run, "--set", "train.steps=50"});
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(train.steps 40 -> 50: the cosine learning-rate schedule is )"
-                                                     R"(stretched to end at step 50; at step 40 the rate goes from \S+ to \S+)")))
+  EXPECT_TRUE(std::regex_search(r.output,
+                                std::regex(R"(train.steps 40 -> 50: the cosine learning-rate schedule is )"
+                                           R"(stretched to end at step 50; at step 40 the rate goes from \S+ to \S+)")))
       << r.output;
   EXPECT_EQ(train::latest_step(run), 50);
 }
 
 TEST_F(FirstHour, AnEmptyValidationSetIsWarned) {
-  const CliResult r = cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
-                           "train.threads=1", "--set", "data.val_fraction=0", "--set", "train.steps=2", "--run-dir",
-                           t("runs/noval")});
+  const CliResult r =
+      cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--set",
+           "data.val_fraction=0", "--set", "train.steps=2", "--run-dir", t("runs/noval")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "warning: the validation set holds 0 tokens, less than one batch of 4 x 64: no "
                                  "validation loss will be reported"))
@@ -286,12 +340,15 @@ TEST_F(FirstHour, ChatAdapterKeepsItsTemplateThroughChatAndMerge) {
     const char* words[] = {"alpha", "beta", "gamma", "delta"};
     for (int i = 0; i < 64; ++i)
       out << fmt::format(R"({{"messages": [{{"role": "user", "content": "Which word is number {}?"}}, )"
-                         R"({{"role": "assistant", "content": "{}"}}]}})", i % 4, words[i % 4]) << "\n";
+                         R"({{"role": "assistant", "content": "{}"}}]}})",
+                         i % 4, words[i % 4])
+          << "\n";
   }
   const std::string adapter = train::weights_path(t("runs/lora"), 4);
-  CliResult r = cli({"train", "--preset", "tiny", "--set", "init.from=" + model(), "--set", "data.corpus=" + t("chat.jsonl"),
-                     "--set", "data.format=chat", "--set", "data.chat_template=llama2", "--set", "train.lora.rank=4",
-                     "--set", "train.steps=4", "--set", "train.threads=1", "--run-dir", t("runs/lora")});
+  CliResult r =
+      cli({"train", "--preset", "tiny", "--set", "init.from=" + model(), "--set", "data.corpus=" + t("chat.jsonl"),
+           "--set", "data.format=chat", "--set", "data.chat_template=llama2", "--set", "train.lora.rank=4", "--set",
+           "train.steps=4", "--set", "train.threads=1", "--run-dir", t("runs/lora")});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "next: ggtrain chat -m " + model() + " --lora " + adapter)) << r.output;
   spit(t("q.txt"), "Which word is number 2?\n");
@@ -329,7 +386,8 @@ TEST_F(FirstHour, QuantizedExportSaysWhichTensorsFellBack) {
   // matrix falls back, as llama-quantize reports too.
   CliResult r = cli({"export", model(), t("q4km.gguf"), "--type", "q4_k_m"});
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(note: \d+ of \d+ quantized tensors have rows that are not a multiple)")))
+  EXPECT_TRUE(std::regex_search(r.output,
+                                std::regex(R"(note: \d+ of \d+ quantized tensors have rows that are not a multiple)")))
       << r.output;
   r = cli({"export", model(), t("q8.gguf"), "--type", "q8_0"});
   ASSERT_EQ(r.status, 0) << r.output;

@@ -19,9 +19,7 @@ namespace {
 using namespace ggtrain::gguf;
 namespace quant = ggtrain::quant;
 
-std::string fixture(const std::string& name) {
-  return std::string(GGTRAIN_FIXTURES_DIR) + "/" + name;
-}
+std::string fixture(const std::string& name) { return std::string(GGTRAIN_FIXTURES_DIR) + "/" + name; }
 
 // `n` little-endian floats at absolute file position `pos`, via plain reads.
 std::vector<float> read_floats_at(const std::string& path, uint64_t pos, size_t n) {
@@ -33,8 +31,8 @@ std::vector<float> read_floats_at(const std::string& path, uint64_t pos, size_t 
   EXPECT_EQ(in.gcount(), static_cast<std::streamsize>(raw.size())) << "short read at " << pos;
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) {
-    uint32_t u = raw[4 * i] | (raw[4 * i + 1] << 8) | (raw[4 * i + 2] << 16) |
-                 (static_cast<uint32_t>(raw[4 * i + 3]) << 24);
+    uint32_t u =
+        raw[4 * i] | (raw[4 * i + 1] << 8) | (raw[4 * i + 2] << 16) | (static_cast<uint32_t>(raw[4 * i + 3]) << 24);
     std::memcpy(&out[i], &u, 4);
   }
   return out;
@@ -49,8 +47,7 @@ void expect_values_match_file(const GgufFile& f, const TensorInfo& t) {
   const uint64_t base = f.data_offset() + t.offset;
   const std::vector<float> raw = read_floats_at(f.path(), base, static_cast<size_t>(t.n_elements));
   ASSERT_EQ(raw.size(), all.size());
-  for (size_t i = 0; i < all.size(); ++i)
-    ASSERT_EQ(std::memcmp(&raw[i], &all[i], 4), 0) << "element " << i;
+  for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(std::memcmp(&raw[i], &all[i], 4), 0) << "element " << i;
 }
 
 void expect_llama_hparams(const GgufFile& f, uint64_t n_ff, uint64_t vocab) {
@@ -217,8 +214,7 @@ TEST(GgufFixtures, InspectJsonListsEverything) {
   EXPECT_EQ(meta["tokenizer.ggml.tokens"].size(), 300u);
   EXPECT_EQ(meta["tokenizer.ggml.merges"].size(), 43u);
   EXPECT_EQ(meta["tokenizer.ggml.merges"][0], "t h");
-  EXPECT_EQ(meta["llama.attention.layer_norm_rms_epsilon"].get<double>(),
-            static_cast<double>(1e-5f));
+  EXPECT_EQ(meta["llama.attention.layer_norm_rms_epsilon"].get<double>(), static_cast<double>(1e-5f));
   const auto& tensors = j["tensors"];
   ASSERT_EQ(tensors.size(), 20u);
   EXPECT_EQ(tensors[0]["name"], "token_embd.weight");

@@ -81,11 +81,10 @@ struct Bytes {
 constexpr uint32_t kU8 = 0, kU32 = 4, kF32 = 6, kBool = 7, kString = 8, kArray = 9, kU64 = 10;
 
 struct Kv {
-  Kv(std::string k, uint32_t t, std::vector<uint8_t> v)
-      : key(std::move(k)), type(t), value(std::move(v)) {}
+  Kv(std::string k, uint32_t t, std::vector<uint8_t> v) : key(std::move(k)), type(t), value(std::move(v)) {}
   std::string key;
   uint32_t type;
-  std::vector<uint8_t> value;       // the encoded value that follows the type id
+  std::vector<uint8_t> value;  // the encoded value that follows the type id
   std::optional<uint64_t> key_len;  // default: key.size()
 };
 
@@ -105,7 +104,7 @@ struct Spec {
   uint32_t magic = kMagic;
   uint32_t version = 3;
   std::optional<uint64_t> n_tensors;  // default: tensors.size()
-  std::optional<uint64_t> n_kv;       // default: kvs.size()
+  std::optional<uint64_t> n_kv;  // default: kvs.size()
   std::vector<Kv> kvs;
   std::vector<Tensor> tensors;
   uint64_t pad_to = 32;  // header padding before the data section
@@ -124,10 +123,7 @@ struct Spec {
 
   std::vector<uint8_t> build() const {
     Bytes h;
-    h.u32(magic)
-        .u32(version)
-        .u64(n_tensors.value_or(tensors.size()))
-        .u64(n_kv.value_or(kvs.size()));
+    h.u32(magic).u32(version).u64(n_tensors.value_or(tensors.size())).u64(n_kv.value_or(kvs.size()));
     for (const auto& k : kvs) {
       h.u64(k.key_len.value_or(k.key.size())).raw({k.key.begin(), k.key.end()});
       h.u32(k.type).raw(k.value);
@@ -250,8 +246,7 @@ TEST(GgufHostile, BuilderMatchesWriterAndParses) {
   TempDir dir;
   write_valid_with_writer(dir.file("writer.gguf"));
   const auto built = valid_spec().build();
-  EXPECT_EQ(built, read_bytes(dir.file("writer.gguf")))
-      << "the hand-assembled file and GgufWriter's disagree";
+  EXPECT_EQ(built, read_bytes(dir.file("writer.gguf"))) << "the hand-assembled file and GgufWriter's disagree";
   write_bytes(dir.file("built.gguf"), built);
   GgufFile f(dir.file("built.gguf"));
   ASSERT_EQ(f.tensors().size(), 3u);
@@ -283,9 +278,7 @@ std::vector<Mutation> mutations() {
       {"max kv count", [](Spec& s) { s.n_kv = ~0ull; }, {"metadata count"}},
       {"huge key length", [=](Spec& s) { s.kvs[0].key_len = huge; }, {"metadata key #0", "length"}},
       {"key length one too long", [](Spec& s) { s.kv("test.count").key_len = 11; }, {}},
-      {"huge tensor name length",
-       [=](Spec& s) { s.tensors[1].name_len = huge; },
-       {"tensor #1 name", "length"}},
+      {"huge tensor name length", [=](Spec& s) { s.tensors[1].name_len = huge; }, {"tensor #1 name", "length"}},
       {"huge string value length",
        [=](Spec& s) {
          s.kv("general.name").value = Bytes().u64(huge).raw({'h', 'o'}).b;
@@ -301,14 +294,10 @@ std::vector<Mutation> mutations() {
        [](Spec& s) { s.kv("tokenizer.ggml.tokens").value = Bytes().u32(kU64).u64(1ull << 61).b; },
        {"tokenizer.ggml.tokens", "array length"}},
       {"huge string length inside array",
-       [=](Spec& s) {
-         s.kv("tokenizer.ggml.tokens").value = Bytes().u32(kString).u64(2).str("a").u64(huge).b;
-       },
+       [=](Spec& s) { s.kv("tokenizer.ggml.tokens").value = Bytes().u32(kString).u64(2).str("a").u64(huge).b; },
        {"tokenizer.ggml.tokens", "length"}},
       {"bad value type 13", [](Spec& s) { s.kv("test.count").type = 13; }, {"test.count", "type"}},
-      {"bad value type max",
-       [](Spec& s) { s.kv("test.count").type = ~0u; },
-       {"test.count", "type"}},
+      {"bad value type max", [](Spec& s) { s.kv("test.count").type = ~0u; }, {"test.count", "type"}},
       {"bad array element type",
        [](Spec& s) { s.kv("tokenizer.ggml.tokens").value = Bytes().u32(13).u64(0).b; },
        {"tokenizer.ggml.tokens", "element type"}},
@@ -339,45 +328,25 @@ std::vector<Mutation> mutations() {
          s.tensor("t.f32").ne = {1ull << 16, 1ull << 16, 1ull << 16, 1ull << 16};
        },
        {"t.f32", "overflow"}},
-      {"ne negative as int64",
-       [](Spec& s) { s.tensor("t.i32").ne = {1ull << 63}; },
-       {"t.i32", "ne[0]"}},
+      {"ne negative as int64", [](Spec& s) { s.tensor("t.i32").ne = {1ull << 63}; }, {"t.i32", "ne[0]"}},
       {"byte count overflows",
        [](Spec& s) {
          s.tensor("t.f32").ne = {1ull << 61, 1};
        },
        {"t.f32", "overflow"}},
-      {"Q8_0 ne[0] not a multiple of 32",
-       [](Spec& s) { s.tensor("t.q8").ne = {16}; },
-       {"t.q8", "block size"}},
+      {"Q8_0 ne[0] not a multiple of 32", [](Spec& s) { s.tensor("t.q8").ne = {16}; }, {"t.q8", "block size"}},
       {"tensor offset past the data section",
        [](Spec& s) { s.tensor("t.i32").offset = 1024; },
        {"t.i32", "outside", "data section"}},
-      {"tensor offset huge and aligned",
-       [](Spec& s) { s.tensor("t.i32").offset = ~0ull - 31; },
-       {"t.i32", "outside"}},
-      {"tensor runs past the end",
-       [](Spec& s) { s.tensor("t.i32").offset = 128; },
-       {"t.i32", "outside"}},
-      {"huge tensor runs past the end",
-       [](Spec& s) { s.tensor("t.i32").ne = {1ull << 40}; },
-       {"t.i32", "outside"}},
-      {"misaligned offset",
-       [](Spec& s) { s.tensor("t.i32").offset = 100; },
-       {"t.i32", "offset", "aligned"}},
+      {"tensor offset huge and aligned", [](Spec& s) { s.tensor("t.i32").offset = ~0ull - 31; }, {"t.i32", "outside"}},
+      {"tensor runs past the end", [](Spec& s) { s.tensor("t.i32").offset = 128; }, {"t.i32", "outside"}},
+      {"huge tensor runs past the end", [](Spec& s) { s.tensor("t.i32").ne = {1ull << 40}; }, {"t.i32", "outside"}},
+      {"misaligned offset", [](Spec& s) { s.tensor("t.i32").offset = 100; }, {"t.i32", "offset", "aligned"}},
       {"two tensors at the same offset", [](Spec& s) { s.tensor("t.q8").offset = 0; }, {"overlap"}},
-      {"partially overlapping tensors",
-       [](Spec& s) { s.tensor("t.i32").offset = 64; },
-       {"t.q8", "t.i32", "overlap"}},
-      {"duplicate tensor names",
-       [](Spec& s) { s.tensor("t.i32").name = "t.f32"; },
-       {"duplicate", "t.f32"}},
-      {"tensor name 64 bytes",
-       [](Spec& s) { s.tensor("t.i32").name = std::string(64, 'x'); },
-       {"name"}},
-      {"tensor name invalid UTF-8",
-       [](Spec& s) { s.tensor("t.i32").name = "t.\xff"; },
-       {"tensor #2", "UTF-8"}},
+      {"partially overlapping tensors", [](Spec& s) { s.tensor("t.i32").offset = 64; }, {"t.q8", "t.i32", "overlap"}},
+      {"duplicate tensor names", [](Spec& s) { s.tensor("t.i32").name = "t.f32"; }, {"duplicate", "t.f32"}},
+      {"tensor name 64 bytes", [](Spec& s) { s.tensor("t.i32").name = std::string(64, 'x'); }, {"name"}},
+      {"tensor name invalid UTF-8", [](Spec& s) { s.tensor("t.i32").name = "t.\xff"; }, {"tensor #2", "UTF-8"}},
       {"duplicate keys",
        [](Spec& s) { s.kv("general.name").key = "general.architecture"; },
        {"duplicate", "general.architecture"}},
@@ -477,8 +446,7 @@ TEST(GgufHostile, ValidVariantsStillParse) {
       {"version 2", [](Spec& s) { s.version = 2; }},
       {"UTF-8 keys",
        [](Spec& s) {
-         s.kv("test.count").key =
-             "caf\xc3\xa9.\xe2\x82\xac.\xf0\x9f\xa6\x99.\xf4\x8f\xbf\xbf.\xef\xbf\xbd";
+         s.kv("test.count").key = "caf\xc3\xa9.\xe2\x82\xac.\xf0\x9f\xa6\x99.\xf4\x8f\xbf\xbf.\xef\xbf\xbd";
        }},
       {"alignment 64",
        [](Spec& s) {
@@ -534,10 +502,9 @@ TEST(GgufHostile, EveryTruncationFailsCleanlyUnlessAllDataRemains) {
     if (err) {
       EXPECT_NE(err->find(path), std::string::npos) << *err;
       const std::string l = lower(*err);
-      EXPECT_TRUE(
-          l.find("truncated") != std::string::npos || l.find("cannot fit") != std::string::npos ||
-          l.find("bytes are left") != std::string::npos || l.find("outside") != std::string::npos ||
-          l.find("past the end") != std::string::npos)
+      EXPECT_TRUE(l.find("truncated") != std::string::npos || l.find("cannot fit") != std::string::npos ||
+                  l.find("bytes are left") != std::string::npos || l.find("outside") != std::string::npos ||
+                  l.find("past the end") != std::string::npos)
           << *err;
       continue;
     }
@@ -575,10 +542,8 @@ TEST(GgufHostile, RandomByteFlipsNeverCrash) {
     for (int k = 0; k < flips; ++k) {
       // Mostly the header, where every byte means something.
       size_t pos = (rng.next_u64() % 4 != 0) ? rng.next_u64() % header : rng.next_u64() % b.size();
-      if (rng.next_u64() % 2)
-        b[pos] ^= static_cast<uint8_t>(1u << (rng.next_u64() % 8));
-      else
-        b[pos] = static_cast<uint8_t>(rng.next_u64());
+      if (rng.next_u64() % 2) b[pos] ^= static_cast<uint8_t>(1u << (rng.next_u64() % 8));
+      else b[pos] = static_cast<uint8_t>(rng.next_u64());
     }
     write_bytes(path, b);
     try {
@@ -587,8 +552,7 @@ TEST(GgufHostile, RandomByteFlipsNeverCrash) {
       use_everything(f);
     } catch (const ggtrain::Error& e) {
       ++errors;
-      ASSERT_NE(std::string(e.what()).find(path), std::string::npos)
-          << "iteration " << it << ": " << e.what();
+      ASSERT_NE(std::string(e.what()).find(path), std::string::npos) << "iteration " << it << ": " << e.what();
     } catch (const std::exception& e) {
       FAIL() << "iteration " << it << ": exception other than ggtrain::Error: " << e.what();
     }

@@ -71,13 +71,11 @@ std::vector<std::pair<std::string, Value>> all_value_kinds() {
       {"t.u8_array", Value::array(ValueType::U8, {Value::u8(0), Value::u8(255)})},
       {"t.u64_array", Value::array(ValueType::U64, {Value::u64(1), Value::u64(1ull << 63)})},
       {"t.f32_array", Value::f32_array({0.5f, -1.25f, 1e-30f})},
-      {"t.bool_array",
-       Value::array(ValueType::BOOL, {Value::boolean(true), Value::boolean(false)})},
+      {"t.bool_array", Value::array(ValueType::BOOL, {Value::boolean(true), Value::boolean(false)})},
       {"t.string_array", Value::string_array({"<unk>", "", "\xc4\xa0the"})},
       {"t.empty_array", Value::array(ValueType::I64, {})},
-      {"t.nested", Value::array(ValueType::ARRAY,
-                                {Value::i32_array({1, 2}), Value::string_array({"x"}),
-                                 Value::array(ValueType::ARRAY, {Value::f32_array({2.0f})})})},
+      {"t.nested", Value::array(ValueType::ARRAY, {Value::i32_array({1, 2}), Value::string_array({"x"}),
+                                                   Value::array(ValueType::ARRAY, {Value::f32_array({2.0f})})})},
   };
 }
 
@@ -183,8 +181,7 @@ void check_round_trip(uint32_t alignment) {
     ASSERT_NE(t.data, nullptr);
     EXPECT_EQ(&f.tensor(s.name), &t);
     // The padding after each tensor is zeros.
-    for (uint64_t p = f.data_offset() + t.offset + t.n_bytes; p < f.data_offset() + expect_offset;
-         ++p)
+    for (uint64_t p = f.data_offset() + t.offset + t.n_bytes; p < f.data_offset() + expect_offset; ++p)
       ASSERT_EQ(file[p], 0) << "padding byte at " << p;
 
     const size_t n = product(s.ne);
@@ -201,9 +198,7 @@ void check_round_trip(uint32_t alignment) {
     ASSERT_EQ(y.size(), n);
     for (size_t j = 0; j < n; ++j) {
       switch (s.type) {
-        case TensorType::F32:
-          ASSERT_EQ(std::memcmp(&y[j], &x[j], 4), 0) << j;
-          break;
+        case TensorType::F32: ASSERT_EQ(std::memcmp(&y[j], &x[j], 4), 0) << j; break;
         case TensorType::F16:
           ASSERT_EQ(y[j], fp16_to_fp32(fp32_to_fp16(x[j]))) << j;
           ASSERT_LE(std::fabs(y[j] - x[j]), std::fabs(x[j]) * 0x1p-11f + 0x1p-25f) << j;
@@ -212,8 +207,7 @@ void check_round_trip(uint32_t alignment) {
           ASSERT_EQ(y[j], bf16_to_fp32(fp32_to_bf16(x[j]))) << j;
           ASSERT_LE(std::fabs(y[j] - x[j]), std::fabs(x[j]) * 0x1p-8f) << j;
           break;
-        default:
-          break;
+        default: break;
       }
     }
     if (s.type == TensorType::Q8_0) {
@@ -298,14 +292,12 @@ TEST(GgufWriterValidation, RejectsBadTensorsAndAlignment) {
   EXPECT_THROW(quant::add_float_tensor(w, "z", TensorType::F32, {}, x.data()), ggtrain::Error);
   EXPECT_THROW(quant::add_float_tensor(w, "z", TensorType::F32, {1, 1, 1, 1, 1}, x.data()), ggtrain::Error);
   EXPECT_THROW(quant::add_float_tensor(w, "i", TensorType::I32, {4}, x.data()), ggtrain::Error);
-  EXPECT_THROW(quant::add_float_tensor(w, std::string(64, 'n'), TensorType::F32, {4}, x.data()),
-               ggtrain::Error);
+  EXPECT_THROW(quant::add_float_tensor(w, std::string(64, 'n'), TensorType::F32, {4}, x.data()), ggtrain::Error);
   quant::add_float_tensor(w, std::string(63, 'n'), TensorType::F32, {4}, x.data());
   quant::add_float_tensor(w, "q", TensorType::Q8_0, {32, 2}, x.data());
   EXPECT_EQ(w.tensor_count(), 3u);
 
-  for (uint32_t bad : {0u, 3u, 48u, 100u, 0xffffffffu})
-    EXPECT_THROW(w.set_alignment(bad), ggtrain::Error) << bad;
+  for (uint32_t bad : {0u, 3u, 48u, 100u, 0xffffffffu}) EXPECT_THROW(w.set_alignment(bad), ggtrain::Error) << bad;
   try {
     quant::add_float_tensor(w, "a", TensorType::F32, {4}, x.data());
     FAIL() << "duplicate accepted";

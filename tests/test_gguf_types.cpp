@@ -41,17 +41,14 @@ struct ExpectedType {
 // Q3_K = hmask[32] + qs[64] + scales[12] + d(2) = 110 bytes per 256 elements.
 const std::map<uint32_t, ExpectedType>& expected_types() {
   static const std::map<uint32_t, ExpectedType> m{
-      {0, {"F32", 1, 4}},         {1, {"F16", 1, 2}},         {2, {"Q4_0", 32, 18}},
-      {3, {"Q4_1", 32, 20}},      {6, {"Q5_0", 32, 22}},      {7, {"Q5_1", 32, 24}},
-      {8, {"Q8_0", 32, 34}},      {9, {"Q8_1", 32, 36}},      {10, {"Q2_K", 256, 84}},
-      {11, {"Q3_K", 256, 110}},   {12, {"Q4_K", 256, 144}},   {13, {"Q5_K", 256, 176}},
-      {14, {"Q6_K", 256, 210}},   {15, {"Q8_K", 256, 292}},   {16, {"IQ2_XXS", 256, 66}},
-      {17, {"IQ2_XS", 256, 74}},  {18, {"IQ3_XXS", 256, 98}}, {19, {"IQ1_S", 256, 50}},
-      {20, {"IQ4_NL", 32, 18}},   {21, {"IQ3_S", 256, 110}},  {22, {"IQ2_S", 256, 82}},
-      {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},         {25, {"I16", 1, 2}},
-      {26, {"I32", 1, 4}},        {27, {"I64", 1, 8}},        {28, {"F64", 1, 8}},
-      {29, {"IQ1_M", 256, 56}},   {30, {"BF16", 1, 2}},       {34, {"TQ1_0", 256, 54}},
-      {35, {"TQ2_0", 256, 66}},   {39, {"MXFP4", 32, 17}},
+      {0, {"F32", 1, 4}},         {1, {"F16", 1, 2}},         {2, {"Q4_0", 32, 18}},      {3, {"Q4_1", 32, 20}},
+      {6, {"Q5_0", 32, 22}},      {7, {"Q5_1", 32, 24}},      {8, {"Q8_0", 32, 34}},      {9, {"Q8_1", 32, 36}},
+      {10, {"Q2_K", 256, 84}},    {11, {"Q3_K", 256, 110}},   {12, {"Q4_K", 256, 144}},   {13, {"Q5_K", 256, 176}},
+      {14, {"Q6_K", 256, 210}},   {15, {"Q8_K", 256, 292}},   {16, {"IQ2_XXS", 256, 66}}, {17, {"IQ2_XS", 256, 74}},
+      {18, {"IQ3_XXS", 256, 98}}, {19, {"IQ1_S", 256, 50}},   {20, {"IQ4_NL", 32, 18}},   {21, {"IQ3_S", 256, 110}},
+      {22, {"IQ2_S", 256, 82}},   {23, {"IQ4_XS", 256, 136}}, {24, {"I8", 1, 1}},         {25, {"I16", 1, 2}},
+      {26, {"I32", 1, 4}},        {27, {"I64", 1, 8}},        {28, {"F64", 1, 8}},        {29, {"IQ1_M", 256, 56}},
+      {30, {"BF16", 1, 2}},       {34, {"TQ1_0", 256, 54}},   {35, {"TQ2_0", 256, 66}},   {39, {"MXFP4", 32, 17}},
   };
   return m;
 }
@@ -123,12 +120,9 @@ TEST(GgufTypes, StorageBytesFollowsBlocks) {
 double ref_fp16_value(uint16_t h) {
   int sign = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
   double v;
-  if (e == 0)
-    v = std::ldexp(m, -24);
-  else if (e == 31)
-    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  else
-    v = std::ldexp(1024 + m, e - 25);
+  if (e == 0) v = std::ldexp(m, -24);
+  else if (e == 31) v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  else v = std::ldexp(1024 + m, e - 25);
   return sign ? -v : v;
 }
 
@@ -182,7 +176,7 @@ TEST(GgufFp16, EveryHalfRoundTripsThroughFloat) {
 TEST(GgufFp16, HandPickedRoundingCases) {
   // Normal range: 1 + 2^-11 is halfway between 1 (0x3c00, even) and 1 + 2^-10.
   EXPECT_EQ(fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);
-  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);         // tie, 0x3c01 is odd
+  EXPECT_EQ(fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie, 0x3c01 is odd
   EXPECT_EQ(fp32_to_fp16(1.0f + 0x1p-11f + 0x1p-23f), 0x3c01);  // just above the tie
   EXPECT_EQ(fp32_to_fp16(-(1.0f + 3 * 0x1p-11f)), 0xbc02);
   // A tie whose rounding carries into the exponent: 2 - 2^-11 -> 2.0.
@@ -202,12 +196,12 @@ TEST(GgufFp16, HandPickedRoundingCases) {
   // Subnormal halves (steps of 2^-24).
   EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001);
   EXPECT_EQ(fp32_to_fp16(-0x1p-24f), 0x8001);
-  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000);             // tie with 0 -> 0 (even)
+  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000);  // tie with 0 -> 0 (even)
   EXPECT_EQ(fp32_to_fp16(0x1p-25f + 0x1p-40f), 0x0001);  // just above the tie
-  EXPECT_EQ(fp32_to_fp16(3 * 0x1p-25f), 0x0002);         // tie 1|2 -> 2
-  EXPECT_EQ(fp32_to_fp16(5 * 0x1p-25f), 0x0002);         // tie 2|3 -> 2
-  EXPECT_EQ(fp32_to_fp16(1023 * 0x1p-24f), 0x03ff);      // largest subnormal
-  EXPECT_EQ(fp32_to_fp16(1023.5f * 0x1p-24f), 0x0400);   // tie -> smallest normal
+  EXPECT_EQ(fp32_to_fp16(3 * 0x1p-25f), 0x0002);  // tie 1|2 -> 2
+  EXPECT_EQ(fp32_to_fp16(5 * 0x1p-25f), 0x0002);  // tie 2|3 -> 2
+  EXPECT_EQ(fp32_to_fp16(1023 * 0x1p-24f), 0x03ff);  // largest subnormal
+  EXPECT_EQ(fp32_to_fp16(1023.5f * 0x1p-24f), 0x0400);  // tie -> smallest normal
   EXPECT_EQ(fp32_to_fp16(0x1p-14f), 0x0400);
   EXPECT_EQ(fp32_to_fp16(0x1p-26f), 0x0000);
   EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000);
@@ -264,8 +258,8 @@ TEST(GgufBf16, EveryBf16RoundTripsAndDecodesAsTopBits) {
 }
 
 TEST(GgufBf16, RoundsToNearestEven) {
-  EXPECT_EQ(fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);             // tie, 0x3f80 even
-  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);         // tie, 0x3f81 odd
+  EXPECT_EQ(fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);  // tie, 0x3f80 even
+  EXPECT_EQ(fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie, 0x3f81 odd
   EXPECT_EQ(fp32_to_bf16(1.0f + 0x1p-8f + 0x1p-23f), 0x3f81);  // above the tie
   EXPECT_EQ(fp32_to_bf16(-(1.0f + 0x1p-8f - 0x1p-23f)), 0xbf80);
   EXPECT_EQ(fp32_to_bf16(0.0f), 0x0000);
@@ -306,10 +300,10 @@ std::vector<float> q8_test_input() {
   // Blocks of different scales, including tiny ones whose d is a subnormal half.
   for (double scale : {1.0, 0.02, 3e-6, 1e-7, 100.0, 5000.0})
     for (int j = 0; j < 64; ++j) x.push_back(static_cast<float>(rng.normal() * scale));
-  for (int j = 0; j < 32; ++j) x.push_back(0.0f);                     // all zero
+  for (int j = 0; j < 32; ++j) x.push_back(0.0f);  // all zero
   for (int j = 0; j < 32; ++j) x.push_back(j == 5 ? -3.0f : 0.001f);  // negative extreme
-  for (int j = 0; j < 32; ++j) x.push_back((j - 16) * 0.5f);          // exact multiples
-  for (int j = 0; j < 32; ++j) x.push_back(j % 2 ? 1.0f : -1.0f);     // q = +-127
+  for (int j = 0; j < 32; ++j) x.push_back((j - 16) * 0.5f);  // exact multiples
+  for (int j = 0; j < 32; ++j) x.push_back(j % 2 ? 1.0f : -1.0f);  // q = +-127
   // Halfway points of the grid, where ggml's x * (1/d) and a plain x / d can
   // round to different integers.
   const float amax = 0.3f, d = amax / 127;
@@ -325,8 +319,7 @@ TEST(GgufQ8_0, QuantizeMatchesGgmlReferenceBitForBit) {
   quantize_q8_0(x.data(), got.data(), x.size());
   std::vector<uint8_t> want = ref_quantize_q8_0(x);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i], want[i]) << "byte " << i << " (block " << i / 34 << ")";
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i << " (block " << i / 34 << ")";
 
   // encode_floats is the same routine.
   std::vector<uint8_t> enc(got.size());
@@ -368,8 +361,7 @@ TEST(GgufQ8_0, DequantizeErrorIsWithinHalfAStep) {
     for (size_t j = 0; j < 32; ++j) {
       size_t i = b * 32 + j;
       ASSERT_LE(std::fabs(static_cast<double>(x[i]) - y[i]), bound) << "element " << i;
-      ASSERT_EQ(y[i], static_cast<float>(static_cast<int8_t>(q[b * 34 + 2 + j])) *
-                          static_cast<float>(d16));
+      ASSERT_EQ(y[i], static_cast<float>(static_cast<int8_t>(q[b * 34 + 2 + j])) * static_cast<float>(d16));
     }
   }
 }

@@ -36,7 +36,8 @@ std::string tokenizer_json(const std::string& normalizer) {
   "added_tokens": [{"id": 0, "content": "<pad>", "special": true}, {"id": 1, "content": "<eos>", "special": true},
                    {"id": 2, "content": "<bos>", "special": true}, {"id": 3, "content": "<unk>", "special": true},
                    {"id": 10, "content": "\u2581\u2581", "special": false}],
-  "normalizer": )" + normalizer + R"(, "pre_tokenizer": null})";
+  "normalizer": )" +
+         normalizer + R"(, "pre_tokenizer": null})";
 }
 
 const char* kGemmaNormalizer = R"({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"})";
@@ -112,9 +113,9 @@ TEST(HfTokenizer, TrainsWithATokenizerJson) {
     if (c != '"' && c != '\\') vocab += fmt::format(R"(, "{}": {})", c, id++);
   vocab += fmt::format(R"(, "\u2581": {}, "th": {}, "\u2581th": {}, "he": {})", id, id + 1, id + 2, id + 3);
   const int n_tokens = id + 4;
-  spit(dir / "tokenizer.json",
-       R"({"model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": {)" + vocab +
-           R"(}, "merges": [["t", "h"], ["\u2581", "th"], ["h", "e"]]},
+  spit(dir / "tokenizer.json", R"({"model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>", "vocab": {)" +
+                                   vocab +
+                                   R"(}, "merges": [["t", "h"], ["\u2581", "th"], ["h", "e"]]},
   "added_tokens": [{"id": 0, "content": "<pad>", "special": true}, {"id": 1, "content": "<eos>", "special": true},
                    {"id": 2, "content": "<bos>", "special": true}, {"id": 3, "content": "<unk>", "special": true}],
   "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}, "pre_tokenizer": null})");

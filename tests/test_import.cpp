@@ -100,8 +100,8 @@ std::optional<std::pair<int64_t, std::string>> parse_qkv(const std::string& name
   int l = 0;
   char p = 0;
   int used = 0;
-  if (std::sscanf(name.c_str(), "blk.%d.attn_%c.weight%n", &l, &p, &used) == 2 &&
-      used == int(name.size()) && (p == 'q' || p == 'k' || p == 'v'))
+  if (std::sscanf(name.c_str(), "blk.%d.attn_%c.weight%n", &l, &p, &used) == 2 && used == int(name.size()) &&
+      (p == 'q' || p == 'k' || p == 'v'))
     return std::pair<int64_t, std::string>{l, std::string(1, p)};
   return std::nullopt;
 }
@@ -145,7 +145,9 @@ ToyFile make_toy(const Shape& s, uint64_t seed = 7) {
       for (int64_t h = 0; h < n; ++h)
         f.tensors.push_back({head_name(l, p, h), TensorType::F32, {D, hd}, r.fill(hd * D, 0.4)});
     }
-    f.tensors.push_back({blk(l, "attn_output"), TensorType::F32, {hd * uint64_t(s.n_heads), D},
+    f.tensors.push_back({blk(l, "attn_output"),
+                         TensorType::F32,
+                         {hd * uint64_t(s.n_heads), D},
                          r.fill(D * hd * uint64_t(s.n_heads), 0.2)});
     f.tensors.push_back({blk(l, "ffn_norm"), TensorType::F32, {D}, r.fill(D, 0.2, 1.0)});
     f.tensors.push_back({blk(l, "ffn_gate"), TensorType::F32, {D, F}, r.fill(F * D, 0.3)});
@@ -196,15 +198,15 @@ void rope(double* x, int64_t pos, int64_t d, double base) {
 // h of Q reads blk.L.attn_q.head_h.weight and attends with K/V head
 // h / (n_heads / n_kv), and the head outputs are laid side by side in head
 // order before attn_output. `embd` is the [vocab, d_model] input table.
-std::vector<double> per_head_logits(const std::string& path, const Shape& s,
-                                    const std::vector<double>& embd, const std::vector<int32_t>& toks) {
+std::vector<double> per_head_logits(const std::string& path, const Shape& s, const std::vector<double>& embd,
+                                    const std::vector<int32_t>& toks) {
   const int64_t T = int64_t(toks.size()), D = s.d_model, hd = s.d_head(), H = s.n_heads;
   const int64_t KV = s.n_kv, F = s.d_ff, V = s.vocab;
   auto W = [&](const std::string& n) { return stored(path, n); };
   std::vector<double> x(static_cast<size_t>(T * D));
-  for (int64_t t = 0; t < T; ++t)
-    std::copy_n(embd.begin() + toks[size_t(t)] * D, D, x.begin() + t * D);
-  std::vector<double> h(static_cast<size_t>(D)), att(static_cast<size_t>(H * hd)), tmp(static_cast<size_t>(std::max(D, F)));
+  for (int64_t t = 0; t < T; ++t) std::copy_n(embd.begin() + toks[size_t(t)] * D, D, x.begin() + t * D);
+  std::vector<double> h(static_cast<size_t>(D)), att(static_cast<size_t>(H * hd)),
+      tmp(static_cast<size_t>(std::max(D, F)));
   for (int64_t l = 0; l < s.n_layers; ++l) {
     const auto an = W(blk(l, "attn_norm")), wo = W(blk(l, "attn_output"));
     std::vector<std::vector<double>> q(static_cast<size_t>(H)), k(static_cast<size_t>(KV)), v(static_cast<size_t>(KV));
@@ -274,8 +276,8 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab) {
   return t;
 }
 
-std::vector<double> fold_in_double(const std::vector<double>& E, const std::vector<double>& W,
-                                   int64_t vocab, int64_t C, int64_t D) {
+std::vector<double> fold_in_double(const std::vector<double>& E, const std::vector<double>& W, int64_t vocab, int64_t C,
+                                   int64_t D) {
   std::vector<double> out(static_cast<size_t>(vocab * D));
   for (int64_t v = 0; v < vocab; ++v)
     for (int64_t r = 0; r < D; ++r) {
@@ -295,8 +297,7 @@ void check_logits_match_per_head(const Shape& s) {
   const auto toks = tokens(20, s.vocab);
   std::vector<double> embd = stored(tmp / "heads.gguf", "token_embd.weight");
   if (s.donor_dim > 0)
-    embd = fold_in_double(embd, stored(tmp / "heads.gguf", "lens.proj.weight"), s.vocab, s.donor_dim,
-                          s.d_model);
+    embd = fold_in_double(embd, stored(tmp / "heads.gguf", "lens.proj.weight"), s.vocab, s.donor_dim, s.d_model);
   const auto ref = per_head_logits(tmp / "heads.gguf", s, embd, toks);
   gguf::GgufFile f(tmp / "fused.gguf");
   infer::Decoder d(f);
@@ -413,7 +414,8 @@ TEST(FoldLens, EqualsTheDoubleSumRoundedOnce) {
     const auto got = model::fold_lens(E.data(), V, C, W.data(), D);
     const auto ref = fold_in_double({E.begin(), E.end()}, {W.begin(), W.end()}, V, C, D);
     ASSERT_EQ(got.size(), ref.size());
-    for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], float(ref[i])) << V << "x" << C << "x" << D << " at " << i;
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_EQ(got[i], float(ref[i])) << V << "x" << C << "x" << D << " at " << i;
   }
 }
 
@@ -475,9 +477,11 @@ TEST(Import, BadInputsAreClearErrors) {
       if (key == k) val = v;
   };
   const std::vector<BadCase> cases = {
-      {"head 2 of 4 missing", [](ToyFile& f, Shape&) { f.erase("blk.1.attn_q.head_2.weight"); },
+      {"head 2 of 4 missing",
+       [](ToyFile& f, Shape&) { f.erase("blk.1.attn_q.head_2.weight"); },
        {"missing tensor 'blk.1.attn_q.head_2.weight'", "4 heads", "only 3"}},
-      {"last kv head missing", [](ToyFile& f, Shape&) { f.erase("blk.0.attn_v.head_1.weight"); },
+      {"last kv head missing",
+       [](ToyFile& f, Shape&) { f.erase("blk.0.attn_v.head_1.weight"); },
        {"'blk.0.attn_v.head_1.weight'", "missing"}},
       {"all heads of one projection missing",
        [](ToyFile& f, Shape&) {
@@ -498,9 +502,11 @@ TEST(Import, BadInputsAreClearErrors) {
          t->data.resize(32 * 16);
        },
        {"'blk.1.attn_q.head_0.weight'", "[32, 16]"}},
-      {"F16 head", [](ToyFile& f, Shape&) { f.find("blk.0.attn_q.head_3.weight")->type = TensorType::F16; },
+      {"F16 head",
+       [](ToyFile& f, Shape&) { f.find("blk.0.attn_q.head_3.weight")->type = TensorType::F16; },
        {"'blk.0.attn_q.head_3.weight'", "F16", "F32"}},
-      {"Q8_0 head", [](ToyFile& f, Shape&) { f.find("blk.1.attn_v.head_0.weight")->type = TensorType::Q8_0; },
+      {"Q8_0 head",
+       [](ToyFile& f, Shape&) { f.find("blk.1.attn_v.head_0.weight")->type = TensorType::Q8_0; },
        {"'blk.1.attn_v.head_0.weight'", "Q8_0"}},
       {"more q heads than head_count",
        [](ToyFile& f, Shape&) {
@@ -592,7 +598,8 @@ TEST(Import, BadInputsAreClearErrors) {
       {"unknown toy format version",
        [&](ToyFile& f, Shape&) { set_meta(f, "toy.checkpoint_format", Value::str("toy-from-scratch/v2")); },
        {"toy.checkpoint_format", "toy-from-scratch/v2", "toy-from-scratch/v1"}},
-      {"not ggml-native", [&](ToyFile& f, Shape&) { set_meta(f, "toy.ggml_native", Value::boolean(false)); },
+      {"not ggml-native",
+       [&](ToyFile& f, Shape&) { set_meta(f, "toy.ggml_native", Value::boolean(false)); },
        {"toy.ggml_native"}},
       {"head_count missing",
        [](ToyFile& f, Shape&) {

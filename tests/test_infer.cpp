@@ -28,8 +28,8 @@
 #include "util/error.h"
 
 using namespace ggtrain;
-using test_support::Comparison;
 using test_support::compare;
+using test_support::Comparison;
 using test_support::TempDir;
 using test_support::within_abs;
 using test_support::within_rel_to_max;
@@ -327,10 +327,10 @@ TEST(Sampler, GreedyTopKAndPenalty) {
   // All penalised: 2.0 -> 1.0, 1.9 -> 0.95, and -1 -> -2 (multiplied when negative).
   EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {2, 1, 3}), 1);
   z = {0.5f, -0.6f, -1.0f, -0.7f};
-  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {0}), 0);   // 0.25 still highest
+  EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {0}), 0);  // 0.25 still highest
   EXPECT_EQ(infer::sample_token(z.data(), 4, greedy, rng, {1}), 0);
   z = {-0.5f, -0.6f};
-  EXPECT_EQ(infer::sample_token(z.data(), 2, greedy, rng, {0}), 1);   // -0.5 -> -1.0
+  EXPECT_EQ(infer::sample_token(z.data(), 2, greedy, rng, {0}), 1);  // -0.5 -> -1.0
 }
 
 TEST(Sampler, TemperatureOneDrawsFromTheSoftmax) {
@@ -345,7 +345,8 @@ TEST(Sampler, TemperatureOneDrawsFromTheSoftmax) {
   for (int i = 0; i < 4000; ++i) ones += infer::sample_token(z.data(), 2, s, rng);
   EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
   auto a = infer::sampler_rng(9), b = infer::sampler_rng(9);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(infer::sample_token(z.data(), 2, s, a), infer::sample_token(z.data(), 2, s, b));
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(infer::sample_token(z.data(), 2, s, a), infer::sample_token(z.data(), 2, s, b));
 }
 
 // top-p and min-p cut the distribution before temperature (a temperature
@@ -474,7 +475,8 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
       for (int64_t r = 0; r < kRows; ++r) {
         double want = 0;
         for (int64_t k = 0; k < kCols; ++k) want += double(wq[size_t(r * kCols + k)]) * xr[size_t(i * kCols + k)];
-        if (type == gguf::TensorType::Q5_1) want += q8_1_sum_term(f.tensor("m.weight").data, &x[size_t(i * kCols)], r, kCols);
+        if (type == gguf::TensorType::Q5_1)
+          want += q8_1_sum_term(f.tensor("m.weight").data, &x[size_t(i * kCols)], r, kCols);
         const float got = y[size_t(i * kRows + r)];
         ASSERT_TRUE(std::isfinite(got));
         ASSERT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << gguf::type_name(type) << " row " << r;
@@ -484,7 +486,8 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
     for (int64_t r = 0; r < kRows; ++r) {
       m.row(r, row.data());
       for (int64_t k = 0; k < kCols; ++k)
-        ASSERT_EQ(row[size_t(k)], wq[size_t(r * kCols + k)]) << gguf::type_name(type) << " row " << r << " column " << k;
+        ASSERT_EQ(row[size_t(k)], wq[size_t(r * kCols + k)])
+            << gguf::type_name(type) << " row " << r << " column " << k;
     }
     // and the rounding is really there: unrounded activations give other values
     double plain = 0;
@@ -508,10 +511,8 @@ TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
   for (const auto& [k, v] : ok.metadata()) bad.set(k, v);
   std::vector<uint8_t> q4(size_t(64 * 64 / 32 * 20), 0);
   for (const auto& t : ok.tensors()) {
-    if (t.name == "blk.0.attn_q.weight")
-      bad.add_tensor_raw(t.name, gguf::TensorType::Q4_1, t.shape(), q4.data());
-    else
-      bad.add_tensor_raw(t.name, t.type, t.shape(), t.data);
+    if (t.name == "blk.0.attn_q.weight") bad.add_tensor_raw(t.name, gguf::TensorType::Q4_1, t.shape(), q4.data());
+    else bad.add_tensor_raw(t.name, t.type, t.shape(), t.data);
   }
   bad.write(tmp / "bad.gguf");
   gguf::GgufFile f(tmp / "bad.gguf");

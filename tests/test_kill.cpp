@@ -31,8 +31,7 @@ constexpr int64_t kSteps = 150;
 // process), then waits `extra_ms` more (0-39 ms: the kill can land in the
 // middle of the next checkpoint's writes) and SIGKILLs it. Returns the exit
 // status, or -SIGKILL when killed.
-int run_cli(const std::vector<std::string>& args, const std::string& dir, bool kill_after_progress,
-            int extra_ms = 0) {
+int run_cli(const std::vector<std::string>& args, const std::string& dir, bool kill_after_progress, int extra_ms = 0) {
   const int64_t start_step = train::latest_step(dir);
   pid_t pid = fork();
   if (pid == 0) {
@@ -112,9 +111,9 @@ TEST(Kill, KeepBestSurvivesSigkillAndResume) {
   const std::string corpus = tmp / "corpus.txt";
   test_support::write_synthetic_corpus(corpus, 1200);
   test_support::write_reversed_lines(corpus, tmp / "reversed.txt", 400);
-  const std::vector<std::string> sets{"train.eval_every=2", "checkpoint.keep_best=val_loss", "train.lr_max=0.01",
-                                      "train.lr_min=0.01", "train.schedule=constant",
-                                      "data.val_corpus=" + (tmp / "reversed.txt")};
+  const std::vector<std::string> sets{"train.eval_every=2",      "checkpoint.keep_best=val_loss",
+                                      "train.lr_max=0.01",       "train.lr_min=0.01",
+                                      "train.schedule=constant", "data.val_corpus=" + (tmp / "reversed.txt")};
   ASSERT_EQ(run_cli(train_args(tmp / "clean", corpus, false, sets), tmp / "clean", false), 0);
   const auto clean = train::read_best(tmp / "clean");
   ASSERT_TRUE(clean.has_value());
@@ -141,7 +140,8 @@ TEST(Kill, KeepBestSurvivesSigkillAndResume) {
   ASSERT_TRUE(killed.has_value());
   EXPECT_EQ(killed->step, clean->step);
   EXPECT_EQ(killed->value, clean->value);
-  EXPECT_EQ(std::filesystem::read_symlink(dir + "/weights/best.gguf"), std::filesystem::read_symlink(tmp / "clean/weights/best.gguf"));
+  EXPECT_EQ(std::filesystem::read_symlink(dir + "/weights/best.gguf"),
+            std::filesystem::read_symlink(tmp / "clean/weights/best.gguf"));
   expect_best_is_complete(dir);
 }
 
@@ -160,9 +160,8 @@ TEST(Kill, Sigkill20TimesThenResumeIsBitIdentical) {
     const int64_t from = train::latest_step(dir);
     if (attempt > 0 && from > 0) ++resumes_from_checkpoint;
     const int rc = run_cli(train_args(dir, corpus, from >= 0), dir, true, extra_ms);
-    std::printf("attempt %d: started from step %lld, %s %d ms after its first checkpoint, latest step %lld\n",
-                attempt, (long long)from, rc == -SIGKILL ? "killed" : "finished", extra_ms,
-                (long long)train::latest_step(dir));
+    std::printf("attempt %d: started from step %lld, %s %d ms after its first checkpoint, latest step %lld\n", attempt,
+                (long long)from, rc == -SIGKILL ? "killed" : "finished", extra_ms, (long long)train::latest_step(dir));
     if (rc == -SIGKILL) ++kills;
     else ASSERT_EQ(rc, 0) << "attempt " << attempt;
     expect_latest_is_complete(dir);
@@ -182,7 +181,9 @@ TEST(Kill, Sigkill20TimesThenResumeIsBitIdentical) {
   EXPECT_GE(resumes_from_checkpoint, 15);
   std::string why;
   EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "clean", kSteps),
-                                             train::weights_path(dir, kSteps), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "clean", kSteps),
-                                             train::state_path(dir, kSteps), &why)) << why;
+                                             train::weights_path(dir, kSteps), &why))
+      << why;
+  EXPECT_TRUE(
+      test_support::same_tensor_data(train::state_path(tmp / "clean", kSteps), train::state_path(dir, kSteps), &why))
+      << why;
 }

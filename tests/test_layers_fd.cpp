@@ -20,12 +20,12 @@ using namespace ggtrain::kernels;
 using ggtrain::test_support::compare;
 using ggtrain::test_support::compare_where;
 using ggtrain::test_support::dot;
+using ggtrain::test_support::expect_grad_matches_fd;
+using ggtrain::test_support::random_vector;
 using ggtrain::test_support::Tolerance;
 using ggtrain::test_support::within_abs;
 using ggtrain::test_support::within_elementwise;
 using ggtrain::test_support::within_rel_to_max;
-using ggtrain::test_support::expect_grad_matches_fd;
-using ggtrain::test_support::random_vector;
 using Vec = std::vector<double>;
 
 TEST(LayerFd, Linear) {
@@ -116,8 +116,8 @@ void check_attention(int64_t n_heads, int64_t n_kv_heads, int64_t tile_rows, int
   };
   loss();
   Vec dq(q.size()), dk(k.size()), dv(v.size());
-  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), out.data(),
-                     lse.data(), q.data(), k.data(), v.data(), s);
+  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), out.data(), lse.data(), q.data(),
+                     k.data(), v.data(), s);
   expect_grad_matches_fd(q, dq, loss, "attention dq");
   expect_grad_matches_fd(k, dk, loss, "attention dk");
   expect_grad_matches_fd(v, dv, loss, "attention dv");
@@ -144,8 +144,8 @@ TEST(LayerFd, PackedDocumentsEqualEachDocumentAlone) {
       for (int64_t d : docs[size_t(b)])
         if (d <= t) doc_start[size_t(b * T + t)] = int32_t(d);
   AttnShape s{B, T, H, KV, hd, 2, 3, doc_start.data()};
-  Vec q = random_vector(B * T * qs, 41, 2.0), k = random_vector(B * T * ks, 42, 2.0),
-      v = random_vector(B * T * ks, 43), dout = random_vector(B * T * qs, 44);
+  Vec q = random_vector(B * T * qs, 41, 2.0), k = random_vector(B * T * ks, 42, 2.0), v = random_vector(B * T * ks, 43),
+      dout = random_vector(B * T * qs, 44);
   Vec scratch(size_t(omp_get_max_threads() * attention_scratch_per_thread(s)));
   Vec out(q.size()), lse(size_t(B * H * T)), dq(q.size()), dk(k.size()), dv(v.size());
   attention_forward(out.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
@@ -186,8 +186,8 @@ TEST(LayerFd, ReferenceAttention) {
   loss();
   Vec dq(q.size()), dk(k.size()), dv(v.size()),
       scratch(size_t(omp_get_max_threads() * reference_attention_scratch_per_thread(T)));
-  reference_attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), q.data(),
-                               k.data(), v.data(), att.data(), s);
+  reference_attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), probe.data(), q.data(), k.data(),
+                               v.data(), att.data(), s);
   expect_grad_matches_fd(q, dq, loss, "reference attention dq");
   expect_grad_matches_fd(k, dk, loss, "reference attention dk");
   expect_grad_matches_fd(v, dv, loss, "reference attention dv");
@@ -205,15 +205,15 @@ TEST(LayerFd, FlashAttentionMatchesReferenceInFloat) {
   auto q = fvec(size_t(B * T * H * hd), 31, 2.0), k = fvec(size_t(B * T * KV * hd), 32, 2.0),
        v = fvec(size_t(B * T * KV * hd), 33, 1.0), dout = fvec(size_t(B * T * H * hd), 34, 1.0);
   std::vector<float> out(q.size()), ref_out(q.size()), lse(size_t(B * H * T)), att(size_t(B * H * T * T));
-  std::vector<float> scratch(size_t(omp_get_max_threads() * std::max(attention_scratch_per_thread(s),
-                                                                     reference_attention_scratch_per_thread(T))));
+  std::vector<float> scratch(size_t(
+      omp_get_max_threads() * std::max(attention_scratch_per_thread(s), reference_attention_scratch_per_thread(T))));
   attention_forward(out.data(), lse.data(), scratch.data(), q.data(), k.data(), v.data(), s);
   reference_attention_forward(ref_out.data(), att.data(), q.data(), k.data(), v.data(), s);
   std::vector<float> dq(q.size()), dk(k.size()), dv(v.size()), rdq(q.size()), rdk(k.size()), rdv(v.size());
-  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), out.data(), lse.data(),
-                     q.data(), k.data(), v.data(), s);
-  reference_attention_backward(rdq.data(), rdk.data(), rdv.data(), scratch.data(), dout.data(), q.data(),
-                               k.data(), v.data(), att.data(), s);
+  attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), out.data(), lse.data(), q.data(),
+                     k.data(), v.data(), s);
+  reference_attention_backward(rdq.data(), rdk.data(), rdv.data(), scratch.data(), dout.data(), q.data(), k.data(),
+                               v.data(), att.data(), s);
   EXPECT_TRUE(within_rel_to_max(compare(out, ref_out), 1e-5)) << "out";
   EXPECT_TRUE(within_rel_to_max(compare(dq, rdq), 1e-4)) << "dq";
   EXPECT_TRUE(within_rel_to_max(compare(dk, rdk), 1e-4)) << "dk";
@@ -224,7 +224,8 @@ TEST(LayerFd, FlashAttentionMatchesReferenceInFloat) {
   double sum = 0;
   for (int64_t j = 0; j <= t; ++j) {
     double dotp = 0;
-    for (int64_t i = 0; i < hd; ++i) dotp += double(q[size_t(t * H * hd + h * hd + i)]) * k[size_t(j * KV * hd + (h / 2) * hd + i)];
+    for (int64_t i = 0; i < hd; ++i)
+      dotp += double(q[size_t(t * H * hd + h * hd + i)]) * k[size_t(j * KV * hd + (h / 2) * hd + i)];
     sum += std::exp(dotp / std::sqrt(double(hd)));
   }
   EXPECT_NEAR(lse[size_t(h * T + t)], std::log(sum), 1e-5 * std::fabs(std::log(sum)) + 1e-6);

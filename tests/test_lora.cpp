@@ -78,7 +78,8 @@ TEST(Lora, InitialAdapterIsTheBaseModel) {
   const auto& b = adapted.layout().get("blk.1.ffn_down.weight.lora_b");
   for (int64_t i = 0; i < b.size; ++i) adapted.params()[b.offset + i] = 0.05f;
   adapted.forward(tokens.data(), nullptr);
-  EXPECT_TRUE(differs_by_more_than(compare(adapted.logits(), base.logits(), n_logits), 1e-3)) << "moved adapter vs base";
+  EXPECT_TRUE(differs_by_more_than(compare(adapted.logits(), base.logits(), n_logits), 1e-3))
+      << "moved adapter vs base";
 }
 
 // A LoRA run: checkpoints are adapters (no base tensors), the base is never
@@ -122,7 +123,8 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   plain.eval(tokens.data(), T, true);
   with.eval(tokens.data(), T, true);
   const size_t n_logits = size_t(T * bc.vocab);
-  EXPECT_TRUE(within_abs(compare(with.logits(), m.logits(), n_logits), 1e-5)) << "decoder with adapter vs training model";
+  EXPECT_TRUE(within_abs(compare(with.logits(), m.logits(), n_logits), 1e-5))
+      << "decoder with adapter vs training model";
   EXPECT_TRUE(differs_by_more_than(compare(with.logits(), plain.logits(), n_logits), 1e-3))
       << "the adapter trained: decoder with adapter vs without";
 
@@ -284,18 +286,30 @@ TEST(Lora, BadAdaptersAreClearErrors) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
     }
   };
-  expect_error(write("no_b.gguf", [&](auto& w) {
-    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
-  }), "lora_b");
-  expect_error(write("no_a.gguf", [&](auto& w) {
-    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
-  }), "lora_a");
-  expect_error(write("shape.gguf", [&](auto& w) {
-    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 5}, bad.data());
-    quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
-  }), "blk.0.attn_q.weight.lora_a");
-  expect_error(write("layer.gguf", [&](auto& w) {
-    quant::add_float_tensor(w, "blk.7.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
-    quant::add_float_tensor(w, "blk.7.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
-  }), "blk.7.attn_q.weight");
+  expect_error(
+      write("no_b.gguf",
+            [&](auto& w) {
+              quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
+            }),
+      "lora_b");
+  expect_error(
+      write("no_a.gguf",
+            [&](auto& w) {
+              quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+            }),
+      "lora_a");
+  expect_error(
+      write("shape.gguf",
+            [&](auto& w) {
+              quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 5}, bad.data());
+              quant::add_float_tensor(w, "blk.0.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+            }),
+      "blk.0.attn_q.weight.lora_a");
+  expect_error(
+      write("layer.gguf",
+            [&](auto& w) {
+              quant::add_float_tensor(w, "blk.7.attn_q.weight.lora_a", gguf::TensorType::F32, {32, 4}, a.data());
+              quant::add_float_tensor(w, "blk.7.attn_q.weight.lora_b", gguf::TensorType::F32, {4, 32}, b.data());
+            }),
+      "blk.7.attn_q.weight");
 }

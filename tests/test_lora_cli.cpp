@@ -28,15 +28,26 @@ class LoraCli : public ::testing::Test {
     for (int i = 0; i < 600; ++i)
       out << fmt::format("line {}: the {} quick brown foxes jump over {} lazy dogs.\n", i, i % 7, i % 13);
     out.close();
-    const std::vector<std::string> common = {"--set", "data.corpus=" + (*dir_ / "corpus.txt"), "--set", "train.threads=1",
-                                             "--quiet"};
+    const std::vector<std::string> common = {"--set", "data.corpus=" + (*dir_ / "corpus.txt"), "--set",
+                                             "train.threads=1", "--quiet"};
     std::vector<std::string> base = {"train", "--preset", "tiny", "--run-dir", *dir_ / "base"};
     base.insert(base.end(), common.begin(), common.end());
     ok_ = cli(base).status == 0;
-    std::vector<std::string> lora = {"train", "--preset", "tiny", "--run-dir", *dir_ / "lora", "--set",
-                                     "init.from=" + base_model(), "--set", "train.lora.rank=4", "--set",
-                                     "train.lora.targets=attn_q,attn_v,ffn_down", "--set", "train.lr_max=1e-2",
-                                     "--set", "train.steps=10"};
+    std::vector<std::string> lora = {"train",
+                                     "--preset",
+                                     "tiny",
+                                     "--run-dir",
+                                     *dir_ / "lora",
+                                     "--set",
+                                     "init.from=" + base_model(),
+                                     "--set",
+                                     "train.lora.rank=4",
+                                     "--set",
+                                     "train.lora.targets=attn_q,attn_v,ffn_down",
+                                     "--set",
+                                     "train.lr_max=1e-2",
+                                     "--set",
+                                     "train.steps=10"};
     lora.insert(lora.end(), common.begin(), common.end());
     ok_ = ok_ && cli(lora).status == 0;
   }
@@ -51,8 +62,9 @@ class LoraCli : public ::testing::Test {
 
   // The logits of the tokens below, from `eval -m model` + extra flags.
   static std::vector<float> logits(const std::string& model, std::vector<std::string> extra, const std::string& name) {
-    std::vector<std::string> a = {"eval", "--cache-type", "f32", "-m", model, "--tokens", "1,40,80,120,160,200,240,280",
-                                  "--dump-logits", t(name)};
+    std::vector<std::string> a = {
+        "eval",          "--cache-type", "f32", "-m", model, "--tokens", "1,40,80,120,160,200,240,280",
+        "--dump-logits", t(name)};
     a.insert(a.end(), extra.begin(), extra.end());
     const CliResult r = cli(a);
     EXPECT_EQ(r.status, 0) << r.output;

@@ -78,7 +78,8 @@ Image read_png(const std::string& path) {
       const uint8_t* px = &row[size_t(x) * size_t(channels)];
       const int alpha = channels == 4 ? px[3] : 255;
       for (int k = 0; k < 3; ++k)
-        img.rgb[3 * (size_t(y) * size_t(img.width) + size_t(x)) + k] = uint8_t((px[k] * alpha + 255 * (255 - alpha)) / 255);
+        img.rgb[3 * (size_t(y) * size_t(img.width) + size_t(x)) + k] =
+            uint8_t((px[k] * alpha + 255 * (255 - alpha)) / 255);
     }
     prev = row;
   }
@@ -136,7 +137,8 @@ TEST(LossPlot, ManyValidationPointsAndATitle) {
 // Tick labels are round: equal steps of 1, 2 or 5 times a power of ten, so
 // "2.5 3 3.5", never "2.41 3.07 3.73".
 TEST(LossPlot, AxisLabelsAreRoundNumbers) {
-  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{2.41, 5.96}, {0.013, 0.0171}, {3.0, 3.0}, {120, 980}}) {
+  for (const auto& [lo, hi] :
+       std::vector<std::pair<double, double>>{{2.41, 5.96}, {0.013, 0.0171}, {3.0, 3.0}, {120, 980}}) {
     SCOPED_TRACE(std::to_string(lo) + ".." + std::to_string(hi));
     const std::string svg = train::loss_svg({{1, lo}, {2, hi}}, {}, "t");
     std::vector<double> y;

@@ -71,9 +71,8 @@ void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}
   m.backward();
   std::vector<double> g(m.grads(), m.grads() + m.n_params());
   for (const auto& t : m.layout().tensors()) {
-    if (!only.empty() && std::none_of(only.begin(), only.end(), [&](const std::string& o) {
-          return t.name.find(o) != std::string::npos;
-        }))
+    if (!only.empty() && std::none_of(only.begin(), only.end(),
+                                      [&](const std::string& o) { return t.name.find(o) != std::string::npos; }))
       continue;
     std::vector<double> pt(p.begin() + t.offset, p.begin() + t.offset + t.size);
     std::vector<double> gt(g.begin() + t.offset, g.begin() + t.offset + t.size);

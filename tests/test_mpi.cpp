@@ -12,13 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
-#include <cstdlib>
 
 #include "gguf/reader.h"
 #include "quant/gguf_floats.h"
@@ -41,9 +41,9 @@ constexpr int kSteps = 50;
 constexpr double kWeightLimit = 5e-5, kMomentLimit = 5e-5;
 
 // Open MPI refuses root unless told; oversubscribe: 2 ranks on any machine.
-const std::vector<std::pair<std::string, std::string>> kMpiEnv{
-    {"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-    {"OMPI_MCA_rmaps_base_oversubscribe", "1"}};
+const std::vector<std::pair<std::string, std::string>> kMpiEnv{{"OMPI_ALLOW_RUN_AS_ROOT", "1"},
+                                                               {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+                                                               {"OMPI_MCA_rmaps_base_oversubscribe", "1"}};
 
 std::vector<std::string> under_mpirun(int ranks, std::vector<std::string> args) {
   std::vector<std::string> a{GGTRAIN_MPIRUN, "-q", "-np", std::to_string(ranks), "--oversubscribe"};
@@ -115,8 +115,8 @@ Losses read_losses(const std::string& run_dir) {
   return l;
 }
 
-void expect_close(const std::map<int64_t, double>& want, const std::map<int64_t, double>& got,
-                  double rel, const std::string& what) {
+void expect_close(const std::map<int64_t, double>& want, const std::map<int64_t, double>& got, double rel,
+                  const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   for (const auto& [step, w] : want) {
     ASSERT_TRUE(got.count(step)) << what << ": no step " << step;
@@ -205,10 +205,10 @@ TEST_F(MpiTest, ChatFinetuneTwoRanksFollowOneProcess) {
            << "\"}]}\n";
   }
   auto chat_run = [&](const std::string& name, int zero) {
-    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "chat.jsonl",
-                           {"init.from=" + train::weights_path(dir("base"), 10), "data.format=chat",
-                            "train.seq_len=96", "train.batch=4", "train.steps=20", "train.eval_every=10", "data.val_fraction=0.1",
-                            "train.zero=" + std::to_string(zero)});
+    return tiny_train_args(
+        GGTRAIN_BIN, dir(name), tmp_ / "chat.jsonl",
+        {"init.from=" + train::weights_path(dir("base"), 10), "data.format=chat", "train.seq_len=96", "train.batch=4",
+         "train.steps=20", "train.eval_every=10", "data.val_fraction=0.1", "train.zero=" + std::to_string(zero)});
   };
   run_ok(chat_run("one", 0), out("one"));
   run_ok(under_mpirun(2, chat_run("dp", 0)), out("dp"));
@@ -240,7 +240,8 @@ TEST_F(MpiTest, TasksSplitOverRanksAddUp) {
     for (size_t i = 0; i < 40; i += 2)
       tasks << nlohmann::json{{"context", lines[i]},
                               {"endings", {lines[i + 1], lines[i + 11], lines[i + 7]}},
-                              {"label", i % 3 == 0 ? 0 : 1}}.dump()
+                              {"label", i % 3 == 0 ? 0 : 1}}
+                   .dump()
             << "\n";
   }
   const std::vector<std::string> s{"train.steps=4", "model.ctx=256", "train.eval_tasks=" + tmp_ / "tasks.jsonl",
@@ -280,15 +281,16 @@ TEST_P(MpiPreference, TwoRanksFollowOneProcess) {
   {
     std::ofstream pairs(tmp_ / "pairs.jsonl");
     for (int i = 0; i < 200; ++i)
-      pairs << "{\"prompt\": \"Say word " << i % 7 << "\", \"chosen\": \"" << std::string(size_t(1 + i % 5), 'a' + char(i % 7))
-            << "\", \"rejected\": \"" << std::string(size_t(1 + i % 3), 'a' + char((i + 1) % 7)) << "\"}\n";
+      pairs << "{\"prompt\": \"Say word " << i % 7 << "\", \"chosen\": \""
+            << std::string(size_t(1 + i % 5), 'a' + char(i % 7)) << "\", \"rejected\": \""
+            << std::string(size_t(1 + i % 3), 'a' + char((i + 1) % 7)) << "\"}\n";
   }
   auto preference_run = [&](const std::string& name, int zero) {
-    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "pairs.jsonl",
-                           {"init.from=" + train::weights_path(dir("base"), 10), "data.format=preference",
-                            "train.objective=" + objective, "train.beta=0.3", "train.seq_len=96", "train.batch=4",
-                            "train.steps=10", "train.eval_every=5", "data.val_fraction=0.1",
-                            "train.zero=" + std::to_string(zero)});
+    return tiny_train_args(
+        GGTRAIN_BIN, dir(name), tmp_ / "pairs.jsonl",
+        {"init.from=" + train::weights_path(dir("base"), 10), "data.format=preference", "train.objective=" + objective,
+         "train.beta=0.3", "train.seq_len=96", "train.batch=4", "train.steps=10", "train.eval_every=5",
+         "data.val_fraction=0.1", "train.zero=" + std::to_string(zero)});
   };
   run_ok(preference_run("one", 0), out("one"));
   run_ok(under_mpirun(2, preference_run("dp", 0)), out("dp"));
@@ -428,8 +430,7 @@ TEST_F(MpiTest, RankCountMustDivideTheBatch) {
   const CliResult r = run_within(under_mpirun(3, train("three", sets(0))), out("three"), {});
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(count_of(r.output, "ggtrain: error:"), 1) << r.output;
-  EXPECT_NE(error_line(r.output).find("train.batch = 4 cannot be split over 3 ranks"), std::string::npos)
-      << r.output;
+  EXPECT_NE(error_line(r.output).find("train.batch = 4 cannot be split over 3 ranks"), std::string::npos) << r.output;
 }
 
 // One rank fails alone (injected after its backward, as an I/O error would)
@@ -492,12 +493,11 @@ class Namespaces {
     a_ = "ggtA" + tag;
     b_ = "ggtB" + tag;
     const std::string va = "ggtva" + tag, vb = "ggtvb" + tag;
-    ok_ = sh("ip netns add " + a_ + " && ip netns add " + b_ + " && ip link add " + va +
-                 " type veth peer name " + vb + " && ip link set " + va + " netns " + a_ + " && ip link set " +
-                 vb + " netns " + b_ + " && ip -n " + a_ + " addr add 10.77.0.1/24 dev " + va +
-                 " && ip -n " + b_ + " addr add 10.77.0.2/24 dev " + vb + " && ip -n " + a_ + " link set " +
-                 va + " up && ip -n " + b_ + " link set " + vb + " up && ip -n " + a_ +
-                 " link set lo up && ip -n " + b_ + " link set lo up",
+    ok_ = sh("ip netns add " + a_ + " && ip netns add " + b_ + " && ip link add " + va + " type veth peer name " + vb +
+                 " && ip link set " + va + " netns " + a_ + " && ip link set " + vb + " netns " + b_ + " && ip -n " +
+                 a_ + " addr add 10.77.0.1/24 dev " + va + " && ip -n " + b_ + " addr add 10.77.0.2/24 dev " + vb +
+                 " && ip -n " + a_ + " link set " + va + " up && ip -n " + b_ + " link set " + vb + " up && ip -n " +
+                 a_ + " link set lo up && ip -n " + b_ + " link set lo up",
              log);
   }
   ~Namespaces() { sh("ip netns del " + a_ + "; ip netns del " + b_, "/dev/null"); }  // the veth goes with them
@@ -551,9 +551,13 @@ TEST_F(MpiTest, TwoHostsInNetworkNamespaces) {
     f << "#!/bin/sh\n"
          "# Open MPI's launcher agent: $1 is the host, the rest what ssh would run there.\n"
          "host=$1; shift\n"
-         "case \"$host\" in 10.77.0.1) ns=" << net.a() << ";; 10.77.0.2) ns=" << net.b() << ";;\n"
+         "case \"$host\" in 10.77.0.1) ns="
+      << net.a() << ";; 10.77.0.2) ns=" << net.b()
+      << ";;\n"
          "  *) echo \"agent: unknown host $host\" >&2; exit 1;; esac\n"
-         "echo \"$ns\" >> " << dir("agent.log") << "\n"
+         "echo \"$ns\" >> "
+      << dir("agent.log")
+      << "\n"
          "exec ip netns exec \"$ns\" /bin/sh -c \"$*\"\n";
   }
   std::filesystem::permissions(agent, std::filesystem::perms::owner_all);

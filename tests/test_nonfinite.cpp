@@ -60,8 +60,7 @@ std::vector<nlohmann::json> metrics(const std::string& dir) {
   return out;
 }
 
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 }  // namespace
 
@@ -90,8 +89,7 @@ TEST(NonFinite, StopPolicyExitsNonZeroFromTheCli) {
   write_synthetic_corpus(tmp / "corpus.txt", 600);
   CliOptions o;
   o.env = {{"GGTRAIN_INJECT_NAN_AT_STEP", "3"}};
-  auto r = run_cli(tiny_train_args(GGTRAIN_BIN, tmp / "r", tmp / "corpus.txt", {"train.steps=10"}),
-                   tmp / "out.txt", o);
+  auto r = run_cli(tiny_train_args(GGTRAIN_BIN, tmp / "r", tmp / "corpus.txt", {"train.steps=10"}), tmp / "out.txt", o);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_HAS(error_line(r.output), "step 3: loss nan");
   EXPECT_HAS(error_line(r.output), "there is no checkpoint yet");

@@ -5,8 +5,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "support/compare.h"
@@ -34,7 +34,8 @@ double trl_loss(Objective o, const PreferenceParams& p, const PairLogps& x) {
       return -naive_log_sigmoid(beta * logits) * (1 - ls) - naive_log_sigmoid(-beta * logits) * ls;
     }
     case Objective::kIpo: {
-      const double logits = (avg_c - avg_r) - (x.ref_chosen / double(x.n_chosen) - x.ref_rejected / double(x.n_rejected));
+      const double logits =
+          (avg_c - avg_r) - (x.ref_chosen / double(x.n_chosen) - x.ref_rejected / double(x.n_rejected));
       return std::pow(logits - 1 / (2 * beta), 2);
     }
     case Objective::kOrpo: {
@@ -78,10 +79,20 @@ TEST_P(PairLossTest, LossAndDerivativesAreTrlsFormula) {
     loss.push_back(r.loss);
     want_loss.push_back(trl_loss(o, p, x));
     grad.insert(grad.end(), {r.d_chosen, r.d_rejected});
-    want_grad.push_back(
-        central_difference([&](double v) { PairLogps y = x; y.chosen = v; return trl_loss(o, p, y); }, x.chosen));
-    want_grad.push_back(
-        central_difference([&](double v) { PairLogps y = x; y.rejected = v; return trl_loss(o, p, y); }, x.rejected));
+    want_grad.push_back(central_difference(
+        [&](double v) {
+          PairLogps y = x;
+          y.chosen = v;
+          return trl_loss(o, p, y);
+        },
+        x.chosen));
+    want_grad.push_back(central_difference(
+        [&](double v) {
+          PairLogps y = x;
+          y.rejected = v;
+          return trl_loss(o, p, y);
+        },
+        x.rejected));
   }
   const Comparison l = compare(loss, want_loss), g = compare(grad, want_grad);
   std::printf("%s: loss %.1e relative, derivatives %.1e\n", std::string(objective_name(o)).c_str(),
@@ -93,14 +104,12 @@ TEST_P(PairLossTest, LossAndDerivativesAreTrlsFormula) {
   EXPECT_TRUE(within_abs(g, 1e-8));
 }
 
-INSTANTIATE_TEST_SUITE_P(Objectives, PairLossTest,
-                         ::testing::Values(Case{Objective::kDpo, {0.25, 0.0, 0.5}}, Case{Objective::kDpo, {0.3, 0.15, 0.5}},
-                                           Case{Objective::kIpo, {0.4, 0.0, 0.5}}, Case{Objective::kOrpo, {0.35, 0.0, 0.5}},
-                                           Case{Objective::kSimpo, {2.5, 0.0, 0.7}},
-                                           Case{Objective::kSimpo, {2.0, 0.1, 1.2}}),
-                         [](const auto& info) {
-                           return std::string(objective_name(info.param.o)) + std::to_string(info.index);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Objectives, PairLossTest,
+    ::testing::Values(Case{Objective::kDpo, {0.25, 0.0, 0.5}}, Case{Objective::kDpo, {0.3, 0.15, 0.5}},
+                      Case{Objective::kIpo, {0.4, 0.0, 0.5}}, Case{Objective::kOrpo, {0.35, 0.0, 0.5}},
+                      Case{Objective::kSimpo, {2.5, 0.0, 0.7}}, Case{Objective::kSimpo, {2.0, 0.1, 1.2}}),
+    [](const auto& info) { return std::string(objective_name(info.param.o)) + std::to_string(info.index); });
 
 TEST(PairLoss, RewardsAreTrls) {
   const PreferenceParams p{0.25, 0.0, 0.5};

@@ -42,11 +42,13 @@ void write_pairs(const std::string& path, int n) {
     const char* good = words[i % 4];
     const char* bad = words[(i + 1 + i / 4 % 3) % 4];
     if (i % 3 == 2)
-      out << fmt::format(R"({{"messages": [{{"role": "user", "content": "Which word is number {}?"}}], )"
-                         R"("chosen": {{"role": "assistant", "content": "{}"}}, "rejected": [{{"role": "assistant", "content": "{}"}}]}})",
-                         i % 4, good, bad);
+      out << fmt::format(
+          R"({{"messages": [{{"role": "user", "content": "Which word is number {}?"}}], )"
+          R"("chosen": {{"role": "assistant", "content": "{}"}}, "rejected": [{{"role": "assistant", "content": "{}"}}]}})",
+          i % 4, good, bad);
     else
-      out << fmt::format(R"({{"prompt": "Which word is number {}?", "chosen": "{}", "rejected": "{}"}})", i % 4, good, bad);
+      out << fmt::format(R"({{"prompt": "Which word is number {}?", "chosen": "{}", "rejected": "{}"}})", i % 4, good,
+                         bad);
     out << "\n";
   }
 }
@@ -152,7 +154,8 @@ TEST(PreferenceRun, BatchEqualsMicroBatches) {
     EXPECT_NEAR(l1, l2, 1e-5 * std::abs(l1)) << "step " << step;
   }
   const gguf::GgufFile a(train::weights_path(tmp / "one", 2)), b(train::weights_path(tmp / "two", 2));
-  const auto fa = quant::tensor_floats(a, a.tensor("blk.0.attn_q.weight")), fb = quant::tensor_floats(b, b.tensor("blk.0.attn_q.weight"));
+  const auto fa = quant::tensor_floats(a, a.tensor("blk.0.attn_q.weight")),
+             fb = quant::tensor_floats(b, b.tensor("blk.0.attn_q.weight"));
   ASSERT_EQ(fa.size(), fb.size());
   EXPECT_TRUE(test_support::within_abs(test_support::compare(fa.data(), fb.data(), fa.size()), 1e-5));
   // Control: a step of half the pairs (batch 2, no accumulation) moves the loss.

@@ -58,9 +58,9 @@ TEST(Prepare, ShardsReadAsOneStreamEqualOneShard) {
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 3000);
   const auto tok = tiny_tokenizer(tmp, tmp / "corpus.txt");
   const auto one = corpus::prepare_data(options({tmp / "corpus.txt"}, int64_t(1) << 40), tok, tmp / "one",
-                                      corpus::OnMismatch::kRefuse);
-  const auto many = corpus::prepare_data(options({tmp / "corpus.txt"}, 3000), tok, tmp / "many",
-                                       corpus::OnMismatch::kRefuse);
+                                        corpus::OnMismatch::kRefuse);
+  const auto many =
+      corpus::prepare_data(options({tmp / "corpus.txt"}, 3000), tok, tmp / "many", corpus::OnMismatch::kRefuse);
   EXPECT_EQ(one.train_shards.size(), 1u);
   EXPECT_GE(many.train_shards.size(), 5u);
   EXPECT_EQ(all_tokens(one.train_shards), all_tokens(many.train_shards));
@@ -107,7 +107,8 @@ TEST(Prepare, FolderOfCompressedJsonlEqualsThePlainText) {
   spit(tmp / "shards/a/000.jsonl.gz", test_support::gzip_of(jsonl[0]));
   spit(tmp / "shards/a/001.jsonl.zst", test_support::zstd_of(jsonl[1]));
   spit(tmp / "shards/b.jsonl", jsonl[2]);
-  const auto text = corpus::prepare_data(options({tmp / "corpus.txt"}, 2000), tok, tmp / "t", corpus::OnMismatch::kRefuse);
+  const auto text =
+      corpus::prepare_data(options({tmp / "corpus.txt"}, 2000), tok, tmp / "t", corpus::OnMismatch::kRefuse);
   const auto json = corpus::prepare_data(options({tmp / "shards"}, 2000), tok, tmp / "j", corpus::OnMismatch::kRefuse);
   EXPECT_EQ(json.manifest.sources.size(), 3u);
   EXPECT_EQ(all_tokens(text.train_shards), all_tokens(json.train_shards));
@@ -139,10 +140,14 @@ TEST(Prepare, KilledPreparationContinuesToTheSameShards) {
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 40000);
   tiny_tokenizer(tmp, tmp / "corpus.txt");
   const auto args = [&](const std::string& out) {
-    return std::vector<std::string>{GGTRAIN_BIN, "data", "prepare", "--quiet", "--preset", "tiny", "--out", out,
-                                    "--set", "data.corpus=" + std::string(tmp / "corpus.txt"),
-                                    "--set", "data.tokenizer=" + std::string(tmp / "tok.model"),
-                                    "--set", "data.shard_tokens=20000", "--set", "train.threads=1"};
+    return std::vector<std::string>{GGTRAIN_BIN, "data",
+                                    "prepare",   "--quiet",
+                                    "--preset",  "tiny",
+                                    "--out",     out,
+                                    "--set",     "data.corpus=" + std::string(tmp / "corpus.txt"),
+                                    "--set",     "data.tokenizer=" + std::string(tmp / "tok.model"),
+                                    "--set",     "data.shard_tokens=20000",
+                                    "--set",     "train.threads=1"};
   };
   const auto spawn = [](const std::vector<std::string>& a) {
     const pid_t pid = ::fork();
@@ -242,7 +247,8 @@ TEST(Prepare, RunFolderPreparedTheOldWayResumesExactly) {
   test_support::run_quiet(tmp / "b", c, true);
   EXPECT_FALSE(fs::exists(corpus::manifest_path(tmp / "b/data"))) << "the old data was prepared again";
   std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 20), train::weights_path(tmp / "b", 20), &why))
+  EXPECT_TRUE(
+      test_support::same_tensor_data(train::weights_path(tmp / "a", 20), train::weights_path(tmp / "b", 20), &why))
       << why;
   EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 20), train::state_path(tmp / "b", 20), &why))
       << why;

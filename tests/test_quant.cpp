@@ -54,7 +54,8 @@ TEST(Quant, LegacyBlocksStayWithinOneStep) {
     const auto y = round_trip(t, x);
     for (size_t b = 0; b < x.size(); b += 32) {
       float amax = 0, mn = x[b], mx = x[b];
-      for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs(x[j])), mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
+      for (size_t j = b; j < b + 32; ++j)
+        amax = std::max(amax, std::fabs(x[j])), mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
       const float bound = t == TensorType::Q4_0   ? amax / 8 * 1.01f
                           : t == TensorType::Q5_0 ? amax / 16 * 1.01f
                                                   : (mx - mn) / 31 * 0.51f + std::fabs(mn) * 1e-3f;
@@ -89,8 +90,8 @@ TEST(Quant, KQuantErrorsShrinkWithBits) {
 // ggml's special cases: an all-zero block (Q6_K writes a zero block; the
 // offset formats a zero scale), a constant block, a block with one outlier.
 TEST(Quant, ZeroConstantAndOutlierBlocks) {
-  for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q4_K, TensorType::Q5_K,
-                       TensorType::Q6_K}) {
+  for (TensorType t :
+       {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
     const std::vector<float> zero(256, 0.0f);
     for (float v : round_trip(t, zero)) ASSERT_EQ(v, 0.0f) << gguf::type_name(t);
     const std::vector<float> constant(256, 0.5f);
@@ -122,7 +123,8 @@ std::vector<quant::TensorShape> llama_tensors(int layers, uint64_t d, uint64_t f
     t.push_back({b + "attn_norm.weight", {d}});
     t.push_back({b + "ffn_norm.weight", {d}});
   }
-  std::sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return quant::llama_cpp_tensor_before(a.name, b.name); });
+  std::sort(t.begin(), t.end(),
+            [](const auto& a, const auto& b) { return quant::llama_cpp_tensor_before(a.name, b.name); });
   return t;
 }
 
@@ -159,7 +161,7 @@ TEST(Quant, Q4KMRaisesTheLayersLlamaCppRaises) {
 TEST(Quant, TiedEmbeddingsTakeTheOutputsTypeAndShortRowsFallBack) {
   const auto tied = recipe_types(quant::FileType::Q4_K_S, llama_tensors(8, 256, 768, 320, true));
   EXPECT_EQ(tied.at("token_embd.weight"), TensorType::Q6_K);
-  EXPECT_EQ(tied.at("blk.3.attn_v.weight"), TensorType::Q5_K);   // Q4_K_S: first four attn_v
+  EXPECT_EQ(tied.at("blk.3.attn_v.weight"), TensorType::Q5_K);  // Q4_K_S: first four attn_v
   EXPECT_EQ(tied.at("blk.4.attn_v.weight"), TensorType::Q4_K);
   EXPECT_EQ(tied.at("blk.0.ffn_down.weight"), TensorType::Q5_K);  // first eighth
   EXPECT_EQ(tied.at("blk.1.ffn_down.weight"), TensorType::Q4_K);

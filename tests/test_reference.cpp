@@ -71,8 +71,7 @@ void check_reference(const std::string& path) {
     std::copy(r.weights.at(t.name).begin(), r.weights.at(t.name).end(), p.begin() + t.offset);
     std::copy(r.grads.at(t.name).begin(), r.grads.at(t.name).end(), g.begin() + t.offset);
   }
-  optim::adamw_step(m.layout(), p.data(), g.data(), mom.data(), var.data(), r.adamw_step, r.lr,
-                    r.adamw);
+  optim::adamw_step(m.layout(), p.data(), g.data(), mom.data(), var.data(), r.adamw_step, r.lr, r.adamw);
   double worst_ulps = 0;
   for (const auto& t : m.layout().tensors()) {
     const auto& ref = r.after_step.at(t.name);
@@ -91,21 +90,19 @@ void check_reference(const std::string& path) {
   std::fill(var.begin(), var.end(), 0.f);
   std::copy(m.params(), m.params() + n, p.begin());
   double worst_e2e = 0;
-  optim::adamw_step(m.layout(), p.data(), m.grads(), mom.data(), var.data(), r.adamw_step, r.lr,
-                    r.adamw);
+  optim::adamw_step(m.layout(), p.data(), m.grads(), mom.data(), var.data(), r.adamw_step, r.lr, r.adamw);
   for (const auto& t : m.layout().tensors()) {
     const auto& ref = r.after_step.at(t.name);
     const auto& rg = r.grads.at(t.name);
-    const Comparison c = compare_where(p.data() + t.offset, ref.data(), size_t(t.size), [&](size_t i) {
-      return !(rg[i] != 0.f && std::fabs(rg[i]) < 1e-6f);
-    });
+    const Comparison c = compare_where(p.data() + t.offset, ref.data(), size_t(t.size),
+                                       [&](size_t i) { return !(rg[i] != 0.f && std::fabs(rg[i]) < 1e-6f); });
     EXPECT_TRUE(within_abs(c, 32 * ulp_at_max(ref))) << "end-to-end adamw." << t.name;
     worst_e2e = max_keeping_nan(worst_e2e, c.max_abs_diff / ulp_at_max(ref));
   }
   std::printf("%s: logits err %.2e, loss rel err %.2e, worst grad err %.2e, adamw %.1f ulp, "
               "end-to-end adamw %.1f ulp\n",
-              path.c_str(), logits.rel_to_max(), std::fabs(double(loss) - r.loss) / r.loss, worst_grad,
-              worst_ulps, worst_e2e);
+              path.c_str(), logits.rel_to_max(), std::fabs(double(loss) - r.loss) / r.loss, worst_grad, worst_ulps,
+              worst_e2e);
 }
 
 }  // namespace
@@ -113,10 +110,12 @@ void check_reference(const std::string& path) {
 TEST(Reference, EveryReferenceStateMatches) {
   std::vector<ref::FolderCount> counts;
   auto files = ref::find_reference_states(kShared, &counts);
-  for (const auto& c : counts) std::printf("reference states checked from %s: %zu\n", c.folder.c_str(), c.reference_files);
+  for (const auto& c : counts)
+    std::printf("reference states checked from %s: %zu\n", c.folder.c_str(), c.reference_files);
   ASSERT_GE(counts.front().reference_files, 2u) << "expected the ref-*.gguf fixtures in " << kShared;
   for (size_t i = 1; i < counts.size(); ++i)
-    EXPECT_GE(counts[i].reference_files, 1u) << counts[i].folder << " (GGTRAIN_EXTRA_FIXTURES) holds no reference state";
+    EXPECT_GE(counts[i].reference_files, 1u)
+        << counts[i].folder << " (GGTRAIN_EXTRA_FIXTURES) holds no reference state";
   for (const auto& f : files) check_reference(f);
 }
 

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "corpus/token_file.h"
 #include "eval/choice_score.h"
@@ -39,10 +39,11 @@ TEST(Run, ResumeIsBitIdenticalToAnUninterruptedRun) {
   auto s = test_support::run_quiet(tmp / "b", c, true);
   EXPECT_EQ(s.last_step, 30);
   std::string why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::weights_path(tmp / "a", 30),
-                                        train::weights_path(tmp / "b", 30), &why)) << why;
-  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 30),
-                                        train::state_path(tmp / "b", 30), &why)) << why;
+  EXPECT_TRUE(
+      test_support::same_tensor_data(train::weights_path(tmp / "a", 30), train::weights_path(tmp / "b", 30), &why))
+      << why;
+  EXPECT_TRUE(test_support::same_tensor_data(train::state_path(tmp / "a", 30), train::state_path(tmp / "b", 30), &why))
+      << why;
   test_support::expect_same_data_position(train::state_path(tmp / "a", 30), train::state_path(tmp / "b", 30));
   test_support::expect_same_data_position(train::state_path(tmp / "a", 20), train::state_path(tmp / "b", 20));
   // The metrics of the resumed run continue the same curve, step for step.
@@ -72,7 +73,7 @@ TEST(Run, ValidationReportsBitsPerByteOfThePredictedText) {
         return double(n);
       }
       case 4: return double(p.size());  // user-defined: as written
-      case 6: return 1;                 // <0xNN>
+      case 6: return 1;  // <0xNN>
       default: return 0;
     }
   };
@@ -114,7 +115,8 @@ TEST(Run, TasksScoredInTheLoopEqualTheSavedCheckpointsScores) {
     for (size_t i = 0; i + 1 < 30; i += 2)
       out << nlohmann::json{{"context", lines[i]},
                             {"endings", {lines[i + 1], lines[i + 9], lines[i + 5]}},
-                            {"label", i % 3 == 0 ? 0 : 1}}.dump()
+                            {"label", i % 3 == 0 ? 0 : 1}}
+                 .dump()
           << "\n";
   }
   // The same tasks under another name (an extension that says nothing) with
@@ -122,8 +124,8 @@ TEST(Run, TasksScoredInTheLoopEqualTheSavedCheckpointsScores) {
   std::filesystem::copy_file(tmp / "tasks.jsonl", tmp / "own.tasks");
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 30);
   c.model.ctx = 256;
-  train::apply_override(c, "train.eval_tasks=" + (tmp / "tasks.jsonl") + "," + (tmp / "own.tasks") +
-                               "@format=jsonl@every=15@limit=4");
+  train::apply_override(
+      c, "train.eval_tasks=" + (tmp / "tasks.jsonl") + "," + (tmp / "own.tasks") + "@format=jsonl@every=15@limit=4");
   c.train.eval_tasks_every = 20;
   c.train.eval_tasks_limit = 10;
   test_support::run_quiet(tmp / "r", c, false);
@@ -165,9 +167,9 @@ TEST(BestCheckpoint, MetricsAndTheirDirection) {
   for (const char* bad : {"loss", "task:", "val_bpb"}) EXPECT_THROW(train::check_keep_best(bad), Error);
   EXPECT_TRUE(train::better_on("val_loss", 2.0, 3.0));
   EXPECT_FALSE(train::better_on("val_loss", 3.0, 3.0));  // a tie keeps the earlier step
-  EXPECT_TRUE(train::better_on("bpb", 1.0, NAN));       // the first value
+  EXPECT_TRUE(train::better_on("bpb", 1.0, NAN));  // the first value
   EXPECT_FALSE(train::better_on("bpb", NAN, 1.0));
-  EXPECT_TRUE(train::better_on("task:t", 0.5, 0.25));   // accuracies: higher
+  EXPECT_TRUE(train::better_on("task:t", 0.5, 0.25));  // accuracies: higher
   EXPECT_FALSE(train::better_on("task:t", 0.25, 0.5));
   EXPECT_TRUE(train::names_task("task:t.jsonl", "/data/tasks/t.jsonl"));
   EXPECT_TRUE(train::names_task("task:/data/tasks/t.jsonl", "/data/tasks/t.jsonl"));
@@ -276,9 +278,9 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
     int64_t vocab;
     int64_t params;
   };
-  for (const Released& r : {Released{"qwen3-0.6b", "qwen3", 151936, 596049920},
-                            Released{"gemma3-270m", "gemma3", 262144, 268098176},
-                            Released{"llama3.2-1b", "llama", 128256, 1235814400}}) {
+  for (const Released& r :
+       {Released{"qwen3-0.6b", "qwen3", 151936, 596049920}, Released{"gemma3-270m", "gemma3", 262144, 268098176},
+        Released{"llama3.2-1b", "llama", 128256, 1235814400}}) {
     SCOPED_TRACE(r.preset);
     const train::RunConfig c = train::preset(r.preset);
     EXPECT_NO_THROW(c.validate());
@@ -293,8 +295,10 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
 // and limit; TOML and --set forms read the same and the saved form reads back.
 TEST(RunConfig, EvalTaskEntriesRoundTrip) {
   auto c = train::preset("tiny");
-  train::apply_toml(c, "[train]\neval_tasks = [\"a.csv\", {path = \"b.bin\", format = \"multiple-choice\", every = 5}, "
-                       "{path = \"c.jsonl\", limit = 0}]\n", "t.toml");
+  train::apply_toml(c,
+                    "[train]\neval_tasks = [\"a.csv\", {path = \"b.bin\", format = \"multiple-choice\", every = 5}, "
+                    "{path = \"c.jsonl\", limit = 0}]\n",
+                    "t.toml");
   ASSERT_EQ(c.train.eval_tasks.size(), 3u);
   EXPECT_EQ(c.train.eval_tasks[1].format, "multiple-choice");
   EXPECT_EQ(c.train.eval_tasks[1].every, 5);
@@ -309,8 +313,9 @@ TEST(RunConfig, EvalTaskEntriesRoundTrip) {
   c.train.eval_tasks_every = 10;
   EXPECT_EQ(c.train.every_of(c.train.eval_tasks[0]), 10);
   EXPECT_EQ(c.train.every_of(c.train.eval_tasks[1]), 5);
-  for (const char* bad : {"[train]\neval_tasks = [{path = \"a\", every = \"often\"}]\n",
-                          "[train]\neval_tasks = [{path = \"a\", each = 3}]\n", "[train]\neval_tasks = [{every = 3}]\n"})
+  for (const char* bad :
+       {"[train]\neval_tasks = [{path = \"a\", every = \"often\"}]\n",
+        "[train]\neval_tasks = [{path = \"a\", each = 3}]\n", "[train]\neval_tasks = [{every = 3}]\n"})
     EXPECT_THROW(train::apply_toml(c, bad, "t.toml"), Error) << bad;
   EXPECT_THROW(train::apply_override(c, "train.eval_tasks=a.csv@every=-1"), Error);
   EXPECT_THROW(train::apply_override(c, "train.eval_tasks=a.csv@often"), Error);
@@ -343,16 +348,20 @@ TEST(RunConfig, OverridesAndErrorsNameTheKey) {
   expect_error([&] { train::apply_override(c, "model.tied=yes"); }, "model.tied");
   expect_error([&] { train::apply_toml(c, "[train]\nbatch = 4\nwarmup = 3\n", "x.toml"); }, "train.warmup");
   expect_error([&] { train::apply_toml(c, "[train\n", "bad.toml"); }, "bad.toml");
-  expect_error([&] {
-    auto d = train::preset("tiny");
-    d.model.n_kv_heads = 3;
-    d.validate();
-  }, "n_kv_heads");
-  expect_error([&] {
-    auto d = train::preset("tiny");
-    d.train.seq_len = 1000;
-    d.validate();
-  }, "train.seq_len");
+  expect_error(
+      [&] {
+        auto d = train::preset("tiny");
+        d.model.n_kv_heads = 3;
+        d.validate();
+      },
+      "n_kv_heads");
+  expect_error(
+      [&] {
+        auto d = train::preset("tiny");
+        d.train.seq_len = 1000;
+        d.validate();
+      },
+      "train.seq_len");
 }
 
 using test_support::any_contains;

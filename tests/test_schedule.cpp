@@ -16,11 +16,11 @@ TEST(Schedule, CosineWarmupIsLinearFromOneStep) {
 
 TEST(Schedule, CosineDecaysToMin) {
   LrSchedule s{ScheduleKind::Cosine, 1e-3, 1e-4, 10, 110, 0.2};
-  EXPECT_DOUBLE_EQ(s.lr_at(10), 1e-3);                       // p = 0
+  EXPECT_DOUBLE_EQ(s.lr_at(10), 1e-3);  // p = 0
   EXPECT_DOUBLE_EQ(s.lr_at(60), 1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI * 0.5)));
   EXPECT_DOUBLE_EQ(s.lr_at(35), 1e-4 + 0.5 * 9e-4 * (1 + std::cos(M_PI * 0.25)));
-  EXPECT_DOUBLE_EQ(s.lr_at(110), 1e-4);                      // p = 1
-  EXPECT_DOUBLE_EQ(s.lr_at(500), 1e-4);                      // clamped
+  EXPECT_DOUBLE_EQ(s.lr_at(110), 1e-4);  // p = 1
+  EXPECT_DOUBLE_EQ(s.lr_at(500), 1e-4);  // clamped
 }
 
 TEST(Schedule, CosineWithoutRoomAfterWarmupIsMin) {
@@ -40,7 +40,7 @@ TEST(Schedule, WarmupStableDecay) {
   LrSchedule s{ScheduleKind::Wsd, 1e-3, 0.0, 10, 100, 0.2};
   EXPECT_DOUBLE_EQ(s.lr_at(0), 1e-4);
   EXPECT_DOUBLE_EQ(s.lr_at(50), 1e-3);
-  EXPECT_DOUBLE_EQ(s.lr_at(79), 1e-3);   // decay starts at step 80
+  EXPECT_DOUBLE_EQ(s.lr_at(79), 1e-3);  // decay starts at step 80
   EXPECT_DOUBLE_EQ(s.lr_at(80), 1e-3);
   EXPECT_DOUBLE_EQ(s.lr_at(90), 0.5e-3);
   EXPECT_DOUBLE_EQ(s.lr_at(100), 0.0);

@@ -26,8 +26,7 @@ constexpr int kSteps = 400;
 // No periodic checkpoints: every checkpoint but the last comes from a signal.
 std::vector<std::string> args(const std::string& dir, const std::string& corpus) {
   return tiny_train_args(GGTRAIN_BIN, dir, corpus,
-                         {"train.steps=" + std::to_string(kSteps), "checkpoint.every=0",
-                          "train.eval_every=0"});
+                         {"train.steps=" + std::to_string(kSteps), "checkpoint.every=0", "train.eval_every=0"});
 }
 
 int64_t logged_steps(const std::string& dir) {
@@ -39,8 +38,8 @@ int64_t logged_steps(const std::string& dir) {
 
 // Starts the CLI, waits until it has logged `after_steps` more steps than
 // `dir` had, sends `sig`, and returns the result.
-CliResult interrupt(const std::vector<std::string>& a, const std::string& dir, int64_t after_steps,
-                    int sig, const std::string& out) {
+CliResult interrupt(const std::vector<std::string>& a, const std::string& dir, int64_t after_steps, int sig,
+                    const std::string& out) {
   const int64_t before = logged_steps(dir);
   pid_t pid = spawn_cli(a, out);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -66,10 +65,8 @@ TEST(Signals, SigtermAndSigintCheckpointExitZeroAndResumeBitIdentical) {
   const int64_t s1 = train::latest_step(dir);
   ASSERT_GT(s1, 0) << r.output;
   ASSERT_LT(s1, kSteps) << "the run ended before the signal arrived";
-  EXPECT_NE(r.output.find("SIGTERM received: stopped after step " + std::to_string(s1)), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("resume with: ggtrain train --resume --run-dir " + dir), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("SIGTERM received: stopped after step " + std::to_string(s1)), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resume with: ggtrain train --resume --run-dir " + dir), std::string::npos) << r.output;
   EXPECT_EQ(files_in(dir + "/weights"), (std::vector<std::string>{"latest", "step_" + std::to_string(s1) + ".gguf"}));
   EXPECT_EQ(files_in(dir + "/state"), (std::vector<std::string>{"step_" + std::to_string(s1) + ".gguf"}));
 
@@ -94,7 +91,8 @@ TEST(Signals, SigtermAndSigintCheckpointExitZeroAndResumeBitIdentical) {
 TEST(Signals, MaskAndDispositionsAreRestoredAndIgnoredSignalsStayIgnored) {
   TempDir tmp("ggtrain_signal_handlers");
   write_synthetic_corpus(tmp / "corpus.txt", 400);
-  struct sigaction ign {}, before_int {}, after_int {}, after_term {};
+  struct sigaction ign {
+  }, before_int{}, after_int{}, after_term{};
   ign.sa_handler = SIG_IGN;
   ::sigaction(SIGTERM, &ign, nullptr);  // like `nohup` or `cmd &`
   ::sigaction(SIGINT, nullptr, &before_int);
@@ -111,8 +109,7 @@ TEST(Signals, MaskAndDispositionsAreRestoredAndIgnoredSignalsStayIgnored) {
   ::pthread_sigmask(SIG_BLOCK, nullptr, &after_mask);
   EXPECT_EQ(after_int.sa_handler, before_int.sa_handler);
   EXPECT_EQ(after_term.sa_handler, SIG_IGN);
-  for (int sig : {SIGINT, SIGTERM})
-    EXPECT_EQ(sigismember(&after_mask, sig), sigismember(&before_mask, sig)) << sig;
+  for (int sig : {SIGINT, SIGTERM}) EXPECT_EQ(sigismember(&after_mask, sig), sigismember(&before_mask, sig)) << sig;
   ::signal(SIGTERM, SIG_DFL);
 }
 
@@ -120,8 +117,8 @@ TEST(Signals, SignalDuringSetupEndsTheProcessAsUsual) {
   // Before the step loop there is nothing to save: the default action.
   TempDir tmp("ggtrain_signal_setup");
   write_synthetic_corpus(tmp / "corpus.txt", 20000);  // tokenizer training takes a while
-  const pid_t pid = spawn_cli(tiny_train_args(GGTRAIN_BIN, tmp / "r", tmp / "corpus.txt",
-                                              {"data.vocab_size=2000"}), tmp / "out.txt");
+  const pid_t pid =
+      spawn_cli(tiny_train_args(GGTRAIN_BIN, tmp / "r", tmp / "corpus.txt", {"data.vocab_size=2000"}), tmp / "out.txt");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const bool loop_started = logged_steps(tmp / "r") > 0;
   ::kill(pid, SIGTERM);

@@ -28,9 +28,9 @@ using corpus::InputFile;
 using test_support::TempDir;
 namespace fs = std::filesystem;
 
+using ggtrain::test_support::error_of;
 using ggtrain::test_support::slurp;
 using ggtrain::test_support::spit;
-using ggtrain::test_support::error_of;
 
 namespace {
 
@@ -240,7 +240,8 @@ TEST(TokenSources, SplitLikeTextDocumentsOfTheSameIndex) {
   spit(tmp / "t.txt", text);
 
   const auto p = prepare(options({tmp / "t.bin"}), tmp / "tokens");
-  const auto to_val = placement(split_at_eos(nanogpt_stream(docs)), all_tokens(p.train_shards), all_tokens(p.val_shards));
+  const auto to_val =
+      placement(split_at_eos(nanogpt_stream(docs)), all_tokens(p.train_shards), all_tokens(p.val_shards));
   std::set<int> val_tokens;
   for (int i = 0; i < int(to_val.size()); ++i)
     if (to_val[size_t(i)]) val_tokens.insert(i);
@@ -282,11 +283,11 @@ TEST(TokenSourcesBad, IdPastTheVocabulary) {
   write_nanogpt(tmp / "big.bin", {1, 2, kEos, 3, 4, 300, 5});
   EXPECT_EQ(error_of([&] { prepare(options({tmp / "big.bin"}), tmp / "d"); }),
             tmp / "big.bin" + ": token 5 is id 300, past the vocabulary of data.tokenizer (300 tokens; is it the "
-            "vocabulary these tokens were made with?)");
+                              "vocabulary these tokens were made with?)");
   write_llmc(tmp / "l3.bin", {kEos, 7, int32_t(4000000000u)}, corpus::kLlmcMagicLlama3, 7, 4);
   EXPECT_EQ(error_of([&] { read_all(one_file(tmp / "l3.bin")); }),
             tmp / "l3.bin" + ": token 2 is id 4000000000, past the vocabulary of data.tokenizer (300 tokens; is it "
-            "the vocabulary these tokens were made with?)");
+                             "the vocabulary these tokens were made with?)");
 }
 
 TEST(TokenSourcesBad, BadMagic) {
@@ -294,7 +295,7 @@ TEST(TokenSourcesBad, BadMagic) {
   write_llmc(tmp / "x.bin", {1, 2}, 20240521);  // by content this is nanoGPT; forced to llm.c it is not one
   EXPECT_EQ(error_of([&] { one_file(tmp / "x.bin", "llmc"); }),
             tmp / "x.bin" + ": not an llm.c token file: magic 20240521, expected 20240520 (uint16 tokens) or "
-            "20240801 (uint32 tokens)");
+                            "20240801 (uint32 tokens)");
 }
 
 TEST(TokenSourcesBad, BadVersion) {
@@ -312,11 +313,11 @@ TEST(TokenSourcesBad, CountAndSizeDisagree) {
   write_llmc(tmp / "cut.bin", {1, 2, 3}, corpus::kLlmcMagicGpt2, 1, 2, 1000);
   EXPECT_EQ(error_of([&] { one_file(tmp / "cut.bin"); }),
             tmp / "cut.bin" + ": the llm.c header gives 1000 tokens (3024 bytes with the header), but the file has "
-            "1030 bytes (truncated or not an llm.c file)");
+                              "1030 bytes (truncated or not an llm.c file)");
   write_llmc(tmp / "long.bin", {1, 2, 3}, corpus::kLlmcMagicGpt2, 1, 2, 2);
   EXPECT_EQ(error_of([&] { one_file(tmp / "long.bin"); }),
             tmp / "long.bin" + ": the llm.c header gives 2 tokens (1028 bytes with the header), but the file has "
-            "1030 bytes (truncated or not an llm.c file)");
+                               "1030 bytes (truncated or not an llm.c file)");
   spit(tmp / "head.bin", slurp(tmp / "cut.bin").substr(0, 100));
   EXPECT_EQ(error_of([&] { one_file(tmp / "head.bin"); }),
             tmp / "head.bin" + ": not an llm.c token file: 100 bytes, shorter than its 1024-byte header");
@@ -327,7 +328,7 @@ TEST(TokenSourcesBad, OddSizedNanoGpt) {
   spit(tmp / "odd.bin", std::string("\x01\x00\x02\x00\x03", 5));
   EXPECT_EQ(error_of([&] { one_file(tmp / "odd.bin"); }),
             tmp / "odd.bin" + ": a nanoGPT token file holds 2-byte tokens, but its size 5 is odd (truncated or not "
-            "a token file)");
+                              "a token file)");
 }
 
 TEST(TokenSourcesBad, CompressedTokenFile) {

@@ -23,14 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using ggtrain::Error;
-using ggtrain::tokenizer::Tokenizer;
 using ggtrain::gguf::GgufFile;
 using ggtrain::gguf::GgufWriter;
 using ggtrain::gguf::Value;
+using ggtrain::tokenizer::Tokenizer;
 
-std::string fixture(const std::string& name) {
-  return std::string(GGTRAIN_FIXTURES_DIR) + "/" + name;
-}
+std::string fixture(const std::string& name) { return std::string(GGTRAIN_FIXTURES_DIR) + "/" + name; }
 
 // One folder per test process (CTest runs each test in its own process).
 const struct TempDir {
@@ -134,8 +132,7 @@ TEST(Tokenizer, MatchesSentencepieceOnGenesisAndCraftedLines) {
     matched += ours == ref;
     EXPECT_EQ(tok.decode(ours), line);
   }
-  std::printf("Genesis: %zu of %zu lines tokenize exactly as sentencepiece\n", matched,
-              g->lines.size());
+  std::printf("Genesis: %zu of %zu lines tokenize exactly as sentencepiece\n", matched, g->lines.size());
   EXPECT_EQ(matched, g->lines.size());
 
   for (const auto& s : kCrafted) {
@@ -219,8 +216,8 @@ TEST(Tokenizer, TinySpmFixture) {
   EXPECT_EQ(tok.bos_id(), 1);
   EXPECT_EQ(tok.eos_id(), 2);
   EXPECT_EQ(tok.token_type(3 + 'A'), 6);
-  for (std::string s : {"hello world", "The quick brown fox", "  two  spaces ", "naïve 🙂 日本",
-                        "tab\tand\nnewline"}) {
+  for (std::string s :
+       {"hello world", "The quick brown fox", "  two  spaces ", "naïve 🙂 日本", "tab\tand\nnewline"}) {
     auto ids = tok.encode(s, true);
     EXPECT_EQ(ids[0], 1);
     EXPECT_EQ(tok.decode(std::vector<int32_t>(ids.begin() + 1, ids.end())), s);
@@ -231,11 +228,12 @@ TEST(Tokenizer, TinySpmFixture) {
 // ids (byte b is b + 3, a space is U+2581 = 3 bytes).
 TEST(Tokenizer, ByteOnlyVocabularyFixture) {
   Tokenizer tok = Tokenizer::from_gguf(GgufFile(fixture("ref-gqa-untied-model.gguf")));
-  EXPECT_EQ(tok.encode("hi", true),
-            (std::vector<int32_t>{1, 0xE2 + 3, 0x96 + 3, 0x81 + 3, 'h' + 3, 'i' + 3}));
+  EXPECT_EQ(tok.encode("hi", true), (std::vector<int32_t>{1, 0xE2 + 3, 0x96 + 3, 0x81 + 3, 'h' + 3, 'i' + 3}));
   // Byte tokens decode to raw bytes, never unescaped: without a "▁" piece
   // llama.cpp prints the spaces as U+2581, and so do we.
-  EXPECT_EQ(tok.decode(tok.encode("a b", false)), "\xe2\x96\x81" "a\xe2\x96\x81" "b");
+  EXPECT_EQ(tok.decode(tok.encode("a b", false)), "\xe2\x96\x81"
+                                                  "a\xe2\x96\x81"
+                                                  "b");
   // 0xFF has no token there; llama.cpp throws too.
   EXPECT_THROW(tok.encode("\xff", false), Error);
 }
@@ -257,8 +255,7 @@ TEST(Tokenizer, OtherVocabularyTypesAreNotSupported) {
   w.set("tokenizer.ggml.tokens", Value::string_array({"[PAD]", "a"}));
   std::string path = (temp_dir() / "bert.gguf").string();
   w.write(path);
-  expect_error([&] { Tokenizer::from_gguf(GgufFile(path)); },
-               {path, "tokenizer.ggml.model", "bert", "not supported"});
+  expect_error([&] { Tokenizer::from_gguf(GgufFile(path)); }, {path, "tokenizer.ggml.model", "bert", "not supported"});
 }
 
 // A valid small vocabulary, then one key broken at a time.
@@ -272,12 +269,16 @@ struct Vocab {
       std::snprintf(buf, sizeof buf, "<0x%02X>", b);
       add(buf, 0, 6);
     }
-    add("\xe2\x96\x81", -1, 1);       // 259: ▁
-    add("a", -2, 1);                  // 260
-    add("b", -3, 1);                  // 261
-    add("\xe2\x96\x81" "a", -4, 1);   // 262: ▁a
-    add("\xe2\x96\x81" "b", -5, 1);   // 263: ▁b
-    add("<|sep|>", 0, 4);             // 264: user-defined
+    add("\xe2\x96\x81", -1, 1);  // 259: ▁
+    add("a", -2, 1);  // 260
+    add("b", -3, 1);  // 261
+    add("\xe2\x96\x81"
+        "a",
+        -4, 1);  // 262: ▁a
+    add("\xe2\x96\x81"
+        "b",
+        -5, 1);  // 263: ▁b
+    add("<|sep|>", 0, 4);  // 264: user-defined
   }
   void add(const std::string& t, float s, int32_t ty) {
     tokens.push_back(t);
@@ -319,53 +320,54 @@ TEST(Tokenizer, HostileMetadataNamesFileAndKey) {
     const char* key;
   };
   const std::vector<Case> cases = {
-      {"scores-short", [](Vocab& v, GgufWriter& w) {
+      {"scores-short",
+       [](Vocab& v, GgufWriter& w) {
          v.scores.pop_back();
          w.set("tokenizer.ggml.scores", Value::f32_array(v.scores));
-       }, "tokenizer.ggml.scores"},
-      {"types-long", [](Vocab& v, GgufWriter& w) {
+       },
+       "tokenizer.ggml.scores"},
+      {"types-long",
+       [](Vocab& v, GgufWriter& w) {
          v.types.push_back(1);
          w.set("tokenizer.ggml.token_type", Value::i32_array(v.types));
-       }, "tokenizer.ggml.token_type"},
-      {"types-f32", [](Vocab& v, GgufWriter& w) {
-         w.set("tokenizer.ggml.token_type", Value::f32_array(v.scores));
-       }, "tokenizer.ggml.token_type"},
-      {"type-99", [](Vocab& v, GgufWriter& w) {
+       },
+       "tokenizer.ggml.token_type"},
+      {"types-f32", [](Vocab& v, GgufWriter& w) { w.set("tokenizer.ggml.token_type", Value::f32_array(v.scores)); },
+       "tokenizer.ggml.token_type"},
+      {"type-99",
+       [](Vocab& v, GgufWriter& w) {
          v.types[5] = 99;
          w.set("tokenizer.ggml.token_type", Value::i32_array(v.types));
-       }, "tokenizer.ggml.token_type"},
-      {"bos-range", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.bos_token_id", Value::u32(265));
-       }, "tokenizer.ggml.bos_token_id"},
-      {"eos-negative", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.eos_token_id", Value::i32(-1));
-       }, "tokenizer.ggml.eos_token_id"},
-      {"unk-string", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.unknown_token_id", Value::str("0"));
-       }, "tokenizer.ggml.unknown_token_id"},
-      {"no-tokens", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.tokens", Value::str("x"));
-       }, "tokenizer.ggml.tokens"},
-      {"tokens-i32", [](Vocab& v, GgufWriter& w) {
-         w.set("tokenizer.ggml.tokens", Value::i32_array(v.types));
-       }, "tokenizer.ggml.tokens"},
-      {"tokens-empty", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.tokens", Value::string_array({}));
-       }, "tokenizer.ggml.tokens"},
-      {"duplicate", [](Vocab& v, GgufWriter& w) {
+       },
+       "tokenizer.ggml.token_type"},
+      {"bos-range", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.bos_token_id", Value::u32(265)); },
+       "tokenizer.ggml.bos_token_id"},
+      {"eos-negative", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.eos_token_id", Value::i32(-1)); },
+       "tokenizer.ggml.eos_token_id"},
+      {"unk-string", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.unknown_token_id", Value::str("0")); },
+       "tokenizer.ggml.unknown_token_id"},
+      {"no-tokens", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.tokens", Value::str("x")); },
+       "tokenizer.ggml.tokens"},
+      {"tokens-i32", [](Vocab& v, GgufWriter& w) { w.set("tokenizer.ggml.tokens", Value::i32_array(v.types)); },
+       "tokenizer.ggml.tokens"},
+      {"tokens-empty", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.tokens", Value::string_array({})); },
+       "tokenizer.ggml.tokens"},
+      {"duplicate",
+       [](Vocab& v, GgufWriter& w) {
          v.tokens[261] = "a";
          w.set("tokenizer.ggml.tokens", Value::string_array(v.tokens));
-       }, "tokenizer.ggml.tokens"},
-      {"bad-byte-piece", [](Vocab& v, GgufWriter& w) {
+       },
+       "tokenizer.ggml.tokens"},
+      {"bad-byte-piece",
+       [](Vocab& v, GgufWriter& w) {
          v.types[260] = 6;
          w.set("tokenizer.ggml.token_type", Value::i32_array(v.types));
-       }, "tokenizer.ggml.token_type"},
-      {"model-u32", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.model", Value::u32(1));
-       }, "tokenizer.ggml.model"},
-      {"add-bos-u8", [](Vocab&, GgufWriter& w) {
-         w.set("tokenizer.ggml.add_bos_token", Value::u8(1));
-       }, "tokenizer.ggml.add_bos_token"},
+       },
+       "tokenizer.ggml.token_type"},
+      {"model-u32", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.model", Value::u32(1)); },
+       "tokenizer.ggml.model"},
+      {"add-bos-u8", [](Vocab&, GgufWriter& w) { w.set("tokenizer.ggml.add_bos_token", Value::u8(1)); },
+       "tokenizer.ggml.add_bos_token"},
   };
   for (const auto& c : cases) {
     Vocab v;
@@ -409,8 +411,7 @@ TEST(Tokenizer, WholeKjvIsFast) {
   size_t n = 0;
   for (const auto& l : lines) n += tok.encode(l, true).size();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("KJV: %zu lines, %zu bytes -> %zu tokens in %.3f s\n", lines.size(), kjv.size(), n,
-              s);
+  std::printf("KJV: %zu lines, %zu bytes -> %zu tokens in %.3f s\n", lines.size(), kjv.size(), n, s);
   EXPECT_LT(s, 5.0);
 }
 

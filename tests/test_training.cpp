@@ -44,8 +44,7 @@ std::vector<float> train_steps(int steps, std::vector<float>* losses = nullptr) 
     m.zero_grad();
     m.backward();
     float scale = optim::clip_scale(optim::grad_global_norm(m.grads(), n), 1.0);
-    optim::adamw_step(m.layout(), m.params(), m.grads(), mom.data(), var.data(), s, 3e-3, {},
-                      scale);
+    optim::adamw_step(m.layout(), m.params(), m.grads(), mom.data(), var.data(), s, 3e-3, {}, scale);
   }
   return {m.params(), m.params() + n};
 }

@@ -30,8 +30,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -94,8 +93,7 @@ TEST(WriteFailures, FileSizeLimitDuringTheWeightsOrTheStateWrite) {
   // two sizes lets the weights through and fails the state file (whose
   // complete weights partner must then be removed too).
   const std::pair<unsigned long long, std::string> cases[] = {
-      {w10.size() / 2, train::weights_path(dir, 20)},
-      {(w10.size() + s10.size()) / 2, train::state_path(dir, 20)}};
+      {w10.size() / 2, train::weights_path(dir, 20)}, {(w10.size() + s10.size()) / 2, train::state_path(dir, 20)}};
   for (const auto& [limit, failing] : cases) {
     CliOptions o;
     o.file_size_limit = limit;
@@ -147,8 +145,8 @@ TEST(WriteFailures, FullFilesystemMidRun) {
   const std::string msg = error_line(r.output);
   EXPECT_HAS(msg, "step 20: cannot write the checkpoint: " + train::weights_path(dir, 20));
   EXPECT_HAS(msg, "No space left on device");
-  EXPECT_HAS(msg, "the last checkpoint " + train::weights_path(dir, 10) +
-                      " is intact and weights/latest still points to it");
+  EXPECT_HAS(
+      msg, "the last checkpoint " + train::weights_path(dir, 10) + " is intact and weights/latest still points to it");
   expect_intact(dir, 10, "", "");
   std::string why;
   EXPECT_TRUE(same_tensor_data(train::weights_path(tmp / "ref", 10), train::weights_path(dir, 10), &why)) << why;
@@ -171,9 +169,11 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
     fs::copy_file(GGTRAIN_BIN, args[0]);
     // A portable build's launcher starts ggtrain-vN from its own folder.
     for (const auto& e : fs::directory_iterator(fs::path(GGTRAIN_BIN).parent_path()))
-      if (e.path().filename().string().rfind("ggtrain-", 0) == 0) fs::copy_file(e.path(), tmp / e.path().filename().string());
+      if (e.path().filename().string().rfind("ggtrain-", 0) == 0)
+        fs::copy_file(e.path(), tmp / e.path().filename().string());
     auto v = run_cli({args[0], "--version"}, tmp / "version.txt", o);
-    if (v.status != 0) GGTRAIN_SKIP("the ggtrain binary cannot run as uid 65534 here (status " + std::to_string(v.status) + ")");
+    if (v.status != 0)
+      GGTRAIN_SKIP("the ggtrain binary cannot run as uid 65534 here (status " + std::to_string(v.status) + ")");
   }
   const pid_t pid = spawn_cli(args, tmp / "out.txt", o);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -188,8 +188,7 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
     int st = 0;
     ::waitpid(pid, &st, WUNTRACED);
     const int64_t latest = train::latest_step(dir);
-    if (temp_files(dir).empty() && max_step_in(dir + "/weights") == latest &&
-        max_step_in(dir + "/state") == latest) {
+    if (temp_files(dir).empty() && max_step_in(dir + "/weights") == latest && max_step_in(dir + "/state") == latest) {
       at = latest;
       break;
     }
@@ -197,8 +196,8 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_GE(at, 10);
-  const auto ro = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
-                  fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
+  const auto ro = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                  fs::perms::others_read | fs::perms::others_exec;
   fs::permissions(dir + "/weights", ro);
   fs::permissions(dir + "/state", ro);
   const std::string w = slurp(train::weights_path(dir, at)), s = slurp(train::state_path(dir, at));
@@ -211,7 +210,7 @@ TEST(WriteFailures, CheckpointFoldersMadeReadOnlyMidRun) {
   const std::string msg = error_line(r.output);
   EXPECT_HAS(msg, "step " + std::to_string(at + 10) + ": cannot write the checkpoint: " +
                       train::weights_path(dir, at + 10) + ": cannot create temporary file: Permission denied");
-  EXPECT_HAS(msg, "the last checkpoint " + train::weights_path(dir, at) +
-                      " is intact and weights/latest still points to it");
+  EXPECT_HAS(
+      msg, "the last checkpoint " + train::weights_path(dir, at) + " is intact and weights/latest still points to it");
   expect_intact(dir, at, w, s);
 }

@@ -117,8 +117,7 @@ bool any_trained(const std::vector<uint8_t>& t, size_t from, size_t to) {
 
 // The example in pieces of at most seq_len tokens as data.overflow says
 // (none: skipped); each piece must hold a trained target.
-std::vector<std::pair<size_t, size_t>> pieces_of(const EncodedExample& e, const ChatDataOptions& o,
-                                                 ChatDataStats& st) {
+std::vector<std::pair<size_t, size_t>> pieces_of(const EncodedExample& e, const ChatDataOptions& o, ChatDataStats& st) {
   const size_t n = e.ids.size(), w = size_t(o.seq_len);
   std::vector<std::pair<size_t, size_t>> out;
   if (n <= w) {
@@ -164,8 +163,8 @@ bool pack_pair(const nlohmann::json& record, const std::string& where, const Cha
 
 struct Split {
   WindowPacker* train;
-  WindowPacker* val;       // null: no validation data
-  bool val_by_hash;        // corpus examples go to val by goes_to_validation (no data.val_corpus)
+  WindowPacker* val;  // null: no validation data
+  bool val_by_hash;  // corpus examples go to val by goes_to_validation (no data.val_corpus)
 };
 
 // Every record of `files` into the packers.
@@ -222,7 +221,9 @@ nlohmann::json files_json(const std::vector<corpus::InputFile>& files) {
 // What decides the prepared bytes: compared with chat.json to reuse them.
 nlohmann::json source_json(const ChatDataOptions& o, const std::vector<corpus::InputFile>& train,
                            const std::vector<corpus::InputFile>& val, const tokenizer::Tokenizer& tok) {
-  return {{"format", o.preference ? "preference" : o.format ? std::string(record_format_name(*o.format)) : "auto"},
+  return {{"format", o.preference ? "preference"
+                     : o.format   ? std::string(record_format_name(*o.format))
+                                  : "auto"},
           {"chat_template", template_info(o.chat_template).name},
           {"seq_len", o.seq_len},
           {"overflow", int(o.overflow)},
@@ -235,10 +236,17 @@ nlohmann::json source_json(const ChatDataOptions& o, const std::vector<corpus::I
 }
 
 nlohmann::json stats_json(const ChatDataStats& s) {
-  return {{"examples", s.examples},       {"val_examples", s.val_examples}, {"bad_skipped", s.bad_skipped},
-          {"too_long_skipped", s.too_long_skipped}, {"truncated", s.truncated}, {"split", s.split},
-          {"train_windows", s.train_windows}, {"val_windows", s.val_windows}, {"tokens", s.tokens},
-          {"trained_tokens", s.trained_tokens}, {"padding", s.padding}};
+  return {{"examples", s.examples},
+          {"val_examples", s.val_examples},
+          {"bad_skipped", s.bad_skipped},
+          {"too_long_skipped", s.too_long_skipped},
+          {"truncated", s.truncated},
+          {"split", s.split},
+          {"train_windows", s.train_windows},
+          {"val_windows", s.val_windows},
+          {"tokens", s.tokens},
+          {"trained_tokens", s.trained_tokens},
+          {"padding", s.padding}};
 }
 
 ChatDataStats stats_of(const nlohmann::json& j) {
@@ -271,10 +279,15 @@ ChatData prepare_chat_data(const ChatDataOptions& o, const tokenizer::Tokenizer&
                            bool refuse_change) {
   if (o.seq_len < 2) fail("chat data: windows of {} tokens are too short", o.seq_len);
   const auto train_files = corpus::expand_inputs(o.corpus, "text", "data.corpus");
-  const auto val_files =
-      o.val_corpus.empty() ? std::vector<corpus::InputFile>{} : corpus::expand_inputs(o.val_corpus, "text", "data.val_corpus");
+  const auto val_files = o.val_corpus.empty() ? std::vector<corpus::InputFile>{}
+                                              : corpus::expand_inputs(o.val_corpus, "text", "data.val_corpus");
   fs::create_directories(dir);
-  ChatData d{dir + "/chat-train.tok", dir + "/chat-train.flags.tok", dir + "/chat-val.tok", dir + "/chat-val.flags.tok", {}, false};
+  ChatData d{dir + "/chat-train.tok",
+             dir + "/chat-train.flags.tok",
+             dir + "/chat-val.tok",
+             dir + "/chat-val.flags.tok",
+             {},
+             false};
   const std::string record_path = dir + "/chat.json";
   const nlohmann::json source = source_json(o, train_files, val_files, tok);
   const nlohmann::json old = read_record(record_path);
@@ -285,7 +298,8 @@ ChatData prepare_chat_data(const ChatDataOptions& o, const tokenizer::Tokenizer&
   } else {
     if (old.is_object() && refuse_change)
       fail("{}: the chat data was prepared from other files, options or tokenizer than this run names; a resumed "
-           "run trains on the data it started with (restore them, or start a new run)", record_path);
+           "run trains on the data it started with (restore them, or start a new run)",
+           record_path);
     const bool has_val = !val_files.empty() || o.val_fraction > 0;
     const int32_t pad = tok.eos_id() >= 0 ? tok.eos_id() : tok.bos_id();
     ChatDataStats st;
@@ -298,7 +312,8 @@ ChatData prepare_chat_data(const ChatDataOptions& o, const tokenizer::Tokenizer&
     if (!val_files.empty()) pack_files(val_files, o, tok, split, true, st, index);
     if (st.examples == 0)
       fail("data.corpus ({}): no training examples ({} longer than train.seq_len = {} and skipped, see data.overflow; "
-           "{} bad records skipped)", fmt::join(o.corpus, ", "), st.too_long_skipped, o.seq_len, st.bad_skipped);
+           "{} bad records skipped)",
+           fmt::join(o.corpus, ", "), st.too_long_skipped, o.seq_len, st.bad_skipped);
     st.train_windows = train.finish(st);
     if (val) st.val_windows = val->finish(st);
     const std::string text = nlohmann::json{{"source", source}, {"stats", stats_json(st)}}.dump(2) + "\n";

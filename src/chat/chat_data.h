@@ -30,7 +30,7 @@ inline Overflow overflow_named(std::string_view name, std::string_view key) {
 
 struct ChatDataOptions {
   std::vector<std::string> corpus, val_corpus;  // files, folders, globs
-  std::optional<RecordFormat> format;           // nullopt: from each file's first record
+  std::optional<RecordFormat> format;  // nullopt: from each file's first record
   // Preference records (chat/preference_record.h) instead: each pair's
   // chosen then rejected conversation side by side in one window, two
   // documents; a pair too long for one window is skipped (counted).

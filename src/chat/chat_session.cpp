@@ -25,11 +25,12 @@ void ChatSession::clear() {
 }
 
 std::vector<int32_t> ChatSession::prompt_ids(const Conversation& c) const {
-  return tok_.encode(render(template_, c, true), tokenizer::EncodeOptions{.add_bos = tok_.add_bos(), .parse_special = true});
+  return tok_.encode(render(template_, c, true),
+                     tokenizer::EncodeOptions{.add_bos = tok_.add_bos(), .parse_special = true});
 }
 
-Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer::SamplerConfig& sampler,
-                         uint64_t seed, const std::function<void(const std::string&)>& on_piece,
+Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer::SamplerConfig& sampler, uint64_t seed,
+                         const std::function<void(const std::string&)>& on_piece,
                          const std::function<bool()>& cancelled) {
   Reply r;
   Conversation c = history_;
@@ -49,9 +50,13 @@ Reply ChatSession::reply(const std::string& user, int64_t n_predict, const infer
     fail("chat: the message alone ({} tokens with the template) fills the context of {}", prompt.size(), dec_.n_ctx());
   history_.assign(c.begin(), c.end() - 1);
   const int64_t n = std::min(wanted, dec_.n_ctx() - int64_t(prompt.size()));
-  const infer::Generation g = infer::generate(dec_, prompt, n, sampler, seed, stop_, [&](int32_t id) {
-    if (on_piece && std::find(stop_.begin(), stop_.end(), id) == stop_.end()) on_piece(tok_.token_to_piece(id));
-  }, {.reuse_cache = true, .cancelled = cancelled});
+  const infer::Generation g =
+      infer::generate(dec_, prompt, n, sampler, seed, stop_,
+                      [&](int32_t id) {
+                        if (on_piece && std::find(stop_.begin(), stop_.end(), id) == stop_.end())
+                          on_piece(tok_.token_to_piece(id));
+                      },
+                      {.reuse_cache = true, .cancelled = cancelled});
   r.prompt = prompt;
   r.tokens = g.tokens;
   r.stopped = g.stopped;
@@ -76,7 +81,8 @@ Template template_for_model(const tokenizer::Tokenizer& tok, const std::string& 
   *warning = tok.chat_template().empty()
                  ? "the model has no tokenizer.chat_template; using chatml (--chat-template NAME to choose)"
                  : fmt::format("the model's tokenizer.chat_template (\"{}...\") is none that ggtrain renders; using "
-                               "chatml (--chat-template NAME to choose)", tok.chat_template().substr(0, 40));
+                               "chatml (--chat-template NAME to choose)",
+                               tok.chat_template().substr(0, 40));
   return Template::kChatml;
 }
 

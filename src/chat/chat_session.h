@@ -19,13 +19,13 @@ namespace ggtrain::chat {
 
 struct Reply {
   std::vector<int32_t> prompt;  // the whole conversation's ids the reply continued
-  std::string text;             // the assistant's turn as it goes into the history
+  std::string text;  // the assistant's turn as it goes into the history
   std::vector<int32_t> tokens;  // generated, the end-of-turn token included when it came
-  bool stopped = false;         // ended on an end-of-turn / end-of-text token
+  bool stopped = false;  // ended on an end-of-turn / end-of-text token
   bool cancelled = false;
-  bool context_full = false;    // cut because the context had no room left
-  int64_t dropped_turns = 0;    // user+assistant pairs dropped to make room for this one
-  int64_t reused_tokens = 0;    // of `prompt`, already in the decoder's cache (not computed again)
+  bool context_full = false;  // cut because the context had no room left
+  int64_t dropped_turns = 0;  // user+assistant pairs dropped to make room for this one
+  int64_t reused_tokens = 0;  // of `prompt`, already in the decoder's cache (not computed again)
 };
 
 class ChatSession {
@@ -52,7 +52,7 @@ class ChatSession {
   infer::Decoder& dec_;
   const tokenizer::Tokenizer& tok_;
   Template template_;
-  Conversation history_;              // the system message (if any), then complete turns
+  Conversation history_;  // the system message (if any), then complete turns
   std::vector<int32_t> stop_;
 };
 

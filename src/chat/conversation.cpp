@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-
 #include "chat/template.h"
 #include "util/error.h"
 
@@ -33,7 +32,8 @@ Conversation chat_record(const nlohmann::json& record, std::string_view where) {
     // Silently dropping the calls would train the answer without them.
     if (member(m, "tool_calls"))
       fail("{} has \"tool_calls\": tool calls are not supported yet (only system, user and assistant turns with "
-           "text content); leave such records out", at);
+           "text content); leave such records out",
+           at);
     c.push_back({string_member(m, "role", at), string_member(m, "content", at)});
   }
   return c;
@@ -63,7 +63,8 @@ RecordFormat detect_record_format(const nlohmann::json& record, std::string_view
   if (record.contains("instruction") && record.contains("output")) return RecordFormat::kAlpaca;
   if (record.contains("prompt") && record.contains("completion")) return RecordFormat::kCompletion;
   fail("{}: not a chat record (\"messages\"), an alpaca one (\"instruction\", \"output\") or a completion one "
-       "(\"prompt\", \"completion\")", where);
+       "(\"prompt\", \"completion\")",
+       where);
 }
 
 Conversation conversation_of(const nlohmann::json& record, RecordFormat f, std::string_view where) {

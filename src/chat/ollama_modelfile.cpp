@@ -14,12 +14,11 @@ std::string ollama_modelfile(const std::string& gguf_name, const std::string& eo
                              const std::string& chat_template) {
   const auto t = detect_template(chat_template);
   if (!t)
-    return fmt::format(
-        "FROM ./{}\n"
-        "TEMPLATE \"\"\"{{{{ .Prompt }}}}\"\"\"\n"
-        "PARAMETER stop \"{}\"\n"
-        "PARAMETER temperature 0.8\n",
-        gguf_name, eos_piece);
+    return fmt::format("FROM ./{}\n"
+                       "TEMPLATE \"\"\"{{{{ .Prompt }}}}\"\"\"\n"
+                       "PARAMETER stop \"{}\"\n"
+                       "PARAMETER temperature 0.8\n",
+                       gguf_name, eos_piece);
   const TemplateInfo& info = template_info(*t);
   std::string stops = fmt::format("PARAMETER stop \"{}\"\n", info.end_of_turn);
   if (eos_piece != info.end_of_turn) stops += fmt::format("PARAMETER stop \"{}\"\n", eos_piece);

@@ -13,7 +13,8 @@ nlohmann::json prompt_messages(const nlohmann::json& record, std::string_view wh
   const bool has_prompt = record.contains("prompt"), has_messages = record.contains("messages");
   if (has_prompt == has_messages)
     fail("{}: a preference record needs exactly one of \"prompt\" and \"messages\" (the conversation before the "
-         "answers)", where);
+         "answers)",
+         where);
   const nlohmann::json& p = has_prompt ? record.at("prompt") : record.at("messages");
   if (p.is_string()) return nlohmann::json::array({{{"role", "user"}, {"content", p}}});
   if (p.is_array()) return p;

@@ -207,7 +207,7 @@ std::string_view strip_newlines(std::string_view s) { return rstrip_newlines(lst
 // An answer split as Qwen3's template splits it at "</think>".
 struct ThinkingAnswer {
   std::string_view reasoning;  // between the last "<think>" and the first "</think>"
-  std::string_view reply;      // after the last "</think>"
+  std::string_view reply;  // after the last "</think>"
 };
 
 ThinkingAnswer split_thinking(std::string_view answer) {
@@ -216,7 +216,8 @@ ThinkingAnswer split_thinking(std::string_view answer) {
   if (first_close == std::string_view::npos) return {{}, answer};
   const std::string_view reply = lstrip_newlines(answer.substr(answer.rfind(kClose) + kClose.size()));
   std::string_view before = rstrip_newlines(answer.substr(0, first_close));
-  if (const size_t open = before.rfind(kOpen); open != std::string_view::npos) before = before.substr(open + kOpen.size());
+  if (const size_t open = before.rfind(kOpen); open != std::string_view::npos)
+    before = before.substr(open + kOpen.size());
   return {lstrip_newlines(before), reply};
 }
 
@@ -241,10 +242,10 @@ void render_qwen3(std::vector<Span>& o, const Conversation& c, bool gen) {
     // The answer and the <think> block before it carry the loss: the model
     // learns to write the block (empty when the data has no reasoning).
     if (i > last_query && (i + 1 == c.size() || !a.reasoning.empty()))
-      add(o, fmt::format("<think>\n{}\n</think>\n\n{}<|im_end|>", strip_newlines(a.reasoning), lstrip_newlines(a.reply)),
+      add(o,
+          fmt::format("<think>\n{}\n</think>\n\n{}<|im_end|>", strip_newlines(a.reasoning), lstrip_newlines(a.reply)),
           true);
-    else
-      add(o, std::string(a.reply) + "<|im_end|>", true);
+    else add(o, std::string(a.reply) + "<|im_end|>", true);
     add(o, "\n", false);
   }
   if (gen) add(o, "<|im_start|>assistant\n", false);
@@ -255,8 +256,10 @@ void render_gemma3(std::vector<Span>& o, const Conversation& c, bool gen) {
   for (size_t i = system ? 1 : 0; i < c.size(); ++i) {
     const bool a = c[i].role == "assistant";
     const bool first = i == (system ? 1u : 0u);
-    add(o, "<start_of_turn>" + std::string(a ? "model" : c[i].role) + "\n" +
-               (first && system ? c[0].content + "\n\n" : std::string()), false);
+    add(o,
+        "<start_of_turn>" + std::string(a ? "model" : c[i].role) + "\n" +
+            (first && system ? c[0].content + "\n\n" : std::string()),
+        false);
     add(o, trim(c[i].content) + "<end_of_turn>", a);
     add(o, "\n", false);
   }
@@ -275,21 +278,71 @@ std::string trim(std::string_view s) {
 
 const std::vector<TemplateInfo>& all_templates() {
   static const std::vector<TemplateInfo> kAll{
-      {Template::kChatml, "chatml", "chatml", kChatmlJinja, {"<|im_start|>", "<|im_end|>"}, "<|im_end|>", kChatmlOllama, {}},
-      {Template::kLlama3, "llama3", "llama3", kLlama3Jinja,
-       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, "<|eot_id|>", kLlama3Ollama, {}},
+      {Template::kChatml,
+       "chatml",
+       "chatml",
+       kChatmlJinja,
+       {"<|im_start|>", "<|im_end|>"},
+       "<|im_end|>",
+       kChatmlOllama,
+       {}},
+      {Template::kLlama3,
+       "llama3",
+       "llama3",
+       kLlama3Jinja,
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+       "<|eot_id|>",
+       kLlama3Ollama,
+       {}},
       {Template::kLlama2, "llama2", "llama2", kLlama2Jinja, {"</s>"}, "</s>", kLlama2Ollama, {}},
-      {Template::kMistral, "mistral", "mistral-v7", kMistralJinja,
-       {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "</s>"}, "</s>", kMistralOllama, {}},
-      {Template::kGemma, "gemma", "gemma", kGemmaJinja, {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", kGemmaOllama, {}},
-      {Template::kPhi3, "phi3", "phi3", kPhi3Jinja, {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, "<|end|>",
-       kPhi3Ollama, {}},
-      {Template::kZephyr, "zephyr", "zephyr", kZephyrJinja,
-       {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"}, "<|endoftext|>", kZephyrOllama, {}},
-      {Template::kQwen3, "qwen3", "", kQwen3Jinja, {"<|im_start|>", "<|im_end|>"}, "<|im_end|>", kQwen3Ollama,
+      {Template::kMistral,
+       "mistral",
+       "mistral-v7",
+       kMistralJinja,
+       {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "</s>"},
+       "</s>",
+       kMistralOllama,
+       {}},
+      {Template::kGemma,
+       "gemma",
+       "gemma",
+       kGemmaJinja,
+       {"<start_of_turn>", "<end_of_turn>"},
+       "<end_of_turn>",
+       kGemmaOllama,
+       {}},
+      {Template::kPhi3,
+       "phi3",
+       "phi3",
+       kPhi3Jinja,
+       {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"},
+       "<|end|>",
+       kPhi3Ollama,
+       {}},
+      {Template::kZephyr,
+       "zephyr",
+       "zephyr",
+       kZephyrJinja,
+       {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"},
+       "<|endoftext|>",
+       kZephyrOllama,
+       {}},
+      {Template::kQwen3,
+       "qwen3",
+       "",
+       kQwen3Jinja,
+       {"<|im_start|>", "<|im_end|>"},
+       "<|im_end|>",
+       kQwen3Ollama,
        {"<|im_start|>", "</think>", "last_query_index"}},
-      {Template::kGemma3, "gemma3", "", kGemma3Jinja, {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>",
-       kGemma3Ollama, {"<start_of_turn>", "first_user_prefix"}},
+      {Template::kGemma3,
+       "gemma3",
+       "",
+       kGemma3Jinja,
+       {"<start_of_turn>", "<end_of_turn>"},
+       "<end_of_turn>",
+       kGemma3Ollama,
+       {"<start_of_turn>", "first_user_prefix"}},
   };
   return kAll;
 }
@@ -358,7 +411,8 @@ Template resolve_template(std::string_view setting, const std::string& model_tem
   std::string head = model_template.substr(0, 40);
   std::replace(head.begin(), head.end(), '\n', ' ');
   *warning = fmt::format("data.chat_template = \"auto\": the model's tokenizer.chat_template (\"{}{}\") is none "
-                         "that ggtrain renders; using chatml", head, model_template.size() > 40 ? "..." : "");
+                         "that ggtrain renders; using chatml",
+                         head, model_template.size() > 40 ? "..." : "");
   return Template::kChatml;
 }
 

@@ -21,15 +21,15 @@ enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephy
 struct TemplateInfo {
   Template id;
   // (fields in the order of all_templates()' initialisers)
-  std::string_view name;           // data.chat_template's value
+  std::string_view name;  // data.chat_template's value
   // llama.cpp's name for it (llama_chat_builtin_templates); empty for a
   // model family's own template, which llama.cpp's built-in renderer does not
   // render as the family does (it takes Qwen3's for chatml, Gemma 3's for gemma).
   std::string_view llama_cpp_name;
-  std::string_view jinja;          // tokenizer.chat_template
+  std::string_view jinja;  // tokenizer.chat_template
   // Texts that must be single (control) tokens of the vocabulary.
   std::vector<std::string_view> markers;
-  std::string_view end_of_turn;    // the marker that ends an assistant turn: the eot token
+  std::string_view end_of_turn;  // the marker that ends an assistant turn: the eot token
   // The same rendering in ollama's Modelfile TEMPLATE syntax (Go
   // text/template over .Messages), ending with the generation prompt.
   // llama.cpp's trim() of llama3/gemma content has no counterpart there.

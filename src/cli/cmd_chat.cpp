@@ -1,8 +1,8 @@
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 
@@ -57,11 +57,12 @@ int answer_file(const ChatOptions& o, chat::ChatSession& s) {
     ++n;
     stopped += r.stopped;
     if (o.json)
-      fmt::print("{}\n", nlohmann::json{{"prompt", line}, {"prompt_ids", r.prompt}, {"reply", r.text}, {"ids", r.tokens},
-                                      {"stopped", r.stopped}}
-                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    else
-      fmt::print("{}\n", r.text);
+      fmt::print(
+          "{}\n",
+          nlohmann::json{
+              {"prompt", line}, {"prompt_ids", r.prompt}, {"reply", r.text}, {"ids", r.tokens}, {"stopped", r.stopped}}
+              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    else fmt::print("{}\n", r.text);
     std::fflush(stdout);
   }
   fmt::print(stderr, "chat: {} prompts answered, {} replies ended at the end of their turn\n", n, stopped);
@@ -109,17 +110,22 @@ int converse(const ChatOptions& o, chat::ChatSession& s) {
     }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    const chat::Reply r = s.reply(line, o.n, o.sampler, o.seed, [](const std::string& piece) {
-      fmt::print("{}", piece);
-      std::fflush(stdout);
-    }, [] { return g_interrupted.load(); });
+    const chat::Reply r = s.reply(
+        line, o.n, o.sampler, o.seed,
+        [](const std::string& piece) {
+          fmt::print("{}", piece);
+          std::fflush(stdout);
+        },
+        [] { return g_interrupted.load(); });
     fmt::print("\n");
     if (r.dropped_turns > 0)
       fmt::print(stderr, "chat: the context was full; the oldest {} turn(s) were dropped\n", r.dropped_turns);
     if (r.cancelled) fmt::print(stderr, "chat: reply interrupted\n");
     else if (r.context_full)
-      fmt::print(stderr, "chat: reply cut: the context of {} tokens is full (-c raises it; the oldest turns make room "
-                 "for the next reply)\n", s.context_size());
+      fmt::print(stderr,
+                 "chat: reply cut: the context of {} tokens is full (-c raises it; the oldest turns make room "
+                 "for the next reply)\n",
+                 s.context_size());
     else if (!r.stopped) fmt::print(stderr, "chat: reply cut at {} tokens (-n)\n", r.tokens.size());
   }
   fmt::print("\n");
@@ -133,11 +139,13 @@ Runner add_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal, with the model's chat template");
   add_inference_options(cmd, o->model);
   cmd->add_option("--system-prompt", o->system, "System message (also -sys, as llama.cpp spells it)");
-  add_n_predict_option(cmd, o->n, "Most tokens per reply (default 256; -1: until the turn ends or the context is full)");
+  add_n_predict_option(cmd, o->n,
+                       "Most tokens per reply (default 256; -1: until the turn ends or the context is full)");
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, qwen3 or gemma3 (default: the model's)");
-  cmd->add_flag("--json", o->json, "With --prompt-file: one JSON line per reply (prompt, prompt_ids, reply, ids, stopped)");
+  cmd->add_flag("--json", o->json,
+                "With --prompt-file: one JSON line per reply (prompt, prompt_ids, reply, ids, stopped)");
   add_sampling_options(cmd, o->sampler, o->seed);
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;

@@ -19,9 +19,9 @@ Runner add_config_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("config", "Run configs: every key, its value and what it does");
   cmd->require_subcommand(1);
-  auto* show = cmd->add_subcommand(
-      "show", "Print the resolved config (preset, --config, --set; or a run's saved one) as TOML, "
-              "each key with a comment; save it, edit it, pass it to `train --config`");
+  auto* show =
+      cmd->add_subcommand("show", "Print the resolved config (preset, --config, --set; or a run's saved one) as TOML, "
+                                  "each key with a comment; save it, edit it, pass it to `train --config`");
   add_config_options(show, o->config);
   show->add_option("--run-dir", o->run_dir, "Show the config a run folder trains with (what --resume uses)")
       ->excludes("--config")
@@ -40,8 +40,7 @@ Runner add_config_command(CLI::App& app) {
                                    ? fmt::format("preset {}", o->config.preset.empty() ? "s15" : o->config.preset)
                                    : "run " + o->run_dir;
     fmt::print("# ggtrain run config ({}{}{}); `ggtrain train --config FILE` reads this back\n", origin,
-               o->config.config.empty() ? "" : ", " + o->config.config,
-               o->config.sets.empty() ? "" : ", with --set");
+               o->config.config.empty() ? "" : ", " + o->config.config, o->config.sets.empty() ? "" : ", with --set");
     fmt::print("{}", train::to_toml_documented(c));
     return 0;
   };

@@ -98,11 +98,19 @@ struct TaskOptions {
 nlohmann::json choice_json(const eval::ChoiceResult& r) {
   auto tasks = nlohmann::json::array();
   for (const auto& t : r.tasks)
-    tasks.push_back({{"index", t.index}, {"gold", t.gold}, {"chosen", t.chosen_norm}, {"chosen_sum", t.chosen_sum},
-                     {"logprob", t.logprob}, {"scored_tokens", t.scored}});
-  return {{"tasks", r.tasks.size()},         {"acc", r.acc},
-          {"acc_stderr", r.acc_stderr},      {"acc_norm", r.acc_norm},
-          {"acc_norm_stderr", r.acc_norm_stderr}, {"gold_logprob", r.gold_logprob}, {"seconds", r.seconds},
+    tasks.push_back({{"index", t.index},
+                     {"gold", t.gold},
+                     {"chosen", t.chosen_norm},
+                     {"chosen_sum", t.chosen_sum},
+                     {"logprob", t.logprob},
+                     {"scored_tokens", t.scored}});
+  return {{"tasks", r.tasks.size()},
+          {"acc", r.acc},
+          {"acc_stderr", r.acc_stderr},
+          {"acc_norm", r.acc_norm},
+          {"acc_norm_stderr", r.acc_norm_stderr},
+          {"gold_logprob", r.gold_logprob},
+          {"seconds", r.seconds},
           {"per_task", std::move(tasks)}};
 }
 

@@ -50,28 +50,27 @@ Runner add_export_command(CLI::App& app) {
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     if (o->files.size() != (o->merge_lora ? 3u : 2u))
-      fail("export: expected {} (got {} files)", o->merge_lora ? "BASE.gguf ADAPTER.gguf OUT.gguf with --merge-lora"
-                                                                : "IN.gguf OUT.gguf", o->files.size());
+      fail("export: expected {} (got {} files)",
+           o->merge_lora ? "BASE.gguf ADAPTER.gguf OUT.gguf with --merge-lora" : "IN.gguf OUT.gguf", o->files.size());
     const std::string type_name = o->type.empty() ? (o->merge_lora ? "f32" : "f16") : o->type;
     const std::string& out = o->files.back();
     check_output_folder(out);
     if (const auto ft = quant::quantized_file_type(type_name)) {
-      const convert::QuantizeReport r = o->merge_lora
-                                          ? convert::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft)
-                                          : convert::export_quantized(o->files[0], out, *ft);
+      const convert::QuantizeReport r =
+          o->merge_lora ? convert::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft)
+                        : convert::export_quantized(o->files[0], out, *ft);
       if (r.fallbacks > 0)  // llama-quantize says the same
         fmt::print("note: {} of {} quantized tensors have rows that are not a multiple of the {} block size and were "
                    "stored in a fallback type (Q5_0, Q5_1, Q8_0 or F16), as llama-quantize does; `ggtrain inspect {}` "
-                   "lists each tensor's type\n", r.fallbacks, r.quantized, type_name, out);
+                   "lists each tensor's type\n",
+                   r.fallbacks, r.quantized, type_name, out);
     } else {
       const auto type = gguf::type_from_name(type_name);
-      if (!type || (*type != gguf::TensorType::F32 && *type != gguf::TensorType::F16 &&
-                    *type != gguf::TensorType::BF16))
+      if (!type ||
+          (*type != gguf::TensorType::F32 && *type != gguf::TensorType::F16 && *type != gguf::TensorType::BF16))
         fail("export: --type {} is not one of f32, f16, bf16, {}", type_name, quant::quantized_file_type_names());
-      if (o->merge_lora)
-        convert::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
-      else
-        convert::export_model(o->files[0], out, *type);
+      if (o->merge_lora) convert::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
+      else convert::export_model(o->files[0], out, *type);
     }
     fmt::print("wrote {} ({}, {} bytes)\n", out, type_name, std::filesystem::file_size(out));
     if (o->ollama) {

@@ -76,9 +76,9 @@ Runner add_generate_command(CLI::App& app) {
     if (g.context_full)
       fmt::print(stderr, "generate: stopped: the context of {} tokens is full (-c raises it, up to the model's {})\n",
                  dec.n_ctx(), dec.config().ctx);
-    fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tokens/s); generated {} tokens in {:.3f} s ({:.1f} tokens/s)\n",
-               prompt.size(), prompt_s, double(prompt.size()) / prompt_s, out.size(), decode_s,
-               double(out.size()) / decode_s);
+    fmt::print(
+        stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tokens/s); generated {} tokens in {:.3f} s ({:.1f} tokens/s)\n",
+        prompt.size(), prompt_s, double(prompt.size()) / prompt_s, out.size(), decode_s, double(out.size()) / decode_s);
     return 0;
   };
 }

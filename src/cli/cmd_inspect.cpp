@@ -21,10 +21,8 @@ Runner add_inspect_command(CLI::App& app) {
     if (!cmd->parsed()) return -1;
     gguf::GgufFile f(opts->file);
     if (opts->json)
-      fmt::print("{}\n", gguf::inspect_json(f).dump(2, ' ', false,
-                                                     nlohmann::json::error_handler_t::replace));
-    else
-      fmt::print("{}", gguf::inspect_text(f));
+      fmt::print("{}\n", gguf::inspect_json(f).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    else fmt::print("{}", gguf::inspect_text(f));
     return 0;
   };
 }

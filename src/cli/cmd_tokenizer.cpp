@@ -26,8 +26,7 @@ Runner add_tokenizer_command(CLI::App& app) {
   auto opts = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenizer", "Tokenizer tools");
   cmd->require_subcommand(1);
-  auto* train = cmd->add_subcommand(
-      "train", "Train a sentencepiece BPE tokenizer (byte fallback) on a text file");
+  auto* train = cmd->add_subcommand("train", "Train a sentencepiece BPE tokenizer (byte fallback) on a text file");
   train->add_option("--input", opts->input, "Training text, one sentence per line")->required();
   train->add_option("--vocab", opts->vocab, "Vocabulary size (at least 259 + the text's distinct characters)")
       ->required();
@@ -62,19 +61,16 @@ Runner add_tokenize_command(CLI::App& app) {
     std::string model, sp, lines;
   };
   auto opts = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand(
-      "tokenize", "Print the token ids (no BOS) of each non-empty line, comma-separated");
+  auto* cmd = app.add_subcommand("tokenize", "Print the token ids (no BOS) of each non-empty line, comma-separated");
   auto* source = cmd->add_option_group("tokenizer", "Where the tokenizer comes from");
-  source->add_option("-m,--model", opts->model,
-                     "GGUF model carrying a llama (SPM) or gpt2 (byte-level BPE) tokenizer");
+  source->add_option("-m,--model", opts->model, "GGUF model carrying a llama (SPM) or gpt2 (byte-level BPE) tokenizer");
   source->add_option("--sp", opts->sp, "sentencepiece .model, converted as llama.cpp would");
   source->require_option(1);
   cmd->add_option("--lines", opts->lines, "Text file")->required();
   return [cmd, opts]() -> int {
     if (!cmd->parsed()) return -1;
-    auto tok = opts->sp.empty()
-                   ? tokenizer::Tokenizer::from_gguf(gguf::GgufFile(opts->model))
-                   : tokenizer::Tokenizer::from_sentencepiece(opts->sp);
+    auto tok = opts->sp.empty() ? tokenizer::Tokenizer::from_gguf(gguf::GgufFile(opts->model))
+                                : tokenizer::Tokenizer::from_sentencepiece(opts->sp);
     std::ifstream in(opts->lines, std::ios::binary);
     if (!in) fail("{}: cannot open: {}", opts->lines, errno_text(errno));
     fmt::memory_buffer buf;

@@ -47,16 +47,15 @@ void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::R
   if (lora) {
     const std::string base = train::shell_word(c.init.from);
     fmt::print("next: ggtrain {} -m {} --lora {}\n"
-               "      ggtrain export --merge-lora {} {} merged.gguf --type q8_0\n", chat ? "chat" : "generate", base, w,
-               base, w);
+               "      ggtrain export --merge-lora {} {} merged.gguf --type q8_0\n",
+               chat ? "chat" : "generate", base, w, base, w);
     return;
   }
-  if (chat)
-    fmt::print("next: ggtrain chat -m {}\n", w);
-  else
-    fmt::print("next: ggtrain generate -m {} -p \"Once upon a time\"\n", w);
+  if (chat) fmt::print("next: ggtrain chat -m {}\n", w);
+  else fmt::print("next: ggtrain generate -m {} -p \"Once upon a time\"\n", w);
   fmt::print("      ggtrain eval -m {} --text FILE\n"
-             "      ggtrain export {} model-q8_0.gguf --type q8_0 --ollama\n", w, w);
+             "      ggtrain export {} model-q8_0.gguf --type q8_0 --ollama\n",
+             w, w);
 }
 
 // A resumed run that already reached train.steps has nothing to train:
@@ -108,8 +107,7 @@ Runner add_train_command(CLI::App& app) {
   cmd->add_option("--run-dir", o->run_dir, "Run folder (default runs/default)");
   cmd->add_flag("--resume", o->resume, "Continue the run in --run-dir from its latest checkpoint");
   cmd->add_flag("--quiet", o->quiet, "No progress output");
-  cmd->add_option("--stop-at", o->stop_at,
-                  "Exit after this step with a checkpoint (resume later with --resume)");
+  cmd->add_option("--stop-at", o->stop_at, "Exit after this step with a checkpoint (resume later with --resume)");
   cmd->footer(
       "Config keys (model.*, data.*, train.*, checkpoint.*, init.*): `ggtrain config show [--preset P]` prints "
       "every key with its value and what it does.\nExample: ggtrain train --preset tiny --set data.corpus=my.txt "

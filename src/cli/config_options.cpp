@@ -6,8 +6,10 @@
 namespace ggtrain::cli {
 
 void add_config_options(CLI::App* cmd, ConfigOptions& o) {
-  cmd->add_option("--config", o.config, "TOML config file (applied over the preset; `ggtrain config show` lists every key)");
-  cmd->add_option("--preset", o.preset, fmt::format("Starting point: {} (default s15)", fmt::join(train::preset_names(), ", ")));
+  cmd->add_option("--config", o.config,
+                  "TOML config file (applied over the preset; `ggtrain config show` lists every key)");
+  cmd->add_option("--preset", o.preset,
+                  fmt::format("Starting point: {} (default s15)", fmt::join(train::preset_names(), ", ")));
   cmd->add_option("--set", o.sets, "Override one key: section.key=value (repeatable)");
 }
 

@@ -43,9 +43,10 @@ InferenceModel::InferenceModel(const InferenceOptions& o)
       tokenizer(tokenizer::Tokenizer::from_gguf(file)) {
   apply_lora_options(o.lora, decoder, tokenizer);
   if (o.ctx > decoder.config().ctx)  // llama.cpp warns the same way
-    fmt::print(stderr, "warning: -c {} is longer than the {} tokens {} was trained for ({}); "
-               "expect worse text past {}\n", o.ctx, decoder.config().ctx, o.model, decoder.config().key("context_length"),
-               decoder.config().ctx);
+    fmt::print(stderr,
+               "warning: -c {} is longer than the {} tokens {} was trained for ({}); "
+               "expect worse text past {}\n",
+               o.ctx, decoder.config().ctx, o.model, decoder.config().key("context_length"), decoder.config().ctx);
 }
 
 }  // namespace ggtrain::cli

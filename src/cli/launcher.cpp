@@ -47,14 +47,16 @@ int main(int, char** argv) {
     for (const auto& l : levels) built = built || l == level;
     if (!built) return fail("GGTRAIN_CPU=" + level + " is not a level of this build (" + GGTRAIN_BUILT_LEVELS + ")");
     if (const std::string f = ggtrain::missing_cpu_feature(level); !f.empty())
-      return fail("GGTRAIN_CPU=" + level + ": this CPU lacks " + f + " (it runs: " + (runs.empty() ? "none" : runs) + ")");
+      return fail("GGTRAIN_CPU=" + level + ": this CPU lacks " + f + " (it runs: " + (runs.empty() ? "none" : runs) +
+                  ")");
   }
   if (level.empty())
     return fail("this CPU lacks " + ggtrain::missing_cpu_feature(levels.front()) + ", which the lowest build (" +
                 levels.front() + ") needs; build with -DGGTRAIN_NATIVE=ON for this machine");
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string program = ((ec ? std::filesystem::path(argv[0]) : self).parent_path() / ("ggtrain-" + level)).string();
+  const std::string program =
+      ((ec ? std::filesystem::path(argv[0]) : self).parent_path() / ("ggtrain-" + level)).string();
   ::execv(program.c_str(), argv);
   return fail("cannot start " + program + ": " + std::strerror(errno) +
               " (the ggtrain-vN programs of a build stay in the folder of ggtrain)");

@@ -14,14 +14,14 @@ int main(int argc, char** argv) {
   CLI::App app{"ggtrain: train small Llama models from scratch or finetune a GGUF; every checkpoint a GGUF that "
                "llama.cpp, ollama and LM Studio load"};
   app.set_version_flag("--version", fmt::format("ggtrain 0.1.0, CPU level {} ({})", ggtrain::built_cpu_level(),
-                                               ggtrain::built_cpu_description()));
+                                                ggtrain::built_cpu_description()));
   app.require_subcommand(1);
   std::vector<ggtrain::cli::Runner> runners{
-      ggtrain::cli::add_train_command(app),     ggtrain::cli::add_generate_command(app),
-      ggtrain::cli::add_chat_command(app),      ggtrain::cli::add_eval_command(app),
-      ggtrain::cli::add_export_command(app),    ggtrain::cli::add_config_command(app),
-      ggtrain::cli::add_data_command(app),      ggtrain::cli::add_tokenizer_command(app),
-      ggtrain::cli::add_tokenize_command(app),  ggtrain::cli::add_inspect_command(app),
+      ggtrain::cli::add_train_command(app),    ggtrain::cli::add_generate_command(app),
+      ggtrain::cli::add_chat_command(app),     ggtrain::cli::add_eval_command(app),
+      ggtrain::cli::add_export_command(app),   ggtrain::cli::add_config_command(app),
+      ggtrain::cli::add_data_command(app),     ggtrain::cli::add_tokenizer_command(app),
+      ggtrain::cli::add_tokenize_command(app), ggtrain::cli::add_inspect_command(app),
       ggtrain::cli::add_import_command(app)};
   // llama.cpp spells the system prompt "-sys"; CLI11 takes no multi-letter
   // single-dash names, so that one spelling is translated before parsing.

@@ -11,15 +11,16 @@ namespace ggtrain::cli {
 
 // -n/--n-predict: a count of tokens, or -1 for no limit (llama.cpp's).
 inline void add_n_predict_option(CLI::App* cmd, int64_t& n, const std::string& description) {
-  cmd->add_option("-n,--n-predict", n, description)->check(CLI::Validator(
-      [](std::string& v) -> std::string {
-        try {
-          if (std::stoll(v) >= -1) return "";
-        } catch (const std::exception&) {
-        }
-        return "takes a number of tokens, or -1 for no limit (got " + v + ")";
-      },
-      "N >= -1"));
+  cmd->add_option("-n,--n-predict", n, description)
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              if (std::stoll(v) >= -1) return "";
+            } catch (const std::exception&) {
+            }
+            return "takes a number of tokens, or -1 for no limit (got " + v + ")";
+          },
+          "N >= -1"));
 }
 
 inline void add_sampling_options(CLI::App* cmd, infer::SamplerConfig& s, uint64_t& seed) {

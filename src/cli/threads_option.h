@@ -2,8 +2,8 @@
 // -t/--threads N for the commands that run a model (llama.cpp's flag): the
 // OpenMP threads of the kernels and GEMMs. 0 (the default) keeps OpenMP's
 // own choice (OMP_NUM_THREADS, else every core).
-#include <CLI/CLI.hpp>
 #include <omp.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 

@@ -53,7 +53,8 @@ std::vector<std::string> unexpected_words(const std::string& message) {
 // CLI11's messages start with a capital and some end without a stop;
 // ggtrain's error lines are lower case after the prefix.
 std::string as_clause(std::string m) {
-  if (!m.empty() && m[0] >= 'A' && m[0] <= 'Z' && !(m.size() > 1 && m[1] >= 'A' && m[1] <= 'Z')) m[0] = char(m[0] - 'A' + 'a');
+  if (!m.empty() && m[0] >= 'A' && m[0] <= 'Z' && !(m.size() > 1 && m[1] >= 'A' && m[1] <= 'Z'))
+    m[0] = char(m[0] - 'A' + 'a');
   while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
   return m;
 }
@@ -72,8 +73,8 @@ std::string unknown_command_message(const CLI::App& app, const std::vector<std::
     const std::vector<std::string> commands = subcommand_names(*at);
     if (word.empty() || word[0] == '-' || commands.empty()) return "";
     if (std::find(commands.begin(), commands.end(), word) == commands.end())
-      return fmt::format("{}: unknown command '{}'{}; the commands are: {} ({} --help says what each does)", path,
-                         word, did_you_mean(word, commands), fmt::join(commands, ", "), path);
+      return fmt::format("{}: unknown command '{}'{}; the commands are: {} ({} --help says what each does)", path, word,
+                         did_you_mean(word, commands), fmt::join(commands, ", "), path);
     at = at->get_subcommand(word);
     path += " " + word;
   }

@@ -58,9 +58,9 @@ void check_format_markers(const GgufFile& f) {
   }
   if (f.find("toy.ggml_native") && !f.get_bool("toy.ggml_native"))
     fail("{}: toy.ggml_native is false: the tensors are not stored in ggml order, and only "
-         "ggml-native files can be imported", f.path());
+         "ggml-native files can be imported",
+         f.path());
 }
-
 
 // Fused tensor name -> its heads, by head index (null where absent).
 using HeadMap = std::map<std::string, std::vector<const TensorInfo*>>;
@@ -71,17 +71,14 @@ HeadMap collect_heads(const GgufFile& f, const model::LlamaConfig& c) {
     const auto h = parse_head_name(t.name);
     if (!h) continue;
     if (h->layer >= c.n_layers)
-      fail("{}: tensor '{}' is for layer {}, but llama.block_count is {}", f.path(), t.name,
-           h->layer, c.n_layers);
+      fail("{}: tensor '{}' is for layer {}, but llama.block_count is {}", f.path(), t.name, h->layer, c.n_layers);
     const bool q = h->proj == "q";
     const int64_t count = q ? c.n_heads : c.n_kv_heads;
     const char* key = q ? "llama.attention.head_count" : "llama.attention.head_count_kv";
     if (h->head >= count)
-      fail("{}: tensor '{}' is head {}, but {} is {} (heads 0..{})", f.path(), t.name, h->head, key,
-           count, count - 1);
+      fail("{}: tensor '{}' is head {}, but {} is {} (heads 0..{})", f.path(), t.name, h->head, key, count, count - 1);
     if (t.type != TensorType::F32)
-      fail("{}: tensor '{}' has type {}; per-head tensors must be F32", f.path(), t.name,
-           gguf::type_name(t.type));
+      fail("{}: tensor '{}' has type {}; per-head tensors must be F32", f.path(), t.name, gguf::type_name(t.type));
     if (t.n_dims != 2 || t.ne[0] != uint64_t(c.d_model) || t.ne[1] != uint64_t(c.d_head()))
       fail("{}: tensor '{}' has ne {}, expected [{}, {}] (d_model = llama.embedding_length, "
            "d_head = d_model / llama.attention.head_count)",
@@ -93,15 +90,16 @@ HeadMap collect_heads(const GgufFile& f, const model::LlamaConfig& c) {
   for (const auto& [fused, slots] : heads) {
     if (f.find_tensor(fused))
       fail("{}: tensor '{}' is present and so are its per-head tensors; a file must hold one or "
-           "the other", f.path(), fused);
+           "the other",
+           f.path(), fused);
     for (size_t i = 0; i < slots.size(); ++i)
       if (!slots[i]) {
         const std::string stem = fused.substr(0, fused.size() - std::string(".weight").size());
         const bool q = stem.ends_with("attn_q");
         fail("{}: missing tensor '{}.head_{}.weight': {} needs {} heads ({} is {}) but only {} "
-             "of them are in the file", f.path(), stem, i, stem, slots.size(),
-             q ? "llama.attention.head_count" : "llama.attention.head_count_kv", slots.size(),
-             std::count_if(slots.begin(), slots.end(), [](const TensorInfo* p) { return p; }));
+             "of them are in the file",
+             f.path(), stem, i, stem, slots.size(), q ? "llama.attention.head_count" : "llama.attention.head_count_kv",
+             slots.size(), std::count_if(slots.begin(), slots.end(), [](const TensorInfo* p) { return p; }));
       }
   }
   return heads;
@@ -126,7 +124,8 @@ std::vector<float> fold_file_lens(const GgufFile& f, const model::LlamaConfig& c
          f.path(), kLens, ne_text(lens), emb.ne[0], c.d_model, ne_text(emb));
   if (c.tied)
     fail("{}: tensor '{}' needs an untied head, but the file has no output.weight (the donor's "
-         "table is not the model's head)", f.path(), kLens);
+         "table is not the model's head)",
+         f.path(), kLens);
   const auto E = quant::tensor_floats(f, emb);
   const auto W = quant::tensor_floats(f, lens);
   return model::fold_lens(E.data(), c.vocab, int64_t(emb.ne[0]), W.data(), c.d_model);
@@ -137,9 +136,7 @@ bool is_qkv(const std::string& name) {
   return std::regex_match(name, re);
 }
 
-bool dropped_key(const std::string& k) {
-  return k.rfind("toy.", 0) == 0 || k.rfind("ggtrain.", 0) == 0;
-}
+bool dropped_key(const std::string& k) { return k.rfind("toy.", 0) == 0 || k.rfind("ggtrain.", 0) == 0; }
 
 }  // namespace
 
@@ -156,14 +153,14 @@ ImportReport import_checkpoint(const std::string& in_path, const std::string& ou
   for (const auto& t : f.tensors())
     if (!layout.find(t.name) && !parse_head_name(t.name) && t.name != kLens)
       fail("{}: unexpected tensor '{}' for a llama model with this configuration (the output must "
-           "hold the standard llama tensors only)", f.path(), t.name);
+           "hold the standard llama tensors only)",
+           f.path(), t.name);
   // Every output tensor checked before anything is computed or written.
   for (const auto& t : layout.tensors()) {
     if (heads.count(t.name) || (lens && t.name == kEmbd)) continue;
     const auto* ti = f.find_tensor(t.name);
     if (!ti)
-      fail("{}: missing tensor '{}'{}", f.path(), t.name,
-           is_qkv(t.name) ? " (and no per-head tensors for it)" : "");
+      fail("{}: missing tensor '{}'{}", f.path(), t.name, is_qkv(t.name) ? " (and no per-head tensors for it)" : "");
     if (ti->shape() != model::ggml_ne(t.shape))
       fail("{}: tensor '{}' has ne {}, expected [{}]", f.path(), t.name, ne_text(*ti),
            fmt::join(model::ggml_ne(t.shape), ", "));

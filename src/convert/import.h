@@ -29,10 +29,10 @@ namespace ggtrain::convert {
 
 struct ImportReport {
   int64_t fused_tensors = 0;  // attn_q/k/v tensors assembled from heads
-  int64_t heads_read = 0;     // per-head tensors consumed
+  int64_t heads_read = 0;  // per-head tensors consumed
   int64_t copied_tensors = 0;
   bool lens_folded = false;
-  int64_t donor_dim = 0;      // of the folded lens
+  int64_t donor_dim = 0;  // of the folded lens
   std::vector<std::string> dropped_keys;
 };
 

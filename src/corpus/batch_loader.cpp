@@ -66,8 +66,7 @@ void BatchLoader::next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* do
 
 void BatchLoader::set_state(const LoaderState& s) {
   if (s.cursor > uint64_t(n_windows_))
-    fail("{}: saved data position {} is past the {} windows of the corpus", tokens_.describe(),
-         s.cursor, n_windows_);
+    fail("{}: saved data position {} is past the {} windows of the corpus", tokens_.describe(), s.cursor, n_windows_);
   state_ = s;
   shuffle_for_epoch();
 }

@@ -14,14 +14,14 @@ namespace ggtrain::corpus {
 
 // Per-token flags of packed examples (chat data), a token file of the same
 // length as the tokens with ids in [0, 4).
-constexpr int32_t kFlagTrained = 1;       // predicting this token carries loss
+constexpr int32_t kFlagTrained = 1;  // predicting this token carries loss
 constexpr int32_t kFlagExampleStart = 2;  // an example (or padding) starts here: attention stops at it
 
 // What a window's tokens say beyond their ids. Both off: every target
 // counts and each row is one sequence.
 struct WindowLabels {
   const TokenStream* flags = nullptr;  // chat data: targets without kFlagTrained get kernels::kNoTarget
-  int32_t document_token = -1;         // data.attention = "document": a position holding it starts a document
+  int32_t document_token = -1;  // data.attention = "document": a position holding it starts a document
 };
 
 struct LoaderState {

@@ -12,7 +12,8 @@ MixtureLoader::MixtureLoader(const std::vector<const TokenStream*>& sources, con
     : T_(seq_len), seed_(seed) {
   if (!labels.empty() && labels.size() != sources.size())
     fail("data: {} sources with {} sets of labels", sources.size(), labels.size());
-  if (sources.empty() || sources.size() != weights.size()) fail("data: {} sources with {} weights", sources.size(), weights.size());
+  if (sources.empty() || sources.size() != weights.size())
+    fail("data: {} sources with {} weights", sources.size(), weights.size());
   double total = 0;
   for (double w : weights) {
     if (!(w > 0)) fail("data.sources: every weight must be positive, got {}", w);

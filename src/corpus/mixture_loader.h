@@ -14,7 +14,7 @@
 namespace ggtrain::corpus {
 
 struct MixtureState {
-  uint64_t drawn = 0;                // windows drawn so far (over all sources)
+  uint64_t drawn = 0;  // windows drawn so far (over all sources)
   std::vector<LoaderState> sources;  // each source's position
 };
 
@@ -22,12 +22,11 @@ class MixtureLoader {
  public:
   // weights: positive, one per source (normalised here); labels: none, or
   // one per source.
-  MixtureLoader(const std::vector<const TokenStream*>& sources, const std::vector<double>& weights,
-                int64_t seq_len, uint64_t seed, const std::vector<WindowLabels>& labels = {});
+  MixtureLoader(const std::vector<const TokenStream*>& sources, const std::vector<double>& weights, int64_t seq_len,
+                uint64_t seed, const std::vector<WindowLabels>& labels = {});
   // inputs, targets (and doc_start, when not null): [B, seq_len];
   // window_ids (when not null): [B], each row's window in its source.
-  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr,
-            int64_t* window_ids = nullptr);
+  void next(int64_t B, int32_t* inputs, int32_t* targets, int32_t* doc_start = nullptr, int64_t* window_ids = nullptr);
   MixtureState state() const;
   void set_state(const MixtureState& s);
   size_t n_sources() const { return loaders_.size(); }

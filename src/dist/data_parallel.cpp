@@ -46,22 +46,19 @@ void DataParallel::attach(model::LlamaModel<float>& model) {
 
 std::string DataParallel::describe() const {
   const double whole = 2.0 * 4.0 * double(model_->n_trainable());
-  return fmt::format(
-      "data parallel: {}; global micro-batch {} = {} ranks x {} windows; {}: AdamW state {} per rank "
-      "(whole: {}), {} gradient buckets",
-      comm_.describe(), global_batch_, size(), local_batch_,
-      sharded() ? "ZeRO-1 (train.zero = 1)" : "replicated optimizer (train.zero = 0)",
-      mib(sharded() ? 2.0 * 4.0 * double(plan_.shard_size) : whole), mib(whole), plan_.buckets.size());
+  return fmt::format("data parallel: {}; global micro-batch {} = {} ranks x {} windows; {}: AdamW state {} per rank "
+                     "(whole: {}), {} gradient buckets",
+                     comm_.describe(), global_batch_, size(), local_batch_,
+                     sharded() ? "ZeRO-1 (train.zero = 1)" : "replicated optimizer (train.zero = 0)",
+                     mib(sharded() ? 2.0 * 4.0 * double(plan_.shard_size) : whole), mib(whole), plan_.buckets.size());
 }
 
 void DataParallel::start(size_t i) {
   const Bucket& b = plan_.buckets[i];
   started_[i] = 1;
   float* g = model_->grads() + b.lo;
-  if (sharded())
-    comm_.start_reduce_scatter(g, gshard_.data() + b.shard_at, b.counts);
-  else
-    comm_.start_allreduce(g, b.hi - b.lo);
+  if (sharded()) comm_.start_reduce_scatter(g, gshard_.data() + b.shard_at, b.counts);
+  else comm_.start_allreduce(g, b.hi - b.lo);
 }
 
 // From inside backward(): block `layer`'s gradients are final.
@@ -113,7 +110,7 @@ void DataParallel::adamw(std::vector<float>& m, std::vector<float>& v, int64_t t
   for (const auto& b : plan_.buckets) {
     const int64_t lo = b.lo + b.displs[r];
     optim::adamw_step_range(gl, lo, lo + b.counts[r], model_->params(), gshard_.data() + b.shard_at,
-                     m.data() + b.shard_at, v.data() + b.shard_at, t, lr, cfg, grad_scale);
+                            m.data() + b.shard_at, v.data() + b.shard_at, t, lr, cfg, grad_scale);
   }
   const double t0 = now_seconds();
   share_params();
@@ -141,8 +138,7 @@ void DataParallel::share_params() {
   for (const auto& b : plan_.buckets) comm_.start_allgather(stage + b.lo, b.counts, b.displs);
   comm_.wait_all();
   if (!identity_layout_)
-    for (const auto& pt : gl.tensors())
-      std::memcpy(params + pt.source_offset, stage + pt.offset, size_t(pt.size) * 4);
+    for (const auto& pt : gl.tensors()) std::memcpy(params + pt.source_offset, stage + pt.offset, size_t(pt.size) * 4);
 }
 
 double DataParallel::mean_over_ranks(double x) {
@@ -186,7 +182,7 @@ DataParallel::FullMoments::~FullMoments() {
 }
 
 std::unique_ptr<DataParallel::FullMoments> DataParallel::prepare_checkpoint(int64_t step, std::vector<float>& m,
-                                                                             std::vector<float>& v) {
+                                                                            std::vector<float>& v) {
   if (size() == 1) return nullptr;
   // The replicas must hold the same weights: the reductions give every rank
   // the same bits (each sum is formed in one fixed order), and this says
@@ -196,7 +192,8 @@ std::unique_ptr<DataParallel::FullMoments> DataParallel::prepare_checkpoint(int6
   for (int r = 1; r < size(); ++r)
     if (all[size_t(r)] != all[0])
       fail("step {}: the weights of rank {} differ from rank 0's; the ranks no longer train one model "
-           "(an MPI reduction gave different ranks different sums)", step, r);
+           "(an MPI reduction gave different ranks different sums)",
+           step, r);
   if (!sharded()) return nullptr;
   std::vector<float> fm, fv;
   gather_into(m, fm);

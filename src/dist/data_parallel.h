@@ -90,8 +90,7 @@ class DataParallel {
   // until the returned guard is destroyed (then rank 0 keeps its slices again).
   class FullMoments {
    public:
-    FullMoments(std::vector<float>& m, std::vector<float>& v, std::vector<float> whole_m,
-                std::vector<float> whole_v);
+    FullMoments(std::vector<float>& m, std::vector<float>& v, std::vector<float> whole_m, std::vector<float> whole_v);
     ~FullMoments();  // m and v are this rank's slices again
     FullMoments(const FullMoments&) = delete;
     FullMoments& operator=(const FullMoments&) = delete;

@@ -30,8 +30,7 @@ class SingleProcess final : public Communicator {
   void allreduce_sum(float*, int64_t) override {}
   void allreduce_max(int64_t*, int64_t) override {}
   void allgather(uint64_t value, uint64_t* out) override { out[0] = value; }
-  void gather(const float* send, float* recv, std::span<const int> counts, std::span<const int> displs,
-              int) override {
+  void gather(const float* send, float* recv, std::span<const int> counts, std::span<const int> displs, int) override {
     if (recv + displs[0] != send) std::memmove(recv + displs[0], send, size_t(counts[0]) * sizeof(float));
   }
   void start_allreduce(float*, int64_t) override {}

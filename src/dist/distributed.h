@@ -8,8 +8,8 @@
 // rule); the non-blocking ones are started in that order and completed
 // together by wait_all().
 #include <cstdint>
-#include <span>
 #include <exception>
+#include <span>
 #include <string>
 
 namespace ggtrain::dist {
@@ -32,8 +32,8 @@ class Communicator {
   virtual void allgather(uint64_t value, uint64_t* out) = 0;
   // Rank r sends `send` (counts[r] floats); root receives them at
   // recv + displs[r]. recv is only read on root.
-  virtual void gather(const float* send, float* recv, std::span<const int> counts,
-                      std::span<const int> displs, int root) = 0;
+  virtual void gather(const float* send, float* recv, std::span<const int> counts, std::span<const int> displs,
+                      int root) = 0;
 
   // Non-blocking, completed by wait_all(); buffers must stay untouched until then.
   // data[0, n): summed over ranks in place.

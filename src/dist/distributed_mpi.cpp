@@ -6,10 +6,10 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
-#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -91,8 +91,7 @@ class MpiCommunicator final : public Communicator {
   void gather(const float* send, float* recv, std::span<const int> counts, std::span<const int> displs,
               int root) override {
     Lock l(mu_);
-    MPI_Gatherv(send, counts[size_t(rank_)], MPI_FLOAT, recv, counts.data(), displs.data(), MPI_FLOAT,
-                root, comm_);
+    MPI_Gatherv(send, counts[size_t(rank_)], MPI_FLOAT, recv, counts.data(), displs.data(), MPI_FLOAT, root, comm_);
   }
 
   void start_allreduce(float* data, int64_t n) override {
@@ -101,14 +100,11 @@ class MpiCommunicator final : public Communicator {
     });
   }
   void start_reduce_scatter(const float* send, float* recv, std::span<const int> counts) override {
-    started([&](MPI_Request* r) {
-      MPI_Ireduce_scatter(send, recv, counts.data(), MPI_FLOAT, MPI_SUM, comm_, r);
-    });
+    started([&](MPI_Request* r) { MPI_Ireduce_scatter(send, recv, counts.data(), MPI_FLOAT, MPI_SUM, comm_, r); });
   }
   void start_allgather(float* data, std::span<const int> counts, std::span<const int> displs) override {
     started([&](MPI_Request* r) {
-      MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT,
-                      comm_, r);
+      MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT, comm_, r);
     });
   }
   void progress() override {

@@ -34,8 +34,7 @@ void cut_slices(Bucket& b, int n_ranks) {
 
 }  // namespace
 
-BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int rank,
-                        int64_t max_elements) {
+BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int rank, int64_t max_elements) {
   BucketPlan plan;
   max_elements = std::max<int64_t>(16, max_elements / 16 * 16);  // cuts keep 64-byte alignment
   const auto& ts = grad_layout.tensors();

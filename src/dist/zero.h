@@ -14,7 +14,7 @@ namespace ggtrain::dist {
 
 struct Bucket {
   int64_t lo = 0, hi = 0;  // range of the gradient buffer (grad_layout indices)
-  int64_t layer = -1;      // blk.<layer> tensors; -1: reduced after backward() returns
+  int64_t layer = -1;  // blk.<layer> tensors; -1: reduced after backward() returns
   // Per rank: slice r is [lo + displs[r], lo + displs[r] + counts[r]).
   std::vector<int> counts, displs;
   int64_t shard_at = 0;  // where this rank's slice starts in its shard buffers

@@ -93,7 +93,8 @@ TaskScore score_task(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const
   const size_t prefix = shared_prefix(seqs);
   if (prefix == 0)
     fail("task {}: its endings share no first token (an empty context, and the vocabulary adds no BOS); "
-         "give the task a context", task.index);
+         "give the task a context",
+         task.index);
 
   dec.reset();
   dec.eval(seqs[0].data(), int64_t(prefix), false);
@@ -160,7 +161,8 @@ void set_accuracies(ChoiceResult& r, const ChoiceTotals& t) {
   r.gold_logprob = t.gold_logprob / t.tasks;
 }
 
-ChoiceResult score_choice_tasks(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
+ChoiceResult score_choice_tasks(infer::Decoder& dec, const tokenizer::Tokenizer& tok,
+                                const std::vector<ChoiceTask>& tasks,
                                 const std::function<void(const TaskScore&, double)>& on_task) {
   ChoiceResult r;
   std::vector<float> prefix_logits(size_t(dec.config().vocab));

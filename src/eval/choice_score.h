@@ -26,17 +26,17 @@
 namespace ggtrain::eval {
 
 struct TaskScore {
-  int64_t index = 0;            // the task's place in its file
+  int64_t index = 0;  // the task's place in its file
   int gold = 0;
-  int chosen_norm = 0;          // by mean log-probability (acc_norm)
-  int chosen_sum = 0;           // by summed log-probability (acc)
+  int chosen_norm = 0;  // by mean log-probability (acc_norm)
+  int chosen_sum = 0;  // by summed log-probability (acc)
   std::vector<double> logprob;  // per ending: summed log-probability of its scored tokens
   std::vector<int64_t> scored;  // per ending: how many tokens were scored
 };
 
 struct ChoiceResult {
   std::vector<TaskScore> tasks;
-  double acc = 0, acc_norm = 0;          // fractions of the tasks
+  double acc = 0, acc_norm = 0;  // fractions of the tasks
   double acc_stderr = 0, acc_norm_stderr = 0;  // sqrt(p (1 - p) / (n - 1)), 0 for one task
   // The right endings' mean log-probability per scored token, averaged over
   // the tasks: a smooth curve where the accuracies move in steps.
@@ -57,7 +57,8 @@ void set_accuracies(ChoiceResult& r, const ChoiceTotals& t);
 // Scores `tasks` in their order; on_task (optional) gets each task's score
 // and the running acc_norm. Error naming the task when its longest ending
 // does not fit in the decoder's context.
-ChoiceResult score_choice_tasks(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const std::vector<ChoiceTask>& tasks,
+ChoiceResult score_choice_tasks(infer::Decoder& dec, const tokenizer::Tokenizer& tok,
+                                const std::vector<ChoiceTask>& tasks,
                                 const std::function<void(const TaskScore&, double)>& on_task = {});
 
 // The longest token sequence (context and an ending) among the tasks: the

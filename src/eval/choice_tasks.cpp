@@ -38,8 +38,7 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 
 void check_text(std::string_view line, const std::string& path, size_t line_no) {
   const int64_t bad = first_invalid_utf8(line.data(), line.size());
-  if (bad >= 0)
-    fail("{}:{}: byte {} of the line is not UTF-8 text; task files are UTF-8", path, line_no, bad + 1);
+  if (bad >= 0) fail("{}:{}: byte {} of the line is not UTF-8 text; task files are UTF-8", path, line_no, bad + 1);
 }
 
 int parse_label(std::string_view s, int n_endings, const std::string& where) {
@@ -53,7 +52,8 @@ int parse_label(std::string_view s, int n_endings, const std::string& where) {
 
 const nlohmann::json& field(const nlohmann::json& obj, const char* name, const std::string& where) {
   auto it = obj.find(name);
-  if (it == obj.end()) fail("{}: no \"{}\" (a task is {{\"context\": ..., \"endings\": [...], \"label\": K}})", where, name);
+  if (it == obj.end())
+    fail("{}: no \"{}\" (a task is {{\"context\": ..., \"endings\": [...], \"label\": K}})", where, name);
   return *it;
 }
 
@@ -87,7 +87,8 @@ std::vector<ChoiceTask> parse_hellaswag(std::string_view text, const std::string
   const auto lines = split_lines(text);
   if (lines.size() % kLines != 0)
     fail("{}: {} lines, not a multiple of 6; the HellaSwag form is six lines per task (context, gold index 0-3, "
-         "four endings)", path, lines.size());
+         "four endings)",
+         path, lines.size());
   std::vector<ChoiceTask> tasks(lines.size() / kLines);
   for (size_t t = 0; t < tasks.size(); ++t) {
     const size_t first = t * kLines;

@@ -12,15 +12,15 @@ namespace ggtrain::eval {
 
 // How a task's choices are scored (eval/choice_score.h).
 enum class ChoiceRule {
-  kEnding,     // each ending after the context
+  kEnding,  // each ending after the context
   kWinogrande  // context + choice + after; the words after the choice
 };
 
 struct ChoiceTask {
   int64_t index = 0;  // its place in the file, from 0
-  std::string context;               // Winogrande: the sentence up to its blank
+  std::string context;  // Winogrande: the sentence up to its blank
   std::vector<std::string> endings;  // at least two; Winogrande: the two words for the blank
-  int gold = 0;                      // the right ending
+  int gold = 0;  // the right ending
   ChoiceRule rule = ChoiceRule::kEnding;
   std::string after;  // Winogrande: the sentence after its blank
 };

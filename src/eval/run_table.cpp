@@ -42,8 +42,13 @@ std::vector<std::string> write_run_scores(const std::string& run_dir, const std:
   write_text(run_dir + "/eval.csv", scores_csv(rows), written);
   auto list = nlohmann::json::array();
   for (const auto& r : rows)
-    list.push_back({{"step", r.step}, {"file", r.file}, {"ppl", value(r.ppl)}, {"bpb", value(r.bpb)},
-                    {"acc", value(r.acc)}, {"acc_norm", value(r.acc_norm)}, {"gold_logprob", value(r.gold_logprob)}});
+    list.push_back({{"step", r.step},
+                    {"file", r.file},
+                    {"ppl", value(r.ppl)},
+                    {"bpb", value(r.bpb)},
+                    {"acc", value(r.acc)},
+                    {"acc_norm", value(r.acc_norm)},
+                    {"gold_logprob", value(r.gold_logprob)}});
   const nlohmann::json doc{{"run", run_dir}, {"text", text_path}, {"task", task_path}, {"checkpoints", list}};
   write_text(run_dir + "/eval.json", doc.dump(1) + "\n", written);
   if (!text_path.empty())

@@ -25,8 +25,7 @@ class Cursor {
 
   void need(size_t n, const std::string& what) const {
     if (n > left())
-      fail("{}: truncated file: {} needs {} bytes at offset {}, only {} left", path_, what, n,
-           pos_, left());
+      fail("{}: truncated file: {} needs {} bytes at offset {}, only {} left", path_, what, n, pos_, left());
   }
 
   template <typename T>
@@ -41,8 +40,7 @@ class Cursor {
   std::string read_string(const std::string& what) {
     uint64_t len = read<uint64_t>(what + " length");
     if (len > left())
-      fail("{}: {} has length {} at offset {}, but only {} bytes are left", path_, what, len,
-           pos_ - 8, left());
+      fail("{}: {} has length {} at offset {}, but only {} bytes are left", path_, what, len, pos_ - 8, left());
     std::string s(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
     return s;
@@ -68,8 +66,7 @@ size_t min_element_bytes(ValueType t) {
 Value read_value(Cursor& c, ValueType type, const std::string& what, int depth);
 
 Value read_array(Cursor& c, const std::string& what, int depth) {
-  if (depth >= kMaxArrayDepth)
-    fail("{}: {}: arrays nested deeper than {}", c.path(), what, kMaxArrayDepth);
+  if (depth >= kMaxArrayDepth) fail("{}: {}: arrays nested deeper than {}", c.path(), what, kMaxArrayDepth);
   uint32_t et = c.read<uint32_t>(what + " element type");
   if (!is_valid_value_type(et)) fail("{}: {}: invalid array element type {}", c.path(), what, et);
   auto elem = static_cast<ValueType>(et);
@@ -106,8 +103,7 @@ Value read_value(Cursor& c, ValueType type, const std::string& what, int depth) 
 }
 
 uint64_t checked_mul(uint64_t a, uint64_t b, const std::string& path, const std::string& what) {
-  if (a != 0 && b > std::numeric_limits<int64_t>::max() / a)
-    fail("{}: {}: element count overflows", path, what);
+  if (a != 0 && b > std::numeric_limits<int64_t>::max() / a) fail("{}: {}: element count overflows", path, what);
   return a * b;
 }
 
@@ -134,8 +130,7 @@ Metadata read_metadata(Cursor& c, uint64_t n_kv) {
 uint64_t alignment_of(const Metadata& kv, const std::string& path) {
   for (const auto& [key, a] : kv) {
     if (key != "general.alignment") continue;
-    if (a.type != ValueType::U32)
-      fail("{}: general.alignment must be u32, is {}", path, value_type_name(a.type));
+    if (a.type != ValueType::U32) fail("{}: general.alignment must be u32, is {}", path, value_type_name(a.type));
     if (a.u == 0 || (a.u & (a.u - 1)) != 0) fail("{}: general.alignment {} is not a power of two", path, a.u);
     return a.u;
   }
@@ -169,8 +164,7 @@ TensorInfo read_tensor_info(Cursor& c, uint64_t i, uint64_t alignment, std::unor
   if (!tr) fail("{}: {} has unknown ggml type id {}", path, what, type_id);
   t.type = static_cast<TensorType>(type_id);
   if (t.ne[0] % tr->block_size != 0)
-    fail("{}: {} ne[0] = {} is not a multiple of the {} block size {}", path, what, t.ne[0], tr->name,
-         tr->block_size);
+    fail("{}: {} ne[0] = {} is not a multiple of the {} block size {}", path, what, t.ne[0], tr->name, tr->block_size);
   t.n_bytes = checked_mul(t.n_elements / tr->block_size, tr->type_size, path, what);
   t.offset = c.read<uint64_t>(what + " offset");
   if (t.offset % alignment != 0) fail("{}: {} offset {} is not aligned to {}", path, what, t.offset, alignment);
@@ -188,8 +182,8 @@ void place_tensor_data(std::vector<TensorInfo>& tensors, const MappedFile& map, 
     // Past the end of the file: most often a file cut short, which is worth saying.
     if (t.offset > data_size || t.n_bytes > data_size - t.offset)
       fail("{}: tensor '{}' data [{}, +{}) lies outside the {}-byte data section: the file ends before it "
-           "(truncated by an interrupted copy or download? copy it again)", path, t.name, t.offset, t.n_bytes,
-           data_size);
+           "(truncated by an interrupted copy or download? copy it again)",
+           path, t.name, t.offset, t.n_bytes, data_size);
     t.data = map.data() + data_offset + t.offset;
   }
   std::vector<const TensorInfo*> by_offset;
@@ -260,8 +254,7 @@ double GgufFile::get_float(const std::string& key) const {
 bool GgufFile::get_bool(const std::string& key) const {
   const Value* v = find(key);
   if (!v) fail("{}: missing metadata key '{}'", path(), key);
-  if (v->type != ValueType::BOOL)
-    fail("{}: metadata '{}' must be bool, is {}", path(), key, value_type_name(v->type));
+  if (v->type != ValueType::BOOL) fail("{}: metadata '{}' must be bool, is {}", path(), key, value_type_name(v->type));
   return v->u != 0;
 }
 
@@ -281,9 +274,7 @@ double GgufFile::get_float_or(const std::string& key, double fallback) const {
   return find(key) ? get_float(key) : fallback;
 }
 
-bool GgufFile::get_bool_or(const std::string& key, bool fallback) const {
-  return find(key) ? get_bool(key) : fallback;
-}
+bool GgufFile::get_bool_or(const std::string& key, bool fallback) const { return find(key) ? get_bool(key) : fallback; }
 
 const TensorInfo* GgufFile::find_tensor(const std::string& name) const {
   for (const auto& t : tensors_)
@@ -298,8 +289,7 @@ const TensorInfo& GgufFile::tensor(const std::string& name) const {
 }
 
 std::vector<int32_t> GgufFile::to_i32(const TensorInfo& t) const {
-  if (t.type != TensorType::I32)
-    fail("{}: tensor '{}' has type {}, expected I32", path(), t.name, type_name(t.type));
+  if (t.type != TensorType::I32) fail("{}: tensor '{}' has type {}, expected I32", path(), t.name, type_name(t.type));
   std::vector<int32_t> out(static_cast<size_t>(t.n_elements));
   if (!out.empty()) std::memcpy(out.data(), t.data, out.size() * 4);
   return out;

@@ -25,7 +25,7 @@ struct TensorInfo {
   TensorType type = TensorType::F32;
   uint32_t n_dims = 0;
   std::array<uint64_t, kMaxDims> ne{1, 1, 1, 1};  // ggml order: ne[0] is contiguous
-  uint64_t offset = 0;      // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // zero-copy view into the map

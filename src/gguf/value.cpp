@@ -25,11 +25,19 @@ bool is_valid_value_type(uint32_t id) { return id <= static_cast<uint32_t>(Value
 
 size_t scalar_size(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    case ValueType::STRING: case ValueType::ARRAY: return 0;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64: return 8;
+    case ValueType::STRING:
+    case ValueType::ARRAY: return 0;
   }
   return 0;
 }
@@ -100,25 +108,32 @@ Value Value::i32_array(const std::vector<int32_t>& v) {
 
 bool Value::is_integer() const {
   switch (type) {
-    case ValueType::U8: case ValueType::I8: case ValueType::U16: case ValueType::I16:
-    case ValueType::U32: case ValueType::I32: case ValueType::U64: case ValueType::I64:
-      return true;
-    default:
-      return false;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::U16:
+    case ValueType::I16:
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::U64:
+    case ValueType::I64: return true;
+    default: return false;
   }
 }
 
 double Value::as_double() const {
   switch (type) {
-    case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::U64:
-    case ValueType::BOOL:
-      return static_cast<double>(u);
-    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
-      return static_cast<double>(i);
-    case ValueType::F32: case ValueType::F64:
-      return f;
-    default:
-      return 0;
+    case ValueType::U8:
+    case ValueType::U16:
+    case ValueType::U32:
+    case ValueType::U64:
+    case ValueType::BOOL: return static_cast<double>(u);
+    case ValueType::I8:
+    case ValueType::I16:
+    case ValueType::I32:
+    case ValueType::I64: return static_cast<double>(i);
+    case ValueType::F32:
+    case ValueType::F64: return f;
+    default: return 0;
   }
 }
 
@@ -127,9 +142,12 @@ bool operator==(const Value& a, const Value& b) {
   switch (a.type) {
     case ValueType::STRING: return a.s == b.s;
     case ValueType::ARRAY: return a.elem_type == b.elem_type && a.items == b.items;
-    case ValueType::F32: case ValueType::F64: return a.f == b.f;
-    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
-      return a.i == b.i;
+    case ValueType::F32:
+    case ValueType::F64: return a.f == b.f;
+    case ValueType::I8:
+    case ValueType::I16:
+    case ValueType::I32:
+    case ValueType::I64: return a.i == b.i;
     default: return a.u == b.u;
   }
 }

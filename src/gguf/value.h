@@ -10,8 +10,19 @@
 namespace ggtrain::gguf {
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 std::string_view value_type_name(ValueType t);
@@ -21,12 +32,12 @@ size_t scalar_size(ValueType t);
 
 struct Value {
   ValueType type = ValueType::U32;
-  uint64_t u = 0;        // U8..U64, BOOL
-  int64_t i = 0;         // I8..I64
-  double f = 0;          // F32, F64
-  std::string s;         // STRING
+  uint64_t u = 0;  // U8..U64, BOOL
+  int64_t i = 0;  // I8..I64
+  double f = 0;  // F32, F64
+  std::string s;  // STRING
   ValueType elem_type = ValueType::U8;  // ARRAY
-  std::vector<Value> items;             // ARRAY
+  std::vector<Value> items;  // ARRAY
 
   static Value u8(uint8_t v) { return scalar_u(ValueType::U8, v); }
   static Value u16(uint16_t v) { return scalar_u(ValueType::U16, v); }

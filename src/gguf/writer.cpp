@@ -40,8 +40,7 @@ class Bytes {
         put<uint64_t>(v.items.size());
         for (const auto& item : v.items) {
           if (item.type != v.elem_type)
-            fail("GGUF writer: array of {} holds a {}", value_type_name(v.elem_type),
-                 value_type_name(item.type));
+            fail("GGUF writer: array of {} holds a {}", value_type_name(v.elem_type), value_type_name(item.type));
           put_value(item);
         }
         break;
@@ -82,14 +81,13 @@ void GgufWriter::set_alignment(uint32_t alignment) {
 void GgufWriter::add(Pending p) {
   if (p.name.size() > kMaxTensorName)
     fail("GGUF writer: tensor name '{}' is longer than {} bytes", p.name, kMaxTensorName);
-  if (p.ne.empty() || p.ne.size() > kMaxDims)
-    fail("GGUF writer: tensor '{}' has {} dimensions", p.name, p.ne.size());
+  if (p.ne.empty() || p.ne.size() > kMaxDims) fail("GGUF writer: tensor '{}' has {} dimensions", p.name, p.ne.size());
   for (const auto& t : tensors_)
     if (t.name == p.name) fail("GGUF writer: duplicate tensor '{}'", p.name);
   const auto& tr = traits(p.type);
   if (p.ne[0] % tr.block_size != 0)
-    fail("GGUF writer: tensor '{}' ne[0]={} is not a multiple of the {} block size {}", p.name,
-         p.ne[0], tr.name, tr.block_size);
+    fail("GGUF writer: tensor '{}' ne[0]={} is not a multiple of the {} block size {}", p.name, p.ne[0], tr.name,
+         tr.block_size);
   p.n_elements = 1;
   for (auto d : p.ne) p.n_elements *= d;
   p.n_bytes = p.n_elements / tr.block_size * tr.type_size;
@@ -102,8 +100,7 @@ void GgufWriter::add_tensor_encoded(const std::string& name, TensorType type, st
   add({name, type, std::move(ne), data, encode, 0, 0});
 }
 
-void GgufWriter::add_tensor_raw(const std::string& name, TensorType type,
-                                std::vector<uint64_t> ne, const void* bytes) {
+void GgufWriter::add_tensor_raw(const std::string& name, TensorType type, std::vector<uint64_t> ne, const void* bytes) {
   add({name, type, std::move(ne), bytes, nullptr, 0, 0});
 }
 

@@ -28,8 +28,7 @@ class GgufWriter {
   void add_tensor_encoded(const std::string& name, TensorType type, std::vector<uint64_t> ne, const float* data,
                           FloatEncoder encode);
   // Raw, already-encoded bytes of `type` (e.g. I32 tokens or copied blocks).
-  void add_tensor_raw(const std::string& name, TensorType type, std::vector<uint64_t> ne,
-                      const void* bytes);
+  void add_tensor_raw(const std::string& name, TensorType type, std::vector<uint64_t> ne, const void* bytes);
 
   void write(const std::string& path) const;
   size_t tensor_count() const { return tensors_.size(); }

@@ -148,7 +148,6 @@ void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
   kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
 }
 
-
 void Decoder::warmup() {
   // 16 tokens: fewer leave oneDNN's GEMM for larger batches cold (measured:
   // a 128-token prompt after a 2-token warmup ran at 2,300-2,500 tokens/s,
@@ -197,19 +196,15 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     cache_.store(l, k_.data(), v_.data(), pos, n);
     attention(l, n);
     L.wo.matmul(att_out_.data(), tmp_.data(), n);
-    if (L.attn_post_norm.empty())
-      kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
-    else
-      add_post_normed(L.attn_post_norm, n);
+    if (L.attn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+    else add_post_normed(L.attn_post_norm, n);
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
     L.w_gate.matmul(h_.data(), gate_.data(), n);
     L.w_up.matmul(h_.data(), up_.data(), n);
     model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
     L.w_down.matmul(gate_.data(), tmp_.data(), n);
-    if (L.ffn_post_norm.empty())
-      kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
-    else
-      add_post_normed(L.ffn_post_norm, n);
+    if (L.ffn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
+    else add_post_normed(L.ffn_post_norm, n);
   }
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
   if (logits_.size() < size_t(rows * cfg_.vocab)) logits_.resize(size_t(rows * cfg_.vocab));

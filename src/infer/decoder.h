@@ -25,8 +25,7 @@ class Decoder {
   // n_ctx: cache length, 0 for the model's context length. cache: fp32
   // keeps the training forward's numbers exactly; fp16 is llama.cpp's
   // default (the commands' too).
-  explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0,
-                   kernels::CacheType cache = kernels::CacheType::kF32);
+  explicit Decoder(const gguf::GgufFile& f, int64_t n_ctx = 0, kernels::CacheType cache = kernels::CacheType::kF32);
   // A model in memory: `params` laid out as model::ParamLayout(cfg) without
   // the matrices `quantized` holds (a LoRA run on a quantized base), LoRA tensors
   // included (applied unmerged). Views, not copies: params and quantized
@@ -63,7 +62,7 @@ class Decoder {
     std::vector<float> attn_norm, ffn_norm;
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
-    std::vector<float> bq = {}, bk = {}, bv = {};           // Architecture::qkv_bias, else empty
+    std::vector<float> bq = {}, bk = {}, bv = {};  // Architecture::qkv_bias, else empty
     std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
     WeightMatrix& matrix(model::BlockMatrix m) {
       WeightMatrix* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
@@ -98,7 +97,7 @@ class Decoder {
   std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, logits_;
   std::vector<float> head_rstd_;  // [n_ctx * n_heads] the head norms' (qk_norm)
   std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
-  std::vector<float> decode_scratch_;       // attention_decode's, for the others
+  std::vector<float> decode_scratch_;  // attention_decode's, for the others
 };
 
 }  // namespace ggtrain::infer

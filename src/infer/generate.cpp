@@ -8,8 +8,8 @@
 namespace ggtrain::infer {
 
 Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n, const SamplerConfig& sampler,
-                    uint64_t seed, const std::vector<int32_t>& stop_tokens, const std::function<void(int32_t)>& on_token,
-                    const GenerateControl& control) {
+                    uint64_t seed, const std::vector<int32_t>& stop_tokens,
+                    const std::function<void(int32_t)>& on_token, const GenerateControl& control) {
   if (prompt.empty()) fail("generate: the prompt is empty");
   if (int64_t(prompt.size()) > dec.n_ctx())
     fail("generate: the prompt's {} tokens exceed the context of {}", prompt.size(), dec.n_ctx());
@@ -17,8 +17,9 @@ Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
   // At least the last prompt token is computed again: its logits start the reply.
   const auto& cached = dec.cached_tokens();
   const int64_t shared =
-      control.reuse_cache ? std::mismatch(cached.begin(), cached.end(), prompt.begin(), prompt.end()).first - cached.begin()
-                          : 0;
+      control.reuse_cache
+          ? std::mismatch(cached.begin(), cached.end(), prompt.begin(), prompt.end()).first - cached.begin()
+          : 0;
   dec.truncate(std::min(shared, int64_t(prompt.size()) - 1));
   g.reused_tokens = dec.position();
   const double t0 = now_seconds();

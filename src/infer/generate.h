@@ -14,10 +14,10 @@ namespace ggtrain::infer {
 
 struct Generation {
   std::vector<int32_t> tokens;  // generated, the stop token included when it came
-  bool stopped = false;         // ended on a stop token
-  bool cancelled = false;       // ended because GenerateControl::cancelled said so
-  bool context_full = false;    // ended because the cache held n_ctx tokens
-  int64_t reused_tokens = 0;    // of the prompt, kept from the cache (GenerateControl::reuse_cache)
+  bool stopped = false;  // ended on a stop token
+  bool cancelled = false;  // ended because GenerateControl::cancelled said so
+  bool context_full = false;  // ended because the cache held n_ctx tokens
+  int64_t reused_tokens = 0;  // of the prompt, kept from the cache (GenerateControl::reuse_cache)
   double prompt_seconds = 0, decode_seconds = 0;
 };
 

@@ -17,8 +17,7 @@ kernels::KvLayerView KvCache::layer(int64_t l) const {
 }
 
 void KvCache::store(int64_t l, float* k, float* v, int64_t pos, int64_t n) {
-  kernels::store_kv(k_.data() + l * layer_bytes_, v_.data() + l * layer_bytes_, type_, n_ctx_, shape_, k, v, pos,
-                    n);
+  kernels::store_kv(k_.data() + l * layer_bytes_, v_.data() + l * layer_bytes_, type_, n_ctx_, shape_, k, v, pos, n);
 }
 
 kernels::CacheType cache_type_from_name(const std::string& name) {

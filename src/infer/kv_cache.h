@@ -35,8 +35,8 @@ class KvCache {
  private:
   kernels::CacheType type_;
   kernels::DecodeAttnShape shape_;
-  int64_t n_ctx_;         // kernels::cache_positions of the context
-  int64_t layer_bytes_;   // of keys (and of values) per layer
+  int64_t n_ctx_;  // kernels::cache_positions of the context
+  int64_t layer_bytes_;  // of keys (and of values) per layer
   std::vector<uint8_t> k_, v_;
   std::vector<int32_t> tokens_;
 };

@@ -20,14 +20,14 @@ struct PerplexityResult {
   double ppl = 0, nll = 0;
   int64_t chunks = 0, scored = 0;
   int64_t bytes = 0;  // of the scored tokens
-  double bpb = 0;     // NAN without token byte lengths or when the scored tokens have no bytes
+  double bpb = 0;  // NAN without token byte lengths or when the scored tokens have no bytes
   double seconds = 0;  // evaluating the chunks (chunks * n_ctx tokens), as llama.cpp times it
 };
 
 // on_chunk (optional) gets (chunk index, running perplexity). token_bytes
 // (optional): each token id's byte length, for bits per byte.
-PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx,
-                            int32_t bos, const std::function<void(int64_t, double)>& on_chunk = {},
+PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
+                            const std::function<void(int64_t, double)>& on_chunk = {},
                             const std::vector<int32_t>* token_bytes = nullptr);
 
 }  // namespace ggtrain::infer

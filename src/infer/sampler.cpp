@@ -112,7 +112,8 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplerConfig& cf
   penalize(c, cfg, history);
   if (cfg.temperature <= 0) {  // greedy: the first highest logit
     return std::max_element(c.data.begin(), c.data.end(),
-                            [](const auto& a, const auto& b) { return a.logit < b.logit; })->id;
+                            [](const auto& a, const auto& b) { return a.logit < b.logit; })
+        ->id;
   }
   top_k(c, cfg.top_k);
   top_p(c, cfg.top_p);

@@ -14,11 +14,11 @@ namespace ggtrain::infer {
 
 struct SamplerConfig {
   double temperature = 0.8;
-  int64_t top_k = 40;            // 0: off
-  double top_p = 0.95;           // 1: off
-  double min_p = 0.05;           // 0: off
-  double repeat_penalty = 1.0;   // 1: off
-  int64_t repeat_last_n = 64;    // tokens of history the penalty looks at; -1: all
+  int64_t top_k = 40;  // 0: off
+  double top_p = 0.95;  // 1: off
+  double min_p = 0.05;  // 0: off
+  double repeat_penalty = 1.0;  // 1: off
+  int64_t repeat_last_n = 64;  // tokens of history the penalty looks at; -1: all
 };
 
 // llama.cpp's dist sampler's generator: std::mt19937 seeded with the

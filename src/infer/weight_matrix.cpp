@@ -32,11 +32,8 @@ WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, i
     : type_(type), act_type_(type), data_(data), rows_(rows), cols_(cols) {
   const quant::TypeCodec& codec = quant::codec(type, "multiply with");
   switch (codec.decode) {
-    case quant::DecodeForm::kFloat:
-      break;
-    case quant::DecodeForm::kQ8_0:
-      pack_q8_0();
-      break;
+    case quant::DecodeForm::kFloat: break;
+    case quant::DecodeForm::kQ8_0: pack_q8_0(); break;
     case quant::DecodeForm::kAsQ8_0:
       owned_bytes_.resize(size_t(rows_ * kernels::q8_0_row_bytes(cols_)));
       codec.to_q8_0(data, owned_bytes_.data(), size_t(rows_ * cols_));
@@ -47,8 +44,7 @@ WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, i
     case quant::DecodeForm::kKRows: {
       if (quant::KPacked::available())
         kpacked_ = std::make_unique<quant::KPacked>(quant::KPacked::pack(type_, data, rows_, cols_));
-      else
-        krows_ = std::make_unique<quant::KRows>(quant::KRows::unpack(type_, data, rows_, cols_));
+      else krows_ = std::make_unique<quant::KRows>(quant::KRows::unpack(type_, data, rows_, cols_));
       data_ = nullptr;
       break;
     }

@@ -47,13 +47,13 @@ class WeightMatrix {
   void row(int64_t r, float* out) const;
 
  private:
-  gguf::TensorType type_ = gguf::TensorType::F32;   // storage used by matmul: F32, Q8_0 or a K-quant
+  gguf::TensorType type_ = gguf::TensorType::F32;  // storage used by matmul: F32, Q8_0 or a K-quant
   gguf::TensorType act_type_ = gguf::TensorType::F32;  // activations are rounded to this
   const uint8_t* data_ = nullptr;
-  std::vector<float> owned_;           // dequantized copy (F16, BF16, Q5_1, K-quants)
-  std::vector<uint8_t> owned_bytes_;   // Q4_0/Q5_0 re-encoded as Q8_0
-  std::vector<float> q5_1_mins_;       // Q5_1: each row's block mins, [rows, cols / 32]
-  std::unique_ptr<quant::KRows> krows_;      // Q4_K/Q5_K/Q6_K (type_ says which), no VNNI build
+  std::vector<float> owned_;  // dequantized copy (F16, BF16, Q5_1, K-quants)
+  std::vector<uint8_t> owned_bytes_;  // Q4_0/Q5_0 re-encoded as Q8_0
+  std::vector<float> q5_1_mins_;  // Q5_1: each row's block mins, [rows, cols / 32]
+  std::unique_ptr<quant::KRows> krows_;  // Q4_K/Q5_K/Q6_K (type_ says which), no VNNI build
   std::unique_ptr<quant::KPacked> kpacked_;  // the same, repacked for the VNNI kernels
   std::unique_ptr<kernels::Q8Packed> packed_;  // Q8_0 from a file, where AVX512-VNNI is built in
   int64_t rows_ = 0, cols_ = 0;

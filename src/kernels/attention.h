@@ -84,8 +84,8 @@ void zero_outside(T* row, VisibleCols vc, int64_t cols) {
 // exp(s - m_new); m and l (running max and sum) are updated and the output
 // rows (stride os) rescaled by exp(m_old - m_new).
 template <typename T>
-void online_softmax_block(T* s, int64_t ld, T* m, T* l, T* o, int64_t os, int64_t hd, int64_t r0,
-                          int64_t rows, int64_t c0, int64_t cols, const int32_t* starts) {
+void online_softmax_block(T* s, int64_t ld, T* m, T* l, T* o, int64_t os, int64_t hd, int64_t r0, int64_t rows,
+                          int64_t c0, int64_t cols, const int32_t* starts) {
   for (int64_t t = 0; t < rows; ++t) {
     T* row = s + t * ld;
     const VisibleCols vc = visible_cols(starts, r0 + t, c0, cols);
@@ -159,8 +159,7 @@ void softmax_backward_block(T* dp, const T* p, int64_t ld, const T* D, int64_t r
 // attention_scratch_per_thread(s) elements. The output may be stored as
 // bf16 (Out, the input of the next GEMM); it is accumulated in T.
 template <typename T, typename Out>
-void attention_forward(Out* out, T* lse, T* scratch, const T* q, const T* k, const T* v,
-                       const AttnShape& s) {
+void attention_forward(Out* out, T* lse, T* scratch, const T* q, const T* k, const T* v, const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const int64_t Br = s.tile_rows, Bc = s.tile_cols;
   const T scale = T(1) / std::sqrt(T(hd));
@@ -205,8 +204,8 @@ void attention_forward(Out* out, T* lse, T* scratch, const T* q, const T* k, con
 // lse). Work is split by (batch, kv head), so each thread owns the dk/dv rows
 // it accumulates into and the dq rows of its query heads.
 template <typename T, typename Out>
-void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Out* out,
-                        const T* lse, const T* q, const T* k, const T* v, const AttnShape& s) {
+void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Out* out, const T* lse, const T* q,
+                        const T* k, const T* v, const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const int64_t Br = s.tile_rows, Bc = s.tile_cols;
   const T scale = T(1) / std::sqrt(T(hd));
@@ -242,7 +241,8 @@ void attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const Ou
             gemm(false, true, rows, cols, hd, T(1), dob + r0 * qs, qs, vb + c0 * ks, ks, T(0), dp, Bc);
             detail::softmax_backward_block(dp, p, Bc, D, rows, cols, scale);  // dS = P * (dP - D) * scale
             // dQ += dS K (the first key block writes dQ's rows) ; dK += dS^T Q
-            gemm(false, false, rows, hd, cols, T(1), dp, Bc, kb + c0 * ks, ks, c0 > c_first ? T(1) : T(0), dqb + r0 * qs, qs);
+            gemm(false, false, rows, hd, cols, T(1), dp, Bc, kb + c0 * ks, ks, c0 > c_first ? T(1) : T(0),
+                 dqb + r0 * qs, qs);
             gemm(true, false, cols, hd, rows, T(1), dp, Bc, qb + r0 * qs, qs, T(1), dkb + c0 * ks, ks);
           }
         }

@@ -25,21 +25,28 @@ namespace detail {
 struct Bf16AttnDims {
   int64_t Br, Bc, hd2, T2, Br2;  // Bc rounded up to even: key blocks start at even keys
   explicit Bf16AttnDims(const AttnShape& s)
-      : Br(s.tile_rows), Bc(s.tile_cols + s.tile_cols % 2), hd2(s.d_head / 2), T2((s.T + 1) / 2),
+      : Br(s.tile_rows),
+        Bc(s.tile_cols + s.tile_cols % 2),
+        hd2(s.d_head / 2),
+        T2((s.T + 1) / 2),
         Br2((s.tile_rows + 1) / 2) {}
   int64_t forward_floats(const AttnShape& s) const {
     return Br * Bc + 2 * Br + Br * s.d_head + Br * hd2 + Br * Bc / 2 + hd2 * s.T + T2 * s.d_head;
   }
   int64_t backward_floats(const AttnShape& s) const {
-    return 2 * Br * Bc + Br + 2 * Br * hd2 + 2 * Br2 * s.d_head + 2 * Br2 * Bc + Br * Bc / 2 +
-           2 * hd2 * s.T + T2 * s.d_head;
+    return 2 * Br * Bc + Br + 2 * Br * hd2 + 2 * Br2 * s.d_head + 2 * Br2 * Bc + Br * Bc / 2 + 2 * hd2 * s.T +
+           T2 * s.d_head;
   }
 };
 
 // Carves consecutive regions of a thread's scratch (in 4-byte units).
 struct Carve {
   float* p;
-  float* f(int64_t n) { float* r = p; p += n; return r; }
+  float* f(int64_t n) {
+    float* r = p;
+    p += n;
+    return r;
+  }
   uint32_t* u(int64_t n) { return reinterpret_cast<uint32_t*>(f(n)); }
 };
 
@@ -53,8 +60,8 @@ inline int64_t attention_bf16_scratch_per_thread(const AttnShape& s) {
 }
 
 template <typename Out>
-void attention_forward_bf16(Out* out, float* lse, float* scratch, const float* q, const float* k,
-                            const float* v, const AttnShape& s) {
+void attention_forward_bf16(Out* out, float* lse, float* scratch, const float* q, const float* k, const float* v,
+                            const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const detail::Bf16AttnDims d(s);
   const int64_t Br = d.Br, Bc = d.Bc, hd2 = d.hd2;
@@ -67,10 +74,10 @@ void attention_forward_bf16(Out* out, float* lse, float* scratch, const float* q
       float* m = c.f(Br);
       float* l = c.f(Br);
       float* o = c.f(Br * hd);
-      uint32_t* Qh = c.u(Br * hd2);     // rows of Q, bf16
+      uint32_t* Qh = c.u(Br * hd2);  // rows of Q, bf16
       uint32_t* Ph = c.u(Br * Bc / 2);  // rows of P, bf16, even length
-      uint32_t* Kd = c.u(hd2 * Tn);     // K^T in pairs along d
-      uint32_t* Vj = c.u(d.T2 * hd);    // V in pairs along keys
+      uint32_t* Kd = c.u(hd2 * Tn);  // K^T in pairs along d
+      uint32_t* Vj = c.u(d.T2 * hd);  // V in pairs along keys
       const int64_t g = h / s.group();
       const float* qb = q + b * Tn * qs + h * hd;
       const float* kb = k + b * Tn * ks + g * hd;
@@ -106,9 +113,8 @@ void attention_forward_bf16(Out* out, float* lse, float* scratch, const float* q
 }
 
 template <typename Out>
-void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, const float* dout,
-                             const Out* out, const float* lse, const float* q, const float* k,
-                             const float* v, const AttnShape& s) {
+void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, const float* dout, const Out* out,
+                             const float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const detail::Bf16AttnDims d(s);
   const int64_t Br = d.Br, Bc = d.Bc, hd2 = d.hd2;
@@ -120,16 +126,16 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
       float* P = c.f(Br * Bc);
       float* dP = c.f(Br * Bc);
       float* D = c.f(Br);
-      uint32_t* Qh = c.u(Br * hd2);    // rows of Q and dO, bf16
+      uint32_t* Qh = c.u(Br * hd2);  // rows of Q and dO, bf16
       uint32_t* dOh = c.u(Br * hd2);
       uint32_t* Qi = c.u(d.Br2 * hd);  // Q and dO in pairs along rows
       uint32_t* dOi = c.u(d.Br2 * hd);
       uint32_t* Pp = c.u(d.Br2 * Bc);  // P and dS in pairs along rows (P^T, dS^T as A)
       uint32_t* dSp = c.u(d.Br2 * Bc);
       uint32_t* dSh = c.u(Br * Bc / 2);  // rows of dS, bf16
-      uint32_t* Kd = c.u(hd2 * Tn);    // K^T, V^T in pairs along d
+      uint32_t* Kd = c.u(hd2 * Tn);  // K^T, V^T in pairs along d
       uint32_t* Vd = c.u(hd2 * Tn);
-      uint32_t* Kj = c.u(d.T2 * hd);   // K in pairs along keys
+      uint32_t* Kj = c.u(d.T2 * hd);  // K in pairs along keys
       const float* kb = k + b * Tn * ks + g * hd;
       const float* vb = v + b * Tn * ks + g * hd;
       float* dkb = dk + b * Tn * ks + g * hd;
@@ -166,7 +172,8 @@ void attention_backward_bf16(float* dq, float* dk, float* dv, float* scratch, co
             // dQ += dS K ; dK += dS^T Q
             pack_rows(reinterpret_cast<bf16*>(dSh), Bc, dP, Bc, rows, cols);
             // (the first key block writes dQ's rows, the others add)
-            tile_gemm_bf16(rows, hd, cols2, 1.f, dSh, Bc / 2, 1, Kj + (c0 / 2) * hd, hd, c0 > c_first, dqb + r0 * qs, qs);
+            tile_gemm_bf16(rows, hd, cols2, 1.f, dSh, Bc / 2, 1, Kj + (c0 / 2) * hd, hd, c0 > c_first, dqb + r0 * qs,
+                           qs);
             pack_row_pairs(dSp, Bc, dP, Bc, rows, cols);
             tile_gemm_bf16(cols, hd, rows2, 1.f, dSp, 1, Bc, Qi, hd, true, dkb + c0 * ks, ks);
           }

@@ -79,10 +79,12 @@ void key_scores(float* s, int64_t ld, const float* qs, int64_t G, const E* k, in
       for (; d + 4 <= hd; d += 4)
         for (int64_t c = 0; c < 4; ++c) {
           const Vec qd = vset(qr[d + c]);
-          for (int64_t l = 0; l < kLanes; ++l) acc[c][l] = vfma(qd, vload(tile + (d + c) * kKeyTile + l * kWidth), acc[c][l]);
+          for (int64_t l = 0; l < kLanes; ++l)
+            acc[c][l] = vfma(qd, vload(tile + (d + c) * kKeyTile + l * kWidth), acc[c][l]);
         }
       for (; d < hd; ++d)
-        for (int64_t l = 0; l < kLanes; ++l) acc[0][l] = vfma(vset(qr[d]), vload(tile + d * kKeyTile + l * kWidth), acc[0][l]);
+        for (int64_t l = 0; l < kLanes; ++l)
+          acc[0][l] = vfma(vset(qr[d]), vload(tile + d * kKeyTile + l * kWidth), acc[0][l]);
       for (int64_t l = 0; l < kLanes; ++l)
         vstore(out + l * kWidth, vadd(vadd(acc[0][l], acc[1][l]), vadd(acc[2][l], acc[3][l])));
 #else
@@ -219,9 +221,9 @@ void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc
           for (int64_t d = 0; d < hd; ++d) o[r * hd + d] /= l[r];
       } else {  // every part holds at least kMinChunkTiles tiles (key_parts)
         const int64_t h0 = g * G;
-        attend_keys<E>({part_o + (h0 * parts + c) * hd, parts * hd, part_m + h0 * parts + c,
-                        part_l + h0 * parts + c, parts},
-                       qg, G, k, v, hd, j0, j1, first, qs, sc, n_ctx);
+        attend_keys<E>(
+            {part_o + (h0 * parts + c) * hd, parts * hd, part_m + h0 * parts + c, part_l + h0 * parts + c, parts}, qg,
+            G, k, v, hd, j0, j1, first, qs, sc, n_ctx);
       }
     }
     if (parts > 1) {
@@ -265,8 +267,7 @@ void round_to_fp16(float* x, uint16_t* h, int64_t n) {
 }
 
 template <typename E>
-void store_kv_typed(E* kc, E* vc, int64_t n_ctx, const DecodeAttnShape& s, float* k, float* v, int64_t pos,
-                    int64_t n) {
+void store_kv_typed(E* kc, E* vc, int64_t n_ctx, const DecodeAttnShape& s, float* k, float* v, int64_t pos, int64_t n) {
   const int64_t hd = s.d_head, KD = s.n_kv_heads * hd;
   // A key row's fp16 bits before their transposed write (fp16 caches only).
   std::vector<uint16_t> hk(std::is_same_v<E, uint16_t> ? static_cast<size_t>(hd) : 0);
@@ -301,19 +302,18 @@ void attention_decode(float* out, const float* q, const KvLayerView& c, const De
   if (pos < 0 || n < 1 || pos + n > c.n_ctx)
     fail("attention: positions {}..{} outside a cache of {}", pos, pos + n, c.n_ctx);
   if (c.type == CacheType::kF16)
-    attention_decode_typed(out, q, static_cast<const uint16_t*>(c.k), static_cast<const uint16_t*>(c.v), c.n_ctx,
-                           s, pos, n, scratch, threads);
-  else
-    attention_decode_typed(out, q, static_cast<const float*>(c.k), static_cast<const float*>(c.v), c.n_ctx, s,
+    attention_decode_typed(out, q, static_cast<const uint16_t*>(c.k), static_cast<const uint16_t*>(c.v), c.n_ctx, s,
                            pos, n, scratch, threads);
+  else
+    attention_decode_typed(out, q, static_cast<const float*>(c.k), static_cast<const float*>(c.v), c.n_ctx, s, pos, n,
+                           scratch, threads);
 }
 
-void store_kv(void* k_cache, void* v_cache, CacheType type, int64_t n_ctx, const DecodeAttnShape& s, float* k,
-              float* v, int64_t pos, int64_t n) {
+void store_kv(void* k_cache, void* v_cache, CacheType type, int64_t n_ctx, const DecodeAttnShape& s, float* k, float* v,
+              int64_t pos, int64_t n) {
   if (type == CacheType::kF16)
     store_kv_typed(static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), n_ctx, s, k, v, pos, n);
-  else
-    store_kv_typed(static_cast<float*>(k_cache), static_cast<float*>(v_cache), n_ctx, s, k, v, pos, n);
+  else store_kv_typed(static_cast<float*>(k_cache), static_cast<float*>(v_cache), n_ctx, s, k, v, pos, n);
 }
 
 }  // namespace ggtrain::kernels

@@ -51,14 +51,14 @@ int64_t attention_decode_scratch(const DecodeAttnShape& s, int64_t n_ctx, int64_
 // window), for i < n; scale 1/sqrt(d_head).
 // q, out: [n, n_heads * d_head]. Runs on up to `threads` threads (what the
 // scratch was sized for).
-void attention_decode(float* out, const float* q, const KvLayerView& cache, const DecodeAttnShape& s,
-                      int64_t pos, int64_t n, float* scratch, int64_t threads);
+void attention_decode(float* out, const float* q, const KvLayerView& cache, const DecodeAttnShape& s, int64_t pos,
+                      int64_t n, float* scratch, int64_t threads);
 
 // Writes n positions from `pos` of keys and values ([n, n_kv_heads * d_head]
 // each) into a layer's cache (k, v as above, non-const), and rounds k and v
 // in place to what the cache holds, so attention computed from them equals
 // attention computed from the cache.
-void store_kv(void* k_cache, void* v_cache, CacheType type, int64_t n_ctx, const DecodeAttnShape& s, float* k,
-              float* v, int64_t pos, int64_t n);
+void store_kv(void* k_cache, void* v_cache, CacheType type, int64_t n_ctx, const DecodeAttnShape& s, float* k, float* v,
+              int64_t pos, int64_t n);
 
 }  // namespace ggtrain::kernels

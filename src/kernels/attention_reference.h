@@ -74,8 +74,8 @@ void reference_attention_forward(T* out, T* att, const T* q, const T* k, const T
 // * reference_attention_scratch_per_thread(T). Work is split by (batch, kv head), so
 // each thread owns the dk/dv rows it accumulates into.
 template <typename T>
-void reference_attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k,
-                        const T* v, const T* att, const AttnShape& s) {
+void reference_attention_backward(T* dq, T* dk, T* dv, T* scratch, const T* dout, const T* q, const T* k, const T* v,
+                                  const T* att, const AttnShape& s) {
   const int64_t Tn = s.T, hd = s.d_head, qs = s.q_stride(), ks = s.kv_stride();
   const T scale = T(1) / std::sqrt(T(hd));
 #pragma omp parallel for collapse(2) schedule(static)

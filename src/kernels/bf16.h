@@ -71,8 +71,7 @@ inline void to_bf16_row(bf16* o, const float* x, int64_t n) {
 }
 
 // out[i] = bf16(x[i]) for rows of n elements with strides (elements).
-inline void to_bf16_rows(bf16* out, int64_t out_stride, const float* x, int64_t x_stride,
-                         int64_t rows, int64_t n) {
+inline void to_bf16_rows(bf16* out, int64_t out_stride, const float* x, int64_t x_stride, int64_t rows, int64_t n) {
 #pragma omp parallel for schedule(static) if (rows * n >= kMinParallelWork)
   for (int64_t r = 0; r < rows; ++r) to_bf16_row(out + r * out_stride, x + r * x_stride, n);
 }

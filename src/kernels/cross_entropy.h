@@ -29,8 +29,7 @@ inline double token_nll(const float* z, int64_t V, int32_t target) {
 // losses[n] = lse(logits[n]) - logits[n][target[n]] (0 for kNoTarget);
 // lse[n] saved. The logits are left intact.
 template <typename T>
-void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,
-                           int64_t V) {
+void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N, int64_t V) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     const T* z = logits + n * V;
@@ -44,8 +43,7 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
 // logits[n] <- dloss * (softmax(logits[n]) - onehot(target[n])), in place,
 // from the lse that cross_entropy_forward saved (0 for kNoTarget).
 template <typename T>
-void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targets, int64_t N,
-                                    int64_t V, T dloss) {
+void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
@@ -85,8 +83,7 @@ void cross_entropy_backward_weighted(T* logits, const T* lse, const int32_t* tar
 // <- dloss * (softmax(logits[n]) - onehot(target[n])) (0 for kNoTarget).
 // Three passes over a row (max, exp and sum, scale) while it is in cache.
 template <typename T>
-void cross_entropy_fused(T* losses, T* lse, T* logits, const int32_t* targets, int64_t N,
-                         int64_t V, T dloss) {
+void cross_entropy_fused(T* losses, T* lse, T* logits, const int32_t* targets, int64_t N, int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;

@@ -41,8 +41,8 @@ void swiglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0
 }
 
 template <typename Out>
-void swiglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up,
-                         int64_t i0, int64_t i1) {
+void swiglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up, int64_t i0,
+                         int64_t i1) {
   int64_t i = i0;
 #if defined(__AVX512F__)
   const __m512 one = _mm512_set1_ps(1.f);
@@ -86,8 +86,7 @@ void geglu_forward_scalar(Out* act, const T* gate, const T* up, int64_t i0, int6
   for (int64_t i = i0; i < i1; ++i) store(act + i, gate[i] * gelu_sigmoid(gate[i]) * up[i]);
 }
 template <typename T, typename Out>
-void geglu_backward_scalar(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t i0,
-                           int64_t i1) {
+void geglu_backward_scalar(Out* dgate, Out* dup, const T* dact, const T* gate, const T* up, int64_t i0, int64_t i1) {
   for (int64_t i = i0; i < i1; ++i) {
     const T g = gate[i], s = gelu_sigmoid(g);
     store(dup + i, dact[i] * g * s);
@@ -104,7 +103,7 @@ void geglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0,
   for (; i + 16 <= i1; i += 16) {
     const __m512 g = _mm512_loadu_ps(gate + i);
     const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(vk1, g), _mm512_mul_ps(g, g), g);  // g + k1 g^3
-    const __m512 e = exp16(_mm512_mul_ps(m2k0, inner));                                    // exp(-2u)
+    const __m512 e = exp16(_mm512_mul_ps(m2k0, inner));  // exp(-2u)
     store16(act + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
   }
 #endif
@@ -112,8 +111,8 @@ void geglu_forward_f32(Out* act, const float* gate, const float* up, int64_t i0,
 }
 
 template <typename Out>
-void geglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up,
-                        int64_t i0, int64_t i1) {
+void geglu_backward_f32(Out* dgate, Out* dup, const float* dact, const float* gate, const float* up, int64_t i0,
+                        int64_t i1) {
   int64_t i = i0;
 #if defined(__AVX512F__)
   const float k0 = float(kGeluK0), k1 = float(kGeluK1);
@@ -140,8 +139,7 @@ template <typename T, typename Out>
 void geglu_forward(Out* act, const T* gate, const T* up, int64_t n) {
   if constexpr (std::is_same_v<T, float>)
     detail::for_element_blocks(n, [&](int64_t i0, int64_t i1) { detail::geglu_forward_f32(act, gate, up, i0, i1); });
-  else
-    detail::geglu_forward_scalar(act, gate, up, 0, n);
+  else detail::geglu_forward_scalar(act, gate, up, 0, n);
 }
 
 // dgate, dup (written) from dact; stored as Out.
@@ -150,8 +148,7 @@ void geglu_backward(Out* dgate, Out* dup, const T* dact, const T* gate, const T*
   if constexpr (std::is_same_v<T, float>)
     detail::for_element_blocks(
         n, [&](int64_t i0, int64_t i1) { detail::geglu_backward_f32(dgate, dup, dact, gate, up, i0, i1); });
-  else
-    detail::geglu_backward_scalar(dgate, dup, dact, gate, up, 0, n);
+  else detail::geglu_backward_scalar(dgate, dup, dact, gate, up, 0, n);
 }
 
 // act = silu(gate) * up, all [n]. act may be stored as bf16 (Out): it

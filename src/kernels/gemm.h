@@ -6,12 +6,10 @@
 
 namespace ggtrain::kernels {
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc);
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-          const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-          int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
 
 // A linear layer y = x W^T, W row-major [n_out, n_in] like nn.Linear and ggml.
 // out[M, n_out] = inp[M, n_in] * W^T
@@ -23,11 +21,9 @@ void linear_forward(T* out, const T* inp, const T* w, int64_t M, int64_t n_in, i
 // dinp[M, n_in] (= or +=, per accumulate_dinp) dout * W; dw[n_out, n_in] += dout^T * inp.
 // dinp may be null (e.g. nothing upstream needs it).
 template <typename T>
-void linear_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, int64_t M,
-                     int64_t n_in, int64_t n_out, bool accumulate_dinp) {
-  if (dinp)
-    gemm(false, false, M, n_in, n_out, T(1), dout, n_out, w, n_in,
-         accumulate_dinp ? T(1) : T(0), dinp, n_in);
+void linear_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, int64_t M, int64_t n_in, int64_t n_out,
+                     bool accumulate_dinp) {
+  if (dinp) gemm(false, false, M, n_in, n_out, T(1), dout, n_out, w, n_in, accumulate_dinp ? T(1) : T(0), dinp, n_in);
   if (dw) gemm(true, false, n_out, n_in, M, T(1), dout, n_out, inp, n_in, T(1), dw, n_in);
 }
 

@@ -77,9 +77,8 @@ const float* widened(const bf16* x, int64_t rows, int64_t cols, bool trans, int6
 
 }  // namespace
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-               const bf16* A, int64_t lda, const bf16* B, int64_t ldb, float beta, float* C,
-               int64_t ldc) {
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
+               const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (beta != 0.f && beta != 1.f) fail("gemm_bf16: beta must be 0 or 1, got {}", beta);
   Engine& e = engine();

@@ -67,12 +67,12 @@ uint16_t fp32_to_fp16(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   uint32_t absx = x & 0x7fffffff;
-  if (absx > 0x7f800000) return sign | 0x7e00;   // NaN
+  if (absx > 0x7f800000) return sign | 0x7e00;  // NaN
   if (absx >= 0x477ff000) return sign | 0x7c00;  // overflow (incl. rounding up) -> inf
-  if (absx < 0x38800000) {                        // below the smallest normal half
+  if (absx < 0x38800000) {  // below the smallest normal half
     // Subnormal half: round |f| / 2^-24 to nearest even integer.
     float v = std::bit_cast<float>(absx) * 16777216.0f;  // exact: scaling by a power of two
-    float r = std::nearbyint(v);             // default rounding mode is nearest-even
+    float r = std::nearbyint(v);  // default rounding mode is nearest-even
     return sign | static_cast<uint16_t>(r);
   }
   uint32_t exp = (absx >> 23) - 112;

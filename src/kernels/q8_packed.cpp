@@ -19,8 +19,8 @@ namespace ggtrain::kernels {
 
 namespace {
 
-constexpr int64_t kGroup = 16;                  // rows per group (one zmm of int32/float)
-constexpr int64_t kBlockQuants = 32 * kGroup;   // bytes of one block of a group
+constexpr int64_t kGroup = 16;  // rows per group (one zmm of int32/float)
+constexpr int64_t kBlockQuants = 32 * kGroup;  // bytes of one block of a group
 
 uint16_t block_scale_bits(const uint8_t* blk) {
   uint16_t h;
@@ -75,8 +75,8 @@ namespace {
 // times one row group: 16 outputs per token into y (row stride `rows`,
 // `valid` rows of the 16).
 template <int T>
-void group_tile(const Q8Packed& w, int64_t g, const int8_t* xq, const float* dx, const int32_t* xsum,
-                int64_t blocks, float* y, __mmask16 valid) {
+void group_tile(const Q8Packed& w, int64_t g, const int8_t* xq, const float* dx, const int32_t* xsum, int64_t blocks,
+                float* y, __mmask16 valid) {
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {

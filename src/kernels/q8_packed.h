@@ -18,8 +18,8 @@ namespace ggtrain::kernels {
 
 struct Q8Packed {
   int64_t rows = 0, cols = 0;
-  std::vector<uint8_t> q;         // [row group][block][chunk 0..7][row 0..15][4]: q_w + 128
-  std::vector<uint16_t> scale;    // [row group][block][row]: d_w as fp16, as in the file
+  std::vector<uint8_t> q;  // [row group][block][chunk 0..7][row 0..15][4]: q_w + 128
+  std::vector<uint16_t> scale;  // [row group][block][row]: d_w as fp16, as in the file
 
   // Whether this build has the kernels (AVX512F + AVX512-VNNI).
   static bool available();

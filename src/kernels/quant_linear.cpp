@@ -9,8 +9,7 @@ namespace ggtrain::kernels {
 
 void dequantize_rows(const QuantRows& w, int64_t r0, int64_t r1, float* out) {
 #pragma omp parallel for if ((r1 - r0) * w.cols >= kMinParallelWork)
-  for (int64_t r = r0; r < r1; ++r)
-    w.dequantize(w.data + r * w.row_bytes, out + (r - r0) * w.cols, size_t(w.cols));
+  for (int64_t r = r0; r < r1; ++r) w.dequantize(w.data + r * w.row_bytes, out + (r - r0) * w.cols, size_t(w.cols));
 }
 
 void quant_linear_forward(float* out, const float* inp, const QuantRows& w, int64_t M, float* scratch,

@@ -59,8 +59,7 @@ void rmsnorm_forward(Out* out, T* rstd, const T* inp, const T* w, int64_t N, int
 // ends a block's attention half and the norm that starts its feed-forward
 // half, in one pass over each row (one read of x less, one parallel region).
 template <typename T, typename Out>
-void residual_rmsnorm_forward(T* x, Out* out, T* rstd, const T* res, const T* w, int64_t N, int64_t C,
-                              T eps) {
+void residual_rmsnorm_forward(T* x, Out* out, T* rstd, const T* res, const T* w, int64_t N, int64_t C, T eps) {
 #pragma omp parallel for if (N * C >= kMinParallelWork)
   for (int64_t n = 0; n < N; ++n) {
     T* xr = x + n * C;
@@ -80,8 +79,7 @@ void residual_rmsnorm_forward(T* x, Out* out, T* rstd, const T* res, const T* w,
 // dinp[N,C] += d/dx, dw[C] += d/dw (dw may be null). dw is reduced per channel over all rows
 // in row order, so the result does not depend on the thread count.
 template <typename T>
-void rmsnorm_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, const T* rstd,
-                      int64_t N, int64_t C) {
+void rmsnorm_backward(T* dinp, T* dw, const T* dout, const T* inp, const T* w, const T* rstd, int64_t N, int64_t C) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     const T* x = inp + n * C;

@@ -18,8 +18,8 @@ namespace ggtrain::kernels {
 // linear_factor: linear RoPE scaling, every position divided by it
 // (ggml's freq_scale = 1 / factor).
 template <typename T>
-void rope_tables(T* cos_t, T* sin_t, int64_t n_pos, int64_t d_head, double base,
-                 const float* freq_factors = nullptr, double linear_factor = 1.0) {
+void rope_tables(T* cos_t, T* sin_t, int64_t n_pos, int64_t d_head, double base, const float* freq_factors = nullptr,
+                 double linear_factor = 1.0) {
   const int64_t half = d_head / 2;
   for (int64_t p = 0; p < n_pos; ++p)
     for (int64_t i = 0; i < half; ++i) {
@@ -34,8 +34,8 @@ void rope_tables(T* cos_t, T* sin_t, int64_t n_pos, int64_t d_head, double base,
 // -1 rotates back, which is exactly the backward pass of a rotation.
 // halves: the NeoX pairing.
 template <typename T>
-void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t n_heads,
-                int64_t d_head, int direction, bool halves = false) {
+void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t n_heads, int64_t d_head,
+                int direction, bool halves = false) {
   const int64_t half = d_head / 2;
   // Pair i is (x[i * step], x[i * step + other]).
   const int64_t step = halves ? 1 : 2, other = halves ? half : 1;
@@ -60,14 +60,14 @@ void rope_apply(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int
 }
 
 template <typename T>
-void rope_forward(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H,
-                  int64_t hd, bool halves = false) {
+void rope_forward(T* x, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H, int64_t hd,
+                  bool halves = false) {
   rope_apply(x, cos_t, sin_t, B, Tn, H, hd, +1, halves);
 }
 
 template <typename T>
-void rope_backward(T* dx, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H,
-                   int64_t hd, bool halves = false) {
+void rope_backward(T* dx, const T* cos_t, const T* sin_t, int64_t B, int64_t Tn, int64_t H, int64_t hd,
+                   bool halves = false) {
   rope_apply(dx, cos_t, sin_t, B, Tn, H, hd, -1, halves);
 }
 

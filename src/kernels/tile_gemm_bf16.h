@@ -95,9 +95,8 @@ inline void pack_rows(bf16* a, int64_t lda, const float* x, int64_t sx, int64_t 
 namespace detail {
 
 template <int MR, int NV>
-inline void tile_bf16_block(int64_t K2, float alpha, const uint32_t* Ap, int64_t sam, int64_t sak,
-                            const uint32_t* Bp, int64_t ldb, bool accumulate, float* C, int64_t ldc,
-                            __mmask16 last) {
+inline void tile_bf16_block(int64_t K2, float alpha, const uint32_t* Ap, int64_t sam, int64_t sak, const uint32_t* Bp,
+                            int64_t ldb, bool accumulate, float* C, int64_t ldc, __mmask16 last) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r)
@@ -114,8 +113,8 @@ inline void tile_bf16_block(int64_t K2, float alpha, const uint32_t* Ap, int64_t
       const __m512i a = _mm512_set1_epi32(int(Ap[r * sam + kk * sak]));
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v)
-        acc[r][v] = _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<const __m512bh&>(a),
-                                     reinterpret_cast<const __m512bh&>(b[v]));
+        acc[r][v] =
+            _mm512_dpbf16_ps(acc[r][v], reinterpret_cast<const __m512bh&>(a), reinterpret_cast<const __m512bh&>(b[v]));
     }
   }
   const __m512 al = _mm512_set1_ps(alpha);
@@ -134,9 +133,8 @@ inline void tile_bf16_block(int64_t K2, float alpha, const uint32_t* Ap, int64_t
 // Every row of a strip NV vectors wide: blocks of 6 rows, then the rest
 // with a block of exactly that many rows (no row test in the inner loop).
 template <int NV>
-inline void tile_bf16_strip(int64_t M, int64_t K2, float alpha, const uint32_t* Ap, int64_t sam,
-                            int64_t sak, const uint32_t* Bp, int64_t ldb, bool accumulate, float* C,
-                            int64_t ldc, __mmask16 last) {
+inline void tile_bf16_strip(int64_t M, int64_t K2, float alpha, const uint32_t* Ap, int64_t sam, int64_t sak,
+                            const uint32_t* Bp, int64_t ldb, bool accumulate, float* C, int64_t ldc, __mmask16 last) {
   constexpr int MR = NV >= 3 ? 6 : 8;
   int64_t i = 0;
   for (; i + MR <= M; i += MR)
@@ -159,9 +157,8 @@ inline void tile_bf16_strip(int64_t M, int64_t K2, float alpha, const uint32_t* 
 #endif
 
 // K2 = K / 2 pairs (K padded to even with zeros by the packing).
-inline void tile_gemm_bf16(int64_t M, int64_t N, int64_t K2, float alpha, const uint32_t* Ap, int64_t sam,
-                           int64_t sak, const uint32_t* Bp, int64_t ldb, bool accumulate, float* C,
-                           int64_t ldc) {
+inline void tile_gemm_bf16(int64_t M, int64_t N, int64_t K2, float alpha, const uint32_t* Ap, int64_t sam, int64_t sak,
+                           const uint32_t* Bp, int64_t ldb, bool accumulate, float* C, int64_t ldc) {
 #if defined(__AVX512BF16__)
   int64_t j = 0;
   for (; j + 64 <= N; j += 64)

@@ -12,12 +12,12 @@ namespace ggtrain::model {
 // How RoPE pairs a head's dimensions (ggml's rope modes).
 enum class RopeLayout {
   kAdjacentPairs,  // (x[2i], x[2i+1]): mode 0, LLM_ARCH_LLAMA
-  kHalves,         // (x[i], x[i + d/2]): NeoX, mode 2 (qwen2, qwen3, gemma3)
+  kHalves,  // (x[i], x[i + d/2]): NeoX, mode 2 (qwen2, qwen3, gemma3)
 };
 
 // The gate's activation in the gated feed-forward act = f(gate) * up.
 enum class FfnActivation {
-  kSilu,      // SwiGLU (llama.cpp LLM_FFN_SILU)
+  kSilu,  // SwiGLU (llama.cpp LLM_FFN_SILU)
   kGeluTanh,  // GeGLU with GELU's tanh approximation (LLM_FFN_GELU, HF gelu_pytorch_tanh)
 };
 

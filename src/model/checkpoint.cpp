@@ -15,8 +15,8 @@ std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
   return ne;
 }
 
-void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout,
-                     const float* params, TensorType type) {
+void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+                     TensorType type) {
   auto u32 = [](int64_t v) { return Value::u32(uint32_t(v)); };
   w.set("general.architecture", Value::str(c.arch));
   w.set(c.key("vocab_size"), u32(c.vocab));
@@ -46,13 +46,12 @@ void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayou
       w.set(c.key("rope.freq_base_swa"), Value::f32(float(c.rope_freq_base_swa)));
   }
   // llama_ftype: 0 = all F32, 1 = mostly F16, 7 = mostly Q8_0, 32 = mostly BF16
-  uint32_t ftype = type == TensorType::F16 ? 1 : type == TensorType::Q8_0 ? 7
-                 : type == TensorType::BF16 ? 32 : 0;
+  uint32_t ftype = type == TensorType::F16 ? 1 : type == TensorType::Q8_0 ? 7 : type == TensorType::BF16 ? 32 : 0;
   w.set("general.file_type", Value::u32(ftype));
   // First, where llama.cpp's converter puts it (an extra tensor, before the model's).
   if (!c.rope_freq_factors.empty())
     quant::add_float_tensor(w, kRopeFreqsTensor, TensorType::F32, {uint64_t(c.rope_freq_factors.size())},
-                     c.rope_freq_factors.data());
+                            c.rope_freq_factors.data());
   for (const auto& t : layout.tensors()) {
     TensorType tt = t.shape.size() == 1 ? TensorType::F32 : type;
     if (tt == TensorType::Q8_0 && t.shape.back() % 32 != 0) tt = TensorType::F16;

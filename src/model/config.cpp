@@ -90,8 +90,7 @@ void LlamaConfig::validate(const std::string& where) const {
   if (head_dim == 0 && d_model % n_heads != 0)
     fail("{}: d_model {} is not divisible by n_heads {} (or set head_dim)", where, d_model, n_heads);
   if (d_head() % 2 != 0) fail("{}: head size {} must be even for RoPE", where, d_head());
-  if (n_heads % n_kv_heads != 0)
-    fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
+  if (n_heads % n_kv_heads != 0) fail("{}: n_heads {} is not a multiple of n_kv_heads {}", where, n_heads, n_kv_heads);
   if (!(rope_freq_base > 0)) fail("{}: rope_freq_base must be positive", where);
   if (!(rms_eps > 0)) fail("{}: rms_eps must be positive", where);
   if (!(rope_scaling_factor > 0 && std::isfinite(rope_scaling_factor)))
@@ -113,13 +112,11 @@ void LlamaConfig::validate(const std::string& where) const {
       fail("{}: {} value {} is {}; RoPE frequency factors must be positive and finite", where, kRopeFreqsTensor, i,
            rope_freq_factors[i]);
   if (donor_dim < 0) fail("{}: donor_dim must be >= 0, is {}", where, donor_dim);
-  if (donor_dim > 0 && tied)
-    fail("{}: a donor embedding (donor_dim {}) needs an untied output head", where, donor_dim);
+  if (donor_dim > 0 && tied) fail("{}: a donor embedding (donor_dim {}) needs an untied output head", where, donor_dim);
 }
 
 int64_t LlamaConfig::matmul_params() const {
-  const int64_t per_layer = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model +
-                            3 * d_model * d_ff;
+  const int64_t per_layer = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model + 3 * d_model * d_ff;
   // + the output head GEMM (+ the lens GEMM of a donor warm start)
   return n_layers * per_layer + vocab * d_model + donor_dim * d_model;
 }
@@ -157,10 +154,11 @@ void read_sliding_window(const gguf::GgufFile& f, LlamaConfig& c) {
 }  // namespace
 
 LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
-  if (const gguf::Value* type = f.find("general.type"); type && type->type == gguf::ValueType::STRING &&
-                                                           type->s == "adapter")
+  if (const gguf::Value* type = f.find("general.type");
+      type && type->type == gguf::ValueType::STRING && type->s == "adapter")
     fail("{} is a LoRA adapter, not a model: use it with the base model it was trained on (generate/chat/eval -m "
-         "BASE --lora {}, or export --merge-lora BASE {} OUT)", f.path(), f.path(), f.path());
+         "BASE --lora {}, or export --merge-lora BASE {} OUT)",
+         f.path(), f.path(), f.path());
   LlamaConfig c;
   c.arch = f.get_string("general.architecture");
   if (!find_architecture(c.arch))
@@ -189,11 +187,9 @@ LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_
     if (c.n_heads <= 0 || k * c.n_heads != c.d_model) c.head_dim = k;
   }
   const auto& emb = f.tensor("token_embd.weight");
-  if (emb.n_dims != 2)
-    fail("{}: token_embd.weight has {} dimensions, expected 2", f.path(), emb.n_dims);
+  if (emb.n_dims != 2) fail("{}: token_embd.weight has {} dimensions, expected 2", f.path(), emb.n_dims);
   if (embedding_is_d_model && emb.ne[0] != uint64_t(c.d_model))
-    fail("{}: token_embd.weight has ne[0]={}, expected embedding_length {}", f.path(), emb.ne[0],
-         c.d_model);
+    fail("{}: token_embd.weight has ne[0]={}, expected embedding_length {}", f.path(), emb.ne[0], c.d_model);
   c.vocab = int64_t(emb.ne[1]);
   c.tied = f.find_tensor("output.weight") == nullptr;
   c.validate(f.path());  // before d_head(): a head count of 0 would divide by zero

@@ -48,9 +48,7 @@ struct LlamaConfig {
   // plain RoPE. Not a config key: it comes with init.from's file and is
   // written into every checkpoint and export of that model.
   std::vector<float> rope_freq_factors;
-  const float* rope_factors_or_null() const {
-    return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
-  }
+  const float* rope_factors_or_null() const { return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data(); }
   // Warm start (init.donor): > 0 means token_embd is not a parameter but a
   // frozen donor table E [vocab, donor_dim] seen through the trainable lens
   // `lens.proj.weight` W [d_model, donor_dim]: x = W E[token]. Training-time

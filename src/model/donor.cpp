@@ -37,8 +37,7 @@ DonorTable load_donor_table(const std::string& path) {
   return d;
 }
 
-void init_lens(const DonorTable& donor, const ParamLayout& layout, float* params, uint64_t seed,
-               double std) {
+void init_lens(const DonorTable& donor, const ParamLayout& layout, float* params, uint64_t seed, double std) {
   double sq = 0;
   for (float x : donor.table) sq += double(x) * double(x);
   const double rms = std::sqrt(sq / double(donor.table.size()));

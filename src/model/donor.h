@@ -27,8 +27,7 @@ DonorTable load_donor_table(const std::string& path);
 
 // Lens init that gives x = W E[token] the per-element scale `std` of a
 // freshly initialised token_embd, whatever the donor table's own scale.
-void init_lens(const DonorTable& donor, const ParamLayout& layout, float* params, uint64_t seed,
-               double std = 0.02);
+void init_lens(const DonorTable& donor, const ParamLayout& layout, float* params, uint64_t seed, double std = 0.02);
 
 // The standard llama model equal to a lens-trained one: the same tensors with
 // token_embd.weight = fold(E, W) (exact: accumulated in double).

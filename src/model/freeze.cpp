@@ -55,7 +55,8 @@ std::set<std::string> frozen_tensors(const ParamLayout& layout, const std::vecto
     }
     if (!any)
       fail("config: {}: '{}' names no parameter of this model (e.g. token_embd, output, blk.0-3, "
-           "blk.2.ffn_up, attn_norm)", key, raw);
+           "blk.2.ffn_up, attn_norm)",
+           key, raw);
   }
   return out;
 }

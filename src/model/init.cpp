@@ -14,8 +14,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-void init_params(const LlamaConfig& c, const ParamLayout& layout, float* params, uint64_t seed,
-                 double std) {
+void init_params(const LlamaConfig& c, const ParamLayout& layout, float* params, uint64_t seed, double std) {
   Rng rng(seed);
   const double residual_std = std / std::sqrt(2.0 * double(c.n_layers));
   for (const auto& t : layout.tensors()) {
@@ -24,8 +23,7 @@ void init_params(const LlamaConfig& c, const ParamLayout& layout, float* params,
       std::fill(p, p + t.size, ends_with(t.name, ".bias") ? 0.0f : 1.0f);
       continue;
     }
-    const bool residual_proj =
-        ends_with(t.name, "attn_output.weight") || ends_with(t.name, "ffn_down.weight");
+    const bool residual_proj = ends_with(t.name, "attn_output.weight") || ends_with(t.name, "ffn_down.weight");
     const double s = residual_proj ? residual_std : std;
     for (int64_t i = 0; i < t.size; ++i) p[i] = float(rng.normal() * s);
   }

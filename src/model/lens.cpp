@@ -12,8 +12,7 @@ constexpr int64_t kRowTile = 16;
 
 }  // namespace
 
-std::vector<float> fold_lens(const float* E, int64_t vocab, int64_t donor_dim, const float* W,
-                             int64_t d_model) {
+std::vector<float> fold_lens(const float* E, int64_t vocab, int64_t donor_dim, const float* W, int64_t d_model) {
   // W^T in double: the inner loop then runs over r with one independent
   // accumulator per output element (vectorizable, and each sum still goes
   // over c in order, so the result does not depend on the tiling).

@@ -12,7 +12,6 @@ namespace ggtrain::model {
 
 // E row-major [vocab, donor_dim], W row-major [d_model, donor_dim] (ggml ne
 // [donor_dim, d_model]); returns T row-major [vocab, d_model].
-std::vector<float> fold_lens(const float* E, int64_t vocab, int64_t donor_dim, const float* W,
-                             int64_t d_model);
+std::vector<float> fold_lens(const float* E, int64_t vocab, int64_t donor_dim, const float* W, int64_t d_model);
 
 }  // namespace ggtrain::model

@@ -106,8 +106,8 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) 
     if (ta.n_dims != 2 || tb->n_dims != 2 || ta.ne[0] != uint64_t(p.in) || tb->ne[1] != uint64_t(p.out) ||
         ta.ne[1] != tb->ne[0] || ta.ne[1] == 0)
       fail("{}: '{}' / '.lora_b' have ne [{}] / [{}]; expected [{}, r] / [r, {}]: the adapter was trained on "
-           "another base model{}; give that one", f.path(), ta.name, fmt::join(ta.shape(), ", "),
-           fmt::join(tb->shape(), ", "), p.in, p.out, trained_on(f));
+           "another base model{}; give that one",
+           f.path(), ta.name, fmt::join(ta.shape(), ", "), fmt::join(tb->shape(), ", "), p.in, p.out, trained_on(f));
     p.rank = int64_t(ta.ne[1]);
     p.a = quant::tensor_floats(f, ta);
     p.b = quant::tensor_floats(f, *tb);

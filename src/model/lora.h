@@ -30,10 +30,10 @@ void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayo
                       const std::string& base_path = "");
 
 struct LoraPair {
-  std::string weight;     // base tensor name, e.g. "blk.0.attn_q.weight"
+  std::string weight;  // base tensor name, e.g. "blk.0.attn_q.weight"
   int64_t rank = 0, in = 0, out = 0;
-  std::vector<float> a;   // [rank, in]
-  std::vector<float> b;   // [out, rank]
+  std::vector<float> a;  // [rank, in]
+  std::vector<float> b;  // [out, rank]
 };
 
 struct LoraAdapter {

@@ -7,7 +7,7 @@
 namespace ggtrain::model {
 
 const char* block_matrix_name(BlockMatrix m) {
-  static const char* names[kNumBlockMatrices] = {"attn_q", "attn_k",   "attn_v",  "attn_output",
+  static const char* names[kNumBlockMatrices] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
                                                  "ffn_gate", "ffn_up", "ffn_down"};
   return names[m];
 }
@@ -44,10 +44,8 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     if (!held_elsewhere.count(name)) this->add(name, std::move(shape));
   };
-  if (c.donor_dim > 0)
-    add("lens.proj.weight", {C, c.donor_dim});
-  else
-    add("token_embd.weight", {c.vocab, C});
+  if (c.donor_dim > 0) add("lens.proj.weight", {C, c.donor_dim});
+  else add("token_embd.weight", {c.vocab, C});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
     auto matrix = [&](BlockMatrix m) {
@@ -77,8 +75,7 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
     for (const auto& target : c.lora.targets) {
       const BlockMatrix m = block_matrix_from_name(target);
-      if (m == kNumBlockMatrices)
-        fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
+      if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
       const auto [out, in] = block_matrix_shape(c, m);
       const std::string w = fmt::format("blk.{}.{}.weight", l, target);
       add(w + ".lora_a", {c.lora.rank, in});
@@ -130,8 +127,7 @@ const ParamTensor& ParamLayout::get(const std::string& name) const {
 }
 
 template <typename T>
-ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConfig& c, T* base,
-                                      bool allow_missing) {
+ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConfig& c, T* base, bool allow_missing) {
   auto at = [&](const std::string& name) -> T* {
     if (allow_missing && !layout.find(name)) return nullptr;
     return base + layout.get(name).offset;
@@ -142,7 +138,7 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConf
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(fmt::format("blk.{}.{}.weight", l, what)); };
     auto mat = [&](BlockMatrix m) { return n(block_matrix_name(m)); };
-    LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),  mat(kAttnK),   mat(kAttnV),   mat(kAttnOutput),
+    LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),   mat(kAttnK), mat(kAttnV),  mat(kAttnOutput),
                        n("ffn_norm"),  mat(kFfnGate), mat(kFfnUp), mat(kFfnDown)};
     if (c.architecture().qkv_bias) {
       lw.bq = at(fmt::format("blk.{}.attn_q.bias", l));

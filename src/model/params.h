@@ -15,15 +15,15 @@
 namespace ggtrain::model {
 
 struct ParamTensor {
-  std::string name;            // llama.cpp name, e.g. "blk.0.attn_q.weight"
+  std::string name;  // llama.cpp name, e.g. "blk.0.attn_q.weight"
   std::vector<int64_t> shape;  // row-major [out, in] (ggml ne is the reverse)
-  int64_t offset = 0;          // in elements from the buffer start
+  int64_t offset = 0;  // in elements from the buffer start
   // Where the parameter itself lives in the full layout's buffer: == offset,
   // except in a trainable() subset, whose offsets index the compact
   // gradient and optimizer-moment buffers.
   int64_t source_offset = 0;
   int64_t size = 0;
-  bool decay = false;          // AdamW weight decay: 2-D matrices only
+  bool decay = false;  // AdamW weight decay: 2-D matrices only
 };
 
 class ParamLayout {
@@ -76,15 +76,14 @@ struct LayerWeights {
 template <typename T>
 struct ModelWeights {
   T* token_embd;  // null with a donor table (LlamaConfig::donor_dim > 0)
-  T* lens;        // lens.proj.weight [d_model, donor_dim], or null
+  T* lens;  // lens.proj.weight [d_model, donor_dim], or null
   std::vector<LayerWeights<T>> layers;
   T* output_norm;
   T* output;  // == token_embd when tied
 
   // Pointers for every tensor; with allow_missing, tensors absent from
   // `layout` (frozen: no gradient) are null.
-  static ModelWeights bind(const ParamLayout& layout, const LlamaConfig& c, T* base,
-                           bool allow_missing = false);
+  static ModelWeights bind(const ParamLayout& layout, const LlamaConfig& c, T* base, bool allow_missing = false);
 };
 
 }  // namespace ggtrain::model

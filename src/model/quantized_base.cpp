@@ -33,8 +33,8 @@ QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c) {
     const auto& tt = gguf::traits(ti->type);
     const int64_t block = int64_t(tt.block_size), row_bytes = t.shape[1] / block * int64_t(tt.type_size);
     if (t.shape[1] % block != 0 || uint64_t(t.shape[0] * row_bytes) != ti->n_bytes)
-      fail("{}: {} tensor '{}' holds {} bytes, not {} rows of {} blocks", f.path(), gguf::type_name(ti->type),
-           t.name, ti->n_bytes, t.shape[0], t.shape[1] / block);
+      fail("{}: {} tensor '{}' holds {} bytes, not {} rows of {} blocks", f.path(), gguf::type_name(ti->type), t.name,
+           ti->n_bytes, t.shape[0], t.shape[1] / block);
     held_[t.name] = {ti->type, {ti->data, t.shape[0], t.shape[1], row_bytes, decode}};
     names_.insert(t.name);
     bytes_ += int64_t(ti->n_bytes);

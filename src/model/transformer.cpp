@@ -3,8 +3,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/attention_bf16.h"
 #include "kernels/cross_entropy.h"
@@ -29,9 +29,9 @@ int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
 }
 
 const char* OpProfile::name(int op) {
-  static const char* const names[kOps] = {"embedding", "rmsnorm", "q/k/v", "rope", "attention",
+  static const char* const names[kOps] = {"embedding",   "rmsnorm", "q/k/v",  "rope", "attention",
                                           "attn_output", "gate/up", "swiglu", "down", "residual",
-                                          "lora", "head", "loss"};
+                                          "lora",        "head",    "loss"};
   return op >= 0 && op < kOps ? names[op] : "?";
 }
 
@@ -40,10 +40,8 @@ namespace {
 // are templated on the element type.
 template <typename T, typename Fn>
 void with_pointer(const GemmIn<T>& g, Fn&& fn) {
-  if (g.bf16)
-    fn(g.bf16);
-  else
-    fn(g.fp32);
+  if (g.bf16) fn(g.bf16);
+  else fn(g.fp32);
 }
 
 std::set<std::string> held_names(const ModelOptions& o) {
@@ -52,10 +50,15 @@ std::set<std::string> held_names(const ModelOptions& o) {
 }  // namespace
 
 template <typename T>
-LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
-                          const std::set<std::string>& frozen, const ModelOptions& opts)
-    : cfg_(cfg), opts_(opts), layout_(cfg, held_names(opts)), grad_layout_(layout_.trainable(frozen)), batch_(batch),
-      seq_len_(seq_len), n_threads_(omp_get_max_threads()) {
+LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
+                          const ModelOptions& opts)
+    : cfg_(cfg),
+      opts_(opts),
+      layout_(cfg, held_names(opts)),
+      grad_layout_(layout_.trainable(frozen)),
+      batch_(batch),
+      seq_len_(seq_len),
+      n_threads_(omp_get_max_threads()) {
   cfg_.validate("model config");
   bf16_ = opts_.precision == Precision::kBf16;
   if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
@@ -99,8 +102,7 @@ template <typename T>
 void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const {
   for (int64_t i = 0; i < batch_ * seq_len_; ++i)
     if ((tokens[i] < 0 || tokens[i] >= cfg_.vocab) && !(allow_no_target && tokens[i] == kernels::kNoTarget))
-      fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what,
-           tokens[i], i, cfg_.vocab);
+      fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what, tokens[i], i, cfg_.vocab);
 }
 
 template <typename T>
@@ -143,7 +145,8 @@ void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
 
 template <typename T>
 WeightRef<T> LlamaModel<T>::block_weight(int64_t l, BlockMatrix t) const {
-  if (!quant_blocks_.empty() && quant_blocks_[size_t(l)][size_t(t)]) return {nullptr, quant_blocks_[size_t(l)][size_t(t)]};
+  if (!quant_blocks_.empty() && quant_blocks_[size_t(l)][size_t(t)])
+    return {nullptr, quant_blocks_[size_t(l)][size_t(t)]};
   const auto& w = w_.layers[size_t(l)];
   const T* const m[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
   return {m[t], nullptr};
@@ -166,7 +169,8 @@ void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T
       if (dx) quant_linear_backward_input(dx, dy.fp32, *w.quant, M, band_scratch_, band_rows(n_in), accumulate_dx);
       return;
     }
-    if (dy.bf16) return kernels::linear_backward(dx, dw, dy.bf16, x.bf16, bf16_weight(w.fp32), M, n_in, n_out, accumulate_dx);
+    if (dy.bf16)
+      return kernels::linear_backward(dx, dw, dy.bf16, x.bf16, bf16_weight(w.fp32), M, n_in, n_out, accumulate_dx);
   }
   linear_backward(dx, dw, dy.fp32, x.fp32, w.fp32, M, n_in, n_out, accumulate_dx);
 }
@@ -197,8 +201,8 @@ void LlamaModel<T>::lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, c
   const auto& w = w_.layers[size_t(l)];
   if (!w.lora_a[t]) return;
   const auto& g = g_.layers[size_t(l)];
-  lora_backward(dinp, g.lora_a[t], g.lora_b[t], d_lora_u_, dout, inp, layer_acts_[size_t(l)].lora_u[t],
-                w.lora_a[t], w.lora_b[t], batch_ * seq_len_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
+  lora_backward(dinp, g.lora_a[t], g.lora_b[t], d_lora_u_, dout, inp, layer_acts_[size_t(l)].lora_u[t], w.lora_a[t],
+                w.lora_b[t], batch_ * seq_len_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
   charge_time_to(OpProfile::kLora);
 }
 
@@ -266,8 +270,7 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   charge_time_to(OpProfile::kRope);
   with_pointer(a.attn_out, [&](auto* o) {
     if constexpr (std::is_same_v<T, float>) {
-      if (bf16_attention())
-        return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
+      if (bf16_attention()) return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
     }
     attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
   });
@@ -463,8 +466,7 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
               OpProfile::kDown);
   if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
     ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
-  else
-    ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
+  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
   project_bwd(l, kFfnGate, d_normed_, g.w_gate, d_gate_, d_gate_.fp32, a.h_ffn, C, F, false, OpProfile::kGateUp);
   project_bwd(l, kFfnUp, d_normed_, g.w_up, d_up_, d_up_.fp32, a.h_ffn, C, F, true, OpProfile::kGateUp);
@@ -553,8 +555,7 @@ void LlamaModel<T>::backward(T loss_scale) {
   if (loss_scale != T(1)) scale_inplace(d_h_final_, loss_scale, BT * C);
   charge_time_to(OpProfile::kHead);
   std::memset(d_res_, 0, size_t(BT * C) * sizeof(T));
-  rmsnorm_backward(d_res_, g_.output_norm, d_h_final_, residual_.back(), w_.output_norm, rstd_final_,
-                   BT, C);
+  rmsnorm_backward(d_res_, g_.output_norm, d_h_final_, residual_.back(), w_.output_norm, rstd_final_, BT, C);
   charge_time_to(OpProfile::kNorm);
   for (int64_t l = cfg_.n_layers - 1; l >= 0; --l) {
     layer_backward(l, residual_[size_t(l)], d_res_);
@@ -564,8 +565,7 @@ void LlamaModel<T>::backward(T loss_scale) {
   if (cfg_.architecture().embedding_scale) scale_inplace(d_res_, embedding_scale(), BT * C);
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
     linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
-  else if (g_.token_embd)
-    embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
+  else if (g_.token_embd) embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
   charge_time_to(OpProfile::kEmbedding);
   targets_ = nullptr;  // once per forward: the head's prepared gradients are used up
 }

@@ -5,8 +5,8 @@
 //
 // T is float for training; double exists for finite-difference checks.
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -56,8 +56,22 @@ struct WeightRef {
 // Wall time per operation, summed over layers and steps, when attached with
 // set_profile() (bench/train_bench prints it); off otherwise.
 struct OpProfile {
-  enum Op { kEmbedding, kNorm, kQkv, kRope, kAttention, kAttnOutput, kGateUp, kSwiglu, kDown,
-            kResidual, kLora, kHead, kLoss, kOps };
+  enum Op {
+    kEmbedding,
+    kNorm,
+    kQkv,
+    kRope,
+    kAttention,
+    kAttnOutput,
+    kGateUp,
+    kSwiglu,
+    kDown,
+    kResidual,
+    kLora,
+    kHead,
+    kLoss,
+    kOps
+  };
   enum Phase { kForward, kBackward, kRecompute, kPhases };
   double seconds[kPhases][kOps] = {};
   static const char* name(int op);
@@ -69,29 +83,27 @@ template <typename T>
 struct GemmIn {
   T* fp32 = nullptr;
   kernels::bf16* bf16 = nullptr;
-  GemmIn at(int64_t offset) const {
-    return {fp32 ? fp32 + offset : nullptr, bf16 ? bf16 + offset : nullptr};
-  }
+  GemmIn at(int64_t offset) const { return {fp32 ? fp32 + offset : nullptr, bf16 ? bf16 + offset : nullptr}; }
 };
 
 template <typename T>
 struct LayerActs {
-  T* rstd_attn;          // [BT]
-  GemmIn<T> h_attn;      // [BT, C]   normed input of attention
-  T* q;                  // [BT, q_dim]  after RoPE
-  T* k;                  // [BT, kv_dim] after RoPE
+  T* rstd_attn;  // [BT]
+  GemmIn<T> h_attn;  // [BT, C]   normed input of attention
+  T* q;  // [BT, q_dim]  after RoPE
+  T* k;  // [BT, kv_dim] after RoPE
   // Architecture::qk_norm: the projections before their head norms, and the
   // norms' 1/rms per row of d_head; null otherwise.
   T *q_raw = nullptr, *k_raw = nullptr, *rstd_q = nullptr, *rstd_k = nullptr;
-  T* v;                  // [BT, kv_dim]
-  T* lse;                // [B, H, T] log-sum-exp of each attention row (flash attention)
-  GemmIn<T> attn_out;    // [BT, q_dim] heads concatenated, before attn_output
-  T* x_mid;              // [BT, C]   residual stream after attention
-  T* rstd_ffn;           // [BT]
-  GemmIn<T> h_ffn;       // [BT, C]
-  T* gate;               // [BT, F]
-  T* up;                 // [BT, F]
-  GemmIn<T> act;         // [BT, F]   silu(gate) * up (gelu_tanh(gate) * up: FfnActivation::kGeluTanh)
+  T* v;  // [BT, kv_dim]
+  T* lse;  // [B, H, T] log-sum-exp of each attention row (flash attention)
+  GemmIn<T> attn_out;  // [BT, q_dim] heads concatenated, before attn_output
+  T* x_mid;  // [BT, C]   residual stream after attention
+  T* rstd_ffn;  // [BT]
+  GemmIn<T> h_ffn;  // [BT, C]
+  T* gate;  // [BT, F]
+  T* up;  // [BT, F]
+  GemmIn<T> act;  // [BT, F]   silu(gate) * up (gelu_tanh(gate) * up: FfnActivation::kGeluTanh)
   // Architecture::post_norms: the attention and feed-forward projections'
   // outputs [BT, C] before their norms, and the norms' 1/rms; else null.
   T *attn_proj = nullptr, *rstd_attn_post = nullptr, *ffn_proj = nullptr, *rstd_ffn_post = nullptr;
@@ -103,8 +115,8 @@ class LlamaModel {
  public:
   // `frozen`: parameter names that keep their values; they get no gradient
   // buffer (grad_layout() lacks them) and backward() skips their gradients.
-  LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len,
-             const std::set<std::string>& frozen = {}, const ModelOptions& opts = {});
+  LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen = {},
+             const ModelOptions& opts = {});
 
   const LlamaConfig& config() const { return cfg_; }
   const ModelOptions& options() const { return opts_; }
@@ -167,8 +179,8 @@ class LlamaModel {
   GemmIn<T> take_gemm_in(BumpPlan<T>& p, int64_t n) const;
   // y[M, n_out] = x W^T and its backward, in the precision of x.
   void linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out);
-  void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
-                  int64_t n_in, int64_t n_out, bool accumulate_dx);
+  void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in,
+                  int64_t n_out, bool accumulate_dx);
   // Matrix t of block l, and the head: float or held quantized.
   WeightRef<T> block_weight(int64_t l, BlockMatrix t) const;
   WeightRef<T> head_weight() const { return {w_.output, quant_output_}; }
@@ -220,8 +232,7 @@ class LlamaModel {
   // The LoRA branch of target t in layer l (nothing when it is not a target):
   // out += s (inp A^T) B^T, and its backward (dinp accumulated).
   void lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out);
-  void lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in,
-                int64_t n_out);
+  void lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in, int64_t n_out);
   // Profiling: the time since the previous call goes to `op` in phase_.
   void charge_time_to(OpProfile::Op op);
 
@@ -251,13 +262,13 @@ class LlamaModel {
 
   // activations
   std::vector<T*> residual_;  // n_layers + 1 of [BT, C]; [0] is the embedding
-  T* x_donor_ = nullptr;       // [BT, donor_dim] donor rows of the inputs (warm start)
+  T* x_donor_ = nullptr;  // [BT, donor_dim] donor rows of the inputs (warm start)
   std::vector<LayerActs<T>> layer_acts_;
   T *rstd_final_, *lse_, *losses_;
   GemmIn<T> h_final_;
-  T* logit_chunk_;       // [chunk_rows_, vocab]
+  T* logit_chunk_;  // [chunk_rows_, vocab]
   kernels::bf16* logit_chunk_h_ = nullptr;  // its bf16 rounding (bf16 training)
-  T* d_h_final_;         // [BT, C] d(mean loss)/d(h_final), filled by forward
+  T* d_h_final_;  // [BT, C] d(mean loss)/d(h_final), filled by forward
   T* d_head_ = nullptr;  // [vocab, C] d(mean loss)/d(output), when output is trainable
   T *rope_cos_, *rope_sin_;
   T *rope_cos_local_, *rope_sin_local_;  // the local layers' tables (== the global ones without a window)

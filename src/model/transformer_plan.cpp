@@ -42,9 +42,9 @@ template <typename T>
 GemmIn<T> LlamaModel<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
   GemmIn<T> g;
   if (bf16_)
-    g.bf16 = reinterpret_cast<kernels::bf16*>(p.take((n * int64_t(sizeof(kernels::bf16)) + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
-  else
-    g.fp32 = p.take(n);
+    g.bf16 = reinterpret_cast<kernels::bf16*>(
+        p.take((n * int64_t(sizeof(kernels::bf16)) + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
+  else g.fp32 = p.take(n);
   return g;
 }
 
@@ -117,9 +117,8 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
   rope_sin_ = p.take(seq_len_ * cfg_.d_head() / 2);
   rope_cos_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_cos_;
   rope_sin_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_sin_;
-  attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention()
-                                                     ? attention_bf16_scratch_per_thread(attn_shape_)
-                                                     : attention_scratch_per_thread(attn_shape_)));
+  attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention() ? attention_bf16_scratch_per_thread(attn_shape_)
+                                                                 : attention_scratch_per_thread(attn_shape_)));
   d_res_ = p.take(BT * C);
   d_normed_ = p.take(BT * C);
   d_h_final_ = d_normed_;  // written by forward, read first by backward; d_h_ is free until then

@@ -6,9 +6,8 @@
 
 namespace ggtrain::optim {
 
-void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params,
-                      const float* grads, float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg,
-                      float grad_scale) {
+void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params, const float* grads,
+                      float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale) {
   // Scalars in double, as PyTorch computes them in Python.
   const double bc1 = 1.0 - std::pow(double(cfg.beta1), double(t));
   const double bc2 = 1.0 - std::pow(double(cfg.beta2), double(t));
@@ -35,8 +34,8 @@ void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, 
   }
 }
 
-void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m,
-                float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale) {
+void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m, float* v, int64_t t,
+                double lr, const AdamWConfig& cfg, float grad_scale) {
   adamw_step_range(layout, 0, layout.total(), params, grads, m, v, t, lr, cfg, grad_scale);
 }
 

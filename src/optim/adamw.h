@@ -20,15 +20,14 @@ struct AdamWConfig {
 // offset, the parameter at its source_offset (they differ when `layout` is
 // the trainable part of a model, ParamLayout::trainable). `t` is the 1-based
 // step count used in the bias corrections; g is multiplied by grad_scale first.
-void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m,
-                float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale = 1.0f);
+void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m, float* v, int64_t t,
+                double lr, const AdamWConfig& cfg, float grad_scale = 1.0f);
 
 // The same update on elements [lo, hi) of `layout`'s index space only, with
 // grads, m and v holding just those elements (grads[0] is element lo): a
 // ZeRO-1 shard. adamw_step is this over [0, layout.total()).
-void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params,
-                      const float* grads, float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg,
-                      float grad_scale = 1.0f);
+void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params, const float* grads,
+                      float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale = 1.0f);
 
 // sum g^2 in double, summed in fixed-size blocks in a fixed order so the
 // value is the same for any thread count (a ZeRO-1 rank sums its shard).

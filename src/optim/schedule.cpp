@@ -10,8 +10,7 @@ namespace ggtrain::optim {
 double LrSchedule::lr_at(int64_t step) const {
   if (step < warmup_steps) return lr_max * double(step + 1) / double(warmup_steps);
   switch (kind) {
-    case ScheduleKind::Constant:
-      return lr_max;
+    case ScheduleKind::Constant: return lr_max;
     case ScheduleKind::Cosine: {
       if (total_steps <= warmup_steps) return lr_min;
       double p = double(step - warmup_steps) / double(total_steps - warmup_steps);
@@ -19,8 +18,7 @@ double LrSchedule::lr_at(int64_t step) const {
       return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + std::cos(M_PI * p));
     }
     case ScheduleKind::Wsd: {
-      const int64_t decay_steps =
-          std::max<int64_t>(1, int64_t(std::llround(decay_fraction * double(total_steps))));
+      const int64_t decay_steps = std::max<int64_t>(1, int64_t(std::llround(decay_fraction * double(total_steps))));
       const int64_t decay_start = std::max(warmup_steps, total_steps - decay_steps);
       if (step < decay_start) return lr_max;
       double p = double(step - decay_start) / double(std::max<int64_t>(1, total_steps - decay_start));

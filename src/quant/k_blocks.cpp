@@ -36,8 +36,8 @@ void quantize_offset_superblock(const float* x, int nmax, float rmin, int nstep,
     for (size_t l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (size_t l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = detail::offset_scale_search(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux, rmin,
-                                            0.1f, nstep);
+    scales[j] =
+        detail::offset_scale_search(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], aux, rmin, 0.1f, nstep);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }

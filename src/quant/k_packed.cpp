@@ -142,17 +142,14 @@ template <int kBits, int kChunk>
 inline __m512i high_part(__m512i h) {
   const __m512i mask = _mm512_set1_epi8(char(((1 << kBits) - 1) << 4));
   constexpr int at = kBits * kChunk;  // shifts in 16-bit lanes: the mask drops what crosses a byte
-  if constexpr (at <= 4)
-    return _mm512_and_si512(_mm512_slli_epi16(h, 4 - at), mask);
-  else
-    return _mm512_and_si512(_mm512_srli_epi16(h, at - 4), mask);
+  if constexpr (at <= 4) return _mm512_and_si512(_mm512_slli_epi16(h, 4 - at), mask);
+  else return _mm512_and_si512(_mm512_srli_epi16(h, at - 4), mask);
 }
 
 // sum over the group of q * qx per row (16 int32 lanes): the group's chunk
 // pairs from the low plane, with their high bits where the type has them.
 template <int kBits, int kChunks, int... P>
-inline __m512i group_dot(const uint8_t* low, const uint8_t* high, const int8_t* xq,
-                         std::integer_sequence<int, P...>) {
+inline __m512i group_dot(const uint8_t* low, const uint8_t* high, const int8_t* xq, std::integer_sequence<int, P...>) {
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   [[maybe_unused]] const __m512i h = kBits ? _mm512_loadu_si512(high) : _mm512_setzero_si512();
   __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -177,8 +174,7 @@ inline __m512i group_dot(const uint8_t* low, const uint8_t* high, const int8_t* 
 // y for T tokens and the 16 rows of row group g. kBits: 0 (Q4_K), 1 (Q5_K)
 // or 2 (Q6_K, groups of 16).
 template <int T, int kBits>
-void group_tile(const KPacked& w, int64_t g, const Q8KActivations* x, float* y, int64_t row_stride,
-                __mmask16 valid) {
+void group_tile(const KPacked& w, int64_t g, const Q8KActivations* x, float* y, int64_t row_stride, __mmask16 valid) {
   constexpr int64_t group = kBits == 2 ? 16 : 32, per_block = QK / group;
   constexpr int kChunks = int(group / 4);
   const int64_t blocks = w.blocks();
@@ -207,8 +203,7 @@ void group_tile(const KPacked& w, int64_t g, const Q8KActivations* x, float* y, 
       }
       for (int t = 0; t < T; ++t) {
         const int8_t* xq = x[t].q.data() + b * QK + j * group;
-        const __m512i dot =
-            group_dot<kBits, kChunks>(low, high, xq, std::make_integer_sequence<int, kChunks / 2>());
+        const __m512i dot = group_dot<kBits, kChunks>(low, high, xq, std::make_integer_sequence<int, kChunks / 2>());
         const float gsum = float(x[t].group_sum[size_t(b * per_block + j)]);
         blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, blk[t]);
         blk[t] = _mm512_fnmadd_ps(o, _mm512_set1_ps(gsum), blk[t]);

@@ -46,8 +46,8 @@ void unpack_q6_block(const uint8_t* b, int8_t* q, float* s, float* o) {
 inline __m256i dot4_i8(const int8_t* w, const int8_t* x) {
   const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
   const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-  const __m256i ax = _mm256_sign_epi8(xv, xv);   // |x| as unsigned bytes (x >= -127)
-  const __m256i sw = _mm256_sign_epi8(wv, xv);   // w with x's sign
+  const __m256i ax = _mm256_sign_epi8(xv, xv);  // |x| as unsigned bytes (x >= -127)
+  const __m256i sw = _mm256_sign_epi8(wv, xv);  // w with x's sign
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sw);
 #else

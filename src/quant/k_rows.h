@@ -19,8 +19,8 @@ namespace ggtrain::quant {
 
 struct KRows {
   int64_t rows = 0, cols = 0, group = 32;
-  std::vector<int8_t> q;              // rows * cols
-  std::vector<float> scale, offset;   // rows * cols / group each
+  std::vector<int8_t> q;  // rows * cols
+  std::vector<float> scale, offset;  // rows * cols / group each
 
   // rows x cols weights of type t (cols a multiple of 256), as stored in GGUF.
   static KRows unpack(gguf::TensorType t, const uint8_t* data, int64_t rows, int64_t cols);
@@ -58,11 +58,11 @@ namespace ggtrain::quant {
 // 152 (file 144), Q5_K 184 (176), Q6_K 216 (210).
 struct KPacked {
   int64_t rows = 0, cols = 0, group = 32, shift = 0;
-  int high_bits = 0;                 // 0 Q4_K, 1 Q5_K, 2 Q6_K
-  std::vector<uint8_t> low;          // [row group][block][chunk pair][row 0..15][4]
-  std::vector<uint8_t> high;         // [row group][block][group][row 0..15][4]
-  std::vector<float> d, dmin;        // [row group][block][row 0..15]
-  std::vector<int8_t> sc, m;         // [row group][block][group][row 0..15]
+  int high_bits = 0;  // 0 Q4_K, 1 Q5_K, 2 Q6_K
+  std::vector<uint8_t> low;  // [row group][block][chunk pair][row 0..15][4]
+  std::vector<uint8_t> high;  // [row group][block][group][row 0..15][4]
+  std::vector<float> d, dmin;  // [row group][block][row 0..15]
+  std::vector<int8_t> sc, m;  // [row group][block][group][row 0..15]
 
   static bool available();  // built with AVX512F + AVX512-VNNI
   // rows x cols weights of K-quant type t (cols a multiple of 256), as stored in GGUF.

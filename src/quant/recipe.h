@@ -16,13 +16,20 @@ namespace ggtrain::quant {
 
 // Values are llama_ftype's (general.file_type).
 enum class FileType : uint32_t {
-  Q4_0 = 2, Q8_0 = 7, Q5_0 = 8, Q5_1 = 9,
-  Q4_K_S = 14, Q4_K_M = 15, Q5_K_S = 16, Q5_K_M = 17, Q6_K = 18,
+  Q4_0 = 2,
+  Q8_0 = 7,
+  Q5_0 = 8,
+  Q5_1 = 9,
+  Q4_K_S = 14,
+  Q4_K_M = 15,
+  Q5_K_S = 16,
+  Q5_K_M = 17,
+  Q6_K = 18,
 };
 
 std::optional<FileType> quantized_file_type(std::string_view name);  // "q4_k_m", case-insensitive
-std::string_view file_type_name(FileType t);                       // "q4_k_m"
-std::string quantized_file_type_names();                            // "q4_0, q5_0, ..." for messages
+std::string_view file_type_name(FileType t);  // "q4_k_m"
+std::string quantized_file_type_names();  // "q4_0, q5_0, ..." for messages
 
 // llama.cpp's order of tensors in a quantized file (its loader's map):
 // tensors outside blk.N first, then by layer number; by name within each.

@@ -22,7 +22,9 @@ inline int nearest_int(float f) {
 }
 
 template <typename T>
-inline T clamp_to(T v, T lo, T hi) { return v < lo ? lo : v > hi ? hi : v; }
+inline T clamp_to(T v, T lo, T hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
 
 // Symmetric quants L in [0, 2 nmax) for n values, the scale chosen by a
 // search over 19 candidates weighted by x^2 (rmse_type 1, no weights): the

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 
 #include "gguf/types.h"
 
@@ -20,17 +20,17 @@ using RoundFn = void (*)(const float* x, float* y, size_t n);
 
 // How the decoder holds a weight matrix of the type (infer::WeightMatrix).
 enum class DecodeForm {
-  kFloat,       // F32 as it is
-  kWidened,     // converted to F32 once; the activations are still rounded as ggml's dot type
-  kQ8_0,        // Q8_0 rows (repacked for VNNI where the CPU has it)
-  kAsQ8_0,      // re-encoded exactly as Q8_0 (to_q8_0) and then held as Q8_0
-  kKRows,       // K-quant super-blocks unpacked (quant/k_rows)
+  kFloat,  // F32 as it is
+  kWidened,  // converted to F32 once; the activations are still rounded as ggml's dot type
+  kQ8_0,  // Q8_0 rows (repacked for VNNI where the CPU has it)
+  kAsQ8_0,  // re-encoded exactly as Q8_0 (to_q8_0) and then held as Q8_0
+  kKRows,  // K-quant super-blocks unpacked (quant/k_rows)
 };
 
 struct TypeCodec {
   gguf::TensorType type;
   uint32_t block_size;  // elements per block; checked against gguf/types.h at compile time
-  DecodeFn to_float;    // n elements (a multiple of block_size) to floats
+  DecodeFn to_float;  // n elements (a multiple of block_size) to floats
   EncodeFn from_float;  // ggml's reference quantizer (no importance matrix), byte for byte
   // What ggml's dot product sees of the activations for a weight of this
   // type (its vec_dot_type): null for F32, which uses them as they are.

@@ -26,9 +26,7 @@ using Names = std::initializer_list<std::string_view>;
 
 constexpr int32_t kBpeDefaultSpecialId = 11;  // llama.cpp's default bos/eos for gpt2 vocabularies
 
-uint64_t pair_key(int32_t left, int32_t right) {
-  return uint64_t(uint32_t(left)) << 32 | uint32_t(right);
-}
+uint64_t pair_key(int32_t left, int32_t right) { return uint64_t(uint32_t(left)) << 32 | uint32_t(right); }
 
 const Value& array_of(const gguf::GgufFile& f, const std::string& key, ValueType elem) {
   const Value* v = f.find(key);
@@ -76,8 +74,7 @@ bool contains_any(std::string_view s, Names parts) {
 // per kind; a vocabulary with several tokens of one kind gets all marked here.
 class AttrFixups {
  public:
-  AttrFixups(const gguf::GgufFile& f, const std::vector<std::string>& pieces,
-             std::vector<uint32_t>& attrs)
+  AttrFixups(const gguf::GgufFile& f, const std::vector<std::string>& pieces, std::vector<uint32_t>& attrs)
       : f_(f), pieces_(pieces), attrs_(attrs) {}
 
   void apply() {
@@ -85,9 +82,24 @@ class AttrFixups {
       Names keys, texts;
     };
     const Fim fims[] = {
-        {{"fim_pre", "prefix"}, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"}},
-        {{"fim_suf", "suffix"}, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"}},
-        {{"fim_mid", "middle"}, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"}},
+        {{"fim_pre", "prefix"},
+         {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+          "<\xef\xbd\x9c"
+          "fim\xe2\x96\x81"
+          "begin\xef\xbd\x9c>",
+          "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>"}},
+        {{"fim_suf", "suffix"},
+         {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+          "<\xef\xbd\x9c"
+          "fim\xe2\x96\x81"
+          "hole\xef\xbd\x9c>",
+          "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>"}},
+        {{"fim_mid", "middle"},
+         {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+          "<\xef\xbd\x9c"
+          "fim\xe2\x96\x81"
+          "end\xef\xbd\x9c>",
+          "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"}},
         {{"fim_pad"}, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"}},
         {{"fim_rep"}, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
         {{"fim_sep"}, {"<|file_sep|>"}},
@@ -96,10 +108,29 @@ class AttrFixups {
       if (!any_id_key(fim.keys)) set(fim.texts, kAttrControl);
     // End-of-generation tokens (the end-of-turn and end-of-message lists are
     // part of this one) are control tokens whatever their type says.
-    set({"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-         "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-         "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-         "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~["},
+    set({"<|eot_id|>",
+         "<|im_end|>",
+         "<|end|>",
+         "<|return|>",
+         "<|call|>",
+         "<|flush|>",
+         "<|calls|>",
+         "<end_of_turn>",
+         "<|endoftext|>",
+         "</s>",
+         "<|eom_id|>",
+         "<EOT>",
+         "_<EOT>",
+         "[EOT]",
+         "[EOS]",
+         "<|end_of_text|>",
+         "<end_of_utterance>",
+         "<eos>",
+         "<turn|>",
+         "<|tool_response>",
+         "<\xef\xbd\x9c"
+         "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+         "[e~["},
         kAttrControl);
     replace({"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}, kAttrUserDefined);  // gpt-oss
     const bool call = has("<|call|>") || has("<|calls|>");
@@ -116,9 +147,7 @@ class AttrFixups {
     std::vector<int32_t> ids;
     for (size_t i = 0; i < attrs_.size(); ++i)
       if (attrs_[i] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) ids.push_back(int32_t(i));
-    std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-      return pieces_[a].size() > pieces_[b].size();
-    });
+    std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return pieces_[a].size() > pieces_[b].size(); });
     return ids;
   }
 
@@ -129,9 +158,8 @@ class AttrFixups {
       return v && v->type == ValueType::STRING ? v->s : std::string();
     };
     std::string name = text_of("general.name");
-    std::transform(name.begin(), name.end(), name.begin(), [](char c) {
-      return c >= 'A' && c <= 'Z' ? char(c + 32) : c;
-    });
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](char c) { return c >= 'A' && c <= 'Z' ? char(c + 32) : c; });
     if (contains_any(text_of("tokenizer.ggml.pre"), {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
         contains_any(text_of("general.architecture"), {"nomic-bert-moe", "jina-bert-v3"})) {
       set_bit({"<mask>"}, kAttrLstrip, true);
@@ -152,17 +180,19 @@ class AttrFixups {
     }
     return false;
   }
-  bool has(std::string_view text) const {
-    return std::find(pieces_.begin(), pieces_.end(), text) != pieces_.end();
-  }
+  bool has(std::string_view text) const { return std::find(pieces_.begin(), pieces_.end(), text) != pieces_.end(); }
   template <typename F>
   void each(Names texts, F&& f) {
     for (size_t i = 0; i < pieces_.size(); ++i)
       for (std::string_view t : texts)
         if (pieces_[i] == t) f(attrs_[i]);
   }
-  void set(Names texts, uint32_t bit) { each(texts, [&](uint32_t& a) { a |= bit; }); }
-  void replace(Names texts, uint32_t attr) { each(texts, [&](uint32_t& a) { a = attr; }); }
+  void set(Names texts, uint32_t bit) {
+    each(texts, [&](uint32_t& a) { a |= bit; });
+  }
+  void replace(Names texts, uint32_t attr) {
+    each(texts, [&](uint32_t& a) { a = attr; });
+  }
   void set_bit(Names texts, uint32_t bit, bool on) {
     each(texts, [&](uint32_t& a) { a = on ? a | bit : a & ~bit; });
   }
@@ -195,8 +225,7 @@ std::string clean_spaces(const std::string& in) {
   // 1: " ?", " !", " .", " ," lose the space.
   std::string a;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (i > 0 && in[i - 1] == ' ' && std::string_view("?!.,").find(in[i]) != std::string_view::npos)
-      a.pop_back();
+    if (i > 0 && in[i - 1] == ' ' && std::string_view("?!.,").find(in[i]) != std::string_view::npos) a.pop_back();
     a.push_back(in[i]);
   }
   // 2: " ' " becomes "'" (the apostrophe loses both spaces).
@@ -217,8 +246,7 @@ std::string clean_spaces(const std::string& in) {
     if (i > 0 && b[i - 1] == ' ' && b[i] == '\'' && i + 1 < b.size()) {
       const char x1 = b[i + 1];
       const char x2 = i + 2 < b.size() ? b[i + 2] : '\0';
-      if (x1 == 's' || x1 == 'm' || (i + 2 < b.size() && ((x1 == 'r' || x1 == 'v') && x2 == 'e')))
-        c.pop_back();
+      if (x1 == 's' || x1 == 'm' || (i + 2 < b.size() && ((x1 == 'r' || x1 == 'v') && x2 == 'e'))) c.pop_back();
     }
     c.push_back(b[i]);
   }
@@ -258,8 +286,8 @@ const PreTokenizer* pre_tokenizer_of(const gguf::GgufFile& f) {
   const PreTokenizer* p = find_pre_tokenizer(pre);
   if (!p)
     fail("{}: metadata 'tokenizer.ggml.pre' is '{}': not a pre-tokenizer ggtrain implements "
-         "(known: {}){}", f.path(), pre, pre_tokenizer_names(),
-         pre == "gpt2" ? "; llama.cpp spells GPT-2's 'gpt-2'" : "");
+         "(known: {}){}",
+         f.path(), pre, pre_tokenizer_names(), pre == "gpt2" ? "; llama.cpp spells GPT-2's 'gpt-2'" : "");
   return p;
 }
 
@@ -281,7 +309,8 @@ std::unordered_map<uint64_t, int32_t> merge_ranks(const gguf::GgufFile& f, Find 
     for (auto [id, text] : {std::pair{l, left}, std::pair{r, right}, std::pair{find(left + right), left + right}})
       if (id < 0)
         fail("{}: metadata 'tokenizer.ggml.merges' entry {} '{}' names '{}', which is not in "
-             "tokenizer.ggml.tokens", f.path(), i, m, text);
+             "tokenizer.ggml.tokens",
+             f.path(), i, m, text);
     ranks.try_emplace(pair_key(l, r), int32_t(std::min<size_t>(i, INT32_MAX)));
   }
   return ranks;
@@ -321,7 +350,8 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
   v->eos = special_id(f, "tokenizer.ggml.eos_token_id", kBpeDefaultSpecialId, n);
   if (v->bos < 0 && v->eos < 0)
     fail("{}: no BOS or EOS token: metadata 'tokenizer.ggml.bos_token_id' and "
-         "'tokenizer.ggml.eos_token_id' are absent and the vocabulary has only {} tokens", path, n);
+         "'tokenizer.ggml.eos_token_id' are absent and the vocabulary has only {} tokens",
+         path, n);
   t.bos_ = v->bos >= 0 ? v->bos : v->eos;
   t.eos_ = v->eos;
   t.unk_ = special_id(f, "tokenizer.ggml.unknown_token_id", -1, n);
@@ -348,10 +378,11 @@ Tokenizer Tokenizer::from_gguf_bpe(const gguf::GgufFile& f) {
 // vocabulary: tokenizer_st_partition cuts the user-defined tokens out (with
 // their strip flags), then each piece of text is pre-tokenized and merged.
 std::vector<int32_t> Tokenizer::encode_bpe(std::string_view text, const EncodeOptions& o) const {
-  const std::vector<Fragment> frags = cut_special_tokens(text, o.parse_special ? bpe_->special : bpe_->cut_first, pieces_, [&](int32_t id) {
-    const uint32_t attr = bpe_->attrs[size_t(id)];
-    return Strip{(attr & kAttrLstrip) != 0, (attr & kAttrRstrip) != 0};
-  });
+  const std::vector<Fragment> frags =
+      cut_special_tokens(text, o.parse_special ? bpe_->special : bpe_->cut_first, pieces_, [&](int32_t id) {
+        const uint32_t attr = bpe_->attrs[size_t(id)];
+        return Strip{(attr & kAttrLstrip) != 0, (attr & kAttrRstrip) != 0};
+      });
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (o.add_bos) out.push_back(bos_);

@@ -19,8 +19,14 @@ namespace ggtrain::tokenizer {
 
 // llama.cpp's llama_token_attr bits.
 enum TokenAttr : uint32_t {
-  kAttrUnknown = 1u << 0, kAttrUnused = 1u << 1, kAttrNormal = 1u << 2, kAttrControl = 1u << 3,
-  kAttrUserDefined = 1u << 4, kAttrByte = 1u << 5, kAttrLstrip = 1u << 7, kAttrRstrip = 1u << 8,
+  kAttrUnknown = 1u << 0,
+  kAttrUnused = 1u << 1,
+  kAttrNormal = 1u << 2,
+  kAttrControl = 1u << 3,
+  kAttrUserDefined = 1u << 4,
+  kAttrByte = 1u << 5,
+  kAttrLstrip = 1u << 7,
+  kAttrRstrip = 1u << 8,
 };
 
 // Token attributes as llama.cpp has them once a vocabulary is loaded (the

@@ -41,8 +41,7 @@ struct Json {
   element root;
   std::string path;
   explicit Json(const std::string& p) : path(p) {
-    if (auto err = parser.load(p).get(root))
-      fail("{}: cannot read it as JSON ({})", p, simdjson::error_message(err));
+    if (auto err = parser.load(p).get(root)) fail("{}: cannot read it as JSON ({})", p, simdjson::error_message(err));
   }
   [[noreturn]] void bad(const std::string& member, const std::string& what) const {
     fail("{}: '{}' {}", path, member, what);
@@ -116,11 +115,12 @@ bool spm_space_prefix(const Json& j) {
       steps.assign(list.begin(), list.end());
     const bool prepend = steps.size() == 2 && is_meta_prepend(steps[0]) && is_space_to_meta(steps[1]);
     if (!prepend && !(steps.size() == 1 && is_space_to_meta(steps[0])))
-      j.bad("normalizer", "is not SentencePiece's (Replace \" \" with \"\u2581\", optionally after Prepend \"\u2581\")");
+      j.bad("normalizer",
+            "is not SentencePiece's (Replace \" \" with \"\u2581\", optionally after Prepend \"\u2581\")");
     std::string_view split;
     // Gemma's Split on " " after the normalizer has no space left to split on
-    const bool noop_pre = !has_pre || (type_of(pre) == "Split" && !pre["pattern"]["String"].get_string().get(split) &&
-                                       split == " ");
+    const bool noop_pre =
+        !has_pre || (type_of(pre) == "Split" && !pre["pattern"]["String"].get_string().get(split) && split == " ");
     if (!noop_pre) j.bad("pre_tokenizer", "splits the text; a SentencePiece tokenizer does not");
     return prepend;
   }
@@ -363,10 +363,8 @@ HfVocabulary read_hf_tokenizer(const std::string& tokenizer_json, const std::str
   bool byte_fallback = false;
   if (j.root["model"]["byte_fallback"].get_bool().get(byte_fallback)) byte_fallback = false;
   const Pieces p = read_pieces(j);
-  if (byte_fallback)
-    spm_vocabulary(j, p, v);
-  else
-    gpt2_vocabulary(j, p, v);
+  if (byte_fallback) spm_vocabulary(j, p, v);
+  else gpt2_vocabulary(j, p, v);
 
   if (config_json.empty()) return v;
   const TokenizerConfig c = read_tokenizer_config(config_json);

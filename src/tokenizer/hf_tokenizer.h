@@ -15,12 +15,12 @@
 namespace ggtrain::tokenizer {
 
 struct HfVocabulary {
-  std::string model = "gpt2";        // tokenizer.ggml.model: "gpt2" or "llama" (SentencePiece)
-  std::string pre;                   // tokenizer.ggml.pre, from the Split regex ("default" for llama)
-  std::vector<std::string> tokens;   // by id; an id the file lacks is "[PAD<id>]"
+  std::string model = "gpt2";  // tokenizer.ggml.model: "gpt2" or "llama" (SentencePiece)
+  std::string pre;  // tokenizer.ggml.pre, from the Split regex ("default" for llama)
+  std::vector<std::string> tokens;  // by id; an id the file lacks is "[PAD<id>]"
   // llama_token_type: 1 normal, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<int32_t> types;
-  std::vector<std::string> merges;   // "a b" (gpt2)
+  std::vector<std::string> merges;  // "a b" (gpt2)
   // llama: each piece's priority in llama.cpp's merge loop (higher merges
   // first). tokenizer.json keeps merges, not SentencePiece's scores, so a
   // piece scores minus the rank of the first merge that makes it (HF's
@@ -30,8 +30,8 @@ struct HfVocabulary {
   std::optional<bool> add_space_prefix;  // llama: written only when false (Gemma), as the converter
   int32_t bos = -1, eos = -1, pad = -1, unk = -1;  // -1: not named
   bool add_bos = false;
-  std::optional<bool> add_eos;       // llama: tokenizer_config.json's add_eos_token
-  std::string chat_template;         // tokenizer_config.json's, or ""
+  std::optional<bool> add_eos;  // llama: tokenizer_config.json's add_eos_token
+  std::string chat_template;  // tokenizer_config.json's, or ""
 };
 
 // tokenizer_json: the file; config_json: its tokenizer_config.json ("" when

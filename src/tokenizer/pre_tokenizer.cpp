@@ -121,8 +121,7 @@ void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits) {
       continue;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (!is_cr_lf(c) && !(f & uc::kNumber) &&
-        ((f & uc::kLetter) || (s.flags(pos + 1) & uc::kLetter))) {
+    if (!is_cr_lf(c) && !(f & uc::kNumber) && ((f & uc::kLetter) || (s.flags(pos + 1) & uc::kLetter))) {
       ++pos;
       while (s.flags(pos) & uc::kLetter) ++pos;
       cut.cut(pos);
@@ -235,15 +234,9 @@ Pieces split(const Cpts& cpts, PreSplit kind) {
       runs(is_number, true);
       p = refine(cpts, p, split_digit_triples_span);
       break;
-    case PreSplit::kGpt2:
-      gpt2();
-      break;
-    case PreSplit::kLlama3:
-      p = refine(cpts, p, split_llama3_span);
-      break;
-    case PreSplit::kQwen2:
-      p = refine(cpts, p, split_qwen2_span);
-      break;
+    case PreSplit::kGpt2: gpt2(); break;
+    case PreSplit::kLlama3: p = refine(cpts, p, split_llama3_span); break;
+    case PreSplit::kQwen2: p = refine(cpts, p, split_qwen2_span); break;
     case PreSplit::kSmollm:
       runs(is_number, false);
       gpt2();

@@ -13,10 +13,11 @@ namespace ggtrain::tokenizer {
 // The regex lists implemented here (each named by its main pre-tokenizer).
 enum class PreSplit {
   kDefault,  // [\p{P}\$\+<=>\^~\|]+, then GPT-2's, then \p{N}+, then [0-9][0-9][0-9]
-  kGpt2,     // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  kLlama3,   // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-  kSmollm,   // \p{N} (every digit alone), then GPT-2's
-  kQwen2,    // kLlama3's with \p{N} for \p{N}{1,3} (Qwen2, Qwen2.5, Qwen3)
+  kGpt2,  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  kLlama3,  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+            // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kSmollm,  // \p{N} (every digit alone), then GPT-2's
+  kQwen2,  // kLlama3's with \p{N} for \p{N}{1,3} (Qwen2, Qwen2.5, Qwen3)
 };
 
 // What a tokenizer.ggml.pre name selects in llama.cpp's llama_vocab::load.
@@ -24,8 +25,8 @@ struct PreTokenizer {
   std::string_view name;
   PreSplit split;
   bool ignore_merges;  // a word that is a token as a whole is taken as is
-  bool clean_spaces;   // detokenize removes " " before ?!., and in " 's" etc.
-  bool add_bos;        // default of tokenizer.ggml.add_bos_token
+  bool clean_spaces;  // detokenize removes " " before ?!., and in " 's" etc.
+  bool add_bos;  // default of tokenizer.ggml.add_bos_token
 };
 
 // nullptr for a name this implementation does not know (llama.cpp knows

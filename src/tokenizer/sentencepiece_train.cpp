@@ -53,8 +53,7 @@ int64_t minimum_bpe_vocab(const std::string& path) {
 SentencepieceReport train_sentencepiece_bpe(const std::string& input_path, int vocab_size,
                                             const std::string& out_model_path) {
   struct stat st {};
-  if (::stat(input_path.c_str(), &st) != 0)
-    fail("{}: cannot read training text: {}", input_path, errno_text(errno));
+  if (::stat(input_path.c_str(), &st) != 0) fail("{}: cannot read training text: {}", input_path, errno_text(errno));
   if (!S_ISREG(st.st_mode)) fail("{}: training text is not a regular file", input_path);
   if (const int64_t need = minimum_bpe_vocab(input_path); vocab_size < need)
     fail("{}: a vocabulary of {} is too small for this text: its {} distinct characters and the {} reserved pieces "
@@ -73,7 +72,10 @@ SentencepieceReport train_sentencepiece_bpe(const std::string& input_path, int v
       {"remove_extra_whitespaces", "false"},
       {"character_coverage", "1.0"},
       // unk 0, bos 1, eos 2 are sentencepiece's defaults and llama.cpp's.
-      {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"pad_id", "-1"},
+      {"unk_id", "0"},
+      {"bos_id", "1"},
+      {"eos_id", "2"},
+      {"pad_id", "-1"},
       // Callers sample the corpus (train/run_data.cpp: a seeded reservoir of
       // data.tokenizer_sample_lines lines); up to 10M lines are all used.
       {"input_sentence_size", "10000000"},
@@ -89,8 +91,7 @@ SentencepieceReport train_sentencepiece_bpe(const std::string& input_path, int v
   std::string model;
   auto status = sentencepiece::SentencePieceTrainer::Train(args, nullptr, &model);
   if (!status.ok())
-    fail("{}: sentencepiece training failed (vocabulary {}): {}", input_path, vocab_size,
-         status.ToString());
+    fail("{}: sentencepiece training failed (vocabulary {}): {}", input_path, vocab_size, status.ToString());
   write_file_atomic(out_model_path, model.data(), model.size());
   return count_lines(input_path);
 }

@@ -13,7 +13,7 @@ namespace ggtrain::tokenizer {
 // sentencepiece failure. sentencepiece logs only
 // warnings unless GGTRAIN_VERBOSE is set.
 struct SentencepieceReport {
-  int64_t lines = 0;       // lines of the input
+  int64_t lines = 0;  // lines of the input
   int64_t long_lines = 0;  // lines sentencepiece skips: longer than max_line_bytes
   int64_t max_line_bytes = 0;
 };

@@ -57,8 +57,7 @@ std::vector<float> read_scores(const gguf::GgufFile& f, size_t n) {
       fail("{}: metadata 'tokenizer.ggml.scores' must be an array of f32, holds {}", f.path(),
            value_type_name(s->elem_type));
     if (s->items.size() != n)
-      fail("{}: metadata 'tokenizer.ggml.scores' has {} entries for {} tokens", f.path(),
-           s->items.size(), n);
+      fail("{}: metadata 'tokenizer.ggml.scores' has {} entries for {} tokens", f.path(), s->items.size(), n);
     for (size_t i = 0; i < n; ++i) scores[i] = static_cast<float>(s->items[i].as_double());
   }
   return scores;
@@ -68,11 +67,10 @@ std::vector<int32_t> read_token_types(const gguf::GgufFile& f, size_t n) {
   std::vector<int32_t> types(n, kNormal);
   if (const Value* ty = get_array(f, "tokenizer.ggml.token_type", false)) {
     if (ty->elem_type != ValueType::I32)
-      fail("{}: metadata 'tokenizer.ggml.token_type' must be an array of i32, holds {}",
-           f.path(), value_type_name(ty->elem_type));
+      fail("{}: metadata 'tokenizer.ggml.token_type' must be an array of i32, holds {}", f.path(),
+           value_type_name(ty->elem_type));
     if (ty->items.size() != n)
-      fail("{}: metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", f.path(),
-           ty->items.size(), n);
+      fail("{}: metadata 'tokenizer.ggml.token_type' has {} entries for {} tokens", f.path(), ty->items.size(), n);
     for (size_t i = 0; i < n; ++i) {
       int64_t v = ty->items[i].i;
       if (v < kUndefined || v > kByte)
@@ -102,7 +100,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   if (model == "gpt2") return from_gguf_bpe(f);
   if (model != "llama")
     fail("{}: tokenizer.ggml.model is '{}': that vocabulary type is not supported yet "
-         "(only 'llama', sentencepiece BPE, and 'gpt2', byte-level BPE)", f.path(), model);
+         "(only 'llama', sentencepiece BPE, and 'gpt2', byte-level BPE)",
+         f.path(), model);
 
   Tokenizer t;
   const Value* tokens = get_array(f, "tokenizer.ggml.tokens", true);
@@ -110,8 +109,7 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
     fail("{}: metadata 'tokenizer.ggml.tokens' must be an array of string, holds {}", f.path(),
          value_type_name(tokens->elem_type));
   const size_t n = tokens->items.size();
-  if (n == 0 || n > INT32_MAX)
-    fail("{}: metadata 'tokenizer.ggml.tokens' has {} entries", f.path(), n);
+  if (n == 0 || n > INT32_MAX) fail("{}: metadata 'tokenizer.ggml.tokens' has {} entries", f.path(), n);
   for (const auto& it : tokens->items) t.pieces_.push_back(it.s);
 
   t.scores_ = read_scores(f, n);
@@ -158,8 +156,8 @@ Tokenizer Tokenizer::from_sentencepiece(const std::string& model_path) {
     t.types_.push_back(type);
   }
   if (sp.bos_id() < 0 || sp.eos_id() < 0 || sp.unk_id() < 0)
-    fail("{}: sentencepiece model lacks <unk>, <s> or </s> (ids {}, {}, {})", model_path,
-         sp.unk_id(), sp.bos_id(), sp.eos_id());
+    fail("{}: sentencepiece model lacks <unk>, <s> or </s> (ids {}, {}, {})", model_path, sp.unk_id(), sp.bos_id(),
+         sp.eos_id());
   t.bos_ = sp.bos_id();
   t.eos_ = sp.eos_id();
   t.unk_ = sp.unk_id();
@@ -168,8 +166,7 @@ Tokenizer Tokenizer::from_sentencepiece(const std::string& model_path) {
   // U+2581 means the dummy prefix is on.
   std::vector<int> ids;
   std::string normalized;
-  if (auto st = sp.Encode("a", &ids); !st.ok())
-    fail("{}: sentencepiece cannot encode: {}", model_path, st.ToString());
+  if (auto st = sp.Encode("a", &ids); !st.ok()) fail("{}: sentencepiece cannot encode: {}", model_path, st.ToString());
   for (int i : ids) {
     int b = sp.IsByte(i) ? byte_piece_value(sp.IdToPiece(i)) : -1;
     normalized += b >= 0 ? std::string(1, static_cast<char>(b)) : sp.IdToPiece(i);
@@ -187,12 +184,11 @@ void Tokenizer::finish(const std::string& src) {
     if (pieces_[i].empty()) pieces_[i] = "[EMPTY_" + std::to_string(i) + "]";  // as llama.cpp
     auto [it, fresh] = piece_to_id_.emplace(pieces_[i], i);
     // llama.cpp aborts on a duplicate (id_to_token.size() != token_to_id.size()).
-    if (!fresh)
-      fail("{}: tokenizer.ggml.tokens holds '{}' twice (ids {} and {})", src, pieces_[i],
-           it->second, i);
+    if (!fresh) fail("{}: tokenizer.ggml.tokens holds '{}' twice (ids {} and {})", src, pieces_[i], it->second, i);
     if (types_[i] == kByte && byte_piece_value(pieces_[i]) < 0)
       fail("{}: tokenizer.ggml.token_type marks '{}' (id {}) as a byte token, but it is not "
-           "<0xXX>", src, pieces_[i], i);
+           "<0xXX>",
+           src, pieces_[i], i);
     if (types_[i] == kUserDefined) user_defined_.push_back(i);
     if (types_[i] == kUserDefined || types_[i] == kControl || types_[i] == kUnknown) special_.push_back(i);
   }
@@ -276,8 +272,8 @@ void Tokenizer::encode_spm(const std::string& text, std::vector<int32_t>& out) c
     for (char c : s) {
       int32_t id = byte_to_id_[static_cast<uint8_t>(c)];
       if (id < 0)
-        fail("{}: the tokenizer has no token for byte 0x{:02X} (<0x{:02X}>)", source_,
-             static_cast<uint8_t>(c), static_cast<uint8_t>(c));
+        fail("{}: the tokenizer has no token for byte 0x{:02X} (<0x{:02X}>)", source_, static_cast<uint8_t>(c),
+             static_cast<uint8_t>(c));
       out.push_back(id);
     }
   });
@@ -293,8 +289,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   // parse_special also control and unknown ones) are cut out of the text;
   // every text fragment that follows the start (or such a piece) gets the
   // space prefix.
-  const std::vector<Fragment> frags = cut_special_tokens(text, o.parse_special ? special_ : user_defined_, pieces_,
-                                                         [](int32_t) { return Strip{}; });
+  const std::vector<Fragment> frags =
+      cut_special_tokens(text, o.parse_special ? special_ : user_defined_, pieces_, [](int32_t) { return Strip{}; });
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (o.add_bos) out.push_back(bos_);
@@ -314,8 +310,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
 }
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
-  if (id < 0 || id >= vocab_size())
-    fail("{}: token id {} is outside the {} tokens", source_, id, vocab_size());
+  if (id < 0 || id >= vocab_size()) fail("{}: token id {} is outside the {} tokens", source_, id, vocab_size());
   if (bpe_) return token_to_piece_bpe(id);
   switch (types_[id]) {
     case kNormal: return replace_all(pieces_[id], kSpace, " ");

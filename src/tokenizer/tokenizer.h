@@ -31,8 +31,13 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
 
 // GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum TokenType : int32_t {
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3,
-  kUserDefined = 4, kUnused = 5, kByte = 6,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
 };
 
 // How encode() reads text, as llama.cpp's tokenize(add_special,
@@ -136,11 +141,11 @@ class Tokenizer {
 
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> piece_to_id_;
   std::array<int32_t, 256> byte_to_id_{};  // -1: no token for that byte
-  std::vector<int32_t> user_defined_;      // split out before BPE, longest first
-  std::vector<int32_t> special_;           // with parse_special: control, user-defined, unknown; longest first
+  std::vector<int32_t> user_defined_;  // split out before BPE, longest first
+  std::vector<int32_t> special_;  // with parse_special: control, user-defined, unknown; longest first
   std::string chat_template_;
   int32_t eot_ = -1;
-  std::shared_ptr<const BpeVocab> bpe_;    // set for a gpt2 vocabulary
+  std::shared_ptr<const BpeVocab> bpe_;  // set for a gpt2 vocabulary
 };
 
 }  // namespace ggtrain::tokenizer

@@ -17,25 +17,36 @@ constexpr int kMajor = 15, kMinor = 1;
 
 uint16_t category_flag(int8_t category) {
   switch (category) {
-    case U_UPPERCASE_LETTER: case U_LOWERCASE_LETTER: case U_TITLECASE_LETTER:
-    case U_MODIFIER_LETTER: case U_OTHER_LETTER:
-      return kLetter;
-    case U_NON_SPACING_MARK: case U_ENCLOSING_MARK: case U_COMBINING_SPACING_MARK:
-      return kMark;
-    case U_DECIMAL_DIGIT_NUMBER: case U_LETTER_NUMBER: case U_OTHER_NUMBER:
-      return kNumber;
-    case U_SPACE_SEPARATOR: case U_LINE_SEPARATOR: case U_PARAGRAPH_SEPARATOR:
-      return kSeparator;
-    case U_CONTROL_CHAR: case U_FORMAT_CHAR: case U_PRIVATE_USE_CHAR: case U_SURROGATE:
-      return kControl;
-    case U_DASH_PUNCTUATION: case U_START_PUNCTUATION: case U_END_PUNCTUATION:
-    case U_CONNECTOR_PUNCTUATION: case U_OTHER_PUNCTUATION: case U_INITIAL_PUNCTUATION:
-    case U_FINAL_PUNCTUATION:
-      return kPunctuation;
-    case U_MATH_SYMBOL: case U_CURRENCY_SYMBOL: case U_MODIFIER_SYMBOL: case U_OTHER_SYMBOL:
-      return kSymbol;
-    default:
-      return kUndefined;  // U_UNASSIGNED
+    case U_UPPERCASE_LETTER:
+    case U_LOWERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER: return kLetter;
+    case U_NON_SPACING_MARK:
+    case U_ENCLOSING_MARK:
+    case U_COMBINING_SPACING_MARK: return kMark;
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER: return kNumber;
+    case U_SPACE_SEPARATOR:
+    case U_LINE_SEPARATOR:
+    case U_PARAGRAPH_SEPARATOR: return kSeparator;
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_PRIVATE_USE_CHAR:
+    case U_SURROGATE: return kControl;
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_CONNECTOR_PUNCTUATION:
+    case U_OTHER_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION: return kPunctuation;
+    case U_MATH_SYMBOL:
+    case U_CURRENCY_SYMBOL:
+    case U_MODIFIER_SYMBOL:
+    case U_OTHER_SYMBOL: return kSymbol;
+    default: return kUndefined;  // U_UNASSIGNED
   }
 }
 
@@ -59,8 +70,7 @@ uint16_t category_of(uint32_t c) {
 // PropList.txt White_Space (the same list llama.cpp's generator hard-codes).
 bool is_white_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 struct Table {
@@ -151,8 +161,6 @@ void append_utf8(std::string& out, uint32_t c) {
 
 const std::string& byte_to_unicode(uint8_t byte) { return byte_map().to_unicode[byte]; }
 
-int unicode_to_byte(uint32_t cpt) {
-  return cpt < byte_map().from_unicode.size() ? byte_map().from_unicode[cpt] : -1;
-}
+int unicode_to_byte(uint32_t cpt) { return cpt < byte_map().from_unicode.size() ? byte_map().from_unicode[cpt] : -1; }
 
 }  // namespace ggtrain::tokenizer::unicode

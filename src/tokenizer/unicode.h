@@ -21,16 +21,16 @@ namespace ggtrain::tokenizer::unicode {
 // llama.cpp's unicode_cpt_flags bits: one general-category bit per code
 // point plus the White_Space property.
 enum Flag : uint16_t {
-  kUndefined = 0x0001,    // Cn (unassigned), and anything past U+10FFFF
-  kNumber = 0x0002,       // \p{N}
-  kLetter = 0x0004,       // \p{L}
-  kSeparator = 0x0008,    // \p{Z}
-  kMark = 0x0010,         // \p{M}
+  kUndefined = 0x0001,  // Cn (unassigned), and anything past U+10FFFF
+  kNumber = 0x0002,  // \p{N}
+  kLetter = 0x0004,  // \p{L}
+  kSeparator = 0x0008,  // \p{Z}
+  kMark = 0x0010,  // \p{M}
   kPunctuation = 0x0020,  // \p{P}
-  kSymbol = 0x0040,       // \p{S}
-  kControl = 0x0080,      // \p{C} except Cn
+  kSymbol = 0x0040,  // \p{S}
+  kControl = 0x0080,  // \p{C} except Cn
   kCategories = 0x00FF,
-  kWhitespace = 0x0100,   // PropList.txt White_Space
+  kWhitespace = 0x0100,  // PropList.txt White_Space
 };
 
 // Never 0: every code point has a category.

@@ -25,10 +25,11 @@ std::optional<BestCheckpoint> read_best(const std::string& run_dir) {
   std::stringstream ss;
   ss << in.rdbuf();
   const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("metric") || !j["metric"].is_string() ||
-      !j.contains("value") || !j["value"].is_number() || !j.contains("step") || !j["step"].is_number_integer())
+  if (j.is_discarded() || !j.is_object() || !j.contains("metric") || !j["metric"].is_string() || !j.contains("value") ||
+      !j["value"].is_number() || !j.contains("step") || !j["step"].is_number_integer())
     fail("{}: not the best checkpoint's record ({{\"metric\", \"value\", \"step\"}}); delete it to start keeping "
-         "the best afresh", path);
+         "the best afresh",
+         path);
   return BestCheckpoint{j["metric"].get<std::string>(), j["value"].get<double>(), j["step"].get<int64_t>()};
 }
 
@@ -39,7 +40,8 @@ void write_best(const std::string& run_dir, const BestCheckpoint& best) {
                                           {"value", best.value},
                                           {"step", best.step},
                                           {"file", std::filesystem::path(weights_path(run_dir, best.step)).filename()}}
-                               .dump() + "\n";
+                               .dump() +
+                           "\n";
   write_file_atomic(best_json(run_dir), text.data(), text.size());
   move_link(run_dir, "best.gguf", best.step);
 }

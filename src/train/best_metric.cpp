@@ -17,7 +17,8 @@ void check_keep_best(std::string_view metric) {
   if (metric.empty() || metric == "val_loss" || metric == "bpb") return;
   if (metric.starts_with(kTask) && metric.size() > kTask.size()) return;
   fail("config: checkpoint.keep_best must be \"\" (off), \"val_loss\", \"bpb\" or \"task:NAME\" (a "
-       "train.eval_tasks file), not \"{}\"", metric);
+       "train.eval_tasks file), not \"{}\"",
+       metric);
 }
 
 bool better_on(std::string_view metric, double value, double best) {

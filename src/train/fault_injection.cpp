@@ -17,9 +17,7 @@ std::set<int64_t> nan_steps() {
   std::set<int64_t> steps;
   if (!env || !*env) return steps;
   const std::string s(env);
-  auto bad = [&]() {
-    fail("GGTRAIN_INJECT_NAN_AT_STEP='{}': expected step numbers such as 5 or 3,4,7-9", s);
-  };
+  auto bad = [&]() { fail("GGTRAIN_INJECT_NAN_AT_STEP='{}': expected step numbers such as 5 or 3,4,7-9", s); };
   auto number = [&](std::string_view t) {
     int64_t v = 0;
     auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);

@@ -20,8 +20,8 @@ void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
                                   model::field_text(from, field)));
   }
   if (!diffs.empty())
-    fail("{}: init.from decides the model, and the config contradicts it: {} (leave model.* unset)",
-         f.path(), fmt::join(diffs, "; "));
+    fail("{}: init.from decides the model, and the config contradicts it: {} (leave model.* unset)", f.path(),
+         fmt::join(diffs, "; "));
   model::copy_fields(c.model, from);
 }
 

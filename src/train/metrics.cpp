@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "util/atomic_file.h"
-#include "util/line_chart.h"
 #include "util/error.h"
+#include "util/line_chart.h"
 
 namespace ggtrain::train {
 

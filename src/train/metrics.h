@@ -25,7 +25,7 @@ class MetricsLog {
   // Any other record with a "step"; one with "task" and "acc_norm" (a task
   // file's score) also goes into tasks.svg.
   void log_record(const nlohmann::json& record);
-  void write_plot() const;                      // atomic writes of loss.svg and tasks.svg
+  void write_plot() const;  // atomic writes of loss.svg and tasks.svg
 
  private:
   void append(const nlohmann::json& record);

@@ -16,8 +16,8 @@ void answer_spans(const int32_t* targets, const int32_t* doc_start, int64_t b, i
   for (int64_t i = 0; i < T;) {
     int64_t j = i + 1;
     while (j < T && doc_start[row + j] == doc_start[row + i]) ++j;
-    const bool counted = std::any_of(targets + row + i, targets + row + j,
-                                     [](int32_t t) { return t != kernels::kNoTarget; });
+    const bool counted =
+        std::any_of(targets + row + i, targets + row + j, [](int32_t t) { return t != kernels::kNoTarget; });
     if (counted) out.push_back({row + i, row + j});
     i = j;
   }
@@ -48,7 +48,8 @@ std::vector<PairSpans> find_pairs(const int32_t* targets, const int32_t* doc_sta
     answer_spans(targets, doc_start, b, T, spans);
     if (spans.size() % 2 != 0)
       fail("preference data: a window holds {} answers, not whole chosen/rejected pairs (was it prepared with "
-           "data.format = \"preference\"?)", spans.size());
+           "data.format = \"preference\"?)",
+           spans.size());
     for (size_t k = 0; k < spans.size(); k += 2) pairs.push_back({spans[k], spans[k + 1]});
   }
   return pairs;

@@ -35,7 +35,7 @@ PairCounts count_pairs(const int32_t* targets, const int32_t* doc_start, int64_t
 // Sums over pairs of what TRL logs (divide by `pairs` for its means).
 struct PreferenceTotals {
   int64_t pairs = 0, chosen_tokens = 0;
-  double loss = 0;        // sum of the pairs' losses
+  double loss = 0;  // sum of the pairs' losses
   double chosen_nll = 0;  // sum over chosen tokens of -log p (ORPO's SFT term)
   double reward_chosen = 0, reward_rejected = 0, reward_accuracy = 0, reward_margin = 0;
   double logps_chosen = 0, logps_rejected = 0;

@@ -22,9 +22,9 @@ inline bool needs_reference(Objective o) { return o == Objective::kDpo || o == O
 inline bool adds_chosen_nll(Objective o) { return o == Objective::kOrpo; }
 
 struct PreferenceParams {
-  double beta = 0.1;             // DPO/IPO/SimPO: beta; ORPO: lambda
+  double beta = 0.1;  // DPO/IPO/SimPO: beta; ORPO: lambda
   double label_smoothing = 0.0;  // DPO and SimPO (conservative DPO)
-  double simpo_gamma = 0.5;      // SimPO's target margin
+  double simpo_gamma = 0.5;  // SimPO's target margin
 };
 
 // One pair: each answer's log-probability summed over its tokens, its token

@@ -51,7 +51,8 @@ void write_reference(const std::string& path, const ReferenceSource& source, con
 std::vector<float> read_reference(const std::string& path, const ReferenceSource& source, int64_t n_tokens) {
   if (!std::filesystem::exists(path))
     fail("{}: missing; a resumed DPO/IPO run needs the reference log-probabilities it computed at its start "
-         "(start a new run to compute them again)", path);
+         "(start a new run to compute them again)",
+         path);
   MappedFile f(path);
   Header h{};
   if (f.size() < sizeof(h)) fail("{}: truncated ({} bytes); start a new run to compute it again", path, f.size());
@@ -59,10 +60,12 @@ std::vector<float> read_reference(const std::string& path, const ReferenceSource
   if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) fail("{}: not a ggtrain reference file", path);
   if (h.model != source.model)
     fail("{}: computed from another init.from (fingerprint {:016x}, now {:016x}); the reference model of a DPO/IPO "
-         "run is the one it started from: restore that file or start a new run", path, h.model, source.model);
+         "run is the one it started from: restore that file or start a new run",
+         path, h.model, source.model);
   if (h.tokens != source.tokens || h.seq_len != source.seq_len || h.n_tokens != n_tokens)
     fail("{}: computed for other preference data ({} tokens in windows of {}, now {} in windows of {}); start a new "
-         "run", path, h.n_tokens, h.seq_len, n_tokens, source.seq_len);
+         "run",
+         path, h.n_tokens, h.seq_len, n_tokens, source.seq_len);
   if (f.size() != sizeof(h) + size_t(n_tokens) * sizeof(float))
     fail("{}: {} bytes where {} belong; start a new run to compute it again", path, f.size(),
          sizeof(h) + size_t(n_tokens) * sizeof(float));

@@ -15,7 +15,7 @@
 namespace ggtrain::train {
 
 struct ReferenceSource {
-  uint64_t model = 0;   // model::base_fingerprint of init.from
+  uint64_t model = 0;  // model::base_fingerprint of init.from
   uint64_t tokens = 0;  // token_stream_fingerprint
   int64_t seq_len = 0;
   bool operator==(const ReferenceSource&) const = default;

@@ -19,8 +19,8 @@ namespace {
 void sum_over_ranks(dist::DataParallel& dp, PreferenceTotals& t) {
   if (dp.size() == 1) return;
   const double n = double(dp.size());
-  for (double* x : {&t.loss, &t.chosen_nll, &t.reward_chosen, &t.reward_rejected, &t.reward_accuracy,
-                    &t.reward_margin, &t.logps_chosen, &t.logps_rejected})
+  for (double* x : {&t.loss, &t.chosen_nll, &t.reward_chosen, &t.reward_rejected, &t.reward_accuracy, &t.reward_margin,
+                    &t.logps_chosen, &t.logps_rejected})
     *x = dp.mean_over_ranks(*x) * n;
 }
 
@@ -115,8 +115,7 @@ void Run::preference_micro_batches(StepResult& r) {
     const float* ref = reference_rows(ref_train_, window_ids_.data() + k * t.batch + first_row);
     std::fill(d_token_loss_.begin(), d_token_loss_.end(), 0.f);
     score_pairs(objective_, pref_, find_pairs(targets, doc_start, B, T), targets, model_->token_losses(), ref,
-                std::max<int64_t>(1, step.pairs), std::max<int64_t>(1, step.chosen_tokens), mine,
-                d_token_loss_.data());
+                std::max<int64_t>(1, step.pairs), std::max<int64_t>(1, step.chosen_tokens), mine, d_token_loss_.data());
     model_->backward_weighted(d_token_loss_.data());
   }
   // This rank's share of the step's objective; train_step sums the shares.

@@ -10,8 +10,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "corpus/batch_loader.h"
@@ -110,39 +110,39 @@ class Run {
   const bool tty_ = ::isatty(2) == 1;
   const InjectedFaults faults_ = injected_faults();
   std::unique_ptr<gguf::GgufFile> base_;  // init.from, else null
-  const RunConfig c_;                     // resolved: with base_'s model section
+  const RunConfig c_;  // resolved: with base_'s model section
   std::string run_id_;
   int64_t start_step_ = 0;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
   std::vector<int32_t> token_bytes_;  // tok_->token_byte_lengths(), for bits per byte
   struct TaskSet {
     std::string path;
-    int64_t every = 0;                    // scored every `every` steps
+    int64_t every = 0;  // scored every `every` steps
     std::vector<eval::ChoiceTask> tasks;  // drawn (its limit)
-    int64_t tokens = 0;                   // the longest sequence a task needs
+    int64_t tokens = 0;  // the longest sequence a task needs
   };
   std::vector<TaskSet> task_sets_;  // train.eval_tasks
   std::optional<BestCheckpoint> best_;  // checkpoint.keep_best's, on rank 0
-  double best_candidate_ = NAN;         // this step's value when it beats best_, on rank 0
+  double best_candidate_ = NAN;  // this step's value when it beats best_, on rank 0
   RunTokens tokens_;
   std::unique_ptr<corpus::MixtureLoader> loader_;
   std::unique_ptr<corpus::BatchLoader> val_loader_;
   model::LlamaConfig mc_;
-  std::unique_ptr<model::DonorTable> donor_;         // init.donor warm start, else null
-  uint64_t base_checksum_ = 0;                       // model::base_fingerprint of base_, in LoRA runs
+  std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
+  uint64_t base_checksum_ = 0;  // model::base_fingerprint of base_, in LoRA runs
   std::unique_ptr<model::QuantizedBase> quantized_;  // base_'s Q8_0 matrices, in LoRA runs
   std::unique_ptr<model::LlamaModel<float>> model_;
   std::unique_ptr<dist::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
-  std::vector<int64_t> window_ids_;                     // their rows' windows
+  std::vector<int64_t> window_ids_;  // their rows' windows
   // train.objective; for DPO/IPO the reference's -log p of each token of the
   // training and validation streams (train/preference_reference.h).
   Objective objective_ = Objective::kSft;
   PreferenceParams pref_;
   std::vector<float> ref_train_, ref_val_;
   std::vector<float> ref_rows_, d_token_loss_;  // [local batch, T] scratch of a micro-batch
-  bool documents_ = false;   // attention within documents (instruction data, data.attention)
+  bool documents_ = false;  // attention within documents (instruction data, data.attention)
   int64_t added_tokens_ = 0;  // chat markers appended to the base's vocabulary
   std::unique_ptr<MetricsLog> metrics_;
 

@@ -100,7 +100,6 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   w.write(path);
 }
 
-
 std::vector<int64_t> steps_in(const std::string& dir) {
   std::vector<int64_t> steps;
   static const std::regex re("step_([0-9]+)\\.gguf");
@@ -146,15 +145,12 @@ void discard(const std::vector<std::string>& paths) {
 }
 
 CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
-  if (s.get_string("general.architecture") != "ggtrain-state")
-    fail("{}: not a ggtrain state file", s.path());
+  if (s.get_string("general.architecture") != "ggtrain-state") fail("{}: not a ggtrain state file", s.path());
   if (s.get_uint("ggtrain.checkpoint_format") != kCheckpointFormat)
-    fail("{}: ggtrain.checkpoint_format {} is not supported", s.path(),
-         s.get_uint("ggtrain.checkpoint_format"));
+    fail("{}: ggtrain.checkpoint_format {} is not supported", s.path(), s.get_uint("ggtrain.checkpoint_format"));
   CheckpointMeta m;
   m.step = int64_t(s.get_uint("ggtrain.step"));
-  if (m.step != expect_step)
-    fail("{}: ggtrain.step is {}, expected {}", s.path(), m.step, expect_step);
+  if (m.step != expect_step) fail("{}: ggtrain.step is {}, expected {}", s.path(), m.step, expect_step);
   m.run_id = s.get_string("ggtrain.run_id");
   m.config_toml = s.get_string("ggtrain.config");
   m.loader.sources.push_back({s.get_uint("ggtrain.data.epoch"), s.get_uint("ggtrain.data.cursor")});
@@ -186,7 +182,8 @@ void load_exact_params(const gguf::GgufFile& w, const model::ParamLayout& layout
 void load_lens_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const CheckpointData& d) {
   if (s.get_uint("ggtrain.donor.checksum") != d.donor->checksum)
     fail("{}: the donor table of {} differs from the one this run was trained with ({}); resume "
-         "with the same donor file", s.path(), d.donor->path, s.get_string("ggtrain.donor.path"));
+         "with the same donor file",
+         s.path(), d.donor->path, s.get_string("ggtrain.donor.path"));
   model::LlamaConfig std_cfg = *d.config;
   std_cfg.donor_dim = 0;
   const model::ParamLayout std_layout(std_cfg);
@@ -210,7 +207,8 @@ void load_lens_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const Ch
 void load_lora_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const CheckpointData& d) {
   if (s.get_uint("ggtrain.lora.base.checksum") != d.lora_base_checksum)
     fail("{}: the base model {} differs from the one this LoRA run was trained on ({}); resume with the "
-         "same init.from file", s.path(), d.lora_base->path(), s.get_string("ggtrain.lora.base.path"));
+         "same init.from file",
+         s.path(), d.lora_base->path(), s.get_string("ggtrain.lora.base.path"));
   model::load_base_params(*d.lora_base, *d.config, *d.layout, d.params);
   for (const auto& t : d.layout->tensors()) {
     if (t.name.find(".lora_") == std::string::npos) continue;  // a base tensor
@@ -228,8 +226,7 @@ void move_link(const std::string& run_dir, const std::string& name, int64_t step
   const std::string tmp = dir + "/." + name + ".tmp";
   ::unlink(tmp.c_str());
   const std::string target = fmt::format("step_{}.gguf", step);
-  if (::symlink(target.c_str(), tmp.c_str()) != 0)
-    fail("{}: cannot create symlink: {}", tmp, errno_text(errno));
+  if (::symlink(target.c_str(), tmp.c_str()) != 0) fail("{}: cannot create symlink: {}", tmp, errno_text(errno));
   if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0)
     fail("{}/{}: cannot replace symlink: {}", dir, name, errno_text(errno));
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
@@ -239,8 +236,8 @@ void move_link(const std::string& run_dir, const std::string& name, int64_t step
   }
 }
 
-void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
-                     const CheckpointData& d, int64_t keep_last, int64_t keep_step) {
+void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta, const CheckpointData& d, int64_t keep_last,
+                     int64_t keep_step) {
   make_dir(run_dir + "/weights");
   make_dir(run_dir + "/state");
   const std::string wp = weights_path(run_dir, meta.step), sp = state_path(run_dir, meta.step);
@@ -266,8 +263,7 @@ int64_t latest_step(const std::string& run_dir) {
   const std::string target = fs::read_symlink(link).string();
   static const std::regex re("step_([0-9]+)\\.gguf");
   std::smatch m;
-  if (!std::regex_match(target, m, re))
-    fail("{}: points to '{}', not a step_N.gguf checkpoint", link, target);
+  if (!std::regex_match(target, m, re)) fail("{}: points to '{}', not a step_N.gguf checkpoint", link, target);
   return std::stoll(m[1]);
 }
 
@@ -278,7 +274,8 @@ CheckpointMeta read_latest_meta(const std::string& run_dir) {
   std::error_code ec;
   if (!fs::exists(wp, ec))
     fail("{}: missing: weights/latest points to it, so the run has no checkpoint to resume from "
-         "(its state file {} alone is not a model)", wp, sp);
+         "(its state file {} alone is not a model)",
+         wp, sp);
   if (!fs::exists(sp, ec))
     fail("{}: missing: weights/latest points to step {} but its optimizer state file is gone, so "
          "the run cannot resume exactly ({} is still a complete model)",
@@ -295,17 +292,15 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
   CheckpointMeta meta = read_state_meta(s, step);
   if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
     fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
-  if (d.lora_base)
-    load_lora_params(w, s, d);
-  else if (d.donor)
-    load_lens_params(w, s, d);
-  else
-    load_exact_params(w, *d.layout, d.params);
+  if (d.lora_base) load_lora_params(w, s, d);
+  else if (d.donor) load_lens_params(w, s, d);
+  else load_exact_params(w, *d.layout, d.params);
   size_t n_moments = 0;
   for (const auto& ti : s.tensors()) n_moments += ti.name.rfind("adam.m.", 0) == 0;
   if (n_moments != d.grad_layout->tensors().size())
     fail("{}: holds AdamW moments for {} tensors but this run trains {}; train.freeze / train.lora "
-         "cannot change on --resume", s.path(), n_moments, d.grad_layout->tensors().size());
+         "cannot change on --resume",
+         s.path(), n_moments, d.grad_layout->tensors().size());
   for (const auto& t : d.grad_layout->tensors()) {
     for (auto [prefix, dst] : {std::pair{"adam.m.", d.m}, std::pair{"adam.v.", d.v}}) {
       const auto& ti = s.tensor(prefix + t.name);

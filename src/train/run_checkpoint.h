@@ -33,7 +33,7 @@ struct CheckpointMeta {
 
 struct CheckpointData {
   const model::LlamaConfig* config;
-  const model::ParamLayout* layout;       // the parameters
+  const model::ParamLayout* layout;  // the parameters
   const model::ParamLayout* grad_layout;  // the trainable ones: layout of m and v
   const tokenizer::Tokenizer* tokenizer;
   float* params;
@@ -55,8 +55,8 @@ std::string state_path(const std::string& run_dir, int64_t step);
 
 // Writes weights, then state, then moves `latest`; prunes all but the newest
 // keep_last pairs (0 keeps all) and keep_step's (the best checkpoint's).
-void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta,
-                     const CheckpointData& d, int64_t keep_last, int64_t keep_step = -1);
+void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta, const CheckpointData& d, int64_t keep_last,
+                     int64_t keep_step = -1);
 
 // Atomically points weights/NAME at step_N.gguf (a relative link).
 void move_link(const std::string& run_dir, const std::string& name, int64_t step);

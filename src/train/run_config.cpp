@@ -15,8 +15,8 @@
 
 namespace ggtrain::train {
 
-model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
-                               int64_t d_ff, int64_t ctx, bool tied, double rope_freq_base) {
+model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
+                               int64_t ctx, bool tied, double rope_freq_base) {
   model::LlamaConfig c;
   c.d_model = d_model;
   c.n_layers = n_layers;
@@ -50,8 +50,7 @@ void check_steps_and_shapes(const RunConfig& c) {
   positive(train.seq_len, "train.seq_len");
   positive(train.grad_accum, "train.grad_accum");
   positive(train.eval_batches, "train.eval_batches");
-  if (train.seq_len > model.ctx)
-    fail("config: train.seq_len {} exceeds model.ctx {}", train.seq_len, model.ctx);
+  if (train.seq_len > model.ctx) fail("config: train.seq_len {} exceeds model.ctx {}", train.seq_len, model.ctx);
 }
 
 // init.from / init.donor / train.lora and the tokenizer they bring.
@@ -62,8 +61,7 @@ void check_init_and_lora(const RunConfig& c) {
   if (!init.from.empty() && !init.donor.empty())
     fail("config: init.from and init.donor exclude each other (continue a model, or warm-start a new one)");
   if (!init.from.empty() && !data.tokenizer.empty())
-    fail("config: init.from brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
-         data.tokenizer);
+    fail("config: init.from brings its own tokenizer; leave data.tokenizer unset (it is '{}')", data.tokenizer);
   if (train.lora.rank < 0) fail("config: train.lora.rank must be >= 0, got {}", train.lora.rank);
   if (train.lora.rank > 0) {
     if (init.from.empty()) fail("config: train.lora needs a base model: set init.from");
@@ -76,8 +74,7 @@ void check_init_and_lora(const RunConfig& c) {
       fail("config: train.freeze does not apply to a LoRA run (the whole base model is frozen)");
   }
   if (!init.donor.empty() && !data.tokenizer.empty())
-    fail("config: init.donor brings its own tokenizer; leave data.tokenizer unset (it is '{}')",
-         data.tokenizer);
+    fail("config: init.donor brings its own tokenizer; leave data.tokenizer unset (it is '{}')", data.tokenizer);
 }
 
 // The data section's names and numbers.
@@ -86,7 +83,8 @@ void check_data(const RunConfig& c) {
   if (!data.sources.empty() && !data.corpus.empty())
     fail("config: data.sources and data.corpus exclude each other (a mixture names its corpora in data.sources)");
   if (!data.sources.empty() && !data.val_corpus.empty())
-    fail("config: data.val_corpus does not apply to data.sources (each source keeps data.val_fraction of its documents)");
+    fail("config: data.val_corpus does not apply to data.sources (each source keeps data.val_fraction of its "
+         "documents)");
   if (data.doc_separator != "line" && data.doc_separator != "blank_line" && data.doc_separator != "file")
     fail("config: data.doc_separator must be line, blank_line or file, got '{}'", data.doc_separator);
   if (!data.file_type.empty() && data.file_type != "text" && data.file_type != "jsonl" && data.file_type != "llmc" &&
@@ -130,8 +128,7 @@ void check_run_options(const RunConfig& c) {
   const auto& train = c.train;
   const auto& checkpoint = c.checkpoint;
   if (train.threads < 0) fail("config: train.threads must be >= 0");
-  if (train.max_nonfinite < 1)
-    fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
+  if (train.max_nonfinite < 1) fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
   if (train.zero != 0 && train.zero != 1)
     fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
   if (train.precision == model::Precision::kBf16 && train.lora.rank > 0)
@@ -149,7 +146,8 @@ void check_run_options(const RunConfig& c) {
       std::none_of(task_paths.begin(), task_paths.end(),
                    [&](const std::string& p) { return names_task(checkpoint.keep_best, p); }))
     fail("config: checkpoint.keep_best = \"{}\" names no train.eval_tasks file ({}); list the task file there",
-         checkpoint.keep_best, task_paths.empty() ? std::string("it is empty") : fmt::format("{}", fmt::join(task_paths, ", ")));
+         checkpoint.keep_best,
+         task_paths.empty() ? std::string("it is empty") : fmt::format("{}", fmt::join(task_paths, ", ")));
   for (const auto& t : train.eval_tasks)
     if (train.every_of(t) == 0)
       fail("config: train.eval_tasks names {} but {} is 0; set how often to score it", t.path,
@@ -172,7 +170,8 @@ void check_objective(const RunConfig& c) {
          option_name(o));
   if (needs_reference(o) && c.init.from.empty())
     fail("config: train.objective = \"{}\" compares with a reference model: set init.from (the model to tune, "
-         "usually the SFT one)", option_name(o));
+         "usually the SFT one)",
+         option_name(o));
   if (!(t.beta > 0)) fail("config: train.beta must be positive, got {}", t.beta);
   if (!(t.label_smoothing >= 0 && t.label_smoothing < 0.5))
     fail("config: train.label_smoothing must be in [0, 0.5), got {}", t.label_smoothing);

@@ -29,11 +29,11 @@ struct DataSection {
   std::vector<Source> sources;
   // "" (by extension), "text", "jsonl", or pretokenized "llmc" / "nanogpt" (.bin)
   std::string file_type;
-  std::string doc_separator = "line";   // text files: "line", "blank_line" or "file"
-  std::string text_key = "text";        // JSONL: the member holding the document
+  std::string doc_separator = "line";  // text files: "line", "blank_line" or "file"
+  std::string text_key = "text";  // JSONL: the member holding the document
   std::string on_bad_document = "error";  // invalid UTF-8 / JSON: "error" or "skip" (counted)
   bool add_bos = true, add_eos = true;  // each document is BOS + text + EOS
-  int64_t shard_tokens = 100'000'000;   // training tokens per shard file
+  int64_t shard_tokens = 100'000'000;  // training tokens per shard file
   int64_t tokenizer_sample_lines = 2'000'000;  // lines sampled to train a tokenizer on
   std::string tokenizer;  // sentencepiece .model or a GGUF's vocabulary; empty: train one
   int64_t vocab_size = 4096;
@@ -137,8 +137,8 @@ struct CheckpointSection {
 
 // A model.* section: d_model, n_layers, n_heads, n_kv_heads, d_ff, ctx,
 // tied, and RoPE's base.
-model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads,
-                               int64_t d_ff, int64_t ctx, bool tied, double rope_freq_base = 10000.0);
+model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
+                               int64_t ctx, bool tied, double rope_freq_base = 10000.0);
 
 struct RunConfig {
   // model.*: the fields of model::llama_fields() (the defaults are s15's);

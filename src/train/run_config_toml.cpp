@@ -4,13 +4,13 @@
 // as TOML (saved with the run and in every state file).
 #include <fmt/format.h>
 
+#include <toml++/toml.h>
 #include <array>
 #include <charconv>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <toml++/toml.h>
 #include <type_traits>
 #include <variant>
 
@@ -88,8 +88,7 @@ Key float_key(const std::string& name, T RunConfig::*sec, double T::*field, cons
 template <typename T>
 Key bool_key(const std::string& name, T RunConfig::*sec, bool T::*field, const char* doc) {
   return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_bool(name, v); },
-          [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); },
-          Kind::Bool, doc};
+          [=](const RunConfig& c) { return std::string((c.*sec).*field ? "true" : "false"); }, Kind::Bool, doc};
 }
 
 // String values must be UTF-8: the resolved config is saved as TOML (with
@@ -101,8 +100,7 @@ Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field
   return {name,
           [=](RunConfig& c, const std::string& v) {
             if (!valid_utf8(v))
-              fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not",
-                   name);
+              fail("config: {} must be UTF-8 text (the config is saved as TOML), got bytes that are not", name);
             (c.*sec).*field = v;
           },
           [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String, doc};
@@ -116,8 +114,9 @@ struct Choice {
   E value;
   std::string_view name;
 };
-constexpr std::array<Choice<optim::ScheduleKind>, 3> kSchedules{
-    {{optim::ScheduleKind::Cosine, "cosine"}, {optim::ScheduleKind::Constant, "constant"}, {optim::ScheduleKind::Wsd, "wsd"}}};
+constexpr std::array<Choice<optim::ScheduleKind>, 3> kSchedules{{{optim::ScheduleKind::Cosine, "cosine"},
+                                                                 {optim::ScheduleKind::Constant, "constant"},
+                                                                 {optim::ScheduleKind::Wsd, "wsd"}}};
 constexpr std::array<Choice<NonfinitePolicy>, 2> kNonfinitePolicies{
     {{NonfinitePolicy::kStop, "stop"}, {NonfinitePolicy::kSkip, "skip"}}};
 constexpr std::array<Choice<model::Recompute>, 3> kRecomputes{
@@ -157,8 +156,7 @@ Key choice_key(const std::string& name, T RunConfig::*sec, E T::*field, const st
               }
             fail("config: {} must be {}, got \"{}\"", name, names_of(choices), v);
           },
-          [=](const RunConfig& c) { return quote(std::string(name_in(choices, (c.*sec).*field))); }, Kind::String,
-          doc};
+          [=](const RunConfig& c) { return quote(std::string(name_in(choices, (c.*sec).*field))); }, Kind::String, doc};
 }
 
 // A list of names: a TOML array of strings, or through --set the names
@@ -223,7 +221,8 @@ std::vector<DataSection::Source> parse_sources(const std::string& key, const std
 
 std::string sources_literal(const std::vector<DataSection::Source>& sources) {
   std::vector<std::string> items;
-  for (const auto& s : sources) items.push_back(fmt::format("{{path = {}, weight = {}}}", quote(s.path), float_literal(s.weight)));
+  for (const auto& s : sources)
+    items.push_back(fmt::format("{{path = {}, weight = {}}}", quote(s.path), float_literal(s.weight)));
   return fmt::format("[{}]", fmt::join(items, ", "));
 }
 
@@ -239,7 +238,8 @@ std::string sources_text(const toml::array& a, const Key& key, const std::string
       else fail("{}: {}: the weight of {} must be a number", source, key.name, path->get());
     }
     for (const auto& [k, v] : *t)
-      if (k.str() != "path" && k.str() != "weight") fail("{}: {}: unknown field '{}' (path, weight)", source, key.name, std::string(k.str()));
+      if (k.str() != "path" && k.str() != "weight")
+        fail("{}: {}: unknown field '{}' (path, weight)", source, key.name, std::string(k.str()));
     if (path->get().find_first_of(",@") != std::string::npos)
       fail("{}: {}: '{}' holds ',' or '@', which data.sources paths cannot", source, key.name, path->get());
     items.push_back(fmt::format("{}@{}", path->get(), weight));
@@ -304,15 +304,19 @@ std::string tasks_text(const toml::array& a, const Key& key, const std::string& 
     }
     const auto* t = e.as_table();
     const auto* path = t ? t->get_as<std::string>("path") : nullptr;
-    if (!path) fail("{}: {} must be an array of task paths or {{path = \"...\", format, every, limit}} tables", source, key.name);
+    if (!path)
+      fail("{}: {} must be an array of task paths or {{path = \"...\", format, every, limit}} tables", source,
+           key.name);
     std::string item = plain(path->get(), "the path");
     for (const auto& [k, v] : *t) {
       const std::string name(k.str());
       if (name == "path") continue;
       if (name == "format" && v.as_string()) item += "@format=" + plain(v.as_string()->get(), "the format");
-      else if ((name == "every" || name == "limit") && v.as_integer()) item += fmt::format("@{}={}", name, v.as_integer()->get());
+      else if ((name == "every" || name == "limit") && v.as_integer())
+        item += fmt::format("@{}={}", name, v.as_integer()->get());
       else if (name == "format" || name == "every" || name == "limit")
-        fail("{}: {}: the {} of {} must be {}", source, key.name, name, path->get(), name == "format" ? "a string" : "an integer");
+        fail("{}: {}: the {} of {} must be {}", source, key.name, name, path->get(),
+             name == "format" ? "a string" : "an integer");
       else fail("{}: {}: unknown field '{}' (path, format, every, limit)", source, key.name, name);
     }
     items.push_back(item);
@@ -334,8 +338,7 @@ std::vector<Key> model_keys() {
             return bool_key(name, &RunConfig::model, member, f.doc);
           else if constexpr (std::is_same_v<Member, std::string model::LlamaConfig::*>)
             return string_key(name, &RunConfig::model, member, f.doc);
-          else
-            return float_key(name, &RunConfig::model, member, f.doc);
+          else return float_key(name, &RunConfig::model, member, f.doc);
         },
         f.member));
   }
@@ -352,82 +355,127 @@ const std::vector<Key>& keys() {
   static const std::vector<Key> k = [] {
     std::vector<Key> all = model_keys();
     const std::vector<Key> rest = {
-      list_key("data.corpus", &RunConfig::data, &D::corpus, "training text: files, folders (recursive) or globs; .txt, .jsonl/.json, also .gz/.zst"),
-      list_key("data.val_corpus", &RunConfig::data, &D::val_corpus, "a separate validation set; empty: data.val_fraction of the corpus is held out"),
-      {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
-       [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources,
-       "a mixture instead of data.corpus: [{path, weight}], windows drawn in proportion to the weights"},
-      string_key("data.file_type", &RunConfig::data, &D::file_type, "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"),
-      string_key("data.doc_separator", &RunConfig::data, &D::doc_separator, "text files: a document per line, per blank_line-separated block, or per file"),
-      string_key("data.text_key", &RunConfig::data, &D::text_key, "JSONL: the member that holds each document's text"),
-      string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document, "invalid UTF-8 or JSON: error (stop, naming file and line) or skip (counted)"),
-      bool_key("data.add_bos", &RunConfig::data, &D::add_bos, "each document starts with BOS"),
-      bool_key("data.add_eos", &RunConfig::data, &D::add_eos, "each document ends with EOS"),
-      int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens, "training tokens per prepared shard file"),
-      int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines, "lines sampled from the corpus to train a tokenizer on"),
-      string_key("data.tokenizer", &RunConfig::data, &D::tokenizer, "a sentencepiece .model, a .gguf whose vocabulary to use, or a Hugging Face tokenizer.json (its tokenizer_config.json beside it); empty: train one on the corpus"),
-      int_key("data.vocab_size", &RunConfig::data, &D::vocab_size, "pieces of the tokenizer trained on the corpus (raised if the text has more characters)"),
-      float_key("data.val_fraction", &RunConfig::data, &D::val_fraction, "share of documents held out for validation, in [0, 0.5)"),
-      string_key("data.format", &RunConfig::data, &D::format, "text (pretraining), chat, alpaca, completion (answer-only loss), auto (detected per file), or preference (chosen/rejected pairs)"),
-      string_key("data.chat_template", &RunConfig::data, &D::chat_template, "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr, qwen3, gemma3"),
-      string_key("data.overflow", &RunConfig::data, &D::overflow, "an example longer than train.seq_len: truncate, split or skip (counted)"),
-      string_key("data.attention", &RunConfig::data, &D::attention, "causal (windows attend across documents) or document (within each document)"),
-      int_key("train.steps", &RunConfig::train, &T::steps, "optimizer steps of the whole run (the schedule's length)"),
-      int_key("train.batch", &RunConfig::train, &T::batch, "sequences per micro-batch (under mpirun: the global micro-batch)"),
-      int_key("train.seq_len", &RunConfig::train, &T::seq_len, "tokens per sequence (at most model.ctx)"),
-      int_key("train.grad_accum", &RunConfig::train, &T::grad_accum, "micro-batches per step (tokens per step = batch x seq_len x grad_accum)"),
-      float_key("train.lr_max", &RunConfig::train, &T::lr_max, "peak learning rate, reached after the warmup"),
-      float_key("train.lr_min", &RunConfig::train, &T::lr_min, "learning rate at the end of the schedule"),
-      int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps, "steps of linear warmup from 0 to lr_max"),
-      choice_key("train.schedule", &RunConfig::train, &T::schedule, kSchedules, "cosine, constant or wsd (warmup-stable-decay)"),
-      float_key("train.weight_decay", &RunConfig::train, &T::weight_decay, "AdamW decoupled weight decay (matrices only)"),
-      float_key("train.beta1", &RunConfig::train, &T::beta1, "AdamW first-moment decay"),
-      float_key("train.beta2", &RunConfig::train, &T::beta2, "AdamW second-moment decay"),
-      float_key("train.eps", &RunConfig::train, &T::eps, "AdamW epsilon"),
-      float_key("train.grad_clip", &RunConfig::train, &T::grad_clip, "global gradient-norm clip; 0 off"),
-      {"train.seed",
-       [](RunConfig& c, const std::string& v) {
-         int64_t s = parse_int("train.seed", v);
-         if (s < 0) fail("config: train.seed must be >= 0, got {}", s);
-         c.train.seed = uint64_t(s);
-       },
-       [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); },
-       Kind::Int,
-       "seed of the initial weights, the batch order and the samples"},
-      int_key("train.threads", &RunConfig::train, &T::threads, "threads; 0 uses every core"),
-      int_key("train.eval_every", &RunConfig::train, &T::eval_every, "validation loss every N steps (and at the end); 0 off"),
-      int_key("train.eval_batches", &RunConfig::train, &T::eval_batches, "validation batches per evaluation"),
-      {"train.eval_tasks", [](RunConfig& c, const std::string& v) { c.train.eval_tasks = parse_tasks("train.eval_tasks", v); },
-       [](const RunConfig& c) { return tasks_literal(c.train.eval_tasks); }, Kind::Tasks,
-       "multiple-choice task files scored as `ggtrain eval --task` scores them: paths or {path, format, every, limit} tables (--set: PATH@every=N@limit=N)"},
-      int_key("train.eval_tasks_every", &RunConfig::train, &T::eval_tasks_every, "score a train.eval_tasks file without its own `every` every N steps (and at the end); 0 off"),
-      int_key("train.eval_tasks_limit", &RunConfig::train, &T::eval_tasks_limit, "tasks drawn from a file without its own `limit` as `eval --tasks N` draws them; 0 all"),
-      int_key("train.sample_every", &RunConfig::train, &T::sample_every, "print a generated sample every N steps; 0 off"),
-      int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens, "tokens per printed sample"),
-      choice_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, kNonfinitePolicies, "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
-      int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite, "with skip: stop after this many non-finite steps in a row"),
-      int_key("train.zero", &RunConfig::train, &T::zero, "under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1)"),
-      choice_key("train.recompute", &RunConfig::train, &T::recompute, kRecomputes, "activations recomputed in backward to save memory: none, attn or all"),
-      choice_key("train.precision", &RunConfig::train, &T::precision, kPrecisions, "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
-      choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives, "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
-      float_key("train.beta", &RunConfig::train, &T::beta, "DPO/IPO/SimPO beta, ORPO lambda (TRL's beta; SimPO usually 2.0-2.5)"),
-      float_key("train.label_smoothing", &RunConfig::train, &T::label_smoothing, "DPO/SimPO: the share of pairs assumed mislabelled (conservative DPO), in [0, 0.5)"),
-      float_key("train.simpo_gamma", &RunConfig::train, &T::simpo_gamma, "SimPO's target reward margin gamma"),
-      list_key("train.freeze", &RunConfig::train, &T::freeze, "tensors that keep their values, e.g. [\"token_embd\", \"blk.0-3\", \"attn_norm\"]"),
-      {"train.lora.rank", [](RunConfig& c, const std::string& v) { c.train.lora.rank = parse_int("train.lora.rank", v); },
-       [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int,
-       "LoRA rank; > 0 trains adapters on a frozen init.from base"},
-      {"train.lora.alpha", [](RunConfig& c, const std::string& v) { c.train.lora.alpha = parse_float("train.lora.alpha", v); },
-       [](const RunConfig& c) { return float_literal(c.train.lora.alpha); }, Kind::Float,
-       "LoRA scale numerator: W + (alpha / rank) B A"},
-      {"train.lora.targets", [](RunConfig& c, const std::string& v) { c.train.lora.targets = parse_list("train.lora.targets", v); },
-       [](const RunConfig& c) { return list_literal(c.train.lora.targets); }, Kind::List,
-       "block matrices that get adapters: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down"},
-      int_key("checkpoint.every", &RunConfig::checkpoint, &K::every, "write weights/step_N.gguf every N steps (and at the end); 0: only at the end"),
-      int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last, "checkpoints kept (older ones deleted); 0 keeps all"),
-      string_key("checkpoint.keep_best", &RunConfig::checkpoint, &K::keep_best, "weights/best.gguf follows the best evaluation: val_loss, bpb or task:NAME (a train.eval_tasks file's acc_norm); empty: off"),
-      string_key("init.donor", &RunConfig::init, &I::donor, "a llama GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
-      string_key("init.from", &RunConfig::init, &I::from, "a GGUF to continue training (finetune): shape, vocabulary and weights come from it"),
+        list_key("data.corpus", &RunConfig::data, &D::corpus,
+                 "training text: files, folders (recursive) or globs; .txt, .jsonl/.json, also .gz/.zst"),
+        list_key("data.val_corpus", &RunConfig::data, &D::val_corpus,
+                 "a separate validation set; empty: data.val_fraction of the corpus is held out"),
+        {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
+         [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources,
+         "a mixture instead of data.corpus: [{path, weight}], windows drawn in proportion to the weights"},
+        string_key("data.file_type", &RunConfig::data, &D::file_type,
+                   "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"),
+        string_key("data.doc_separator", &RunConfig::data, &D::doc_separator,
+                   "text files: a document per line, per blank_line-separated block, or per file"),
+        string_key("data.text_key", &RunConfig::data, &D::text_key,
+                   "JSONL: the member that holds each document's text"),
+        string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document,
+                   "invalid UTF-8 or JSON: error (stop, naming file and line) or skip (counted)"),
+        bool_key("data.add_bos", &RunConfig::data, &D::add_bos, "each document starts with BOS"),
+        bool_key("data.add_eos", &RunConfig::data, &D::add_eos, "each document ends with EOS"),
+        int_key("data.shard_tokens", &RunConfig::data, &D::shard_tokens, "training tokens per prepared shard file"),
+        int_key("data.tokenizer_sample_lines", &RunConfig::data, &D::tokenizer_sample_lines,
+                "lines sampled from the corpus to train a tokenizer on"),
+        string_key("data.tokenizer", &RunConfig::data, &D::tokenizer,
+                   "a sentencepiece .model, a .gguf whose vocabulary to use, or a Hugging Face tokenizer.json (its "
+                   "tokenizer_config.json beside it); empty: train one on the corpus"),
+        int_key("data.vocab_size", &RunConfig::data, &D::vocab_size,
+                "pieces of the tokenizer trained on the corpus (raised if the text has more characters)"),
+        float_key("data.val_fraction", &RunConfig::data, &D::val_fraction,
+                  "share of documents held out for validation, in [0, 0.5)"),
+        string_key("data.format", &RunConfig::data, &D::format,
+                   "text (pretraining), chat, alpaca, completion (answer-only loss), auto (detected per file), or "
+                   "preference (chosen/rejected pairs)"),
+        string_key("data.chat_template", &RunConfig::data, &D::chat_template,
+                   "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr, "
+                   "qwen3, gemma3"),
+        string_key("data.overflow", &RunConfig::data, &D::overflow,
+                   "an example longer than train.seq_len: truncate, split or skip (counted)"),
+        string_key("data.attention", &RunConfig::data, &D::attention,
+                   "causal (windows attend across documents) or document (within each document)"),
+        int_key("train.steps", &RunConfig::train, &T::steps,
+                "optimizer steps of the whole run (the schedule's length)"),
+        int_key("train.batch", &RunConfig::train, &T::batch,
+                "sequences per micro-batch (under mpirun: the global micro-batch)"),
+        int_key("train.seq_len", &RunConfig::train, &T::seq_len, "tokens per sequence (at most model.ctx)"),
+        int_key("train.grad_accum", &RunConfig::train, &T::grad_accum,
+                "micro-batches per step (tokens per step = batch x seq_len x grad_accum)"),
+        float_key("train.lr_max", &RunConfig::train, &T::lr_max, "peak learning rate, reached after the warmup"),
+        float_key("train.lr_min", &RunConfig::train, &T::lr_min, "learning rate at the end of the schedule"),
+        int_key("train.warmup_steps", &RunConfig::train, &T::warmup_steps, "steps of linear warmup from 0 to lr_max"),
+        choice_key("train.schedule", &RunConfig::train, &T::schedule, kSchedules,
+                   "cosine, constant or wsd (warmup-stable-decay)"),
+        float_key("train.weight_decay", &RunConfig::train, &T::weight_decay,
+                  "AdamW decoupled weight decay (matrices only)"),
+        float_key("train.beta1", &RunConfig::train, &T::beta1, "AdamW first-moment decay"),
+        float_key("train.beta2", &RunConfig::train, &T::beta2, "AdamW second-moment decay"),
+        float_key("train.eps", &RunConfig::train, &T::eps, "AdamW epsilon"),
+        float_key("train.grad_clip", &RunConfig::train, &T::grad_clip, "global gradient-norm clip; 0 off"),
+        {"train.seed",
+         [](RunConfig& c, const std::string& v) {
+           int64_t s = parse_int("train.seed", v);
+           if (s < 0) fail("config: train.seed must be >= 0, got {}", s);
+           c.train.seed = uint64_t(s);
+         },
+         [](const RunConfig& c) { return std::to_string(int64_t(c.train.seed & 0x7fffffffffffffffULL)); }, Kind::Int,
+         "seed of the initial weights, the batch order and the samples"},
+        int_key("train.threads", &RunConfig::train, &T::threads, "threads; 0 uses every core"),
+        int_key("train.eval_every", &RunConfig::train, &T::eval_every,
+                "validation loss every N steps (and at the end); 0 off"),
+        int_key("train.eval_batches", &RunConfig::train, &T::eval_batches, "validation batches per evaluation"),
+        {"train.eval_tasks",
+         [](RunConfig& c, const std::string& v) { c.train.eval_tasks = parse_tasks("train.eval_tasks", v); },
+         [](const RunConfig& c) { return tasks_literal(c.train.eval_tasks); }, Kind::Tasks,
+         "multiple-choice task files scored as `ggtrain eval --task` scores them: paths or {path, format, every, "
+         "limit} tables (--set: PATH@every=N@limit=N)"},
+        int_key("train.eval_tasks_every", &RunConfig::train, &T::eval_tasks_every,
+                "score a train.eval_tasks file without its own `every` every N steps (and at the end); 0 off"),
+        int_key("train.eval_tasks_limit", &RunConfig::train, &T::eval_tasks_limit,
+                "tasks drawn from a file without its own `limit` as `eval --tasks N` draws them; 0 all"),
+        int_key("train.sample_every", &RunConfig::train, &T::sample_every,
+                "print a generated sample every N steps; 0 off"),
+        int_key("train.sample_tokens", &RunConfig::train, &T::sample_tokens, "tokens per printed sample"),
+        choice_key("train.on_nonfinite", &RunConfig::train, &T::on_nonfinite, kNonfinitePolicies,
+                   "a NaN/Inf loss or gradient: stop (keep the last checkpoint) or skip the update"),
+        int_key("train.max_nonfinite", &RunConfig::train, &T::max_nonfinite,
+                "with skip: stop after this many non-finite steps in a row"),
+        int_key("train.zero", &RunConfig::train, &T::zero,
+                "under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1)"),
+        choice_key("train.recompute", &RunConfig::train, &T::recompute, kRecomputes,
+                   "activations recomputed in backward to save memory: none, attn or all"),
+        choice_key("train.precision", &RunConfig::train, &T::precision, kPrecisions,
+                   "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
+        choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives,
+                   "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
+        float_key("train.beta", &RunConfig::train, &T::beta,
+                  "DPO/IPO/SimPO beta, ORPO lambda (TRL's beta; SimPO usually 2.0-2.5)"),
+        float_key("train.label_smoothing", &RunConfig::train, &T::label_smoothing,
+                  "DPO/SimPO: the share of pairs assumed mislabelled (conservative DPO), in [0, 0.5)"),
+        float_key("train.simpo_gamma", &RunConfig::train, &T::simpo_gamma, "SimPO's target reward margin gamma"),
+        list_key("train.freeze", &RunConfig::train, &T::freeze,
+                 "tensors that keep their values, e.g. [\"token_embd\", \"blk.0-3\", \"attn_norm\"]"),
+        {"train.lora.rank",
+         [](RunConfig& c, const std::string& v) { c.train.lora.rank = parse_int("train.lora.rank", v); },
+         [](const RunConfig& c) { return std::to_string(c.train.lora.rank); }, Kind::Int,
+         "LoRA rank; > 0 trains adapters on a frozen init.from base"},
+        {"train.lora.alpha",
+         [](RunConfig& c, const std::string& v) { c.train.lora.alpha = parse_float("train.lora.alpha", v); },
+         [](const RunConfig& c) { return float_literal(c.train.lora.alpha); }, Kind::Float,
+         "LoRA scale numerator: W + (alpha / rank) B A"},
+        {"train.lora.targets",
+         [](RunConfig& c, const std::string& v) { c.train.lora.targets = parse_list("train.lora.targets", v); },
+         [](const RunConfig& c) { return list_literal(c.train.lora.targets); }, Kind::List,
+         "block matrices that get adapters: attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down"},
+        int_key("checkpoint.every", &RunConfig::checkpoint, &K::every,
+                "write weights/step_N.gguf every N steps (and at the end); 0: only at the end"),
+        int_key("checkpoint.keep_last", &RunConfig::checkpoint, &K::keep_last,
+                "checkpoints kept (older ones deleted); 0 keeps all"),
+        string_key("checkpoint.keep_best", &RunConfig::checkpoint, &K::keep_best,
+                   "weights/best.gguf follows the best evaluation: val_loss, bpb or task:NAME (a train.eval_tasks "
+                   "file's acc_norm); empty: off"),
+        string_key("init.donor", &RunConfig::init, &I::donor,
+                   "a llama GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
+        string_key("init.from", &RunConfig::init, &I::from,
+                   "a GGUF to continue training (finetune): shape, vocabulary and weights come from it"),
     };
     all.insert(all.end(), rest.begin(), rest.end());
     return all;
@@ -567,8 +615,7 @@ void check_non_ascii(const std::string& text, const std::string& source) {
 namespace {
 // Keys of a section; a sub-table ([train.lora], `lora = {...}` or the dotted
 // `lora.rank = 8`) names keys one level down ("train.lora.rank").
-void apply_table(RunConfig& c, const std::string& prefix, const toml::table& table,
-                 const std::string& source) {
+void apply_table(RunConfig& c, const std::string& prefix, const toml::table& table, const std::string& source) {
   for (const auto& [key, value] : table) {
     const std::string name = fmt::format("{}.{}", prefix, key.str());
     if (const auto* sub = value.as_table()) {
@@ -608,8 +655,7 @@ void apply_toml_file(RunConfig& c, const std::string& path) {
 
 void apply_override(RunConfig& c, const std::string& assignment) {
   auto eq = assignment.find('=');
-  if (eq == std::string::npos)
-    fail("--set {}: expected section.key=value", assignment);
+  if (eq == std::string::npos) fail("--set {}: expected section.key=value", assignment);
   const std::string name = assignment.substr(0, eq);
   find_key(name, "--set").set(c, assignment.substr(eq + 1));
   c.set_keys.insert(name);

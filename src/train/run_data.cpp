@@ -57,9 +57,10 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
   if (vocab < need) {
     vocab = (need + 32 + 63) / 64 * 64;
     if (!quiet)
-      fmt::print(stderr, "tokenizer: the text has {} distinct characters, more than a vocabulary of {} holds "
-                 "(data.vocab_size); training {} pieces instead\n", need - tokenizer::kReservedBpePieces,
-                 c.data.vocab_size, vocab);
+      fmt::print(stderr,
+                 "tokenizer: the text has {} distinct characters, more than a vocabulary of {} holds "
+                 "(data.vocab_size); training {} pieces instead\n",
+                 need - tokenizer::kReservedBpePieces, c.data.vocab_size, vocab);
   }
   if (!quiet)
     fmt::print(stderr, "training a {}-token BPE tokenizer on {} lines sampled from the corpus\n", vocab,
@@ -73,7 +74,8 @@ void train_tokenizer_on_corpus(const RunConfig& c, const std::string& out_model,
     fs::remove(sample);
     // Name what the user gave, not the sample file made from it.
     std::string what = e.what();
-    if (what.rfind(sample, 0) == 0) what = fmt::format("data.corpus ({})", fmt::join(c.data.corpus, ", ")) + what.substr(sample.size());
+    if (what.rfind(sample, 0) == 0)
+      what = fmt::format("data.corpus ({})", fmt::join(c.data.corpus, ", ")) + what.substr(sample.size());
     fail("{} (data.vocab_size = {})", what, vocab);
   }
   fs::remove(sample);
@@ -145,12 +147,14 @@ int64_t add_chat_vocabulary(tokenizer::Tokenizer& tok, const RunConfig& c, bool 
     if (c.train.lora.rank > 0)
       fail("chat template {}: the vocabulary lacks {} ({}), and a LoRA run cannot train new token rows; finetune "
            "fully (train.lora.rank = 0) or choose a template whose markers the model has (data.chat_template)",
-           info.name, fmt::join(missing, " "), missing.size() == 1 ? "1 token" : fmt::format("{} tokens", missing.size()));
+           info.name, fmt::join(missing, " "),
+           missing.size() == 1 ? "1 token" : fmt::format("{} tokens", missing.size()));
     tok = tok.with_control_tokens(missing);
     if (!quiet)
-      fmt::print(stderr, "chat: template {}; added {} as control tokens {}..{} (their token_embd/output rows start "
-                 "as the mean of the others)\n", info.name, fmt::join(missing, " "),
-                 tok.vocab_size() - int64_t(missing.size()), tok.vocab_size() - 1);
+      fmt::print(stderr,
+                 "chat: template {}; added {} as control tokens {}..{} (their token_embd/output rows start "
+                 "as the mean of the others)\n",
+                 info.name, fmt::join(missing, " "), tok.vocab_size() - int64_t(missing.size()), tok.vocab_size() - 1);
   } else if (!quiet) {
     fmt::print(stderr, "chat: template {} (its markers are tokens of the vocabulary)\n", info.name);
   }
@@ -182,13 +186,16 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const tok
   const chat::ChatData d = chat::prepare_chat_data(o, tok, dir, resume);
   const chat::ChatDataStats& s = d.stats;
   if (!quiet)
-    fmt::print(stderr, "data: {} training / {} validation {}{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
-               "tokens trained, {:.1f}% padding){}\n", s.examples, s.val_examples, o.preference ? "pairs" : "examples",
+    fmt::print(stderr,
+               "data: {} training / {} validation {}{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
+               "tokens trained, {:.1f}% padding){}\n",
+               s.examples, s.val_examples, o.preference ? "pairs" : "examples",
                s.bad_skipped ? fmt::format(", {} bad records skipped", s.bad_skipped) : "",
                s.truncated ? fmt::format(", {} truncated", s.truncated) : "",
                s.split ? fmt::format(", {} split", s.split) : "",
                s.too_long_skipped ? fmt::format(", {} too long, skipped", s.too_long_skipped) : "", s.train_windows,
-               s.val_windows, c.train.seq_len, 100.0 * double(s.trained_tokens) / double(std::max<int64_t>(1, s.tokens)),
+               s.val_windows, c.train.seq_len,
+               100.0 * double(s.trained_tokens) / double(std::max<int64_t>(1, s.tokens)),
                100.0 * double(s.padding) / double(std::max<int64_t>(1, s.tokens + s.padding)),
                d.reused ? " (prepared before, reused)" : "");
   RunTokens r;
@@ -203,11 +210,12 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const tok
 }
 
 // One corpus (data.corpus, or one entry of data.sources) prepared into dir.
-corpus::PreparedData prepare_one(const corpus::PrepareOptions& o, const std::string& dir, const tokenizer::Tokenizer& tok,
-                               bool resume) {
+corpus::PreparedData prepare_one(const corpus::PrepareOptions& o, const std::string& dir,
+                                 const tokenizer::Tokenizer& tok, bool resume) {
   auto p = corpus::prepare_data(o, tok, dir, resume ? corpus::OnMismatch::kRefuse : corpus::OnMismatch::kPrepareAgain);
   const auto& m = p.manifest;
-  if (m.documents == 0) fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(o.corpus, ", "));
+  if (m.documents == 0)
+    fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(o.corpus, ", "));
   if (!o.quiet)
     fmt::print(stderr, "data: {} documents{} -> {} train / {} validation tokens in {} shard(s){}\n", m.documents,
                m.skipped ? fmt::format(" ({} bad ones skipped)", m.skipped) : "", m.train_tokens, m.val_tokens,
@@ -218,7 +226,7 @@ corpus::PreparedData prepare_one(const corpus::PrepareOptions& o, const std::str
 }  // namespace
 
 std::vector<corpus::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
-                                                 const tokenizer::Tokenizer& tok, bool resume, bool quiet) {
+                                                   const tokenizer::Tokenizer& tok, bool resume, bool quiet) {
   auto o = prepare_options(c, quiet);
   if (c.data.sources.empty()) return {prepare_one(o, dir, tok, resume)};
   std::vector<corpus::PreparedData> out;
@@ -250,7 +258,8 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
   if (resume && !fs::exists(corpus::manifest_path(dir)) && fs::exists(legacy_train)) {
     // Prepared before document ends and shards existed: the run resumes on
     // exactly the tokens it started with.
-    if (!quiet) fmt::print(stderr, "data: {} (prepared by an earlier ggtrain, without EOS): used as it is\n", legacy_train);
+    if (!quiet)
+      fmt::print(stderr, "data: {} (prepared by an earlier ggtrain, without EOS): used as it is\n", legacy_train);
     corpus::TokenFile val(legacy_val);
     return open_streams({{legacy_train}}, {1.0},
                         val.size() > 0 ? std::vector<std::string>{legacy_val} : std::vector<std::string>{});

@@ -3,8 +3,8 @@
 // and the training and validation token streams prepared into RUN/data
 // (corpus/prepare/prepare.h) from the data.* keys.
 #include <memory>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "corpus/batch_loader.h"
 #include "corpus/prepare/prepare.h"
@@ -30,7 +30,7 @@ tokenizer::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& 
 // DIR itself, source k of data.sources into DIR/source-k. On resume a
 // mismatch with the manifest is refused.
 std::vector<corpus::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
-                                                 const tokenizer::Tokenizer& tok, bool resume, bool quiet);
+                                                   const tokenizer::Tokenizer& tok, bool resume, bool quiet);
 
 // An instruction-tuning run (data.format other than "text"): the template
 // (data.chat_template resolved against the vocabulary's own), its markers
@@ -43,8 +43,8 @@ int64_t add_chat_vocabulary(tokenizer::Tokenizer& tok, const RunConfig& c, bool 
 
 struct RunTokens {
   std::vector<std::unique_ptr<corpus::TokenStream>> train;  // one per source (data.corpus: one)
-  std::vector<double> weights;                          // data.sources' weights
-  std::unique_ptr<corpus::TokenStream> val;               // null when there is no validation text
+  std::vector<double> weights;  // data.sources' weights
+  std::unique_ptr<corpus::TokenStream> val;  // null when there is no validation text
   // Instruction data: per-token flags of train[0] and val (corpus/batch_loader.h).
   std::unique_ptr<corpus::TokenStream> train_flags, val_flags;
   int32_t document_token = -1;  // data.attention = "document" on text: BOS starts a document

@@ -57,8 +57,8 @@ void check_same_vocabulary(const tokenizer::Tokenizer& tok, const std::string& t
   const tokenizer::Tokenizer ck = tokenizer::Tokenizer::from_gguf(w);
   const std::string fix = "resume with the tokenizer the run was trained with";
   if (ck.vocab_size() != tok.vocab_size())
-    fail("{}: vocabulary mismatch: the checkpoint has {} tokens but the tokenizer {} has {}; {}",
-         weights, ck.vocab_size(), tok_source, tok.vocab_size(), fix);
+    fail("{}: vocabulary mismatch: the checkpoint has {} tokens but the tokenizer {} has {}; {}", weights,
+         ck.vocab_size(), tok_source, tok.vocab_size(), fix);
   for (int32_t i = 0; i < int32_t(tok.vocab_size()); ++i)
     if (ck.piece(i) != tok.piece(i) || ck.token_type(i) != tok.token_type(i))
       fail("{}: vocabulary mismatch: token {} is '{}' in the checkpoint but '{}' in the tokenizer "

@@ -40,10 +40,8 @@ RunConfig resolve_config(const TrainOptions& o, const gguf::GgufFile* base) {
   RunConfig c = o.config;
   if (base) {
     try {
-      if (o.resume)
-        adopt_file_only_parts_of(c, *base);
-      else
-        adopt_model_of(c, *base);
+      if (o.resume) adopt_file_only_parts_of(c, *base);
+      else adopt_model_of(c, *base);
     } catch (const Error& e) {
       fail("{} (init.from)", e.what());
     }
@@ -70,10 +68,8 @@ Run::Run(const TrainOptions& o)
   if (!quiet_) report_plan();
   build_model();
   load_eval_tasks();
-  if (resume_)
-    resume_state();
-  else
-    init_state();
+  if (resume_) resume_state();
+  else init_state();
   load_reference();
   dp_->shard_moments(m_, v_);  // ZeRO-1: keep this rank's slices only
   if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe());
@@ -103,10 +99,11 @@ int64_t Run::check_resume() {
     // The schedule is a function of train.steps: a new length reshapes it
     // from here on, which a user extending a finished run should know.
     const optim::LrSchedule before = lr_schedule_of(saved.train), after = lr_schedule_of(c_.train);
-    fmt::print(stderr, "note: train.steps {} -> {}: the {} learning-rate schedule is stretched to end at step {}; "
-               "at step {} the rate goes from {:.2e} to {:.2e}\n", saved.train.steps, c_.train.steps,
-               option_name(c_.train.schedule), c_.train.steps, step, before.lr_at(std::min(step, saved.train.steps - 1)),
-               after.lr_at(step));
+    fmt::print(stderr,
+               "note: train.steps {} -> {}: the {} learning-rate schedule is stretched to end at step {}; "
+               "at step {} the rate goes from {:.2e} to {:.2e}\n",
+               saved.train.steps, c_.train.steps, option_name(c_.train.schedule), c_.train.steps, step,
+               before.lr_at(std::min(step, saved.train.steps - 1)), after.lr_at(step));
   }
   return step;
 }
@@ -158,12 +155,14 @@ void Run::prepare_data() {
   tokens_ = open_run_tokens(c_, run_dir_, *tok_, resume_, quiet_);
   for (const auto& t : tokens_.train)
     if (t->vocab() != tok_->vocab_size())
-      fail("{}: token file vocabulary {} differs from the tokenizer's {}", t->describe(), t->vocab(), tok_->vocab_size());
+      fail("{}: token file vocabulary {} differs from the tokenizer's {}", t->describe(), t->vocab(),
+           tok_->vocab_size());
   const int64_t T = c_.train.seq_len;
   std::vector<const corpus::TokenStream*> sources;
   for (const auto& t : tokens_.train) sources.push_back(t.get());
-  loader_ = std::make_unique<corpus::MixtureLoader>(sources, tokens_.weights, T, c_.train.seed,
-                                                 std::vector<corpus::WindowLabels>(sources.size(), tokens_.train_labels()));
+  loader_ = std::make_unique<corpus::MixtureLoader>(
+      sources, tokens_.weights, T, c_.train.seed,
+      std::vector<corpus::WindowLabels>(sources.size(), tokens_.train_labels()));
   if (tokens_.val && tokens_.val->size() > T)
     val_loader_ = std::make_unique<corpus::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
   documents_ = c_.data.format != "text" || c_.data.attention == "document";
@@ -190,7 +189,8 @@ void Run::report_plan() const {
              train_tokens);
   const int64_t val_windows = val_loader_ ? val_loader_->n_windows() : 0;
   if (t.eval_every > 0 && val_windows < t.batch)
-    fmt::print(stderr, "warning: the validation set holds {} tokens, less than one batch of {} x {}: no validation "
+    fmt::print(stderr,
+               "warning: the validation set holds {} tokens, less than one batch of {} x {}: no validation "
                "loss will be reported; raise data.val_fraction (now {}) or name a data.val_corpus\n",
                tokens_.val ? tokens_.val->size() : 0, t.batch, t.seq_len, c_.data.val_fraction);
 }
@@ -199,8 +199,9 @@ void Run::build_model() {
   mc_ = c_.llama(tok_->vocab_size());
   if (donor_) attach_donor();
   if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
-  const auto frozen = mc_.lora.rank > 0 ? model::ParamLayout(mc_.without_lora()).names()  // the whole base
-                                        : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
+  const auto frozen = mc_.lora.rank > 0
+                          ? model::ParamLayout(mc_.without_lora()).names()  // the whole base
+                          : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;
   model_opts.recompute = c_.train.recompute;
   model_opts.precision = c_.train.precision;
@@ -216,8 +217,8 @@ void Run::build_model() {
   if (mc_.lora.rank > 0) base_checksum_ = model::base_fingerprint(*base_);
   if (!frozen.empty() && !quiet_) {
     const model::ParamLayout all(mc_);  // model_->layout() lacks what quantized_ holds
-    fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(),
-               all.tensors().size(), model_->grad_layout().total(), all.total());
+    fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(), all.tensors().size(),
+               model_->grad_layout().total(), all.total());
   }
 }
 
@@ -225,8 +226,8 @@ void Run::build_model() {
 // vocabulary is the run's (the tokenizer came from the same file).
 void Run::attach_donor() {
   if (donor_->vocab != tok_->vocab_size())
-    fail("{}: token_embd.weight has {} rows but the donor's vocabulary has {} tokens", c_.init.donor,
-         donor_->vocab, tok_->vocab_size());
+    fail("{}: token_embd.weight has {} rows but the donor's vocabulary has {} tokens", c_.init.donor, donor_->vocab,
+         tok_->vocab_size());
   mc_.tied = false;  // the donor's table is input only; the new head is trained
   mc_.donor_dim = donor_->dim;
   if (!quiet_)

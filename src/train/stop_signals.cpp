@@ -30,7 +30,7 @@ StopSignals::~StopSignals() {
 }
 
 void StopSignals::wait_loop() {
-  const struct timespec tick {0, 50 * 1000 * 1000};
+  const struct timespec tick { 0, 50 * 1000 * 1000 };
   while (!stop_) {
     siginfo_t info;
     const int sig = ::sigtimedwait(&set_, &info, &tick);

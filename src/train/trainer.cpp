@@ -54,9 +54,10 @@ TrainSummary Run::loop(StopSignals& signals) {
     maybe_checkpoint(r.step, stopping);
     if (sig != 0 && r.step < t.steps) report_interruption(sig, r.step);
     else if (stopping && r.step < t.steps && dp_->root())
-      fmt::print(stderr, "{}stopped after step {}/{} (--stop-at) with checkpoint {}\n"
-                 "continue with: ggtrain train --resume --run-dir {}\n", tty_ && !quiet_ ? "\n" : "", r.step,
-                 t.steps, weights_path(run_dir_, r.step), shell_word(run_dir_));
+      fmt::print(stderr,
+                 "{}stopped after step {}/{} (--stop-at) with checkpoint {}\n"
+                 "continue with: ggtrain train --resume --run-dir {}\n",
+                 tty_ && !quiet_ ? "\n" : "", r.step, t.steps, weights_path(run_dir_, r.step), shell_word(run_dir_));
     if (stopping) break;
   }
   if (tty_ && !quiet_) fmt::print(stderr, "\n");
@@ -81,10 +82,8 @@ StepResult Run::train_step(int64_t step) {
   for (int64_t k = 0; k < t.grad_accum; ++k)
     loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro,
                   window_ids_.data() + k * t.batch);
-  if (objective_ == Objective::kSft)
-    sft_micro_batches(r);
-  else
-    preference_micro_batches(r);
+  if (objective_ == Objective::kSft) sft_micro_batches(r);
+  else preference_micro_batches(r);
   if (faults_.rank_fails_at(dp_->rank(), r.step))
     fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", r.step, dp_->rank());
   // gradients summed over ranks; the ranks' shares of the loss summed too
@@ -129,15 +128,16 @@ void Run::handle_nonfinite(const StepResult& r) {
       fmt::format("step {}: loss {:.6g} / gradient norm {:.6g} is not finite", r.step, r.loss, r.grad_norm);
   if (t.on_nonfinite != NonfinitePolicy::kSkip)
     fail("{}; stopping (train.on_nonfinite = \"stop\"); {}. To skip such steps instead, set "
-         "train.on_nonfinite = \"skip\"", what, last_checkpoint_text(run_dir_));
+         "train.on_nonfinite = \"skip\"",
+         what, last_checkpoint_text(run_dir_));
   ++nonfinite_in_a_row_;
   ++summary_.nonfinite_steps;
   if (nonfinite_in_a_row_ >= t.max_nonfinite)
     fail("{}; {} non-finite steps in a row (train.max_nonfinite = {}); stopping; {}", what, nonfinite_in_a_row_,
          t.max_nonfinite, last_checkpoint_text(run_dir_));
   if (!quiet_)
-    fmt::print(stderr, "{}{}; update skipped ({} in a row, at most {})\n", tty_ ? "\n" : "", what,
-               nonfinite_in_a_row_, t.max_nonfinite);
+    fmt::print(stderr, "{}{}; update skipped ({} in a row, at most {})\n", tty_ ? "\n" : "", what, nonfinite_in_a_row_,
+               t.max_nonfinite);
 }
 
 // metrics.jsonl, the summary, and the progress line (every step on a
@@ -147,8 +147,9 @@ void Run::log_step(const StepResult& r) {
   const int64_t tokens_per_step = t.batch * t.seq_len * t.grad_accum;
   const double tps = double(tokens_per_step) / r.seconds;
   train_seconds_ += r.seconds;
-  nlohmann::json record{{"step", r.step},       {"loss", r.loss},         {"lr", r.lr},
-                        {"grad_norm", r.grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", now_seconds() - loop_start_s_}};
+  nlohmann::json record{{"step", r.step},      {"loss", r.loss},
+                        {"lr", r.lr},          {"grad_norm", r.grad_norm},
+                        {"tokens_per_s", tps}, {"elapsed_s", now_seconds() - loop_start_s_}};
   if (r.step == start_step_ + 1) record["cpu_level"] = built_cpu_level();  // which build of the engine ran
   log_preference(record, r.pref, "");
   if (!r.finite) {  // NaN/Inf are written as null; the counters say why
@@ -164,10 +165,10 @@ void Run::log_step(const StepResult& r) {
   summary_.tokens_per_s = double(tokens_per_step * (r.step - start_step_)) / train_seconds_;
   if (!quiet_ && (tty_ || r.step % 10 == 0 || r.step == t.steps)) {
     const double eta = (now_seconds() - loop_start_s_) / double(r.step - start_step_) * double(t.steps - r.step);
-    const std::string rewards =
-        r.pref.pairs > 0 ? fmt::format(" | reward acc {:.2f} margin {:.3f}", r.pref.reward_accuracy / double(r.pref.pairs),
-                                       r.pref.reward_margin / double(r.pref.pairs))
-                         : "";
+    const std::string rewards = r.pref.pairs > 0 ? fmt::format(" | reward acc {:.2f} margin {:.3f}",
+                                                               r.pref.reward_accuracy / double(r.pref.pairs),
+                                                               r.pref.reward_margin / double(r.pref.pairs))
+                                                 : "";
     fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
                tty_ ? "\r" : "", r.step, t.steps, r.loss, rewards, r.lr, r.grad_norm, tps, duration_text(eta),
                tty_ ? "   " : "\n");
@@ -180,7 +181,8 @@ void Run::maybe_evaluate(int64_t step) {
   if (objective_ != Objective::kSft) return evaluate_pairs(step);
   const Validation v = evaluate();
   if (!std::isfinite(v.loss)) return;
-  metrics_->log_eval({{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_bpb", v.bits_per_byte}});
+  metrics_->log_eval(
+      {{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_bpb", v.bits_per_byte}});
   summary_.last_val_loss = v.loss;
   if (c_.checkpoint.keep_best == "val_loss") offer_best("val_loss", v.loss);
   if (c_.checkpoint.keep_best == "bpb") offer_best("bpb", v.bits_per_byte);
@@ -217,8 +219,8 @@ Run::Validation Run::evaluate() {
     for (int64_t b = 0; b < B; ++b)
       val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
     const int32_t* targets = dp_->local(targets_.data());
-    const double mean = model_->evaluate(dp_->local(inputs_.data()), targets,
-                                         documents_ ? dp_->local(doc_start_.data()) : nullptr);
+    const double mean =
+        model_->evaluate(dp_->local(inputs_.data()), targets, documents_ ? dp_->local(doc_start_.data()) : nullptr);
     sum += mean * double(model_->counted_targets());
     counted += double(model_->counted_targets());
     for (int64_t k = 0; k < model_->batch() * T; ++k)
@@ -248,19 +250,22 @@ void Run::maybe_score_tasks(int64_t step) {
     std::vector<eval::ChoiceTask> mine;
     for (size_t i = size_t(dp_->rank()); i < set.tasks.size(); i += size_t(dp_->size())) mine.push_back(set.tasks[i]);
     eval::ChoiceTotals t;
-    with_decoder(set.tokens, [&](infer::Decoder& dec) {
-      t = eval::totals_of(eval::score_choice_tasks(dec, *tok_, mine).tasks);
-    });
+    with_decoder(set.tokens,
+                 [&](infer::Decoder& dec) { t = eval::totals_of(eval::score_choice_tasks(dec, *tok_, mine).tasks); });
     if (dp_->size() > 1)
       for (double* x : {&t.tasks, &t.right, &t.right_norm, &t.gold_logprob})
         *x = dp_->mean_over_ranks(*x) * double(dp_->size());
     if (!dp_->root()) continue;
     eval::ChoiceResult r;
     eval::set_accuracies(r, t);
-    metrics_->log_record({{"step", step},          {"task", set.path},
-                          {"tasks", set.tasks.size()}, {"acc", r.acc},
-                          {"acc_stderr", r.acc_stderr}, {"acc_norm", r.acc_norm},
-                          {"acc_norm_stderr", r.acc_norm_stderr}, {"gold_logprob", r.gold_logprob}});
+    metrics_->log_record({{"step", step},
+                          {"task", set.path},
+                          {"tasks", set.tasks.size()},
+                          {"acc", r.acc},
+                          {"acc_stderr", r.acc_stderr},
+                          {"acc_norm", r.acc_norm},
+                          {"acc_norm_stderr", r.acc_norm_stderr},
+                          {"gold_logprob", r.gold_logprob}});
     // Step 0 (the starting weights) is a baseline, not a checkpoint.
     if (step > 0 && names_task(c_.checkpoint.keep_best, set.path)) offer_best(c_.checkpoint.keep_best, r.acc_norm);
     if (!quiet_)
@@ -293,7 +298,8 @@ void Run::offer_best(std::string_view metric, double value) {
 void Run::maybe_checkpoint(int64_t step, bool stopping) {
   const int64_t every = c_.checkpoint.every;
   // Rank 0 alone knows a task's score; every rank takes part in a checkpoint.
-  const bool new_best = !c_.checkpoint.keep_best.empty() && dp_->max_over_ranks(std::isnan(best_candidate_) ? 0 : 1) > 0;
+  const bool new_best =
+      !c_.checkpoint.keep_best.empty() && dp_->max_over_ranks(std::isnan(best_candidate_) ? 0 : 1) > 0;
   if (!new_best) {
     if ((every > 0 && step % every == 0) || step == c_.train.steps || stopping) checkpoint(step);
     return;
@@ -306,8 +312,8 @@ void Run::maybe_checkpoint(int64_t step, bool stopping) {
   write_best(run_dir_, *best_);
   metrics_->log_record({{"step", step}, {"best", best_->metric}, {"value", best_->value}});
   if (!quiet_)
-    fmt::print(stderr, "{}best {} so far at step {}: {:.4f} (weights/best.gguf)\n", tty_ ? "\n" : "",
-               best_->metric, step, best_->value);
+    fmt::print(stderr, "{}best {} so far at step {}: {:.4f} (weights/best.gguf)\n", tty_ ? "\n" : "", best_->metric,
+               step, best_->value);
 }
 
 void Run::checkpoint(int64_t step, int64_t keep_step) {
@@ -329,12 +335,12 @@ void Run::checkpoint(int64_t step, int64_t keep_step) {
 void Run::report_interruption(int sig, int64_t step) {
   summary_.interrupted_by = sig;
   if (dp_->root())  // under mpirun every rank got the signal; one says so
-    fmt::print(stderr, "{}ggtrain: {} received: stopped after step {}/{} with checkpoint {}\n"
+    fmt::print(stderr,
+               "{}ggtrain: {} received: stopped after step {}/{} with checkpoint {}\n"
                "resume with: ggtrain train --resume --run-dir {}\n",
                tty_ && !quiet_ ? "\n" : "", signal_name(sig), step, c_.train.steps, weights_path(run_dir_, step),
                shell_word(run_dir_));
 }
-
 
 TrainSummary run_training(const TrainOptions& opts) {
   StopSignals signals;  // before any thread of the run exists (MPI's too: they inherit the mask)

@@ -25,7 +25,7 @@ struct TrainSummary {
   double last_val_loss = NAN;  // NAN when no evaluation ran (train.eval_every = 0)
   std::string final_weights;
   int64_t nonfinite_steps = 0;  // updates skipped under train.on_nonfinite = "skip"
-  int interrupted_by = 0;       // SIGINT/SIGTERM that ended the run early, else 0
+  int interrupted_by = 0;  // SIGINT/SIGTERM that ended the run early, else 0
 };
 
 // While it trains, SIGINT and SIGTERM do not kill the process: the current

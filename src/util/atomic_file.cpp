@@ -89,8 +89,7 @@ void AtomicFileWriter::commit() {
     fail("{}: close failed: {}", dest_, errno_text(errno));
   }
   fd_ = -1;
-  if (::rename(tmp_.c_str(), dest_.c_str()) != 0)
-    fail("{}: rename from {} failed: {}", dest_, tmp_, errno_text(errno));
+  if (::rename(tmp_.c_str(), dest_.c_str()) != 0) fail("{}: rename from {} failed: {}", dest_, tmp_, errno_text(errno));
   committed_ = true;
   fsync_dir(parent_dir(dest_));
 }

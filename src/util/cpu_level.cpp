@@ -13,30 +13,35 @@ struct Need {
   const char* feature;
 };
 constexpr Need kNeeds[] = {
-    {2, "sse3"},     {2, "ssse3"},    {2, "sse4.1"},   {2, "sse4.2"},   {2, "popcnt"},
-    {3, "avx"},      {3, "avx2"},     {3, "fma"},      {3, "f16c"},     {3, "bmi"},       {3, "bmi2"},
-    {4, "avx512f"},  {4, "avx512bw"}, {4, "avx512cd"}, {4, "avx512dq"}, {4, "avx512vl"}, {4, "avx512vnni"},
-    {4, "avx512bf16"},
+    {2, "sse3"},     {2, "ssse3"},    {2, "sse4.1"},   {2, "sse4.2"},   {2, "popcnt"},     {3, "avx"},
+    {3, "avx2"},     {3, "fma"},      {3, "f16c"},     {3, "bmi"},      {3, "bmi2"},       {4, "avx512f"},
+    {4, "avx512bw"}, {4, "avx512cd"}, {4, "avx512dq"}, {4, "avx512vl"}, {4, "avx512vnni"}, {4, "avx512bf16"},
 };
 
-int level_number(const std::string& level) {
-  return level == "v2" ? 2 : level == "v3" ? 3 : level == "v4" ? 4 : 0;
-}
+int level_number(const std::string& level) { return level == "v2" ? 2 : level == "v3" ? 3 : level == "v4" ? 4 : 0; }
 
 bool cpu_supports(const std::string& feature) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // __builtin_cpu_supports takes string literals only: one case each.
   static const std::pair<const char*, bool> known[] = {
-      {"sse3", __builtin_cpu_supports("sse3")},         {"ssse3", __builtin_cpu_supports("ssse3")},
-      {"sse4.1", __builtin_cpu_supports("sse4.1")},     {"sse4.2", __builtin_cpu_supports("sse4.2")},
-      {"popcnt", __builtin_cpu_supports("popcnt")},     {"avx", __builtin_cpu_supports("avx")},
-      {"avx2", __builtin_cpu_supports("avx2")},         {"fma", __builtin_cpu_supports("fma")},
-      {"bmi", __builtin_cpu_supports("bmi")},           {"bmi2", __builtin_cpu_supports("bmi2")},
+      {"sse3", __builtin_cpu_supports("sse3")},
+      {"ssse3", __builtin_cpu_supports("ssse3")},
+      {"sse4.1", __builtin_cpu_supports("sse4.1")},
+      {"sse4.2", __builtin_cpu_supports("sse4.2")},
+      {"popcnt", __builtin_cpu_supports("popcnt")},
+      {"avx", __builtin_cpu_supports("avx")},
+      {"avx2", __builtin_cpu_supports("avx2")},
+      {"fma", __builtin_cpu_supports("fma")},
+      {"bmi", __builtin_cpu_supports("bmi")},
+      {"bmi2", __builtin_cpu_supports("bmi2")},
       {"f16c", __builtin_cpu_supports("f16c")},
-      {"avx512f", __builtin_cpu_supports("avx512f")},   {"avx512bw", __builtin_cpu_supports("avx512bw")},
-      {"avx512cd", __builtin_cpu_supports("avx512cd")}, {"avx512dq", __builtin_cpu_supports("avx512dq")},
-      {"avx512vl", __builtin_cpu_supports("avx512vl")}, {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
+      {"avx512f", __builtin_cpu_supports("avx512f")},
+      {"avx512bw", __builtin_cpu_supports("avx512bw")},
+      {"avx512cd", __builtin_cpu_supports("avx512cd")},
+      {"avx512dq", __builtin_cpu_supports("avx512dq")},
+      {"avx512vl", __builtin_cpu_supports("avx512vl")},
+      {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
       {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
   };
   for (const auto& [name, has] : known)

@@ -13,7 +13,7 @@
 namespace ggtrain {
 
 struct CpuLevel {
-  const char* name;         // "v3"
+  const char* name;  // "v3"
   const char* description;  // "x86-64-v3: AVX2, FMA, F16C"
 };
 

@@ -55,7 +55,9 @@ std::string line_chart_svg(const std::vector<ChartSeries>& series, const std::st
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
   std::ostringstream o;
-  o << fmt::format(R"svg(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)svg", W, H)
+  o << fmt::format(
+           R"svg(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)svg",
+           W, H)
     << fmt::format(R"svg(<rect width="{}" height="{}" fill="white"/>)svg", W, H)
     << fmt::format(R"svg(<text x="{}" y="18" font-size="14" font-weight="bold" text-anchor="middle">{}</text>)svg",
                    W / 2, xml_text(title));
@@ -85,6 +87,5 @@ std::string line_chart_svg(const std::vector<ChartSeries>& series, const std::st
   o << "</svg>\n";
   return o.str();
 }
-
 
 }  // namespace ggtrain

@@ -9,7 +9,7 @@
 namespace ggtrain {
 
 struct ChartSeries {
-  std::string name;   // the legend's text
+  std::string name;  // the legend's text
   std::string color;  // an SVG colour, e.g. "#1f77b4"
   std::vector<std::pair<double, double>> points;  // (step, value); non-finite values are left out
   bool dots = false;  // each point also as a dot (a series of one point has no line)

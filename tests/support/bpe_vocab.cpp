@@ -23,8 +23,8 @@ struct Special {
 };
 
 struct KindSpec {
-  std::string name;               // general.name
-  std::vector<uint8_t> missing;   // bytes without a token
+  std::string name;  // general.name
+  std::vector<uint8_t> missing;  // bytes without a token
   std::vector<Special> specials;  // appended after the merges
   std::string bos, eos;
   bool add_bos = false;
@@ -108,8 +108,7 @@ class MergeLearner {
     uint64_t best = 0;
     int64_t best_count = 1;
     for (const auto& [k, c] : pairs)
-      if (c > best_count || (c == best_count && best_count > 1 && text_of(k) < text_of(best)))
-        best = k, best_count = c;
+      if (c > best_count || (c == best_count && best_count > 1 && text_of(k) < text_of(best))) best = k, best_count = c;
     if (best_count < 2) return false;
     const int a = int(best >> 32), b = int(best & 0xFFFFFFFF);
     merges.push_back(names_[a] + " " + names_[b]);
@@ -143,9 +142,7 @@ class MergeLearner {
     int64_t count;
   };
   static uint64_t key(int a, int b) { return uint64_t(a) << 32 | uint32_t(b); }
-  std::pair<std::string, std::string> text_of(uint64_t k) const {
-    return {names_[k >> 32], names_[k & 0xFFFFFFFF]};
-  }
+  std::pair<std::string, std::string> text_of(uint64_t k) const { return {names_[k >> 32], names_[k & 0xFFFFFFFF]}; }
   bool is_blocked(int id) const {
     for (int b : blocked_)
       if (id == b) return true;
@@ -165,8 +162,7 @@ class MergeLearner {
 
 }  // namespace
 
-BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::string>& lines,
-                             int n_merges) {
+BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::string>& lines, int n_merges) {
   const KindSpec spec = kind_spec(kind);
   const tokenizer::PreTokenizer* pre = tokenizer::find_pre_tokenizer(kind);
   MergeLearner learner(spec.missing);

@@ -32,12 +32,10 @@ struct BpeVocabFile {
   std::vector<int32_t> types;
   int32_t bos = -1, eos = -1;
 };
-BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::string>& lines,
-                             int n_merges);
+BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::string>& lines, int n_merges);
 
 // Writes it (tokenizer.ggml.* + a 1-layer llama with random weights).
-void write_bpe_vocab_gguf(const std::string& path, const std::string& kind,
-                          const BpeVocabFile& v);
+void write_bpe_vocab_gguf(const std::string& path, const std::string& kind, const BpeVocabFile& v);
 
 // The tokenizer.* keys of `vocab` in a 1-layer llama with random weights.
 void write_model_with_vocabulary(const std::string& path, const gguf::GgufFile& vocab);

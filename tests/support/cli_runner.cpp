@@ -14,8 +14,7 @@
 
 namespace ggtrain::test_support {
 
-pid_t spawn_cli(const std::vector<std::string>& args, const std::string& out_path,
-                const CliOptions& opts) {
+pid_t spawn_cli(const std::vector<std::string>& args, const std::string& out_path, const CliOptions& opts) {
   // Everything the child needs is built before fork(): after it, only
   // async-signal-safe calls (the parent may have threads, e.g. OpenMP's).
   std::vector<std::string> env_strings;
@@ -62,8 +61,7 @@ CliResult wait_cli(pid_t pid, const std::string& out_path) {
   return r;
 }
 
-CliResult run_cli(const std::vector<std::string>& args, const std::string& out_path,
-                  const CliOptions& opts) {
+CliResult run_cli(const std::vector<std::string>& args, const std::string& out_path, const CliOptions& opts) {
   return wait_cli(spawn_cli(args, out_path, opts), out_path);
 }
 
@@ -75,11 +73,11 @@ std::string error_line(const std::string& output) {
   return output.substr(p, output.find('\n', p) - p);
 }
 
-std::vector<std::string> tiny_train_args(const std::string& bin, const std::string& run_dir,
-                                         const std::string& corpus,
+std::vector<std::string> tiny_train_args(const std::string& bin, const std::string& run_dir, const std::string& corpus,
                                          const std::vector<std::string>& sets) {
-  std::vector<std::string> a{bin, "train", "--preset", "tiny", "--run-dir", run_dir, "--quiet",
-                             "--set", "data.corpus=" + corpus, "--set", "train.threads=1"};
+  std::vector<std::string> a{
+      bin,     "train",          "--preset", "tiny", "--run-dir", run_dir, "--quiet", "--set", "data.corpus=" + corpus,
+      "--set", "train.threads=1"};
   for (const auto& s : sets) a.insert(a.end(), {"--set", s});
   return a;
 }
@@ -94,8 +92,7 @@ std::vector<std::string> resume_args(const std::string& bin, const std::string& 
 std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    out.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }

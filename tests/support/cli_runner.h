@@ -14,7 +14,7 @@ namespace ggtrain::test_support {
 
 struct CliOptions {
   std::vector<std::pair<std::string, std::string>> env;  // set in the child
-  unsigned long long file_size_limit = 0;                // RLIMIT_FSIZE in bytes when > 0
+  unsigned long long file_size_limit = 0;  // RLIMIT_FSIZE in bytes when > 0
   bool as_nobody = false;  // when root: setuid/setgid 65534 before exec
 };
 
@@ -24,21 +24,18 @@ struct CliResult {
 };
 
 // Starts `args` (args[0] is the binary); output goes to out_path.
-pid_t spawn_cli(const std::vector<std::string>& args, const std::string& out_path,
-                const CliOptions& opts = {});
+pid_t spawn_cli(const std::vector<std::string>& args, const std::string& out_path, const CliOptions& opts = {});
 // Waits for a child started by spawn_cli and reads its output.
 CliResult wait_cli(pid_t pid, const std::string& out_path);
 // spawn_cli + wait_cli.
-CliResult run_cli(const std::vector<std::string>& args, const std::string& out_path,
-                  const CliOptions& opts = {});
+CliResult run_cli(const std::vector<std::string>& args, const std::string& out_path, const CliOptions& opts = {});
 
 // The line "ggtrain: error: ..." of an output, without that prefix ("" if none).
 std::string error_line(const std::string& output);
 
 // `ggtrain train` with the tiny preset, single-threaded and quiet, on `corpus`,
 // plus `--set` for each of `sets`.
-std::vector<std::string> tiny_train_args(const std::string& bin, const std::string& run_dir,
-                                         const std::string& corpus,
+std::vector<std::string> tiny_train_args(const std::string& bin, const std::string& run_dir, const std::string& corpus,
                                          const std::vector<std::string>& sets = {});
 std::vector<std::string> resume_args(const std::string& bin, const std::string& run_dir,
                                      const std::vector<std::string>& sets = {});

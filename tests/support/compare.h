@@ -55,7 +55,7 @@ struct Comparison {
   double max_abs_ref = 0;
   size_t worst_index = 0;  // where |actual - ref| is largest
   std::optional<size_t> nonfinite_index;  // the first non-finite element, either side
-  bool nonfinite_in_actual = false;       // which side nonfinite_index is on
+  bool nonfinite_in_actual = false;  // which side nonfinite_index is on
 
   bool finite() const { return !nonfinite_index; }
   bool counts(size_t i) const { return counted.empty() || counted[i]; }
@@ -256,8 +256,7 @@ inline ::testing::AssertionResult within_rel_l2(const Comparison& c, double limi
 inline ::testing::AssertionResult differs_by_more_than(const Comparison& c, double limit) {
   if (auto bad = compare_detail::unusable(c)) return *bad;
   if (c.max_abs_diff > limit) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "max |actual - ref| = " << c.max_abs_diff << ", expected more than "
-                                       << limit;
+  return ::testing::AssertionFailure() << "max |actual - ref| = " << c.max_abs_diff << ", expected more than " << limit;
 }
 
 }  // namespace ggtrain::test_support

@@ -12,8 +12,7 @@
 namespace ggtrain::test_support {
 
 // (f(x+h e_i) - f(x-h e_i)) / 2h for every i, restoring x.
-inline std::vector<double> central_differences(std::vector<double>& x, const std::function<double()>& f,
-                                               double h) {
+inline std::vector<double> central_differences(std::vector<double>& x, const std::function<double()>& f, double h) {
   std::vector<double> numeric(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const double saved = x[i];
@@ -31,8 +30,8 @@ inline std::vector<double> central_differences(std::vector<double>& x, const std
 // the largest |analytic| so that tiny entries do not dominate. Both sides
 // must be finite: a NaN loss makes NaN differences, which must fail too.
 inline void expect_grad_matches_fd(std::vector<double>& x, const std::vector<double>& analytic,
-                                   const std::function<double()>& f, const std::string& what,
-                                   double tol = 1e-7, double h = 1e-5) {
+                                   const std::function<double()>& f, const std::string& what, double tol = 1e-7,
+                                   double h = 1e-5) {
   ASSERT_EQ(x.size(), analytic.size()) << what;
   const Comparison c = compare(central_differences(x, f, h), analytic);
   ASSERT_TRUE(is_finite(c)) << what << " (actual: finite differences, ref: analytic gradient)";

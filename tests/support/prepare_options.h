@@ -10,7 +10,7 @@
 namespace ggtrain::test_support {
 
 inline corpus::PrepareOptions small_batch_options(const std::vector<std::string>& corpus, double val_fraction,
-                                                int64_t shard_tokens) {
+                                                  int64_t shard_tokens) {
   corpus::PrepareOptions o;
   o.corpus = corpus;
   o.val_fraction = val_fraction;

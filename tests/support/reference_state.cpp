@@ -1,5 +1,5 @@
-#include "quant/gguf_floats.h"
 #include "support/reference_state.h"
+#include "quant/gguf_floats.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -55,8 +55,7 @@ ReferenceState load_reference_state(const std::string& path) {
   return r;
 }
 
-std::vector<std::string> find_reference_states(const std::string& shared_dir,
-                                               std::vector<FolderCount>* counts) {
+std::vector<std::string> find_reference_states(const std::string& shared_dir, std::vector<FolderCount>* counts) {
   std::vector<std::string> dirs{shared_dir};
   if (const char* extra = std::getenv("GGTRAIN_EXTRA_FIXTURES")) {
     std::stringstream ss(extra);

@@ -16,7 +16,7 @@ struct ReferenceState {
   model::LlamaConfig config;
   int64_t batch = 0, seq_len = 0;
   std::vector<int32_t> inputs, targets;  // [B, T] each
-  std::vector<float> logits;             // [B, T, V]
+  std::vector<float> logits;  // [B, T, V]
   double loss = 0;
   optim::AdamWConfig adamw;
   double lr = 0;

@@ -4,14 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iterator>
-#include <sstream>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
+#include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
@@ -21,9 +21,9 @@
 namespace ggtrain::test_support {
 
 void write_synthetic_corpus(const std::string& path, int lines) {
-  static const char* words[] = {"the", "king", "said", "unto", "them", "and", "went", "into",
-                                "land", "of", "water", "light", "day", "night", "was", "good",
-                                "he", "made", "heaven", "earth", "in", "beginning", "all", "things"};
+  static const char* words[] = {"the",  "king", "said",   "unto",  "them", "and",       "went", "into",
+                                "land", "of",   "water",  "light", "day",  "night",     "was",  "good",
+                                "he",   "made", "heaven", "earth", "in",   "beginning", "all",  "things"};
   const int n_words = int(sizeof(words) / sizeof(words[0]));
   std::ofstream out(path);
   uint64_t s = 12345;
@@ -60,8 +60,7 @@ train::RunConfig tiny_run_config(const std::string& corpus, int64_t steps) {
   return c;
 }
 
-train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume,
-                              int64_t stop_at) {
+train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume, int64_t stop_at) {
   train::TrainOptions o;
   o.run_dir = dir;
   o.config = resume ? train::saved_run_config(dir) : c;
@@ -148,8 +147,8 @@ bool same_tensor_data(const std::string& a, const std::string& b, std::string* w
   for (size_t i = 0; i < fa.tensors().size(); ++i) {
     const auto& ta = fa.tensors()[i];
     const auto& tb = fb.tensors()[i];
-    if (ta.name != tb.name || ta.type != tb.type || ta.shape() != tb.shape() ||
-        ta.n_bytes != tb.n_bytes || std::memcmp(ta.data, tb.data, ta.n_bytes) != 0) {
+    if (ta.name != tb.name || ta.type != tb.type || ta.shape() != tb.shape() || ta.n_bytes != tb.n_bytes ||
+        std::memcmp(ta.data, tb.data, ta.n_bytes) != 0) {
       *why = "tensor '" + ta.name + "' differs";
       return false;
     }

@@ -9,7 +9,6 @@
 
 namespace ggtrain::test_support {
 
-
 // Deterministic English-like text, one sentence per line.
 void write_synthetic_corpus(const std::string& path, int lines);
 // The first `lines` lines of `from` with their words in reverse order: a
@@ -27,8 +26,7 @@ std::string tiny_base_model(const std::string& dir);
 
 // A quiet training run in `dir` (resume: with the config saved there),
 // optionally ending after step stop_at.
-train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume,
-                              int64_t stop_at = 0);
+train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume, int64_t stop_at = 0);
 
 // Trains `c` uninterrupted in dir_a, and in dir_b stopped after step
 // stop_at then resumed; expects both final checkpoints (weights and state

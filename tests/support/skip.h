@@ -19,11 +19,10 @@ inline bool skips_fail() {
 
 }  // namespace ggtrain::test_support
 
-#define GGTRAIN_SKIP(reason)                                                                  \
-  do {                                                                                        \
-    const std::string ggtrain_skip_reason_ = (reason);                                        \
-    if (::ggtrain::test_support::skips_fail())                                                \
-      FAIL() << ggtrain_skip_reason_ << " (in CI, CI=true, a test that cannot run fails)";    \
-    else                                                                                      \
-      GTEST_SKIP() << ggtrain_skip_reason_;                                                   \
+#define GGTRAIN_SKIP(reason)                                                               \
+  do {                                                                                     \
+    const std::string ggtrain_skip_reason_ = (reason);                                     \
+    if (::ggtrain::test_support::skips_fail())                                             \
+      FAIL() << ggtrain_skip_reason_ << " (in CI, CI=true, a test that cannot run fails)"; \
+    else GTEST_SKIP() << ggtrain_skip_reason_;                                             \
   } while (0)

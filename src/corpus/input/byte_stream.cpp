@@ -125,8 +125,7 @@ class StreamDecoder : public Decoder {
   virtual bool inside_stream() const = 0;
 
   [[noreturn]] void fail_at(const std::string& why) const {
-    fail("{}: truncated or corrupt {} stream at compressed byte {} ({})", src_.path(), format_, in_.consumed(),
-         why);
+    fail("{}: truncated or corrupt {} stream at compressed byte {} ({})", src_.path(), format_, in_.consumed(), why);
   }
 
   FileSource src_;
@@ -158,8 +157,7 @@ class GzipDecoder : public StreamDecoder {
     z_.avail_out = uInt(std::min<size_t>(n, UINT32_MAX));
     int ret = inflate(&z_, Z_NO_FLUSH);
     in_.consume(in_.size() - z_.avail_in);
-    if (ret == Z_STREAM_END)
-      member_done_ = true;
+    if (ret == Z_STREAM_END) member_done_ = true;
     else if (ret != Z_OK && ret != Z_BUF_ERROR)  // Z_BUF_ERROR: no progress without more input
       fail_at(z_.msg ? z_.msg : zError(ret));
     return size_t(reinterpret_cast<char*>(z_.next_out) - buf);
@@ -202,12 +200,9 @@ class ZstdDecoder : public StreamDecoder {
 
 std::unique_ptr<Decoder> make_decoder(const InputFile& file) {
   switch (file.compression) {
-    case Compression::kGzip:
-      return std::make_unique<GzipDecoder>(file.path);
-    case Compression::kZstd:
-      return std::make_unique<ZstdDecoder>(file.path);
-    case Compression::kNone:
-      break;
+    case Compression::kGzip: return std::make_unique<GzipDecoder>(file.path);
+    case Compression::kZstd: return std::make_unique<ZstdDecoder>(file.path);
+    case Compression::kNone: break;
   }
   return std::make_unique<PlainDecoder>(file.path);
 }
@@ -219,9 +214,7 @@ struct ByteStream::Impl {
   uint64_t bytes_out = 0;
 };
 
-ByteStream::ByteStream(const InputFile& file) : impl_(std::make_unique<Impl>()) {
-  impl_->decoder = make_decoder(file);
-}
+ByteStream::ByteStream(const InputFile& file) : impl_(std::make_unique<Impl>()) { impl_->decoder = make_decoder(file); }
 
 ByteStream::~ByteStream() = default;
 

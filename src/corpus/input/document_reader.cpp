@@ -76,8 +76,8 @@ class LineSource {
     }
   }
 
-  int64_t line_number() const { return line_number_; }    // of the line last returned, from 1
-  uint64_t line_offset() const { return line_offset_; }    // its first byte's decompressed offset
+  int64_t line_number() const { return line_number_; }  // of the line last returned, from 1
+  uint64_t line_offset() const { return line_offset_; }  // its first byte's decompressed offset
   uint64_t consumed() const { return consumed_; }
   uint64_t compressed_bytes_read() const { return stream_.compressed_bytes_read(); }
 

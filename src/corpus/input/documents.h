@@ -22,8 +22,8 @@ struct InputFile {
   std::string path;
   FileType type = FileType::kText;
   Compression compression = Compression::kNone;
-  uint64_t size = 0;         // bytes on disk
-  int64_t mtime_ns = 0;      // modification time, for the manifest
+  uint64_t size = 0;  // bytes on disk
+  int64_t mtime_ns = 0;  // modification time, for the manifest
 };
 
 // Expands each spec: a file; a folder (every regular file below it,
@@ -59,7 +59,7 @@ class ByteStream {
   // Up to n bytes into buf; 0 at the end of the file.
   size_t read(char* buf, size_t n);
   uint64_t compressed_bytes_read() const;  // for progress: bytes of the file on disk consumed
-  uint64_t bytes_out() const;              // decompressed bytes returned so far
+  uint64_t bytes_out() const;  // decompressed bytes returned so far
 
  private:
   struct Impl;
@@ -68,7 +68,7 @@ class ByteStream {
 
 struct DocumentOptions {
   DocSeparator separator = DocSeparator::kLine;  // for text files
-  std::string text_key = "text";                 // for JSONL files
+  std::string text_key = "text";  // for JSONL files
   OnBadDocument on_bad = OnBadDocument::kError;
 };
 
@@ -93,11 +93,11 @@ class DocumentReader {
   ~DocumentReader();
   // The next document into *doc; false at the end of the file.
   bool next(std::string* doc);
-  int64_t documents_read() const;   // documents returned so far
-  int64_t line_number() const;      // the line (from 1) the last document ends on
-  int64_t skipped() const;          // bad documents skipped (kSkip)
+  int64_t documents_read() const;  // documents returned so far
+  int64_t line_number() const;  // the line (from 1) the last document ends on
+  int64_t skipped() const;  // bad documents skipped (kSkip)
   uint64_t compressed_bytes_read() const;
-  uint64_t bytes_read() const;      // decompressed bytes consumed so far
+  uint64_t bytes_read() const;  // decompressed bytes consumed so far
 
  private:
   struct Impl;

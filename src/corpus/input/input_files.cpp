@@ -90,10 +90,8 @@ void walk_folder(const std::string& dir, const std::string& key, std::vector<std
     std::string name = e.path().filename().string();
     if (is_hidden(name)) continue;
     std::string path = join(dir, name);
-    if (is_real_folder(e))
-      walk_folder(path, key, out);
-    else
-      add_if_file(path, key, out);
+    if (is_real_folder(e)) walk_folder(path, key, out);
+    else add_if_file(path, key, out);
   }
 }
 
@@ -118,10 +116,8 @@ class GlobMatcher {
     for (const auto& e : list_folder(dir, key_)) {
       std::string name = e.path().filename().string();
       if (::fnmatch(parts_[idx].c_str(), name.c_str(), FNM_PERIOD) != 0) continue;
-      if (last)
-        add_if_file(join(dir, name), key_, out);
-      else
-        match(join(dir, name), idx + 1, out);
+      if (last) add_if_file(join(dir, name), key_, out);
+      else match(join(dir, name), idx + 1, out);
     }
   }
 
@@ -164,12 +160,9 @@ std::vector<std::string> expand_spec(const std::string& spec, const std::string&
   if (!spec.empty() && ::lstat(spec.c_str(), &lst) == 0) {
     struct stat st {};
     if (::stat(spec.c_str(), &st) != 0) fail_unreadable(spec, errno, key);
-    if (S_ISDIR(st.st_mode))
-      walk_folder(spec, key, &paths);
-    else if (S_ISREG(st.st_mode))
-      paths.push_back(spec);
-    else
-      fail("{}: not a regular file or a folder ({})", spec, key);
+    if (S_ISDIR(st.st_mode)) walk_folder(spec, key, &paths);
+    else if (S_ISREG(st.st_mode)) paths.push_back(spec);
+    else fail("{}: not a regular file or a folder ({})", spec, key);
   } else if (has_glob_chars(spec)) {
     expand_glob(spec, key, &paths);
   }
@@ -237,8 +230,8 @@ InputFile describe_file(const std::string& path, const std::string& file_type_ov
 std::vector<InputFile> expand_inputs(const std::vector<std::string>& specs, const std::string& file_type_override,
                                      const std::string& key) {
   if (!file_type_override.empty() && !override_type(file_type_override))
-    fail("{}: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got '{}'",
-         key, file_type_override);
+    fail("{}: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got '{}'", key,
+         file_type_override);
   std::vector<InputFile> files;
   for (const auto& spec : specs)
     for (const auto& path : expand_spec(spec, key)) files.push_back(describe_file(path, file_type_override, key));

@@ -58,7 +58,8 @@ TokenFileLayout llmc_layout(const InputFile& f) {
   const uint64_t want = kLlmcHeaderBytes + uint64_t(std::max(count, 0)) * uint64_t(l.width);
   if (count < 0 || want != f.size)
     fail("{}: the llm.c header gives {} tokens ({} bytes with the header), but the file has {} bytes "
-         "(truncated or not an llm.c file)", f.path, count, want, f.size);
+         "(truncated or not an llm.c file)",
+         f.path, count, want, f.size);
   l.count = uint64_t(count);
   return l;
 }
@@ -78,17 +79,22 @@ TokenFileLayout token_file_layout(const InputFile& f) {
     fail("{}: compressed token files are not supported: decompress it first", f.path);
   if (f.type == FileType::kLlmc) return llmc_layout(f);
   if (f.size % 2 != 0)
-    fail("{}: a nanoGPT token file holds 2-byte tokens, but its size {} is odd (truncated or not a token file)",
-         f.path, f.size);
+    fail("{}: a nanoGPT token file holds 2-byte tokens, but its size {} is odd (truncated or not a token file)", f.path,
+         f.size);
   return TokenFileLayout{0, 2, f.size / 2};
 }
 
 TokenDocumentReader::TokenDocumentReader(const InputFile& file, int64_t vocab_size, int32_t eos_id)
-    : file_(file), layout_(token_file_layout(file)), vocab_(vocab_size), eos_(eos_id),
-      stream_(std::make_unique<ByteStream>(file)), buf_(kChunkBytes) {
+    : file_(file),
+      layout_(token_file_layout(file)),
+      vocab_(vocab_size),
+      eos_(eos_id),
+      stream_(std::make_unique<ByteStream>(file)),
+      buf_(kChunkBytes) {
   // Skip the header (already checked).
   for (uint64_t left = layout_.offset; left > 0;) {
-    const size_t got = stream_->read(reinterpret_cast<char*>(buf_.data()), size_t(std::min<uint64_t>(left, buf_.size())));
+    const size_t got =
+        stream_->read(reinterpret_cast<char*>(buf_.data()), size_t(std::min<uint64_t>(left, buf_.size())));
     if (got == 0) fail("{}: ended inside its header (changed while being read?)", file_.path);
     left -= got;
   }
@@ -122,7 +128,8 @@ int32_t TokenDocumentReader::token_at(size_t i) const {
   // index past the embedding table.
   if (int64_t(id) >= vocab_)
     fail("{}: token {} is id {}, past the vocabulary of data.tokenizer ({} tokens; is it the vocabulary these "
-         "tokens were made with?)", file_.path, consumed_, id, vocab_);
+         "tokens were made with?)",
+         file_.path, consumed_, id, vocab_);
   return int32_t(id);
 }
 

@@ -24,7 +24,7 @@
 
 namespace ggtrain::corpus {
 
-constexpr int32_t kLlmcMagicGpt2 = 20240520;   // version 1, uint16 tokens
+constexpr int32_t kLlmcMagicGpt2 = 20240520;  // version 1, uint16 tokens
 constexpr int32_t kLlmcMagicLlama3 = 20240801;  // version 7, uint32 tokens
 constexpr uint64_t kLlmcHeaderBytes = 256 * 4;
 constexpr size_t kMaxDocumentTokens = size_t(1) << 22;
@@ -38,8 +38,8 @@ FileType detect_bin_type(const std::string& path);
 // Where the tokens of a pretokenized file lie.
 struct TokenFileLayout {
   uint64_t offset = 0;  // bytes before the first token (the llm.c header)
-  int width = 2;        // bytes per token
-  uint64_t count = 0;   // tokens
+  int width = 2;  // bytes per token
+  uint64_t count = 0;  // tokens
 };
 
 // Reads and checks the llm.c header (magic, version, token count against
@@ -71,9 +71,9 @@ class TokenDocumentReader {
   int32_t eos_;
   std::unique_ptr<ByteStream> stream_;
   std::vector<unsigned char> buf_;  // a chunk of whole tokens
-  size_t pos_ = 0, end_ = 0;        // tokens of buf_ consumed, held
-  uint64_t consumed_ = 0;           // tokens of the file consumed
-  uint64_t buffered_ = 0;           // tokens of the file read into buffers so far
+  size_t pos_ = 0, end_ = 0;  // tokens of buf_ consumed, held
+  uint64_t consumed_ = 0;  // tokens of the file consumed
+  uint64_t buffered_ = 0;  // tokens of the file read into buffers so far
   int64_t documents_ = 0;
 };
 

@@ -41,11 +41,17 @@ namespace {
 json to_json(const Manifest& m) {
   json sources = json::array(), shards = json::array();
   for (const auto& s : m.sources)
-    sources.push_back({{"path", s.path}, {"size", s.size}, {"mtime_ns", s.mtime_ns},
-                       {"sample_hash", s.sample_hash}, {"validation", s.validation}});
+    sources.push_back({{"path", s.path},
+                       {"size", s.size},
+                       {"mtime_ns", s.mtime_ns},
+                       {"sample_hash", s.sample_hash},
+                       {"validation", s.validation}});
   for (const auto& s : m.shards)
-    shards.push_back({{"train", s.train_file}, {"train_tokens", s.train_tokens}, {"val", s.val_file},
-                      {"val_tokens", s.val_tokens}, {"documents", s.documents},
+    shards.push_back({{"train", s.train_file},
+                      {"train_tokens", s.train_tokens},
+                      {"val", s.val_file},
+                      {"val_tokens", s.val_tokens},
+                      {"documents", s.documents},
                       {"end", {{"source", s.end_source}, {"documents_in_source", s.end_documents_in_source}}}});
   return {{"format", Manifest::kFormat},
           {"options", json::parse(m.options)},
@@ -53,8 +59,12 @@ json to_json(const Manifest& m) {
           {"sources", sources},
           {"shards", shards},
           {"complete", m.complete},
-          {"totals", {{"documents", m.documents}, {"skipped_documents", m.skipped}, {"bytes", m.bytes},
-                      {"train_tokens", m.train_tokens}, {"val_tokens", m.val_tokens}}}};
+          {"totals",
+           {{"documents", m.documents},
+            {"skipped_documents", m.skipped},
+            {"bytes", m.bytes},
+            {"train_tokens", m.train_tokens},
+            {"val_tokens", m.val_tokens}}}};
 }
 
 // A shard file name must stay inside the folder: the manifest is input.
@@ -71,9 +81,8 @@ Manifest from_json(const json& j, const std::string& path) {
   m.tokenizer_fingerprint = j.at("tokenizer").at("fingerprint").get<std::string>();
   m.vocab = j.at("tokenizer").at("vocab").get<int64_t>();
   for (const auto& s : j.at("sources"))
-    m.sources.push_back({s.at("path").get<std::string>(), s.at("size").get<uint64_t>(),
-                         s.at("mtime_ns").get<int64_t>(), s.at("sample_hash").get<uint64_t>(),
-                         s.at("validation").get<bool>()});
+    m.sources.push_back({s.at("path").get<std::string>(), s.at("size").get<uint64_t>(), s.at("mtime_ns").get<int64_t>(),
+                         s.at("sample_hash").get<uint64_t>(), s.at("validation").get<bool>()});
   for (const auto& s : j.at("shards")) {
     ShardRecord r;
     r.train_file = shard_name(s, "train", path);
@@ -148,8 +157,7 @@ std::optional<std::string> changed_source(const std::vector<SourceRecord>& recor
     const uint64_t size = uint64_t(st.st_size);
     const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     if (size != s.size) return fmt::format("{} (its size was {} bytes, now {})", s.path, s.size, size);
-    if (mtime != s.mtime_ns && sampled_hash(s.path, size) != s.sample_hash)
-      return s.path + " (its content changed)";
+    if (mtime != s.mtime_ns && sampled_hash(s.path, size) != s.sample_hash) return s.path + " (its content changed)";
   }
   return std::nullopt;
 }

@@ -20,7 +20,7 @@ struct SourceRecord {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t sample_hash = 0;  // FNV-1a of the first and last MiB and the size
-  bool validation = false;   // from data.val_corpus: every document is validation
+  bool validation = false;  // from data.val_corpus: every document is validation
 };
 
 struct ShardRecord {

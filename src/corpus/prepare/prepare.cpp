@@ -116,7 +116,8 @@ class DocumentCursor {
     open();
     Document doc;
     while (open_now() && documents_in_source() < skip)
-      if (!read(&doc)) fail("{}: has fewer documents than the manifest recorded ({})", files_[size_t(source_)].path, skip);
+      if (!read(&doc))
+        fail("{}: has fewer documents than the manifest recorded ({})", files_[size_t(source_)].path, skip);
   }
   // The next document that is not only white space; false at the end of
   // the last file.
@@ -150,10 +151,8 @@ class DocumentCursor {
     tokens_.reset();
     if (source_ >= int64_t(files_.size())) return;
     const InputFile& f = files_[size_t(source_)];
-    if (is_pretokenized(f.type))
-      tokens_ = std::make_unique<TokenDocumentReader>(f, vocab_.size, vocab_.eos);
-    else
-      text_ = std::make_unique<DocumentReader>(f, options_);
+    if (is_pretokenized(f.type)) tokens_ = std::make_unique<TokenDocumentReader>(f, vocab_.size, vocab_.eos);
+    else text_ = std::make_unique<DocumentReader>(f, options_);
   }
   // The open source's next document as it is; false at its end.
   bool read(Document* doc) {
@@ -164,7 +163,7 @@ class DocumentCursor {
   DocumentOptions options_;
   TokenVocab vocab_;
   int64_t source_;
-  std::unique_ptr<DocumentReader> text_;          // the open source, when it is text
+  std::unique_ptr<DocumentReader> text_;  // the open source, when it is text
   std::unique_ptr<TokenDocumentReader> tokens_;  // or when it is pretokenized
   uint64_t done_bytes_ = 0;
   int64_t skipped_ = 0;
@@ -351,13 +350,15 @@ PreparedData prepare_data(const PrepareOptions& o, const tokenizer::Tokenizer& t
   auto m = read_manifest(dir);
   if (m) {
     std::string why;
-    if (m->options != fresh.options) why = "the data options differ (" + m->options + " then, " + fresh.options + " now)";
+    if (m->options != fresh.options)
+      why = "the data options differ (" + m->options + " then, " + fresh.options + " now)";
     else if (m->tokenizer_fingerprint != fresh.tokenizer_fingerprint) why = "the tokenizer differs";
     else if (!same_source_list(m->sources, fresh.sources)) why = "data.corpus / data.val_corpus name other files";
     else if (auto changed = changed_source(m->sources)) why = "a source changed: " + *changed;
     if (!why.empty() && on_mismatch == OnMismatch::kRefuse)
       fail("{}: {} since this data was prepared; the run cannot resume on other data (train a new run, "
-           "or restore the sources)", manifest_path(dir), why);
+           "or restore the sources)",
+           manifest_path(dir), why);
     if (!why.empty()) {
       if (!o.quiet) fmt::print(stderr, "{}: {}: preparing the data again\n", manifest_path(dir), why);
       m.reset();
@@ -393,7 +394,8 @@ std::vector<InputFile> text_sources(const std::vector<InputFile>& files) {
     if (!is_pretokenized(f.type)) text.push_back(f);
   if (text.empty() && !files.empty())
     fail("data.corpus: every source is pretokenized (llm.c or nanoGPT .bin, e.g. {}): pretokenized sources need "
-         "data.tokenizer (a GGUF with the vocabulary the tokens were made with)", files.front().path);
+         "data.tokenizer (a GGUF with the vocabulary the tokens were made with)",
+         files.front().path);
   return text;
 }
 

@@ -19,9 +19,9 @@
 namespace ggtrain::corpus {
 
 struct PrepareOptions {
-  std::vector<std::string> corpus;      // files, folders, globs
+  std::vector<std::string> corpus;  // files, folders, globs
   std::vector<std::string> val_corpus;  // a separate validation set (then val_fraction is unused)
-  std::string file_type;                // "" (by extension), "text", "jsonl", "llmc", "nanogpt"
+  std::string file_type;  // "" (by extension), "text", "jsonl", "llmc", "nanogpt"
   DocumentOptions documents;
   bool add_bos = true, add_eos = true;  // text documents only
   // A document is validation when a hash of (seed, its index among the
