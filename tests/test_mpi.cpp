@@ -275,6 +275,14 @@ TEST_F(MpiTest, TasksSplitOverRanksAddUp) {
 // NLL over the step's chosen tokens, counted across the ranks.
 class MpiPreference : public MpiTest, public ::testing::WithParamInterface<const char*> {};
 
+// 2 ranks vs 1 process after 10 preference steps, per tensor, max|diff| /
+// max|ref| as expect_same_tensors prints it: measured DPO 6.7e-6, ORPO
+// 4.7e-6, SimPO 2.0e-5 (ASan build: 6.8e-5; a few elements whose AdamW
+// update turns on gradients near zero). 3x margin over the ASan value; a
+// run with a 1% higher learning rate differs by 0.064
+// (TensorComparisonTellsANearbyRunApart).
+constexpr double kPreferenceWeightLimit = 2e-4;
+
 TEST_P(MpiPreference, TwoRanksFollowOneProcess) {
   const std::string objective = GetParam();
   run_ok(train("base", {"train.steps=10", "model.ctx=256"}), out("base"));
@@ -302,7 +310,7 @@ TEST_P(MpiPreference, TwoRanksFollowOneProcess) {
   expect_close(one.train, zero.train, 1e-5, objective + ", 2 ranks ZeRO-1 vs 1 process");
   expect_close(one.val, dp.val, 1e-5, objective + " validation, 2 ranks");
   for (const char* run : {"dp", "zero"})
-    expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kWeightLimit,
+    expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kPreferenceWeightLimit,
                         objective + " " + run + " weights");
 }
 
