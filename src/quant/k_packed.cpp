@@ -8,7 +8,7 @@
 #include "quant/type_traits.h"
 #include "util/error.h"
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if (defined(__AVX512F__) && defined(__AVX512VNNI__)) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #define GGTRAIN_K_PACKED 1
 // GCC 12 warns about the undefined source operand inside its own AVX-512
@@ -54,7 +54,7 @@ int stored_quant(TensorType t, const uint8_t* b, int i) {
 }
 }  // namespace
 
-bool KPacked::available() {
+bool KPacked::available() {  // AVX512F + AVX512-VNNI, or AVX2 + FMA
 #if defined(GGTRAIN_K_PACKED)
   return true;
 #else
@@ -136,93 +136,168 @@ void KPacked::row(int64_t r, float* out) const {
 #if defined(GGTRAIN_K_PACKED)
 namespace {
 
+// One vector holds a row group's 16 rows with AVX-512 and VNNI, half of
+// them (8) with AVX2, where vpmaddubsw + vpmaddwd give vpdpbusd's sums
+// exactly (a pair of products is at most 2 * 63 * 127, inside int16).
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+using IVec = __m512i;
+using FVec = __m512;
+constexpr int64_t kRowsPerVec = 16;
+inline IVec iload(const uint8_t* p) { return _mm512_loadu_si512(p); }
+inline IVec iand(IVec a, IVec b) { return _mm512_and_si512(a, b); }
+inline IVec ior(IVec a, IVec b) { return _mm512_or_si512(a, b); }
+inline IVec ibytes(int c) { return _mm512_set1_epi8(char(c)); }
+inline IVec izero() { return _mm512_setzero_si512(); }
+inline IVec iadd(IVec a, IVec b) { return _mm512_add_epi32(a, b); }
+template <int S>
+inline IVec shl16(IVec v) {
+  return _mm512_slli_epi16(v, S);
+}
+template <int S>
+inline IVec shr16(IVec v) {
+  return _mm512_srli_epi16(v, S);
+}
+// acc += per row, the dot product of 4 unsigned quants and 4 int8 activations
+inline IVec dot4(IVec acc, IVec q, int32_t x4) { return _mm512_dpbusd_epi32(acc, q, _mm512_set1_epi32(x4)); }
+inline FVec fload(const float* p) { return _mm512_loadu_ps(p); }
+inline FVec fwiden(const int8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline FVec fzero() { return _mm512_setzero_ps(); }
+inline FVec fset(float x) { return _mm512_set1_ps(x); }
+inline FVec fint(IVec v) { return _mm512_cvtepi32_ps(v); }
+inline FVec fmul(FVec a, FVec b) { return _mm512_mul_ps(a, b); }
+inline FVec ffma(FVec a, FVec b, FVec c) { return _mm512_fmadd_ps(a, b, c); }
+inline FVec ffnma(FVec a, FVec b, FVec c) { return _mm512_fnmadd_ps(a, b, c); }
+inline void fstore_rows(float* y, FVec v, int64_t live) { _mm512_mask_storeu_ps(y, __mmask16((1u << live) - 1), v); }
+#else
+using IVec = __m256i;
+using FVec = __m256;
+constexpr int64_t kRowsPerVec = 8;
+inline IVec iload(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline IVec iand(IVec a, IVec b) { return _mm256_and_si256(a, b); }
+inline IVec ior(IVec a, IVec b) { return _mm256_or_si256(a, b); }
+inline IVec ibytes(int c) { return _mm256_set1_epi8(char(c)); }
+inline IVec izero() { return _mm256_setzero_si256(); }
+inline IVec iadd(IVec a, IVec b) { return _mm256_add_epi32(a, b); }
+template <int S>
+inline IVec shl16(IVec v) {
+  return _mm256_slli_epi16(v, S);
+}
+template <int S>
+inline IVec shr16(IVec v) {
+  return _mm256_srli_epi16(v, S);
+}
+inline IVec dot4(IVec acc, IVec q, int32_t x4) {
+#if defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, q, _mm256_set1_epi32(x4));
+#else
+  const __m256i pairs = _mm256_maddubs_epi16(q, _mm256_set1_epi32(x4));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+inline FVec fload(const float* p) { return _mm256_loadu_ps(p); }
+inline FVec fwiden(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline FVec fzero() { return _mm256_setzero_ps(); }
+inline FVec fset(float x) { return _mm256_set1_ps(x); }
+inline FVec fint(IVec v) { return _mm256_cvtepi32_ps(v); }
+inline FVec fmul(FVec a, FVec b) { return _mm256_mul_ps(a, b); }
+inline FVec ffma(FVec a, FVec b, FVec c) { return _mm256_fmadd_ps(a, b, c); }
+inline FVec ffnma(FVec a, FVec b, FVec c) { return _mm256_fnmadd_ps(a, b, c); }
+inline void fstore_rows(float* y, FVec v, int64_t live) {
+  if (live >= kRowsPerVec) return _mm256_storeu_ps(y, v);
+  float all[kRowsPerVec];
+  _mm256_storeu_ps(all, v);
+  std::copy(all, all + live, y);
+}
+#endif
+
 // Bits [4, 4 + kBits) of a chunk's quants from the high plane: chunk k of
 // its group sits at bits [kBits * k, kBits * (k + 1)) of each byte.
 template <int kBits, int kChunk>
-inline __m512i high_part(__m512i h) {
-  const __m512i mask = _mm512_set1_epi8(char(((1 << kBits) - 1) << 4));
+inline IVec high_part(IVec h) {
+  const IVec mask = ibytes(((1 << kBits) - 1) << 4);
   constexpr int at = kBits * kChunk;  // shifts in 16-bit lanes: the mask drops what crosses a byte
-  if constexpr (at <= 4) return _mm512_and_si512(_mm512_slli_epi16(h, 4 - at), mask);
-  else return _mm512_and_si512(_mm512_srli_epi16(h, at - 4), mask);
+  if constexpr (at <= 4) return iand(shl16<4 - at>(h), mask);
+  else return iand(shr16<at - 4>(h), mask);
 }
 
-// sum over the group of q * qx per row (16 int32 lanes): the group's chunk
+// sum over the group of q * qx per row (int32 lanes): the group's chunk
 // pairs from the low plane, with their high bits where the type has them.
 template <int kBits, int kChunks, int... P>
-inline __m512i group_dot(const uint8_t* low, const uint8_t* high, const int8_t* xq, std::integer_sequence<int, P...>) {
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
-  [[maybe_unused]] const __m512i h = kBits ? _mm512_loadu_si512(high) : _mm512_setzero_si512();
-  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+inline IVec group_dot(const uint8_t* low, const uint8_t* high, const int8_t* xq, std::integer_sequence<int, P...>) {
+  const IVec nibble = ibytes(0x0F);
+  [[maybe_unused]] const IVec h = kBits ? iload(high) : izero();
+  IVec s0 = izero(), s1 = izero();
   auto pair = [&]<int Pair>() {
-    const __m512i v = _mm512_loadu_si512(low + 64 * Pair);
-    __m512i q0 = _mm512_and_si512(v, nibble), q1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+    const IVec v = iload(low + 64 * Pair);
+    IVec q0 = iand(v, nibble), q1 = iand(shr16<4>(v), nibble);
     if constexpr (kBits > 0) {
-      q0 = _mm512_or_si512(q0, high_part<kBits, 2 * Pair>(h));
-      q1 = _mm512_or_si512(q1, high_part<kBits, 2 * Pair + 1>(h));
+      q0 = ior(q0, high_part<kBits, 2 * Pair>(h));
+      q1 = ior(q1, high_part<kBits, 2 * Pair + 1>(h));
     }
     int32_t a0, a1;
     std::memcpy(&a0, xq + 8 * Pair, 4);
     std::memcpy(&a1, xq + 8 * Pair + 4, 4);
-    s0 = _mm512_dpbusd_epi32(s0, q0, _mm512_set1_epi32(a0));
-    s1 = _mm512_dpbusd_epi32(s1, q1, _mm512_set1_epi32(a1));
+    s0 = dot4(s0, q0, a0);
+    s1 = dot4(s1, q1, a1);
   };
   (pair.template operator()<P>(), ...);
   static_assert(sizeof...(P) * 2 == kChunks);
-  return _mm512_add_epi32(s0, s1);
+  return iadd(s0, s1);
 }
 
-// y for T tokens and the 16 rows of row group g. kBits: 0 (Q4_K), 1 (Q5_K)
-// or 2 (Q6_K, groups of 16).
+// y for T tokens and the rows [r0, r0 + kRowsPerVec) of row group g (r0 is
+// 0 or, with AVX2, 8), `live` of them real. kBits: 0 (Q4_K), 1 (Q5_K) or 2
+// (Q6_K, groups of 16).
 template <int T, int kBits>
-void group_tile(const KPacked& w, int64_t g, const Q8KActivations* x, float* y, int64_t row_stride, __mmask16 valid) {
+void tile(const KPacked& w, int64_t g, int64_t r0, const Q8KActivations* x, float* y, int64_t row_stride,
+          int64_t live) {
   constexpr int64_t group = kBits == 2 ? 16 : 32, per_block = QK / group;
   constexpr int kChunks = int(group / 4);
   const int64_t blocks = w.blocks();
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  FVec acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = fzero();
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t gb = g * blocks + b;
-    const __m512 d = _mm512_loadu_ps(w.d.data() + gb * kGroup);
-    [[maybe_unused]] const __m512 dmin = _mm512_loadu_ps(w.dmin.data() + gb * kGroup);
-    __m512 blk[T];
-    for (int t = 0; t < T; ++t) blk[t] = _mm512_setzero_ps();
+    const FVec d = fload(w.d.data() + gb * kGroup + r0);
+    [[maybe_unused]] const FVec dmin = fload(w.dmin.data() + gb * kGroup + r0);
+    FVec blk[T];
+    for (int t = 0; t < T; ++t) blk[t] = fzero();
     for (int64_t j = 0; j < per_block; ++j) {
-      const uint8_t* low = w.low.data() + (gb * (QK / 8) + j * kChunks / 2) * 64;
-      const uint8_t* high = kBits ? w.high.data() + (gb * per_block + j) * 64 : nullptr;
-      const int8_t* scj = w.sc.data() + (gb * per_block + j) * kGroup;
+      const uint8_t* low = w.low.data() + (gb * (QK / 8) + j * kChunks / 2) * 64 + r0 * 4;
+      const uint8_t* high = kBits ? w.high.data() + (gb * per_block + j) * 64 + r0 * 4 : nullptr;
       // s = d * sc and o = dmin * m (Q6_K: 32 s), the products ggml forms.
-      const __m512 s = _mm512_mul_ps(
-          d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scj)))));
-      __m512 o;
-      if constexpr (kBits == 2) {
-        o = _mm512_mul_ps(s, _mm512_set1_ps(32.0f));
-      } else {
-        const int8_t* mj = w.m.data() + (gb * per_block + j) * kGroup;
-        o = _mm512_mul_ps(
-            dmin, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mj)))));
-      }
+      const FVec s = fmul(d, fwiden(w.sc.data() + (gb * per_block + j) * kGroup + r0));
+      FVec o;
+      if constexpr (kBits == 2) o = fmul(s, fset(32.0f));
+      else o = fmul(dmin, fwiden(w.m.data() + (gb * per_block + j) * kGroup + r0));
       for (int t = 0; t < T; ++t) {
         const int8_t* xq = x[t].q.data() + b * QK + j * group;
-        const __m512i dot = group_dot<kBits, kChunks>(low, high, xq, std::make_integer_sequence<int, kChunks / 2>());
+        const IVec dot = group_dot<kBits, kChunks>(low, high, xq, std::make_integer_sequence<int, kChunks / 2>());
         const float gsum = float(x[t].group_sum[size_t(b * per_block + j)]);
-        blk[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, blk[t]);
-        blk[t] = _mm512_fnmadd_ps(o, _mm512_set1_ps(gsum), blk[t]);
+        blk[t] = ffma(fint(dot), s, blk[t]);
+        blk[t] = ffnma(o, fset(gsum), blk[t]);
       }
     }
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(blk[t], _mm512_set1_ps(x[t].d[size_t(b)]), acc[t]);
+    for (int t = 0; t < T; ++t) acc[t] = ffma(blk[t], fset(x[t].d[size_t(b)]), acc[t]);
   }
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + int64_t(t) * row_stride, valid, acc[t]);
+  for (int t = 0; t < T; ++t) fstore_rows(y + int64_t(t) * row_stride + r0, acc[t], live);
 }
 
 template <int kBits>
 void group_rows(const KPacked& w, int64_t g, const Q8KActivations* xs, int64_t n, float* y) {
   constexpr int64_t kTile = 4;
-  const int64_t live = std::min(kGroup, w.rows - g * kGroup);
-  const auto valid = __mmask16((1u << live) - 1);
   float* yg = y + g * kGroup;
-  int64_t t = 0;
-  for (; t + kTile <= n; t += kTile) group_tile<kTile, kBits>(w, g, xs + t, yg + t * w.rows, w.rows, valid);
-  for (; t < n; ++t) group_tile<1, kBits>(w, g, xs + t, yg + t * w.rows, w.rows, valid);
+  for (int64_t r0 = 0; r0 < kGroup; r0 += kRowsPerVec) {
+    const int64_t live = std::min(kRowsPerVec, w.rows - g * kGroup - r0);
+    if (live <= 0) break;
+    int64_t t = 0;
+    for (; t + kTile <= n; t += kTile) tile<kTile, kBits>(w, g, r0, xs + t, yg + t * w.rows, w.rows, live);
+    for (; t < n; ++t) tile<1, kBits>(w, g, r0, xs + t, yg + t * w.rows, w.rows, live);
+  }
 }
 
 }  // namespace
@@ -241,7 +316,7 @@ void k_packed_matmul(const KPacked& w, const float* x, int64_t n, float* y) {
 }
 #else
 void k_packed_matmul(const KPacked&, const float*, int64_t, float*) {
-  fail("k_packed_matmul: this build has no AVX512-VNNI kernels (check KPacked::available())");
+  fail("k_packed_matmul: this build has neither AVX512-VNNI nor AVX2 kernels (check KPacked::available())");
 }
 #endif
 

@@ -44,15 +44,16 @@ void k_rows_matvec(const KRows& w, const Q8KActivations& x, float* y);
 
 namespace ggtrain::quant {
 
-// The same weights repacked for AVX512-VNNI (as kernels/q8_packed.h does for
-// Q8_0), about as many bits per weight as in the file, since decode reads
+// The same weights repacked for AVX512-VNNI or AVX2 (as kernels/q8_packed.h
+// does for Q8_0), about as many bits per weight as in the file, since decode reads
 // every one per token: rows in groups of 16; per 256-block the quants' low 4
 // bits in chunk pairs (16 rows x 4 weights, chunk 2c in the low nibbles and
 // 2c + 1 in the high ones of the same 64 bytes), the rest (Q5_K's fifth bit,
 // Q6_K's top two of q + 32) in one 64-byte plane per group, chunk k of the
 // group at bits [b k, b (k + 1)); per row and block ggml's d and dmin, per
 // row and group its 6-bit sc and m (Q6_K: int8 sc). One vpdpbusd multiplies
-// 4 weights of 16 rows by 4 int8 activations; the kernel forms the group's
+// 4 weights of 16 rows by 4 int8 activations (AVX2: vpmaddubsw and vpmaddwd
+// on each half of the rows); the kernel forms the group's
 // s = d sc and o = dmin m (Q6_K: 32 s) as ggml's dequantizer does and
 // subtracts o times the group's activation sum. Bytes per 256 weights: Q4_K
 // 152 (file 144), Q5_K 184 (176), Q6_K 216 (210).
@@ -64,7 +65,7 @@ struct KPacked {
   std::vector<float> d, dmin;  // [row group][block][row 0..15]
   std::vector<int8_t> sc, m;  // [row group][block][group][row 0..15]
 
-  static bool available();  // built with AVX512F + AVX512-VNNI
+  static bool available();  // built with AVX512F + AVX512-VNNI, or AVX2 + FMA
   // rows x cols weights of K-quant type t (cols a multiple of 256), as stored in GGUF.
   static KPacked pack(gguf::TensorType t, const uint8_t* data, int64_t rows, int64_t cols);
   void row(int64_t r, float* out) const;  // ggml's dequantized values
