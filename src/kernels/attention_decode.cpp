@@ -45,6 +45,12 @@ inline Vec vadd(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline Vec vload(const float* p) { return _mm512_loadu_ps(p); }
 inline Vec vload(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline void vstore(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+// x[0, kWidth) rounded to fp16: the bits into h, their values back into x.
+inline void vround_fp16(float* x, uint16_t* h) {
+  const __m256i b = _mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(h), b);
+  _mm512_storeu_ps(x, _mm512_cvtph_ps(b));
+}
 #elif defined(GGTRAIN_ATTN_VECTOR)
 using Vec = __m256;
 constexpr int64_t kWidth = 8;
@@ -56,6 +62,14 @@ inline Vec vadd(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline Vec vload(const float* p) { return _mm256_loadu_ps(p); }
 inline Vec vload(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline void vstore(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+inline void vround_fp16(float* x, uint16_t* h) {
+  const __m128i b = _mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h), b);
+  _mm256_storeu_ps(x, _mm256_cvtph_ps(b));
+}
+#endif
+#if defined(GGTRAIN_ATTN_VECTOR)
+static_assert(kKeyTile % kWidth == 0, "a key tile's scores fill whole vectors");
 #endif
 
 // s[r * ld + j - j0] = qs[r] . key j for the G queries qs [G, hd] (already
@@ -250,18 +264,8 @@ void attention_decode_typed(float* out, const float* q, const E* kc, const E* vc
 // Rounds n floats to fp16 in place; their bits into h.
 void round_to_fp16(float* x, uint16_t* h, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) {
-    const __m256i b = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), b);
-    _mm512_storeu_ps(x + i, _mm512_cvtph_ps(b));
-  }
-#elif defined(GGTRAIN_ATTN_VECTOR)
-  for (; i + 8 <= n; i += 8) {
-    const __m128i b = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), b);
-    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(b));
-  }
+#if defined(GGTRAIN_ATTN_VECTOR)
+  for (; i + kWidth <= n; i += kWidth) vround_fp16(x + i, h + i);
 #endif
   for (; i < n; ++i) h[i] = fp32_to_fp16(x[i]), x[i] = fp16_to_fp32(h[i]);
 }

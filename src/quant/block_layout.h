@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gguf/types.h"
 #include "kernels/number_formats.h"
 
 namespace ggtrain::quant::detail {
@@ -55,6 +56,37 @@ inline int q6_k_quant(const uint8_t* block, int i) {
   const int lo4 = k < 2 ? (low & 0xF) : (low >> 4);
   const int hi2 = (block[128 + 32 * half + l] >> (2 * k)) & 3;
   return (lo4 | (hi2 << 4)) - 32;
+}
+
+// A K-quant block's factors as ggml's dequantizer multiplies them:
+// w = d * sc * q - dmin * m (Q4_K, Q5_K) or d * sc * (q - 32) (Q6_K: dmin
+// and m stay 0).
+struct KBlockFields {
+  float d = 0, dmin = 0;
+  int8_t sc[16] = {}, m[16] = {};
+};
+
+inline KBlockFields k_block_fields(gguf::TensorType t, const uint8_t* b) {
+  KBlockFields f;
+  if (t == gguf::TensorType::Q6_K) {
+    f.d = get_half(b + 208);
+    std::memcpy(f.sc, b + 192, 16);
+    return f;
+  }
+  f.d = get_half(b), f.dmin = get_half(b + 2);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    scale_min(j, b + 4, &sc, &m);
+    f.sc[j] = int8_t(sc), f.m[j] = int8_t(m);
+  }
+  return f;
+}
+
+// Quant i of a K-quant block, unsigned as stored (Q6_K: q + 32).
+inline int k_stored_quant(gguf::TensorType t, const uint8_t* b, int i) {
+  if (t == gguf::TensorType::Q4_K) return q4_k_quant(b, i);
+  if (t == gguf::TensorType::Q5_K) return q5_k_quant(b, i);
+  return q6_k_quant(b, i) + 32;
 }
 
 }  // namespace ggtrain::quant::detail

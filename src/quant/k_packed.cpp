@@ -23,35 +23,6 @@ using gguf::TensorType;
 namespace {
 constexpr int64_t QK = 256, kGroup = 16;
 
-// A block's quant i as stored (Q6_K made unsigned: q + 32), and the group
-// factors ggml's dequantizer multiplies: w = d * sc * q - dmin * m (Q4_K,
-// Q5_K) or d * sc * (q - 32) (Q6_K).
-struct BlockFields {
-  float d = 0, dmin = 0;
-  int8_t sc[16] = {}, m[16] = {};
-};
-
-BlockFields fields_of(TensorType t, const uint8_t* b) {
-  BlockFields f;
-  if (t == TensorType::Q6_K) {
-    f.d = detail::get_half(b + 208);
-    std::memcpy(f.sc, b + 192, 16);
-    return f;
-  }
-  f.d = detail::get_half(b), f.dmin = detail::get_half(b + 2);
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    detail::scale_min(j, b + 4, &sc, &m);
-    f.sc[j] = int8_t(sc), f.m[j] = int8_t(m);
-  }
-  return f;
-}
-
-int stored_quant(TensorType t, const uint8_t* b, int i) {
-  if (t == TensorType::Q4_K) return detail::q4_k_quant(b, i);
-  if (t == TensorType::Q5_K) return detail::q5_k_quant(b, i);
-  return detail::q6_k_quant(b, i) + 32;
-}
 }  // namespace
 
 bool KPacked::available() {  // AVX512F + AVX512-VNNI, or AVX2 + FMA
@@ -102,7 +73,7 @@ KPacked KPacked::pack(TensorType t, const uint8_t* data, int64_t rows, int64_t c
     const int64_t g = r / kGroup, lane = r % kGroup;
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* src = data + size_t(r * blocks + b) * block_bytes;
-      const BlockFields f = fields_of(t, src);
+      const detail::KBlockFields f = detail::k_block_fields(t, src);
       p.d[size_t((g * blocks + b) * kGroup + lane)] = f.d;
       p.dmin[size_t((g * blocks + b) * kGroup + lane)] = f.dmin;
       for (int64_t j = 0; j < per_block; ++j) {
@@ -110,7 +81,7 @@ KPacked KPacked::pack(TensorType t, const uint8_t* data, int64_t rows, int64_t c
         p.m[size_t(((g * blocks + b) * per_block + j) * kGroup + lane)] = f.m[j];
       }
       for (int i = 0; i < QK; ++i) {
-        const int v = stored_quant(t, src, i), chunk = i / 4;
+        const int v = detail::k_stored_quant(t, src, i), chunk = i / 4;
         p.low[p.low_byte(g, lane, b, i)] |= uint8_t((v & 0x0F) << (chunk % 2 ? 4 : 0));
         if (p.high_bits)
           p.high[p.high_byte(g, lane, b, i)] |= uint8_t((v >> 4) << (p.high_bits * (chunk % (p.group / 4))));

@@ -20,25 +20,13 @@ namespace {
 
 constexpr int64_t QK = 256;
 
-// One Q4_K / Q5_K super-block (bytes `b`) into 256 quants and 8 groups.
-void unpack_offset_block(TensorType t, const uint8_t* b, int8_t* q, float* s, float* o) {
-  const float d = detail::get_half(b), dmin = detail::get_half(b + 2);
-  for (int j = 0; j < 8; ++j) {
-    int sc, m;
-    detail::scale_min(j, b + 4, &sc, &m);
-    s[j] = d * float(sc);
-    o[j] = dmin * float(m);
-  }
-  const auto quant = t == TensorType::Q4_K ? detail::q4_k_quant : detail::q5_k_quant;
-  for (int i = 0; i < QK; ++i) q[i] = int8_t(quant(b, i));
-}
-
-// One Q6_K super-block into 256 quants (q - 32) and 16 groups (o = 0).
-void unpack_q6_block(const uint8_t* b, int8_t* q, float* s, float* o) {
-  const float d = detail::get_half(b + 208);
-  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
-  for (int j = 0; j < 16; ++j) s[j] = d * float(sc[j]), o[j] = 0.0f;
-  for (int i = 0; i < QK; ++i) q[i] = int8_t(detail::q6_k_quant(b, i));
+// One K-quant super-block into 256 centred quants and its groups' s and o
+// (o = 0 for Q6_K), the products ggml's dequantizer forms.
+void unpack_block(TensorType t, const uint8_t* b, int8_t* q, float* s, float* o, int64_t groups) {
+  const detail::KBlockFields f = detail::k_block_fields(t, b);
+  for (int64_t j = 0; j < groups; ++j) s[j] = f.d * float(f.sc[j]), o[j] = f.dmin * float(f.m[j]);
+  const int shift = t == TensorType::Q6_K ? 32 : 0;
+  for (int i = 0; i < QK; ++i) q[i] = int8_t(detail::k_stored_quant(t, b, i) - shift);
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -108,8 +96,7 @@ KRows KRows::unpack(TensorType t, const uint8_t* data, int64_t rows, int64_t col
     int8_t* q = k.q.data() + b * QK;
     float* s = k.scale.data() + b * groups;
     float* o = k.offset.data() + b * groups;
-    if (t == TensorType::Q6_K) unpack_q6_block(src, q, s, o);
-    else unpack_offset_block(t, src, q, s, o);
+    unpack_block(t, src, q, s, o, groups);
   }
   return k;
 }
