@@ -65,11 +65,20 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng, float scale) {
   return x;
 }
 
+// The compiler's own half-precision type, which rounds to nearest even:
+// _Float16 (GCC 12 has it in C++ on x86-64 only), __fp16 on arm64 (IEEE
+// format unless told otherwise).
+#if defined(__aarch64__)
+using CompilerHalf = __fp16;
+#else
+using CompilerHalf = _Float16;
+#endif
+
 // x as a cache of this type keeps it: fp16 rounds to nearest even.
 std::vector<float> held_by_cache(const std::vector<float>& x, kernels::CacheType type) {
   if (type == kernels::CacheType::kF32) return x;
   std::vector<float> h(x.size());
-  for (size_t i = 0; i < x.size(); ++i) h[i] = float(static_cast<_Float16>(x[i]));
+  for (size_t i = 0; i < x.size(); ++i) h[i] = float(static_cast<CompilerHalf>(x[i]));
   return h;
 }
 
@@ -83,7 +92,7 @@ TEST_P(AttentionDecode, EqualsDoubleSoftmaxOverTheCachedKeys) {
   // Keys and values of every position, stored into layer 1 (layer 0 stays
   // zero: a wrong layer offset reads it) in pieces as a decoder would.
   std::vector<float> k = random_vector(size_t(n_ctx * KD), rng, 1.5f), v = random_vector(k.size(), rng, 1.0f);
-  // What an fp16 cache must hold, rounded by the compiler's _Float16 (not
+  // What an fp16 cache must hold, rounded by the compiler's half type (not
   // ggtrain's conversion): the reference attends over these. Control: the
   // reference over the unrounded values misses the fp16 cases by 3.4e-4 to
   // 6.1e-4 of max |ref|, 85x the limit below.
@@ -94,7 +103,7 @@ TEST_P(AttentionDecode, EqualsDoubleSoftmaxOverTheCachedKeys) {
     cache.store(1, k.data() + p0 * KD, v.data() + p0 * KD, p0, p1 - p0);
   }
   // store() rounds its input in place to what it keeps.
-  ASSERT_TRUE(k == k_held && v == v_held) << name(c) << ": store() rounded otherwise than _Float16";
+  ASSERT_TRUE(k == k_held && v == v_held) << name(c) << ": store() rounded otherwise than the compiler's half type";
   std::vector<float> scratch(size_t(kernels::attention_decode_scratch(shape, n_ctx, c.threads)));
   struct Step {
     int64_t pos, n;

@@ -5,12 +5,14 @@
 // AVX512-VNNI (vpdpbusd on 256-bit lanes) or AVX2 (pmaddubsw) where the
 // build targets them (-march=native), scalar otherwise; the integer sums are
 // exact either way, only the order of the float sum differs.
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/number_formats.h"
+
+#if defined(__AVX2__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace ggtrain::kernels {
 

@@ -78,8 +78,14 @@ const char* built_cpu_level() { return GGTRAIN_CPU_LEVEL; }
 std::string built_cpu_description() {
   for (const auto& l : cpu_levels())
     if (built_cpu_level() == std::string(l.name)) return l.description;
-  return built_cpu_level() == std::string("native") ? "built for the CPU it was compiled on (-march=native)"
-                                                    : "built for the compiler's default target";
+  if (built_cpu_level() == std::string("native")) return "built for the CPU it was compiled on (-march=native)";
+#if defined(__aarch64__)
+  // The hand-written kernels are x86's; on arm64 their scalar paths run,
+  // with what the compiler vectorizes for NEON (always present on Armv8-A).
+  return "built for arm64 (Armv8-A, NEON by the compiler); scalar kernels";
+#else
+  return "built for the compiler's default target; scalar kernels";
+#endif
 }
 
 }  // namespace ggtrain
