@@ -34,6 +34,10 @@ if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-n
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.
 if [[ "${GGTRAIN_WITH_FUZZ:-0}" == 1 ]]; then PACKAGES+=(clang libclang-rt-14-dev llvm-14); fi
+# The arm64 build tested under emulation (scripts/test_aarch64.sh): Debian's
+# cross compiler and qemu-user; the arm64 libraries are unpacked into its
+# build folder, not installed.
+if [[ "${GGTRAIN_WITH_AARCH64:-0}" == 1 ]]; then PACKAGES+=(g++-aarch64-linux-gnu qemu-user); fi
 # The clean-install check (scripts/check_clean_install.sh) builds a bare
 # Debian 12 with debootstrap.
 if [[ "${GGTRAIN_WITH_DEBOOTSTRAP:-0}" == 1 ]]; then PACKAGES+=(debootstrap); fi

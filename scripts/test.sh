@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need (Debian packages, the npm packages of
 # tests/node), builds with MPI required, and runs the whole CTest suite; then
-# the clean-install check (scripts/check_clean_install.sh), the fuzz targets
+# the arm64 build's suites under qemu-user (scripts/test_aarch64.sh), the
+# clean-install check (scripts/check_clean_install.sh), the fuzz targets
 # (fuzz/run.sh) and the suite again under ASan + UBSan
 # (scripts/test_sanitizers.sh).
 set -euo pipefail
@@ -47,7 +48,7 @@ if command -v ccache >/dev/null; then ccache --zero-stats >/dev/null; fi
 # MPI is required here (GGTRAIN_MPI=ON): without it the `mpi` tests would
 # silently not exist.
 GGTRAIN_MPI=ON GGTRAIN_WITH_TESTS=1 GGTRAIN_WITH_NODE=1 GGTRAIN_WITH_FUZZ=1 GGTRAIN_WITH_DEBOOTSTRAP=1 \
-  run_phase setup bash scripts/setup.sh
+  GGTRAIN_WITH_AARCH64=1 run_phase setup bash scripts/setup.sh
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 if (( node_major < NODE_MAJOR_NEEDED )); then
   echo "test.sh: Node.js >= $NODE_MAJOR_NEEDED is needed (node-llama-cpp 3.22.1); found $(node --version) at $(command -v node)" >&2
@@ -67,6 +68,12 @@ if [[ -z $n_mpi || $n_mpi -eq 0 ]]; then
   exit 1
 fi
 echo "test.sh: $n_mpi mpi-labelled tests ran"
+
+# 64-bit ARM: cross-built, its engine suites run under qemu-user
+# (build-aarch64/). GGTRAIN_AARCH64=0 skips it outside CI.
+if [[ "${GGTRAIN_AARCH64:-1}" != 0 || "${CI:-}" == true ]]; then
+  GGTRAIN_MPI=ON run_phase aarch64 bash scripts/test_aarch64.sh
+fi
 
 # The README's set-up from a bare Debian 12: about 10 minutes,
 # most of it apt and the build. GGTRAIN_CLEAN_INSTALL=0 skips it outside CI.
