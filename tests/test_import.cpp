@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -470,13 +471,17 @@ struct BadCase {
   std::function<void(ToyFile&, Shape&)> mutate;
   std::vector<std::string> expect;  // substrings of the message besides the input path
 };
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }
 
-TEST(Import, BadInputsAreClearErrors) {
-  auto set_meta = [](ToyFile& f, const std::string& k, Value v) {
-    for (auto& [key, val] : f.meta)
-      if (key == k) val = v;
-  };
-  const std::vector<BadCase> cases = {
+void set_meta(ToyFile& f, const std::string& k, Value v) {
+  for (auto& [key, val] : f.meta)
+    if (key == k) val = v;
+}
+
+// One case per way a per-head file can be wrong; each must fail with a line
+// naming the file and what is wrong, and write nothing.
+std::vector<BadCase> bad_import_cases() {
+  return {
       {"head 2 of 4 missing",
        [](ToyFile& f, Shape&) { f.erase("blk.1.attn_q.head_2.weight"); },
        {"missing tensor 'blk.1.attn_q.head_2.weight'", "4 heads", "only 3"}},
@@ -523,10 +528,10 @@ TEST(Import, BadInputsAreClearErrors) {
        },
        {"'blk.1.attn_k.head_2.weight'", "llama.attention.head_count_kv is 2"}},
       {"head_count_kv says 4 but the file has 2 kv heads",
-       [&](ToyFile& f, Shape&) { set_meta(f, "llama.attention.head_count_kv", Value::u32(4)); },
+       [](ToyFile& f, Shape&) { set_meta(f, "llama.attention.head_count_kv", Value::u32(4)); },
        {"missing tensor 'blk.0.attn_k.head_2.weight'", "4 heads"}},
       {"head_count says 2: head tensors have the wrong d_head",
-       [&](ToyFile& f, Shape&) {
+       [](ToyFile& f, Shape&) {
          set_meta(f, "llama.attention.head_count", Value::u32(2));
          set_meta(f, "llama.attention.head_count_kv", Value::u32(2));
          set_meta(f, "llama.rope.dimension_count", Value::u32(32));
@@ -596,10 +601,10 @@ TEST(Import, BadInputsAreClearErrors) {
        },
        {"'token_embd.weight'", "[32, 96]", "expected [64, 96]"}},
       {"unknown toy format version",
-       [&](ToyFile& f, Shape&) { set_meta(f, "toy.checkpoint_format", Value::str("toy-from-scratch/v2")); },
+       [](ToyFile& f, Shape&) { set_meta(f, "toy.checkpoint_format", Value::str("toy-from-scratch/v2")); },
        {"toy.checkpoint_format", "toy-from-scratch/v2", "toy-from-scratch/v1"}},
       {"not ggml-native",
-       [&](ToyFile& f, Shape&) { set_meta(f, "toy.ggml_native", Value::boolean(false)); },
+       [](ToyFile& f, Shape&) { set_meta(f, "toy.ggml_native", Value::boolean(false)); },
        {"toy.ggml_native"}},
       {"head_count missing",
        [](ToyFile& f, Shape&) {
@@ -607,24 +612,45 @@ TEST(Import, BadInputsAreClearErrors) {
        },
        {"llama.attention.head_count"}},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.what);
-    TempDir tmp("ggtrain-import-bad");
-    Shape s;
-    auto f = make_toy(s);
-    c.mutate(f, s);
-    f.write(tmp / "in.gguf");
-    try {
-      convert::import_checkpoint(tmp / "in.gguf", tmp / "out.gguf");
-      ADD_FAILURE() << "no error";
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find(tmp / "in.gguf"), std::string::npos) << msg;
-      for (const auto& sub : c.expect) EXPECT_NE(msg.find(sub), std::string::npos) << "'" << sub << "' in: " << msg;
-    }
-    EXPECT_FALSE(std::filesystem::exists(tmp / "out.gguf"));
-  }
 }
+
+class ImportBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ImportBadInput, IsOneClearErrorAndWritesNothing) {
+  const BadCase& c = GetParam();
+  TempDir tmp("ggtrain-import-bad");
+  Shape s;
+  auto f = make_toy(s);
+  c.mutate(f, s);
+  f.write(tmp / "in.gguf");
+  try {
+    convert::import_checkpoint(tmp / "in.gguf", tmp / "out.gguf");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(tmp / "in.gguf"), std::string::npos) << msg;
+    for (const auto& sub : c.expect) EXPECT_NE(msg.find(sub), std::string::npos) << "'" << sub << "' in: " << msg;
+  }
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out.gguf"));
+}
+
+// The case's description as its test name: "head 2 of 4 missing" ->
+// Head2Of4Missing.
+std::string case_name(const ::testing::TestParamInfo<BadCase>& info) {
+  std::string name;
+  bool upper = true;
+  for (const char* p = info.param.what; *p; ++p) {
+    if (std::isalnum(static_cast<unsigned char>(*p))) {
+      name += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(*p))) : *p;
+      upper = false;
+    } else {
+      upper = true;
+    }
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ImportBadInput, ::testing::ValuesIn(bad_import_cases()), case_name);
 
 TEST(ImportCli, FusesAndReportsErrorsNamingTheFile) {
   TempDir tmp;
