@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "model/freeze.h"
 #include "model/init.h"
 #include "model/lora.h"
 #include "model/params.h"
@@ -77,8 +78,7 @@ struct Result {
 Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const model::ModelOptions& o, int warmup,
                     int steps) {
   // LoRA: the whole base frozen (no gradient, no moments), as a LoRA run has it.
-  const std::set<std::string> frozen =
-      c.lora.rank > 0 ? model::ParamLayout(c.without_lora()).names() : std::set<std::string>{};
+  const std::set<std::string> frozen = model::frozen_in_run(c, {}, "--lora");
   model::LlamaModel<float> m(c, B, T, frozen, o);
   model::init_params(c, m.layout(), m.params(), 1);
   if (c.lora.rank > 0) model::init_lora(m.layout(), m.params(), 1);

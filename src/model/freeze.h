@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "model/config.h"
 #include "model/params.h"
 
 namespace ggtrain::model {
@@ -15,5 +16,10 @@ namespace ggtrain::model {
 // matches no parameter of `layout`.
 std::set<std::string> frozen_tensors(const ParamLayout& layout, const std::vector<std::string>& patterns,
                                      const std::string& key);
+
+// What a run with config `c` does not update: under LoRA the whole base
+// (only the adapters train), otherwise what the patterns name.
+std::set<std::string> frozen_in_run(const LlamaConfig& c, const std::vector<std::string>& patterns,
+                                    const std::string& key);
 
 }  // namespace ggtrain::model

@@ -199,9 +199,7 @@ void Run::build_model() {
   mc_ = c_.llama(tok_->vocab_size());
   if (donor_) attach_donor();
   if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
-  const auto frozen = mc_.lora.rank > 0
-                          ? model::ParamLayout(mc_.without_lora()).names()  // the whole base
-                          : model::frozen_tensors(model::ParamLayout(mc_), c_.train.freeze, "train.freeze");
+  const auto frozen = model::frozen_in_run(mc_, c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;
   model_opts.recompute = c_.train.recompute;
   model_opts.precision = c_.train.precision;
