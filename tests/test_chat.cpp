@@ -178,7 +178,7 @@ TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
   const std::string qwen3 = "{%- if tools %}{{ tools | tojson }}{%- endif %}{%- set ns = namespace("
                             "last_query_index=messages|length - 1) %}<|im_start|>...</think>";
   train::RunConfig c;
-  c.data.format = "chat";
+  c.data.format = train::DataFormat::kChat;
   c.data.chat_template = "auto";
   tokenizer::Tokenizer tok = spm();
   tok.set_chat_template(qwen3, 0);

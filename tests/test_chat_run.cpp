@@ -64,7 +64,7 @@ train::RunConfig chat_config(TempDir& tmp, const std::string& base, int64_t step
   train::RunConfig c = train::preset("s15");  // the model section comes from init.from
   write_chat_set(tmp / "chat.jsonl", 200);
   c.data.corpus = {tmp / "chat.jsonl"};
-  c.data.format = "chat";
+  c.data.format = train::DataFormat::kChat;
   c.init.from = base;
   c.train.steps = steps;
   c.train.batch = 4;
@@ -144,7 +144,7 @@ TEST(ChatRun, DocumentAttentionForText) {
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 6);
   c.checkpoint.every = 3;
   auto causal = c;
-  c.data.attention = "document";
+  c.data.attention = train::AttentionSpan::kDocument;
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 3);
   test_support::run_quiet(tmp / "causal", causal, false);
   const double doc = first_loss(tmp / "a"), plain = first_loss(tmp / "causal");

@@ -66,7 +66,7 @@ train::RunConfig pref_config(TempDir& tmp, const std::string& base, const std::s
   train::RunConfig c = train::preset("s15");  // the model section comes from init.from
   write_pairs(tmp / "pairs.jsonl", 240);
   c.data.corpus = {tmp / "pairs.jsonl"};
-  c.data.format = "preference";
+  c.data.format = train::DataFormat::kPreference;
   c.data.val_fraction = 0.1;
   c.init.from = base;
   train::apply_override(c, "train.objective=" + objective);
@@ -227,13 +227,13 @@ TEST(PreferenceRun, LoraReferenceIsTheBaseModel) {
 TEST(PreferenceRun, ConfigRefusesMismatches) {
   train::RunConfig c = train::preset("tiny");
   c.data.corpus = {"pairs.jsonl"};
-  c.data.format = "preference";
+  c.data.format = train::DataFormat::kPreference;
   EXPECT_NE(test_support::error_of([&] { c.validate(); }).find("needs a preference objective"), std::string::npos);
   c.train.objective = train::Objective::kDpo;
   EXPECT_NE(test_support::error_of([&] { c.validate(); }).find("set init.from"), std::string::npos);
   c.train.objective = train::Objective::kOrpo;
   EXPECT_EQ(test_support::error_of([&] { c.validate(); }), "");
-  c.data.format = "chat";
+  c.data.format = train::DataFormat::kChat;
   EXPECT_NE(test_support::error_of([&] { c.validate(); }).find("set data.format = \"preference\""), std::string::npos);
 }
 

@@ -14,19 +14,11 @@
 #include "chat/conversation.h"
 #include "chat/template.h"
 #include "tokenizer/tokenizer.h"
-#include "util/error.h"
 
 namespace ggtrain::chat {
 
+// An example longer than the window (data.overflow).
 enum class Overflow { kTruncate, kSplit, kSkip };
-// data.overflow's values; Error naming `key` otherwise. (Inline: the config
-// check uses it without the preparation code.)
-inline Overflow overflow_named(std::string_view name, std::string_view key) {
-  if (name == "truncate") return Overflow::kTruncate;
-  if (name == "split") return Overflow::kSplit;
-  if (name == "skip") return Overflow::kSkip;
-  fail("{} = \"{}\": must be truncate, split or skip", key, name);
-}
 
 struct ChatDataOptions {
   std::vector<std::string> corpus, val_corpus;  // files, folders, globs

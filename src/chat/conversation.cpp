@@ -41,13 +41,6 @@ Conversation chat_record(const nlohmann::json& record, std::string_view where) {
 
 }  // namespace
 
-RecordFormat record_format_named(std::string_view name, std::string_view key) {
-  if (name == "chat") return RecordFormat::kChat;
-  if (name == "alpaca") return RecordFormat::kAlpaca;
-  if (name == "completion") return RecordFormat::kCompletion;
-  fail("{} = \"{}\": not a record format (chat, alpaca, completion)", key, name);
-}
-
 std::string_view record_format_name(RecordFormat f) {
   switch (f) {
     case RecordFormat::kChat: return "chat";

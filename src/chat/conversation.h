@@ -19,8 +19,7 @@ using Conversation = std::vector<Message>;
 
 enum class RecordFormat { kChat, kAlpaca, kCompletion };
 
-// "chat", "alpaca", "completion"; Error naming `key` otherwise.
-RecordFormat record_format_named(std::string_view name, std::string_view key);
+// "chat", "alpaca", "completion" (the names data.format gives them).
 std::string_view record_format_name(RecordFormat f);
 
 // The format a record has: "messages" -> chat; "instruction" and "output"

@@ -29,7 +29,7 @@ struct Opts {
 
 // What a finished run wrote and the commands a user runs next.
 void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::RunConfig& c) {
-  const bool lora = c.train.lora.rank > 0, chat = c.data.format != "text";
+  const bool lora = c.train.lora.rank > 0, chat = c.data.format != train::DataFormat::kText;
   const std::string val = std::isfinite(sum.last_val_loss) ? fmt::format("{:.4f}", sum.last_val_loss) : "n/a";
   fmt::print("trained steps {}..{}: loss {:.4f} -> {:.4f}, validation loss {}, {:.0f} tokens/s\n", sum.first_step,
              sum.last_step, sum.first_loss, sum.last_loss, val, sum.tokens_per_s);

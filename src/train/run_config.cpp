@@ -15,6 +15,18 @@
 
 namespace ggtrain::train {
 
+std::optional<chat::RecordFormat> record_format_of(DataFormat f) {
+  switch (f) {
+    case DataFormat::kChat: return chat::RecordFormat::kChat;
+    case DataFormat::kAlpaca: return chat::RecordFormat::kAlpaca;
+    case DataFormat::kCompletion: return chat::RecordFormat::kCompletion;
+    case DataFormat::kText:
+    case DataFormat::kAuto:
+    case DataFormat::kPreference: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
                                int64_t ctx, bool tied, double rope_freq_base) {
   model::LlamaConfig c;
@@ -85,14 +97,10 @@ void check_data(const RunConfig& c) {
   if (!data.sources.empty() && !data.val_corpus.empty())
     fail("config: data.val_corpus does not apply to data.sources (each source keeps data.val_fraction of its "
          "documents)");
-  if (data.doc_separator != "line" && data.doc_separator != "blank_line" && data.doc_separator != "file")
-    fail("config: data.doc_separator must be line, blank_line or file, got '{}'", data.doc_separator);
   if (!data.file_type.empty() && data.file_type != "text" && data.file_type != "jsonl" && data.file_type != "llmc" &&
       data.file_type != "nanogpt")
     fail("config: data.file_type must be text, jsonl, llmc or nanogpt (or unset: by extension), got '{}'",
          data.file_type);
-  if (data.on_bad_document != "error" && data.on_bad_document != "skip")
-    fail("config: data.on_bad_document must be error or skip, got '{}'", data.on_bad_document);
   if (data.text_key.empty()) fail("config: data.text_key is empty");
   if (data.shard_tokens < 1) fail("config: data.shard_tokens must be positive, got {}", data.shard_tokens);
   if (data.tokenizer_sample_lines < 1)
@@ -100,16 +108,9 @@ void check_data(const RunConfig& c) {
   if (data.vocab_size < 260) fail("config: data.vocab_size must be at least 260, got {}", data.vocab_size);
   if (!(data.val_fraction >= 0 && data.val_fraction < 0.5))
     fail("config: data.val_fraction must be in [0, 0.5), got {}", data.val_fraction);
-  if (data.format != "text") {
-    const auto& f = data.format;
-    if (f != "auto" && f != "preference" && f != "chat" && f != "alpaca" && f != "completion")
-      fail("config: data.format must be text, chat, alpaca, completion, auto or preference, got '{}'", f);
-    if (!data.sources.empty()) fail("config: data.format = \"{}\" takes data.corpus, not data.sources", data.format);
-  }
+  if (data.format != DataFormat::kText && !data.sources.empty())
+    fail("config: data.format = \"{}\" takes data.corpus, not data.sources", option_name(data.format));
   if (data.chat_template != "auto") chat::template_named(data.chat_template, "config: data.chat_template");
-  chat::overflow_named(data.overflow, "config: data.overflow");
-  if (data.attention != "causal" && data.attention != "document")
-    fail("config: data.attention must be causal or document, got '{}'", data.attention);
 }
 
 // Learning rates, schedule, AdamW's constants.
@@ -161,7 +162,7 @@ void check_run_options(const RunConfig& c) {
 void check_objective(const RunConfig& c) {
   const auto& t = c.train;
   const Objective o = t.objective;
-  const bool pairs = c.data.format == "preference";
+  const bool pairs = c.data.format == DataFormat::kPreference;
   if (pairs && o == Objective::kSft)
     fail("config: data.format = \"preference\" needs a preference objective: set train.objective to dpo, ipo, orpo "
          "or simpo");

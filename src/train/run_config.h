@@ -3,16 +3,34 @@
 // file, then `--set section.key=value` overrides, in that order; the resolved
 // config is saved in the run folder and in every state file.
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_data.h"
+#include "corpus/input/documents.h"
 #include "model/config.h"
 #include "optim/schedule.h"
 #include "train/preference_loss.h"
 
 namespace ggtrain::train {
+
+// data.format: "text" (pretraining documents); "chat", "alpaca" or
+// "completion" (instruction tuning from JSONL records, loss on the answers,
+// examples packed into windows: chat/chat_data.h); "auto": one of those
+// three, detected from each file's first record; "preference": chosen/rejected
+// pairs for train.objective's preference objectives.
+enum class DataFormat { kText, kChat, kAlpaca, kCompletion, kAuto, kPreference };
+// The record format of an instruction format; nullopt for auto (each file's
+// first record says), text and preference.
+std::optional<chat::RecordFormat> record_format_of(DataFormat f);
+
+// data.attention: "causal" (a window attends across document ends) or
+// "document" (attention stays within each document: text documents each
+// start at BOS; instruction formats always pack this way).
+enum class AttentionSpan { kCausal, kDocument };
 
 struct DataSection {
   // Files, folders (recursively) and globs; .txt, .jsonl/.json, either
@@ -29,30 +47,23 @@ struct DataSection {
   std::vector<Source> sources;
   // "" (by extension), "text", "jsonl", or pretokenized "llmc" / "nanogpt" (.bin)
   std::string file_type;
-  std::string doc_separator = "line";  // text files: "line", "blank_line" or "file"
+  corpus::DocSeparator doc_separator = corpus::DocSeparator::kLine;  // text files: "line", "blank_line" or "file"
   std::string text_key = "text";  // JSONL: the member holding the document
-  std::string on_bad_document = "error";  // invalid UTF-8 / JSON: "error" or "skip" (counted)
+  // Invalid UTF-8 / JSON: "error" or "skip" (counted).
+  corpus::OnBadDocument on_bad_document = corpus::OnBadDocument::kError;
   bool add_bos = true, add_eos = true;  // each document is BOS + text + EOS
   int64_t shard_tokens = 100'000'000;  // training tokens per shard file
   int64_t tokenizer_sample_lines = 2'000'000;  // lines sampled to train a tokenizer on
   std::string tokenizer;  // sentencepiece .model or a GGUF's vocabulary; empty: train one
   int64_t vocab_size = 4096;
   double val_fraction = 0.01;
-  // "text" (pretraining documents); "chat", "alpaca" or "completion"
-  // (instruction tuning from JSONL records, loss on the answers, examples
-  // packed into windows: chat/chat_data.h); "auto": one of those three,
-  // detected from each file's first record; "preference": chosen/rejected
-  // pairs for train.objective's preference objectives.
-  std::string format = "text";
+  DataFormat format = DataFormat::kText;
   // Instruction formats: "auto" (the base model's tokenizer.chat_template
   // when llama.cpp recognises it, else chatml) or a name of chat/template.h.
   std::string chat_template = "auto";
   // An example longer than train.seq_len: "truncate", "split" or "skip" (counted).
-  std::string overflow = "truncate";
-  // "causal": a window attends across document ends; "document": attention
-  // stays within each document (text: each starts at BOS; instruction
-  // formats always pack with it).
-  std::string attention = "causal";
+  chat::Overflow overflow = chat::Overflow::kTruncate;
+  AttentionSpan attention = AttentionSpan::kCausal;
 };
 
 // train.on_nonfinite (below).
@@ -163,6 +174,11 @@ optim::LrSchedule lr_schedule_of(const TrainSection& t);
 
 // The names the config gives its choice options (the keys' values in TOML,
 // `--set` and messages); each is read into its enum once, with the config.
+std::string_view option_name(DataFormat f);
+std::string_view option_name(AttentionSpan a);
+std::string_view option_name(corpus::DocSeparator d);
+std::string_view option_name(corpus::OnBadDocument b);
+std::string_view option_name(chat::Overflow o);
 std::string_view option_name(optim::ScheduleKind k);
 std::string_view option_name(NonfinitePolicy p);
 std::string_view option_name(model::Recompute r);

@@ -114,6 +114,21 @@ struct Choice {
   E value;
   std::string_view name;
 };
+constexpr std::array<Choice<DataFormat>, 6> kDataFormats{{{DataFormat::kText, "text"},
+                                                          {DataFormat::kChat, "chat"},
+                                                          {DataFormat::kAlpaca, "alpaca"},
+                                                          {DataFormat::kCompletion, "completion"},
+                                                          {DataFormat::kAuto, "auto"},
+                                                          {DataFormat::kPreference, "preference"}}};
+constexpr std::array<Choice<AttentionSpan>, 2> kAttentionSpans{
+    {{AttentionSpan::kCausal, "causal"}, {AttentionSpan::kDocument, "document"}}};
+constexpr std::array<Choice<corpus::DocSeparator>, 3> kDocSeparators{{{corpus::DocSeparator::kLine, "line"},
+                                                                      {corpus::DocSeparator::kBlankLine, "blank_line"},
+                                                                      {corpus::DocSeparator::kFile, "file"}}};
+constexpr std::array<Choice<corpus::OnBadDocument>, 2> kOnBadDocuments{
+    {{corpus::OnBadDocument::kError, "error"}, {corpus::OnBadDocument::kSkip, "skip"}}};
+constexpr std::array<Choice<chat::Overflow>, 3> kOverflows{
+    {{chat::Overflow::kTruncate, "truncate"}, {chat::Overflow::kSplit, "split"}, {chat::Overflow::kSkip, "skip"}}};
 constexpr std::array<Choice<optim::ScheduleKind>, 3> kSchedules{{{optim::ScheduleKind::Cosine, "cosine"},
                                                                  {optim::ScheduleKind::Constant, "constant"},
                                                                  {optim::ScheduleKind::Wsd, "wsd"}}};
@@ -364,11 +379,11 @@ const std::vector<Key>& keys() {
          "a mixture instead of data.corpus: [{path, weight}], windows drawn in proportion to the weights"},
         string_key("data.file_type", &RunConfig::data, &D::file_type,
                    "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"),
-        string_key("data.doc_separator", &RunConfig::data, &D::doc_separator,
+        choice_key("data.doc_separator", &RunConfig::data, &D::doc_separator, kDocSeparators,
                    "text files: a document per line, per blank_line-separated block, or per file"),
         string_key("data.text_key", &RunConfig::data, &D::text_key,
                    "JSONL: the member that holds each document's text"),
-        string_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document,
+        choice_key("data.on_bad_document", &RunConfig::data, &D::on_bad_document, kOnBadDocuments,
                    "invalid UTF-8 or JSON: error (stop, naming file and line) or skip (counted)"),
         bool_key("data.add_bos", &RunConfig::data, &D::add_bos, "each document starts with BOS"),
         bool_key("data.add_eos", &RunConfig::data, &D::add_eos, "each document ends with EOS"),
@@ -382,15 +397,15 @@ const std::vector<Key>& keys() {
                 "pieces of the tokenizer trained on the corpus (raised if the text has more characters)"),
         float_key("data.val_fraction", &RunConfig::data, &D::val_fraction,
                   "share of documents held out for validation, in [0, 0.5)"),
-        string_key("data.format", &RunConfig::data, &D::format,
+        choice_key("data.format", &RunConfig::data, &D::format, kDataFormats,
                    "text (pretraining), chat, alpaca, completion (answer-only loss), auto (detected per file), or "
                    "preference (chosen/rejected pairs)"),
         string_key("data.chat_template", &RunConfig::data, &D::chat_template,
                    "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr, "
                    "qwen3, gemma3"),
-        string_key("data.overflow", &RunConfig::data, &D::overflow,
+        choice_key("data.overflow", &RunConfig::data, &D::overflow, kOverflows,
                    "an example longer than train.seq_len: truncate, split or skip (counted)"),
-        string_key("data.attention", &RunConfig::data, &D::attention,
+        choice_key("data.attention", &RunConfig::data, &D::attention, kAttentionSpans,
                    "causal (windows attend across documents) or document (within each document)"),
         int_key("train.steps", &RunConfig::train, &T::steps,
                 "optimizer steps of the whole run (the schedule's length)"),
@@ -683,6 +698,11 @@ std::string to_toml(const RunConfig& c) { return toml_text(c, false); }
 
 std::string to_toml_documented(const RunConfig& c) { return toml_text(c, true); }
 
+std::string_view option_name(DataFormat f) { return name_in(kDataFormats, f); }
+std::string_view option_name(AttentionSpan a) { return name_in(kAttentionSpans, a); }
+std::string_view option_name(corpus::DocSeparator d) { return name_in(kDocSeparators, d); }
+std::string_view option_name(corpus::OnBadDocument b) { return name_in(kOnBadDocuments, b); }
+std::string_view option_name(chat::Overflow o) { return name_in(kOverflows, o); }
 std::string_view option_name(optim::ScheduleKind k) { return name_in(kSchedules, k); }
 std::string_view option_name(NonfinitePolicy p) { return name_in(kNonfinitePolicies, p); }
 std::string_view option_name(model::Recompute r) { return name_in(kRecomputes, r); }

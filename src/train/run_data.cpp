@@ -26,11 +26,9 @@ corpus::PrepareOptions prepare_options(const RunConfig& c, bool quiet) {
   for (const auto& s : c.data.sources) o.corpus.push_back(s.path);  // the tokenizer's sample: all of them
   o.val_corpus = c.data.val_corpus;
   o.file_type = c.data.file_type;
-  o.documents.separator = c.data.doc_separator == "blank_line" ? corpus::DocSeparator::kBlankLine
-                          : c.data.doc_separator == "file"     ? corpus::DocSeparator::kFile
-                                                               : corpus::DocSeparator::kLine;
+  o.documents.separator = c.data.doc_separator;
   o.documents.text_key = c.data.text_key;
-  o.documents.on_bad = c.data.on_bad_document == "skip" ? corpus::OnBadDocument::kSkip : corpus::OnBadDocument::kError;
+  o.documents.on_bad = c.data.on_bad_document;
   o.add_bos = c.data.add_bos;
   o.add_eos = c.data.add_eos;
   o.val_fraction = c.data.val_fraction;
@@ -122,9 +120,9 @@ tokenizer::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& 
     }
   }
   const std::string own = run_dir + "/tokenizer.model";
-  if (c.data.format != "text" && !fs::exists(own) && resume_step < 0)
+  if (c.data.format != DataFormat::kText && !fs::exists(own) && resume_step < 0)
     fail("data.format = \"{}\" needs a vocabulary that knows the model: init.from (a finetune) or data.tokenizer",
-         c.data.format);
+         option_name(c.data.format));
   if (resume_step >= 0 && !fs::exists(own)) {
     // Every checkpoint carries its vocabulary: resume with that one rather
     // than train a new tokenizer that might split the text differently.
@@ -137,7 +135,7 @@ tokenizer::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& 
 }
 
 int64_t add_chat_vocabulary(tokenizer::Tokenizer& tok, const RunConfig& c, bool quiet) {
-  if (c.data.format == "text") return 0;
+  if (c.data.format == DataFormat::kText) return 0;
   std::string warning;
   const chat::Template t = chat::resolve_template(c.data.chat_template, tok.chat_template(), &warning);
   if (!warning.empty() && !quiet) fmt::print(stderr, "warning: {}\n", warning);
@@ -173,14 +171,14 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const tok
   chat::ChatDataOptions o;
   o.corpus = c.data.corpus;
   o.val_corpus = c.data.val_corpus;
-  o.preference = c.data.format == "preference";
-  if (c.data.format != "auto" && !o.preference) o.format = chat::record_format_named(c.data.format, "data.format");
+  o.preference = c.data.format == DataFormat::kPreference;
+  o.format = record_format_of(c.data.format);
   const auto t = chat::detect_template(tok.chat_template());
   if (!t) fail("chat data: the run's vocabulary carries no template ggtrain renders");
   o.chat_template = *t;
   o.seq_len = c.train.seq_len;
-  o.overflow = chat::overflow_named(c.data.overflow, "data.overflow");
-  o.skip_bad = c.data.on_bad_document == "skip";
+  o.overflow = c.data.overflow;
+  o.skip_bad = c.data.on_bad_document == corpus::OnBadDocument::kSkip;
   o.val_fraction = c.data.val_fraction;
   o.seed = c.train.seed;
   const chat::ChatData d = chat::prepare_chat_data(o, tok, dir, resume);
@@ -253,7 +251,7 @@ RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const
 RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const tokenizer::Tokenizer& tok, bool resume,
                           bool quiet) {
   const std::string dir = run_dir + "/data";
-  if (c.data.format != "text") return open_chat_tokens(c, dir, tok, resume, quiet);
+  if (c.data.format != DataFormat::kText) return open_chat_tokens(c, dir, tok, resume, quiet);
   const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
   if (resume && !fs::exists(corpus::manifest_path(dir)) && fs::exists(legacy_train)) {
     // Prepared before document ends and shards existed: the run resumes on
@@ -274,7 +272,7 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
     val.insert(val.end(), prepared[k].val_shards.begin(), prepared[k].val_shards.end());
   }
   RunTokens r = open_streams(train, weights, val);
-  if (c.data.attention == "document") r.document_token = tok.bos_id();
+  if (c.data.attention == AttentionSpan::kDocument) r.document_token = tok.bos_id();
   return r;
 }
 

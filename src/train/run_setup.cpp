@@ -165,7 +165,7 @@ void Run::prepare_data() {
       std::vector<corpus::WindowLabels>(sources.size(), tokens_.train_labels()));
   if (tokens_.val && tokens_.val->size() > T)
     val_loader_ = std::make_unique<corpus::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
-  documents_ = c_.data.format != "text" || c_.data.attention == "document";
+  documents_ = c_.data.format != DataFormat::kText || c_.data.attention == AttentionSpan::kDocument;
   const size_t step_tokens = size_t(c_.train.grad_accum * c_.train.batch * T);  // a step's micro-batches
   inputs_.resize(step_tokens);
   targets_.resize(step_tokens);
