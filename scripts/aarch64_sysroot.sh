@@ -35,15 +35,26 @@ mapfile -t closure < <(apt-cache "${apt_opts[@]}" depends --recurse --no-recomme
                        grep -v '^[ <]' | sort -u | grep -Ev "$unwanted")
 (( ${#closure[@]} >= ${#wanted[@]} )) || { echo "aarch64_sysroot: apt resolved only ${closure[*]}" >&2; exit 1; }
 
-# Download what the cache lacks (file names carry the version, so an
-# updated package is fetched anew), then unpack every one into a fresh DIR.
-mapfile -t files < <(apt-get "${apt_opts[@]}" download --print-uris "${closure[@]}" |
-                     awk '{ print $2 }')
+# Download what the cache lacks or holds damaged (checked against the
+# SHA-256 of apt's signed lists; file names carry the version, so an updated
+# package is fetched anew), then unpack every one into a fresh DIR.
+files=() hashes=()
+while read -r _ file _ hash; do
+  files+=("$file")
+  hashes+=("${hash#SHA256:}")
+done < <(apt-get "${apt_opts[@]}" download --print-uris "${closure[@]}")
 missing=()
-for f in "${files[@]}"; do [[ -s "$cache/debs/$f" ]] || missing+=("${f%%_*}"); done
+for i in "${!files[@]}"; do
+  f=$cache/debs/${files[$i]}
+  [[ -s $f && $(sha256sum "$f" | cut -d' ' -f1) == "${hashes[$i]}" ]] || missing+=("${files[$i]%%_*}")
+done
 if (( ${#missing[@]} )); then
   (cd "$cache/debs" && apt-get "${apt_opts[@]}" download "${missing[@]}" >/dev/null)
 fi
+# Versions no longer listed (an update replaced them) leave the cache.
+for f in "$cache"/debs/*.deb; do
+  [[ " ${files[*]} " == *" ${f##*/} "* ]] || rm -f "$f"
+done
 rm -rf "$root"
 mkdir -p "$root"
 for f in "${files[@]}"; do dpkg-deb -x "$cache/debs/$f" "$root"; done
