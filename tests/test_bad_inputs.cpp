@@ -239,6 +239,10 @@ std::vector<Case> cases() {
                "`data.doc_separator` is not a known separator",
                [](Env& e) { return e.fresh({"data.doc_separator=paragraph"}); },
                {"data.doc_separator", "paragraph"}});
+  c.push_back({"bad_file_type",
+               "`data.file_type` is not a known file type",
+               [](Env& e) { return e.fresh({"data.file_type=xml"}); },
+               {"data.file_type", "xml"}});
   c.push_back({"corpus_changed_before_resume",
                "the corpus changed between the run and `--resume`",
                [](Env& e) {

@@ -59,8 +59,8 @@ std::string varied_lines(int n) {
   return s;
 }
 
-InputFile one_file(const std::string& path, const std::string& type_override = "") {
-  auto files = expand_inputs({path}, type_override, kKey);
+InputFile one_file(const std::string& path, std::optional<FileType> forced = std::nullopt) {
+  auto files = expand_inputs({path}, forced, kKey);
   EXPECT_EQ(files.size(), 1u);
   return files.at(0);
 }
@@ -501,25 +501,17 @@ TEST(DocumentsExpand, OverrideSetsTheTypeButNotTheCompression) {
   TempDir t;
   write_file(t / "data.txt.gz", "x");
   write_file(t / "data.jsonl", "x");
-  InputFile a = one_file(t / "data.txt.gz", "jsonl");
+  InputFile a = one_file(t / "data.txt.gz", FileType::kJsonl);
   EXPECT_EQ(a.type, FileType::kJsonl);
   EXPECT_EQ(a.compression, Compression::kGzip);
-  EXPECT_EQ(one_file(t / "data.jsonl", "text").type, FileType::kText);
-  EXPECT_EQ(one_file(t / "data.jsonl", "").type, FileType::kJsonl);
+  EXPECT_EQ(one_file(t / "data.jsonl", FileType::kText).type, FileType::kText);
+  EXPECT_EQ(one_file(t / "data.jsonl", std::nullopt).type, FileType::kJsonl);
 }
 
 TEST(DocumentsExpand, OverrideTextReadsJsonlAsLines) {
   TempDir t;
   write_file(t / "r.jsonl", "{\"text\": \"a\"}\n");
-  EXPECT_EQ(read_docs(one_file(t / "r.jsonl", "text")), Docs{"{\"text\": \"a\"}"});
-}
-
-TEST(DocumentsExpand, UnknownOverrideFails) {
-  TempDir t;
-  write_file(t / "a.txt", "x");
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "a.txt"}, "xml", kKey); }),
-            "data.corpus: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got "
-            "'xml'");
+  EXPECT_EQ(read_docs(one_file(t / "r.jsonl", FileType::kText)), Docs{"{\"text\": \"a\"}"});
 }
 
 TEST(DocumentsExpand, SizeAndModificationTimeFromStat) {
@@ -545,43 +537,45 @@ TEST(DocumentsExpand, FolderIsWalkedRecursivelySortedWithoutHiddenEntries) {
   TempDir t;
   make_tree(t);
   std::string d = t / "d";
-  EXPECT_EQ(paths_of(expand_inputs({d}, "", kKey)),
+  EXPECT_EQ(paths_of(expand_inputs({d}, std::nullopt, kKey)),
             (Paths{d + "/a.jsonl", d + "/a.txt", d + "/b.txt", d + "/sub/c.txt", d + "/sub/deeper/a.txt",
                    d + "/sub/deeper/e.txt", d + "/x1.txt", d + "/x10.txt", d + "/x2.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/"}, "", kKey)).front(), d + "/a.jsonl");
+  EXPECT_EQ(paths_of(expand_inputs({d + "/"}, std::nullopt, kKey)).front(), d + "/a.jsonl");
 }
 
 TEST(DocumentsExpand, GlobStarQuestionMarkAndBrackets) {
   TempDir t;
   make_tree(t);
   std::string d = t / "d";
-  EXPECT_EQ(paths_of(expand_inputs({d + "/*.txt"}, "", kKey)),
+  EXPECT_EQ(paths_of(expand_inputs({d + "/*.txt"}, std::nullopt, kKey)),
             (Paths{d + "/a.txt", d + "/b.txt", d + "/x1.txt", d + "/x10.txt", d + "/x2.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/x?.txt"}, "", kKey)), (Paths{d + "/x1.txt", d + "/x2.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/[ab].*"}, "", kKey)), (Paths{d + "/a.jsonl", d + "/a.txt", d + "/b.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/[!ab]*.txt"}, "", kKey)),
+  EXPECT_EQ(paths_of(expand_inputs({d + "/x?.txt"}, std::nullopt, kKey)), (Paths{d + "/x1.txt", d + "/x2.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/[ab].*"}, std::nullopt, kKey)),
+            (Paths{d + "/a.jsonl", d + "/a.txt", d + "/b.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/[!ab]*.txt"}, std::nullopt, kKey)),
             (Paths{d + "/x1.txt", d + "/x10.txt", d + "/x2.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/*/c.txt"}, "", kKey)), (Paths{d + "/sub/c.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/*/c.txt"}, std::nullopt, kKey)), (Paths{d + "/sub/c.txt"}));
 }
 
 TEST(DocumentsExpand, GlobDoubleStarAtAnyDepth) {
   TempDir t;
   make_tree(t);
   std::string d = t / "d";
-  EXPECT_EQ(paths_of(expand_inputs({d + "/**/a.txt"}, "", kKey)), (Paths{d + "/a.txt", d + "/sub/deeper/a.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/sub/**"}, "", kKey)),
+  EXPECT_EQ(paths_of(expand_inputs({d + "/**/a.txt"}, std::nullopt, kKey)),
+            (Paths{d + "/a.txt", d + "/sub/deeper/a.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/sub/**"}, std::nullopt, kKey)),
             (Paths{d + "/sub/c.txt", d + "/sub/deeper/a.txt", d + "/sub/deeper/e.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/**/*.jsonl"}, "", kKey)), (Paths{d + "/a.jsonl"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/**/*.jsonl"}, std::nullopt, kKey)), (Paths{d + "/a.jsonl"}));
 }
 
 TEST(DocumentsExpand, GlobNamesHiddenEntriesOnlyExplicitly) {
   TempDir t;
   make_tree(t);
   std::string d = t / "d";
-  EXPECT_EQ(paths_of(expand_inputs({d + "/sub/*.txt"}, "", kKey)), (Paths{d + "/sub/c.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/sub/.*.txt"}, "", kKey)), (Paths{d + "/sub/.hidden.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/.git/*"}, "", kKey)), (Paths{d + "/.git/config.txt"}));
-  EXPECT_EQ(paths_of(expand_inputs({d + "/.git"}, "", kKey)), (Paths{d + "/.git/config.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/sub/*.txt"}, std::nullopt, kKey)), (Paths{d + "/sub/c.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/sub/.*.txt"}, std::nullopt, kKey)), (Paths{d + "/sub/.hidden.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/.git/*"}, std::nullopt, kKey)), (Paths{d + "/.git/config.txt"}));
+  EXPECT_EQ(paths_of(expand_inputs({d + "/.git"}, std::nullopt, kKey)), (Paths{d + "/.git/config.txt"}));
 }
 
 TEST(DocumentsExpand, RelativeGlobKeepsRelativePaths) {
@@ -592,7 +586,7 @@ TEST(DocumentsExpand, RelativeGlobKeepsRelativePaths) {
     explicit InFolder(const fs::path& p) { fs::current_path(p); }
     ~InFolder() { fs::current_path(before); }
   } in_d(t / "d");
-  EXPECT_EQ(paths_of(expand_inputs({"x*.txt", "sub/c.txt"}, "", kKey)),
+  EXPECT_EQ(paths_of(expand_inputs({"x*.txt", "sub/c.txt"}, std::nullopt, kKey)),
             (Paths{"x1.txt", "x10.txt", "x2.txt", "sub/c.txt"}));
 }
 
@@ -600,7 +594,7 @@ TEST(DocumentsExpand, ListKeepsSpecOrderAndSortsWithinEach) {
   TempDir t;
   make_tree(t);
   std::string d = t / "d";
-  EXPECT_EQ(paths_of(expand_inputs({d + "/x*.txt", d + "/b.txt", d + "/sub/deeper"}, "", kKey)),
+  EXPECT_EQ(paths_of(expand_inputs({d + "/x*.txt", d + "/b.txt", d + "/sub/deeper"}, std::nullopt, kKey)),
             (Paths{d + "/x1.txt", d + "/x10.txt", d + "/x2.txt", d + "/b.txt", d + "/sub/deeper/a.txt",
                    d + "/sub/deeper/e.txt"}));
 }
@@ -610,10 +604,10 @@ TEST(DocumentsExpand, SpecMatchingNoFileFails) {
   make_tree(t);
   std::string d = t / "d";
   EXPECT_EQ(error_of([&] {
-              expand_inputs({d + "/a.txt", d + "/*.csv"}, "", kKey);
+              expand_inputs({d + "/a.txt", d + "/*.csv"}, std::nullopt, kKey);
             }),
             "data.corpus: '" + d + "/*.csv' matches no file");
-  EXPECT_EQ(error_of([&] { expand_inputs({d + "/empty"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({d + "/empty"}, std::nullopt, kKey); }),
             "data.corpus: '" + d + "/empty' matches no file");
 }
 
@@ -621,27 +615,28 @@ TEST(DocumentsExpand, FolderWithOnlyHiddenFilesMatchesNothing) {
   TempDir t;
   write_file(t / "h/.a.txt", "x\n");
   write_file(t / "h/.cache/b.txt", "x\n");
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "h"}, "", kKey); }), "data.corpus: '" + t / "h" + "' matches no file");
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "h"}, std::nullopt, kKey); }),
+            "data.corpus: '" + t / "h" + "' matches no file");
 }
 
 TEST(DocumentsExpand, MissingFileMatchesNothing) {
   TempDir t;
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "nope.txt"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "nope.txt"}, std::nullopt, kKey); }),
             "data.corpus: '" + t / "nope.txt" + "' matches no file");
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "nope/**/*.txt"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "nope/**/*.txt"}, std::nullopt, kKey); }),
             "data.corpus: '" + t / "nope/**/*.txt" + "' matches no file");
 }
 
 TEST(DocumentsExpand, DanglingSymlinkFailsAsUnreadable) {
   TempDir t;
   fs::create_symlink(t / "gone.txt", t / "link.txt");
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "link.txt"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "link.txt"}, std::nullopt, kKey); }),
             t / "link.txt: cannot read: No such file or directory (data.corpus)");
   write_file(t / "d/a.txt", "x\n");
   fs::create_symlink(t / "gone.txt", t / "d/b.txt");
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "d"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "d"}, std::nullopt, kKey); }),
             t / "d/b.txt: cannot read: No such file or directory (data.corpus)");
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "d/*.txt"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "d/*.txt"}, std::nullopt, kKey); }),
             t / "d/b.txt: cannot read: No such file or directory (data.corpus)");
 }
 
@@ -654,13 +649,13 @@ TEST(DocumentsExpand, UnreadableFileFails) {
   fs::permissions(t / "secret.txt", fs::perms::none);
   const std::string want = t / "secret.txt: cannot read: Permission denied (data.corpus)";
   if (::geteuid() != 0) {
-    EXPECT_EQ(error_of([&] { expand_inputs({t / "secret.txt"}, "", kKey); }), want);
+    EXPECT_EQ(error_of([&] { expand_inputs({t / "secret.txt"}, std::nullopt, kKey); }), want);
     return;
   }
   const pid_t pid = ::fork();
   if (pid == 0) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
-    ::_exit(error_of([&] { expand_inputs({t / "secret.txt"}, "", kKey); }) == want ? 0 : 1);
+    ::_exit(error_of([&] { expand_inputs({t / "secret.txt"}, std::nullopt, kKey); }) == want ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -671,7 +666,7 @@ TEST(DocumentsExpand, UnreadableFileFails) {
 TEST(DocumentsExpand, SpecialFileNamedExplicitlyFails) {
   TempDir t;
   ASSERT_EQ(::mkfifo((t / "pipe").c_str(), 0600), 0);
-  EXPECT_EQ(error_of([&] { expand_inputs({t / "pipe"}, "", kKey); }),
+  EXPECT_EQ(error_of([&] { expand_inputs({t / "pipe"}, std::nullopt, kKey); }),
             t / "pipe: not a regular file or a folder (data.corpus)");
 }
 

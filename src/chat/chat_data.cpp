@@ -278,9 +278,10 @@ nlohmann::json read_record(const std::string& path) {
 ChatData prepare_chat_data(const ChatDataOptions& o, const tokenizer::Tokenizer& tok, const std::string& dir,
                            bool refuse_change) {
   if (o.seq_len < 2) fail("chat data: windows of {} tokens are too short", o.seq_len);
-  const auto train_files = corpus::expand_inputs(o.corpus, "text", "data.corpus");
-  const auto val_files = o.val_corpus.empty() ? std::vector<corpus::InputFile>{}
-                                              : corpus::expand_inputs(o.val_corpus, "text", "data.val_corpus");
+  const auto train_files = corpus::expand_inputs(o.corpus, corpus::FileType::kText, "data.corpus");
+  const auto val_files = o.val_corpus.empty()
+                             ? std::vector<corpus::InputFile>{}
+                             : corpus::expand_inputs(o.val_corpus, corpus::FileType::kText, "data.val_corpus");
   fs::create_directories(dir);
   ChatData d{dir + "/chat-train.tok",
              dir + "/chat-train.flags.tok",

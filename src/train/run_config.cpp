@@ -97,10 +97,6 @@ void check_data(const RunConfig& c) {
   if (!data.sources.empty() && !data.val_corpus.empty())
     fail("config: data.val_corpus does not apply to data.sources (each source keeps data.val_fraction of its "
          "documents)");
-  if (!data.file_type.empty() && data.file_type != "text" && data.file_type != "jsonl" && data.file_type != "llmc" &&
-      data.file_type != "nanogpt")
-    fail("config: data.file_type must be text, jsonl, llmc or nanogpt (or unset: by extension), got '{}'",
-         data.file_type);
   if (data.text_key.empty()) fail("config: data.text_key is empty");
   if (data.shard_tokens < 1) fail("config: data.shard_tokens must be positive, got {}", data.shard_tokens);
   if (data.tokenizer_sample_lines < 1)

@@ -45,8 +45,9 @@ struct DataSection {
     double weight = 1.0;
   };
   std::vector<Source> sources;
-  // "" (by extension), "text", "jsonl", or pretokenized "llmc" / "nanogpt" (.bin)
-  std::string file_type;
+  // "" (nullopt: by extension), "text", "jsonl", or pretokenized "llmc" /
+  // "nanogpt" (.bin).
+  std::optional<corpus::FileType> file_type;
   corpus::DocSeparator doc_separator = corpus::DocSeparator::kLine;  // text files: "line", "blank_line" or "file"
   std::string text_key = "text";  // JSONL: the member holding the document
   // Invalid UTF-8 / JSON: "error" or "skip" (counted).
@@ -176,6 +177,7 @@ optim::LrSchedule lr_schedule_of(const TrainSection& t);
 // `--set` and messages); each is read into its enum once, with the config.
 std::string_view option_name(DataFormat f);
 std::string_view option_name(AttentionSpan a);
+std::string_view option_name(corpus::FileType t);
 std::string_view option_name(corpus::DocSeparator d);
 std::string_view option_name(corpus::OnBadDocument b);
 std::string_view option_name(chat::Overflow o);

@@ -122,6 +122,10 @@ constexpr std::array<Choice<DataFormat>, 6> kDataFormats{{{DataFormat::kText, "t
                                                           {DataFormat::kPreference, "preference"}}};
 constexpr std::array<Choice<AttentionSpan>, 2> kAttentionSpans{
     {{AttentionSpan::kCausal, "causal"}, {AttentionSpan::kDocument, "document"}}};
+constexpr std::array<Choice<corpus::FileType>, 4> kFileTypes{{{corpus::FileType::kText, "text"},
+                                                              {corpus::FileType::kJsonl, "jsonl"},
+                                                              {corpus::FileType::kLlmc, "llmc"},
+                                                              {corpus::FileType::kNanoGpt, "nanogpt"}}};
 constexpr std::array<Choice<corpus::DocSeparator>, 3> kDocSeparators{{{corpus::DocSeparator::kLine, "line"},
                                                                       {corpus::DocSeparator::kBlankLine, "blank_line"},
                                                                       {corpus::DocSeparator::kFile, "file"}}};
@@ -377,8 +381,21 @@ const std::vector<Key>& keys() {
         {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
          [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources,
          "a mixture instead of data.corpus: [{path, weight}], windows drawn in proportion to the weights"},
-        string_key("data.file_type", &RunConfig::data, &D::file_type,
-                   "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"),
+        {"data.file_type",
+         [](RunConfig& c, const std::string& v) {
+           c.data.file_type.reset();
+           if (v.empty()) return;
+           for (const auto& choice : kFileTypes)
+             if (choice.name == v) {
+               c.data.file_type = choice.value;
+               return;
+             }
+           fail("config: data.file_type must be {} (or \"\": by extension), got \"{}\"", names_of(kFileTypes), v);
+         },
+         [](const RunConfig& c) {
+           return quote(c.data.file_type ? std::string(option_name(*c.data.file_type)) : std::string());
+         },
+         Kind::String, "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"},
         choice_key("data.doc_separator", &RunConfig::data, &D::doc_separator, kDocSeparators,
                    "text files: a document per line, per blank_line-separated block, or per file"),
         string_key("data.text_key", &RunConfig::data, &D::text_key,
@@ -700,6 +717,7 @@ std::string to_toml_documented(const RunConfig& c) { return toml_text(c, true); 
 
 std::string_view option_name(DataFormat f) { return name_in(kDataFormats, f); }
 std::string_view option_name(AttentionSpan a) { return name_in(kAttentionSpans, a); }
+std::string_view option_name(corpus::FileType t) { return name_in(kFileTypes, t); }
 std::string_view option_name(corpus::DocSeparator d) { return name_in(kDocSeparators, d); }
 std::string_view option_name(corpus::OnBadDocument b) { return name_in(kOnBadDocuments, b); }
 std::string_view option_name(chat::Overflow o) { return name_in(kOverflows, o); }

@@ -7,13 +7,18 @@
 // Pretokenized files (llm.c, nanoGPT) are read by token_documents.h.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ggtrain::corpus {
 
 // kLlmc and kNanoGpt hold token ids, not text (corpus/input/token_documents.h).
 enum class FileType { kText, kJsonl, kLlmc, kNanoGpt };
+// "text", "jsonl", "llmc", "nanogpt": the names data.file_type and the
+// manifest give them.
+std::string_view file_type_name(FileType t);
 enum class Compression { kNone, kGzip, kZstd };
 enum class DocSeparator { kLine, kBlankLine, kFile };
 enum class OnBadDocument { kError, kSkip };
@@ -36,14 +41,14 @@ struct InputFile {
 // extension (.txt/.text/no known extension: text; .jsonl/.json/.ndjson:
 // JSONL; .bin: llm.c tokens when its first int32 is an llm.c magic, else
 // nanoGPT tokens; an outer .gz or .zst/.zstd selects the decompressor)
-// unless `file_type_override` is "text", "jsonl", "llmc" or "nanogpt" (the
-// compression still comes from the extension). A token file's header or
+// unless `forced` names the type (the compression still comes from the
+// extension). A token file's header or
 // size is checked here, so that a bad one fails before any work is done
 // (token_file_layout). Fails naming `key` and the spec when a spec matches
 // no file (`KEY: 'SPEC' matches no file`), and naming the file when it
 // cannot be read (`PATH: cannot read: REASON (KEY)`, also for a dangling
 // symlink) or a spec is neither a regular file nor a folder.
-std::vector<InputFile> expand_inputs(const std::vector<std::string>& specs, const std::string& file_type_override,
+std::vector<InputFile> expand_inputs(const std::vector<std::string>& specs, std::optional<FileType> forced,
                                      const std::string& key);
 
 // The decompressed bytes of one file, read in chunks. A .gz may hold several

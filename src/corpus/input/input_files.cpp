@@ -191,16 +191,6 @@ FileType type_by_extension(const std::string& lower_name, const std::string& pat
   return FileType::kText;
 }
 
-// The values data.file_type takes besides "" (by extension).
-const std::pair<const char*, FileType> kOverrides[] = {
-    {"text", FileType::kText}, {"jsonl", FileType::kJsonl}, {"llmc", FileType::kLlmc}, {"nanogpt", FileType::kNanoGpt}};
-
-const FileType* override_type(const std::string& name) {
-  for (const auto& [n, t] : kOverrides)
-    if (name == n) return &t;
-  return nullptr;
-}
-
 // Checked at expansion time so that a run fails before it starts, not
 // hours in when the reader reaches that file.
 void check_readable(const std::string& path, const std::string& key) {
@@ -209,7 +199,7 @@ void check_readable(const std::string& path, const std::string& key) {
   ::close(fd);
 }
 
-InputFile describe_file(const std::string& path, const std::string& file_type_override, const std::string& key) {
+InputFile describe_file(const std::string& path, std::optional<FileType> forced, const std::string& key) {
   check_readable(path, key);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail_unreadable(path, errno, key);
@@ -217,7 +207,6 @@ InputFile describe_file(const std::string& path, const std::string& file_type_ov
   f.path = path;
   std::string name = lowercase(fs::path(path).filename().string());
   f.compression = compression_of(name);
-  const FileType* forced = override_type(file_type_override);
   f.type = forced ? *forced : type_by_extension(strip_compression_suffix(name, f.compression), path);
   f.size = uint64_t(st.st_size);
   f.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
@@ -227,14 +216,21 @@ InputFile describe_file(const std::string& path, const std::string& file_type_ov
 
 }  // namespace
 
-std::vector<InputFile> expand_inputs(const std::vector<std::string>& specs, const std::string& file_type_override,
+std::string_view file_type_name(FileType t) {
+  switch (t) {
+    case FileType::kText: return "text";
+    case FileType::kJsonl: return "jsonl";
+    case FileType::kLlmc: return "llmc";
+    case FileType::kNanoGpt: return "nanogpt";
+  }
+  return "?";
+}
+
+std::vector<InputFile> expand_inputs(const std::vector<std::string>& specs, std::optional<FileType> forced,
                                      const std::string& key) {
-  if (!file_type_override.empty() && !override_type(file_type_override))
-    fail("{}: file type must be \"text\", \"jsonl\", \"llmc\" or \"nanogpt\" (or empty: by extension), got '{}'", key,
-         file_type_override);
   std::vector<InputFile> files;
   for (const auto& spec : specs)
-    for (const auto& path : expand_spec(spec, key)) files.push_back(describe_file(path, file_type_override, key));
+    for (const auto& path : expand_spec(spec, key)) files.push_back(describe_file(path, forced, key));
   return files;
 }
 

@@ -43,7 +43,7 @@ const char* separator_name(DocSeparator s) {
 // Everything besides the sources and the tokenizer that decides the shards'
 // content, as canonical JSON (the manifest compares it as text).
 std::string options_json(const PrepareOptions& o) {
-  const nlohmann::json j{{"file_type", o.file_type},
+  const nlohmann::json j{{"file_type", o.file_type ? file_type_name(*o.file_type) : ""},
                          {"doc_separator", separator_name(o.documents.separator)},
                          {"text_key", o.documents.text_key},
                          {"on_bad_document", o.documents.on_bad == OnBadDocument::kSkip ? "skip" : "error"},

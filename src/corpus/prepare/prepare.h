@@ -9,6 +9,7 @@
 // shard, so an interrupted preparation continues after the last one, and a
 // later run reuses complete data whose sources and options are unchanged.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ namespace ggtrain::corpus {
 struct PrepareOptions {
   std::vector<std::string> corpus;  // files, folders, globs
   std::vector<std::string> val_corpus;  // a separate validation set (then val_fraction is unused)
-  std::string file_type;  // "" (by extension), "text", "jsonl", "llmc", "nanogpt"
+  std::optional<FileType> file_type;  // nullopt: by extension
   DocumentOptions documents;
   bool add_bos = true, add_eos = true;  // text documents only
   // A document is validation when a hash of (seed, its index among the
