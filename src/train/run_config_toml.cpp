@@ -163,19 +163,42 @@ std::string names_of(const std::array<Choice<E>, N>& choices) {
   return s;
 }
 
+// The value named `v`, or nullptr.
+template <typename E, size_t N>
+const E* value_named(const std::array<Choice<E>, N>& choices, const std::string& v) {
+  for (const auto& choice : choices)
+    if (choice.name == v) return &choice.value;
+  return nullptr;
+}
+
 template <typename T, typename E, size_t N>
 Key choice_key(const std::string& name, T RunConfig::*sec, E T::*field, const std::array<Choice<E>, N>& choices,
                const char* doc) {
   return {name,
           [=](RunConfig& c, const std::string& v) {
-            for (const auto& choice : choices)
-              if (choice.name == v) {
-                (c.*sec).*field = choice.value;
-                return;
-              }
-            fail("config: {} must be {}, got \"{}\"", name, names_of(choices), v);
+            const E* value = value_named(choices, v);
+            if (!value) fail("config: {} must be {}, got \"{}\"", name, names_of(choices), v);
+            (c.*sec).*field = *value;
           },
           [=](const RunConfig& c) { return quote(std::string(name_in(choices, (c.*sec).*field))); }, Kind::String, doc};
+}
+
+// A choice option that may be left unset: "" (nullopt) means `unset`.
+template <typename T, typename E, size_t N>
+Key optional_choice_key(const std::string& name, T RunConfig::*sec, std::optional<E> T::*field,
+                        const std::array<Choice<E>, N>& choices, const char* unset, const char* doc) {
+  return {name,
+          [=](RunConfig& c, const std::string& v) {
+            const E* value = value_named(choices, v);
+            if (!value && !v.empty())
+              fail("config: {} must be {} (or \"\": {}), got \"{}\"", name, names_of(choices), unset, v);
+            (c.*sec).*field = value ? std::optional<E>(*value) : std::nullopt;
+          },
+          [=](const RunConfig& c) {
+            const std::optional<E>& value = (c.*sec).*field;
+            return quote(value ? std::string(name_in(choices, *value)) : std::string());
+          },
+          Kind::String, doc};
 }
 
 // A list of names: a TOML array of strings, or through --set the names
@@ -381,21 +404,8 @@ const std::vector<Key>& keys() {
         {"data.sources", [](RunConfig& c, const std::string& v) { c.data.sources = parse_sources("data.sources", v); },
          [](const RunConfig& c) { return sources_literal(c.data.sources); }, Kind::Sources,
          "a mixture instead of data.corpus: [{path, weight}], windows drawn in proportion to the weights"},
-        {"data.file_type",
-         [](RunConfig& c, const std::string& v) {
-           c.data.file_type.reset();
-           if (v.empty()) return;
-           for (const auto& choice : kFileTypes)
-             if (choice.name == v) {
-               c.data.file_type = choice.value;
-               return;
-             }
-           fail("config: data.file_type must be {} (or \"\": by extension), got \"{}\"", names_of(kFileTypes), v);
-         },
-         [](const RunConfig& c) {
-           return quote(c.data.file_type ? std::string(option_name(*c.data.file_type)) : std::string());
-         },
-         Kind::String, "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"},
+        optional_choice_key("data.file_type", &RunConfig::data, &D::file_type, kFileTypes, "by extension",
+                            "\"\" (by extension), text, jsonl, or pretokenized llmc / nanogpt (.bin)"),
         choice_key("data.doc_separator", &RunConfig::data, &D::doc_separator, kDocSeparators,
                    "text files: a document per line, per blank_line-separated block, or per file"),
         string_key("data.text_key", &RunConfig::data, &D::text_key,
