@@ -7,6 +7,7 @@
 #
 #   tests/generate_check.sh BIN REFERENCE_BIN
 set -euo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/support/fox_corpus.sh"
 bin=$(realpath "$1")
 ref=$(realpath "$2")
 work=$(mktemp -d)
@@ -14,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "generate_check: $*"; exit 1; }
 
-for i in $(seq 1 400); do echo "line $i: the $((i % 7)) quick brown foxes jump over $((i % 13)) lazy dogs."; done > corpus.txt
+fox_corpus corpus.txt
 "$bin" train --preset tiny --set data.corpus=corpus.txt --set train.steps=30 --run-dir run --quiet > train.out 2>&1 ||
   { cat train.out; fail "training failed"; }
 model=run/weights/latest

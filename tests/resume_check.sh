@@ -7,13 +7,14 @@
 #
 #   tests/resume_check.sh PATH/TO/ggtrain
 set -euo pipefail
+source "$(cd "$(dirname "$0")" && pwd)/support/fox_corpus.sh"
 bin=$(realpath "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "resume_check: $*"; exit 1; }
 
-for i in $(seq 1 400); do echo "line $i: the $((i % 7)) quick brown foxes jump over $((i % 13)) lazy dogs."; done > corpus.txt
+fox_corpus corpus.txt
 args=(--preset tiny --set data.corpus=corpus.txt --set train.steps=24 --set train.threads=2 --set checkpoint.every=6)
 "$bin" train "${args[@]}" --run-dir whole --quiet > whole.out 2>&1 || { cat whole.out; fail "the whole run failed"; }
 "$bin" train "${args[@]}" --run-dir cut --stop-at 12 > cut.out 2>&1 || { cat cut.out; fail "the first part failed"; }
