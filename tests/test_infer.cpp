@@ -14,12 +14,12 @@
 #include "infer/generate.h"
 #include "infer/perplexity.h"
 #include "infer/sampler.h"
-#include "infer/weight_matrix.h"
 #include "kernels/number_formats.h"
 #include "kernels/q8_dot.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model/transformer.h"
+#include "nn/packed_matrix.h"
 #include "quant/blocks.h"
 #include "quant/gguf_floats.h"
 #include "quant/type_traits.h"
@@ -464,7 +464,7 @@ TEST_P(QuantizedMatrix, MultipliesAsGgmlDoes) {
     quant::add_float_tensor(wr, "m.weight", type, {uint64_t(kCols), uint64_t(kRows)}, w.data());
     wr.write(tmp / "m.gguf");
     gguf::GgufFile f(tmp / "m.gguf");
-    const infer::WeightMatrix m(f, f.tensor("m.weight"));
+    const nn::PackedMatrix m(f, f.tensor("m.weight"));
     std::vector<float> y(size_t(kBatch * kRows));
     m.matmul(x.data(), y.data(), kBatch);
     const std::vector<float> wq = quant::tensor_floats(f, f.tensor("m.weight"));

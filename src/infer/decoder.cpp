@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -28,7 +29,7 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
   auto checked = [&](const std::string& name) -> const gguf::TensorInfo& {
     return model::tensor_of_shape(f, layout.get(name));
   };
-  build([&](const std::string& name) { return WeightMatrix(f, checked(name)); },
+  build([&](const std::string& name) { return std::make_shared<const nn::PackedMatrix>(f, checked(name)); },
         [&](const std::string& name) { return quant::tensor_floats(f, checked(name)); });
 }
 
@@ -44,9 +45,9 @@ Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model
   build(
       [&](const std::string& name) {
         if (const model::HeldMatrix* h = quantized ? quantized->find(name) : nullptr)
-          return WeightMatrix(h->type, h->rows.data, h->rows.rows, h->rows.cols);
+          return std::make_shared<const nn::PackedMatrix>(h->type, h->rows.data, h->rows.rows, h->rows.cols);
         const auto& t = layout.get(name);
-        return WeightMatrix(at(name), t.shape[0], t.shape[1]);
+        return std::make_shared<const nn::PackedMatrix>(at(name), t.shape[0], t.shape[1]);
       },
       [&](const std::string& name) { return std::vector<float>(at(name), at(name) + layout.get(name).size); });
   // A LoRA run's adapters, applied as a file's are (unmerged).
@@ -55,12 +56,13 @@ Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model
 
 template <typename Matrix, typename Vector>
 void Decoder::build(Matrix matrix, Vector vec) {
-  token_embd_ = matrix("token_embd.weight");
-  if (!cfg_.tied) output_ = matrix("output.weight");
+  const auto embd = matrix("token_embd.weight");
+  token_embd_ = nn::Embedding<float>::packed(embd);
+  output_ = nn::Linear<float>::packed(cfg_.tied ? embd : matrix("output.weight"));
   output_norm_ = vec("output_norm.weight");
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
-    auto mat = [&](model::BlockMatrix m) { return matrix(n(model::block_matrix_name(m))); };
+    auto mat = [&](model::BlockMatrix m) { return nn::Linear<float>::packed(matrix(n(model::block_matrix_name(m)))); };
     layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), mat(model::kAttnQ), mat(model::kAttnK),
                        mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate), mat(model::kFfnUp),
                        mat(model::kFfnDown)});
@@ -104,7 +106,11 @@ void Decoder::build(Matrix matrix, Vector vec) {
   logits_.resize(size_t(cfg_.vocab));
 }
 
-void Decoder::add_lora(const model::LoraAdapter& adapter, double user_scale) {
+void Decoder::add_lora(const model::LoraAdapter& adapter_in, double user_scale) {
+  const model::LoraAdapter& adapter = adapters_.emplace_back(adapter_in);
+  int64_t max_rank = 0;
+  for (const auto& p : adapter.pairs) max_rank = std::max(max_rank, p.rank);
+  float* u = lora_u_.emplace_back(size_t(n_ctx_ * max_rank)).data();
   for (const auto& p : adapter.pairs) {
     int64_t l = -1;
     char what[32] = {};
@@ -113,7 +119,10 @@ void Decoder::add_lora(const model::LoraAdapter& adapter, double user_scale) {
     Layer& L = layers_[size_t(l)];
     const model::BlockMatrix m = model::block_matrix_from_name(what);
     if (m == model::kNumBlockMatrices) fail("LoRA: '{}' is not a block matrix of this model", p.weight);
-    L.matrix(m).add_lora(p.a, p.b, p.rank, float(adapter.scale_of(p, user_scale)));
+    nn::Linear<float>& w = L.matrix(m);
+    if (p.rank <= 0 || int64_t(p.a.size()) != p.rank * w.n_in() || int64_t(p.b.size()) != w.n_out() * p.rank)
+      fail("LoRA pair of rank {} does not fit a [{}, {}] matrix", p.rank, w.n_out(), w.n_in());
+    w.add_lora({p.a.data(), p.b.data(), p.rank, float(adapter.scale_of(p, user_scale)), u});
   }
 }
 
@@ -165,11 +174,10 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   const int64_t C = cfg_.d_model, hd = cfg_.d_head();
   const float eps = float(cfg_.rms_eps);
   const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
       fail("decoder: token {} is outside the vocabulary of {}", tokens[i], cfg_.vocab);
-    token_embd_.row(tokens[i], x_.data() + i * C);
-  }
+  token_embd_.forward(x_.data(), tokens, n);
   if (cfg_.architecture().embedding_scale)  // sqrtf(d_model), as llama.cpp
     kernels::scale_inplace(x_.data(), std::sqrt(float(C)), n * C);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
@@ -178,9 +186,9 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * hd / 2;
     const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * hd / 2;
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.attn_norm.data(), n, C, eps);
-    L.wq.matmul(h_.data(), q_.data(), n);
-    L.wk.matmul(h_.data(), k_.data(), n);
-    L.wv.matmul(h_.data(), v_.data(), n);
+    project(L.wq, h_.data(), q_.data(), n);
+    project(L.wk, h_.data(), k_.data(), n);
+    project(L.wv, h_.data(), v_.data(), n);
     if (!L.bq.empty()) {
       kernels::bias_forward(q_.data(), L.bq.data(), n, cfg_.q_dim());
       kernels::bias_forward(k_.data(), L.bk.data(), n, cfg_.kv_dim());
@@ -195,21 +203,21 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
     cache_.store(l, k_.data(), v_.data(), pos, n);
     attention(l, n);
-    L.wo.matmul(att_out_.data(), tmp_.data(), n);
+    project(L.wo, att_out_.data(), tmp_.data(), n);
     if (L.attn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.attn_post_norm, n);
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
-    L.w_gate.matmul(h_.data(), gate_.data(), n);
-    L.w_up.matmul(h_.data(), up_.data(), n);
+    project(L.w_gate, h_.data(), gate_.data(), n);
+    project(L.w_up, h_.data(), up_.data(), n);
     model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
-    L.w_down.matmul(gate_.data(), tmp_.data(), n);
+    project(L.w_down, gate_.data(), tmp_.data(), n);
     if (L.ffn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.ffn_post_norm, n);
   }
   const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
   if (logits_.size() < size_t(rows * cfg_.vocab)) logits_.resize(size_t(rows * cfg_.vocab));
   kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first * C, output_norm_.data(), rows, C, eps);
-  (cfg_.tied ? token_embd_ : output_).matmul(h_.data(), logits_.data(), rows);
+  project(output_, h_.data(), logits_.data(), rows);
   cache_.append(tokens, n);
 }
 

@@ -3,15 +3,19 @@
 // prompt as one batch, then one token at a time), each layer's keys and
 // values are kept, so the prefix is never recomputed.
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <vector>
 
 #include "gguf/reader.h"
 #include "infer/kv_cache.h"
-#include "infer/weight_matrix.h"
 #include "kernels/attention.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/params.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/packed_matrix.h"
 
 namespace ggtrain::model {
 class QuantizedBase;
@@ -60,18 +64,21 @@ class Decoder {
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
-    WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    nn::Linear<float> wq, wk, wv, wo, w_gate, w_up, w_down;
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
     std::vector<float> bq = {}, bk = {}, bv = {};  // Architecture::qkv_bias, else empty
     std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
-    WeightMatrix& matrix(model::BlockMatrix m) {
-      WeightMatrix* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
+    nn::Linear<float>& matrix(model::BlockMatrix m) {
+      nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
       return *all[m];
     }
   };
-  // The weights, by llama.cpp name, and the buffers for n_ctx_ tokens.
+  // The weights, by llama.cpp name (`matrix` gives a shared PackedMatrix),
+  // and the buffers for n_ctx_ tokens.
   template <typename Matrix, typename Vector>
   void build(Matrix matrix, Vector vec);
+  // y[n, p.n_out()] = x p^T (+ its adapters).
+  static void project(const nn::Linear<float>& p, float* x, float* y, int64_t n) { p.forward(y, {x, nullptr}, n); }
   void attention(int64_t l, int64_t n);
   kernels::AttnShape flash_shape(int64_t n) const;
   kernels::DecodeAttnShape decode_shape(int64_t window = 0) const {
@@ -87,7 +94,12 @@ class Decoder {
   int64_t n_ctx_;
   int64_t threads_;  // the attention scratch is planned for this many
   KvCache cache_;
-  WeightMatrix token_embd_, output_;  // output_ unused when the head is tied
+  nn::Embedding<float> token_embd_;
+  nn::Linear<float> output_;  // the head (the embedding's matrix when tied)
+  // Adapters added with add_lora, and each one's [n_ctx, rank] buffer of x A^T
+  // (their branches point into both; a deque keeps them where they are).
+  std::deque<model::LoraAdapter> adapters_;
+  std::deque<std::vector<float>> lora_u_;
   std::vector<float> output_norm_;
   std::vector<Layer> layers_;
   std::vector<float> rope_cos_, rope_sin_;

@@ -9,10 +9,6 @@
 #include "kernels/attention_bf16.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
-#include "kernels/gemm.h"
-#include "kernels/gemm_bf16.h"
-#include "kernels/lora.h"
-#include "kernels/quant_linear.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "model/family_ops.h"
@@ -82,7 +78,7 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
     fail("model: quantized weights need a float model in fp32 precision");
   grads_ = AlignedBuffer<T>(size_t(std::max<int64_t>(grad_layout_.total(), 1)));
   w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data(), /*allow_missing=*/!held.empty());
-  bind_quantized();
+  size_band_scratch();
   g_ = ModelWeights<T>::bind(grad_layout_, cfg_, grads_.data(), /*allow_missing=*/true);
   if (cfg_.donor_dim > 0) donor_ = AlignedBuffer<T>(size_t(cfg_.vocab * cfg_.donor_dim));
   if (bf16_) wbf16_ = AlignedBuffer<kernels::bf16>(size_t(layout_.total()));
@@ -91,6 +87,7 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
   acts_ = AlignedBuffer<T>(size_t(sizing.used()));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
+  bind_layers();
   layer_rope_tables(cfg_, false, rope_cos_, rope_sin_, seq_len_);
   if (cfg_.sliding_window > 0) layer_rope_tables(cfg_, true, rope_cos_local_, rope_sin_local_, seq_len_);
   local_attn_shape_ = attn_shape_;
@@ -144,38 +141,6 @@ void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
 }
 
 template <typename T>
-WeightRef<T> LlamaModel<T>::block_weight(int64_t l, BlockMatrix t) const {
-  if (!quant_blocks_.empty() && quant_blocks_[size_t(l)][size_t(t)])
-    return {nullptr, quant_blocks_[size_t(l)][size_t(t)]};
-  const auto& w = w_.layers[size_t(l)];
-  const T* const m[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
-  return {m[t], nullptr};
-}
-
-template <typename T>
-void LlamaModel<T>::linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (w.quant) return quant_linear_forward(y, x.fp32, *w.quant, M, band_scratch_, band_rows(n_in));
-    if (x.bf16) return kernels::linear_forward(y, x.bf16, bf16_weight(w.fp32), M, n_in, n_out);
-  }
-  linear_forward(y, x.fp32, w.fp32, M, n_in, n_out);
-}
-
-template <typename T>
-void LlamaModel<T>::linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M,
-                               int64_t n_in, int64_t n_out, bool accumulate_dx) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (w.quant) {  // frozen: dw is null
-      if (dx) quant_linear_backward_input(dx, dy.fp32, *w.quant, M, band_scratch_, band_rows(n_in), accumulate_dx);
-      return;
-    }
-    if (dy.bf16)
-      return kernels::linear_backward(dx, dw, dy.bf16, x.bf16, bf16_weight(w.fp32), M, n_in, n_out, accumulate_dx);
-  }
-  linear_backward(dx, dw, dy.fp32, x.fp32, w.fp32, M, n_in, n_out, accumulate_dx);
-}
-
-template <typename T>
 GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     if (bf16_) {
@@ -186,45 +151,28 @@ GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
   return {dy, nullptr};
 }
 
+// One projection of block l: its linear op (fp32, bf16, quantized bands),
+// then its LoRA branch when it is a target. The block passes call only
+// these two.
 template <typename T>
-void LlamaModel<T>::lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out) {
-  const auto& w = w_.layers[size_t(l)];
-  if (!w.lora_a[t]) return;
-  lora_forward(out, layer_acts_[size_t(l)].lora_u[t], inp, w.lora_a[t], w.lora_b[t], batch_ * seq_len_, n_in, n_out,
-               cfg_.lora.rank, T(cfg_.lora.scale()));
+void LlamaModel<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, OpProfile::Op op) {
+  const nn::Linear<T>& p = proj_[size_t(l)][size_t(t)];
+  p.forward_base(out, in, batch_ * seq_len_);
+  charge_time_to(op);
+  if (!p.has_lora()) return;
+  p.forward_lora(out, in.fp32, batch_ * seq_len_);
   charge_time_to(OpProfile::kLora);
 }
 
 template <typename T>
-void LlamaModel<T>::lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in,
-                             int64_t n_out) {
-  const auto& w = w_.layers[size_t(l)];
-  if (!w.lora_a[t]) return;
-  const auto& g = g_.layers[size_t(l)];
-  lora_backward(dinp, g.lora_a[t], g.lora_b[t], d_lora_u_, dout, inp, layer_acts_[size_t(l)].lora_u[t], w.lora_a[t],
-                w.lora_b[t], batch_ * seq_len_, n_in, n_out, cfg_.lora.rank, T(cfg_.lora.scale()));
+void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const T* dout_fp32,
+                                const GemmIn<T>& in, bool accumulate, OpProfile::Op op) {
+  const nn::Linear<T>& p = proj_[size_t(l)][size_t(t)];
+  p.backward_base(din, dout, in, batch_ * seq_len_, accumulate);
+  charge_time_to(op);
+  if (!p.has_lora()) return;
+  p.backward_lora(din, dout_fp32, in.fp32, batch_ * seq_len_);
   charge_time_to(OpProfile::kLora);
-}
-
-// One projection of block l: out = in W^T through whichever linear op the
-// matrix has (fp32, bf16, Q8_0 bands), then its LoRA branch when it is a
-// target. The block passes call only these two.
-template <typename T>
-void LlamaModel<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, int64_t n_in, int64_t n_out,
-                            OpProfile::Op op) {
-  linear_fwd(out, in, block_weight(l, t), batch_ * seq_len_, n_in, n_out);
-  charge_time_to(op);
-  lora_fwd(l, t, out, in.fp32, n_in, n_out);
-}
-
-// Its backward: din (= or +=, per accumulate) and dw from dout (dout_fp32:
-// the same gradient in float, which the LoRA branch reads).
-template <typename T>
-void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, T* dw, const GemmIn<T>& dout, const T* dout_fp32,
-                                const GemmIn<T>& in, int64_t n_in, int64_t n_out, bool accumulate, OpProfile::Op op) {
-  linear_bwd(din, dw, dout, in, block_weight(l, t), batch_ * seq_len_, n_in, n_out, accumulate);
-  charge_time_to(op);
-  lora_bwd(l, t, din, dout_fp32, in.fp32, n_in, n_out);
 }
 
 template <typename T>
@@ -252,9 +200,9 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   auto& a = layer_acts_[size_t(l)];
   with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   charge_time_to(OpProfile::kNorm);
-  project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, C, QD, OpProfile::kQkv);
-  project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, C, KD, OpProfile::kQkv);
-  project(l, kAttnV, a.v, a.h_attn, C, KD, OpProfile::kQkv);
+  project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, OpProfile::kQkv);
+  project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, OpProfile::kQkv);
+  project(l, kAttnV, a.v, a.h_attn, OpProfile::kQkv);
   if (w.bq) {  // Architecture::qkv_bias
     bias_forward(qk_norm() ? a.q_raw : a.q, w.bq, BT, QD);
     bias_forward(qk_norm() ? a.k_raw : a.k, w.bk, BT, KD);
@@ -277,10 +225,10 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   charge_time_to(OpProfile::kAttention);
   if (!x_mid) return;
   if (post_norms()) {  // x_mid = x_in + rmsnorm(attn_out Wo^T)
-    project(l, kAttnOutput, a.attn_proj, a.attn_out, QD, C, OpProfile::kAttnOutput);
+    project(l, kAttnOutput, a.attn_proj, a.attn_out, OpProfile::kAttnOutput);
     post_norm_forward(x_mid, a.rstd_attn_post, a.attn_proj, w.attn_post_norm);
   } else {
-    project(l, kAttnOutput, x_mid, a.attn_out, QD, C, OpProfile::kAttnOutput);
+    project(l, kAttnOutput, x_mid, a.attn_out, OpProfile::kAttnOutput);
   }
   with_pointer(a.h_ffn, [&](auto* h) {
     residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
@@ -296,16 +244,16 @@ template <typename T>
 void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
-  project(l, kFfnGate, a.gate, a.h_ffn, C, F, OpProfile::kGateUp);
-  project(l, kFfnUp, a.up, a.h_ffn, C, F, OpProfile::kGateUp);
+  project(l, kFfnGate, a.gate, a.h_ffn, OpProfile::kGateUp);
+  project(l, kFfnUp, a.up, a.h_ffn, OpProfile::kGateUp);
   with_pointer(a.act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.gate, a.up, BT * F); });
   charge_time_to(OpProfile::kSwiglu);
   if (!x_out) return;
   if (post_norms()) {  // x_out = x_mid + rmsnorm(act W_down^T)
-    project(l, kFfnDown, a.ffn_proj, a.act, F, C, OpProfile::kDown);
+    project(l, kFfnDown, a.ffn_proj, a.act, OpProfile::kDown);
     post_norm_forward(x_out, a.rstd_ffn_post, a.ffn_proj, w_.layers[size_t(l)].ffn_post_norm);
   } else {
-    project(l, kFfnDown, x_out, a.act, F, C, OpProfile::kDown);
+    project(l, kFfnDown, x_out, a.act, OpProfile::kDown);
   }
   residual_forward(x_out, x_out, x_mid, BT * C);
   charge_time_to(OpProfile::kResidual);
@@ -316,11 +264,9 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
     embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
-    linear_forward(residual_[0], x_donor_, w_.lens, BT, cfg_.donor_dim, C);
-  } else if (quant_embd_) {
-    if constexpr (std::is_same_v<T, float>) quant_embedding_forward(residual_[0], inputs, *quant_embd_, BT);
+    lens_.forward_base(residual_[0], {x_donor_, nullptr}, BT);
   } else {
-    embedding_forward(residual_[0], inputs, w_.token_embd, BT, C);
+    token_embd_.forward(residual_[0], inputs, BT);
   }
   if (cfg_.architecture().embedding_scale) scale_inplace(residual_[0], embedding_scale(), BT * C);
   charge_time_to(OpProfile::kEmbedding);
@@ -362,7 +308,7 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
     const GemmIn<T> h = h_final_.at(r0 * C);
-    linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
+    head_.forward_base(logit_chunk_, h, rows);
     charge_time_to(OpProfile::kHead);
     if (!prepare_backward) {
       cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
@@ -375,7 +321,7 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
     charge_time_to(OpProfile::kLoss);
     phase_ = OpProfile::kBackward;
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
-    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
+    head_.backward_base(d_h_final_ + r0 * C, d_logits, h, rows, false);
     charge_time_to(OpProfile::kHead);
     phase_ = OpProfile::kForward;
   }
@@ -386,12 +332,12 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
 
 template <typename T>
 T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
+  const int64_t BT = batch_ * seq_len_, V = cfg_.vocab;
   if (targets) check_tokens(targets, "target", true);
   embed_and_blocks(inputs, doc_start);
   if (!targets) {
     if (!logits_.size()) logits_ = AlignedBuffer<T>(size_t(BT * V));
-    linear_fwd(logits_.data(), h_final_, head_weight(), BT, C, V);
+    head_.forward_base(logits_.data(), h_final_, BT);
     charge_time_to(OpProfile::kHead);
     return T(0);
   }
@@ -424,10 +370,10 @@ void LlamaModel<T>::backward_weighted(const T* d_token_loss) {
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
     const GemmIn<T> h = h_final_.at(r0 * C);
-    linear_fwd(logit_chunk_, h, head_weight(), rows, C, V);
+    head_.forward_base(logit_chunk_, h, rows);
     cross_entropy_backward_weighted(logit_chunk_, lse_ + r0, targets_ + r0, rows, V, d_token_loss + r0);
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
-    linear_bwd(d_h_final_ + r0 * C, d_head_, d_logits, h, head_weight(), rows, C, V, false);
+    head_.backward_base(d_h_final_ + r0 * C, d_logits, h, rows, false);
   }
   charge_time_to(OpProfile::kHead);
   backward();
@@ -462,14 +408,13 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
     post_norm_backward(d_normed_, g.ffn_post_norm, d_res, a.ffn_proj, w.ffn_post_norm, a.rstd_ffn_post);
     d_down = d_normed_;
   }
-  project_bwd(l, kFfnDown, d_act_, g.w_down, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, F, C, false,
-              OpProfile::kDown);
+  project_bwd(l, kFfnDown, d_act_, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, false, OpProfile::kDown);
   if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
     ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
   else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
-  project_bwd(l, kFfnGate, d_normed_, g.w_gate, d_gate_, d_gate_.fp32, a.h_ffn, C, F, false, OpProfile::kGateUp);
-  project_bwd(l, kFfnUp, d_normed_, g.w_up, d_up_, d_up_.fp32, a.h_ffn, C, F, true, OpProfile::kGateUp);
+  project_bwd(l, kFfnGate, d_normed_, d_gate_, d_gate_.fp32, a.h_ffn, false, OpProfile::kGateUp);
+  project_bwd(l, kFfnUp, d_normed_, d_up_, d_up_.fp32, a.h_ffn, true, OpProfile::kGateUp);
   rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
   charge_time_to(OpProfile::kNorm);
 }
@@ -487,7 +432,7 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
     post_norm_backward(d_normed_, g.attn_post_norm, d_res, a.attn_proj, w.attn_post_norm, a.rstd_attn_post);
     d_proj = d_normed_;
   }
-  project_bwd(l, kAttnOutput, d_attn_out_, g.wo, gemm_in(d_proj, d_res_h_, BT * C), d_proj, a.attn_out, QD, C, false,
+  project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_proj, d_res_h_, BT * C), d_proj, a.attn_out, false,
               OpProfile::kAttnOutput);
   with_pointer(a.attn_out, [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
@@ -516,9 +461,9 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   if (g.bv) bias_backward(g.bv, d_v_, BT, KD);
   const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * QD), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
                   dv = gemm_in(d_v_, d_v_h_, BT * KD);
-  project_bwd(l, kAttnQ, d_normed_, g.wq, dq, d_q_proj, a.h_attn, C, QD, false, OpProfile::kQkv);
-  project_bwd(l, kAttnK, d_normed_, g.wk, dk, d_k_proj, a.h_attn, C, KD, true, OpProfile::kQkv);
-  project_bwd(l, kAttnV, d_normed_, g.wv, dv, d_v_, a.h_attn, C, KD, true, OpProfile::kQkv);
+  project_bwd(l, kAttnQ, d_normed_, dq, d_q_proj, a.h_attn, false, OpProfile::kQkv);
+  project_bwd(l, kAttnK, d_normed_, dk, d_k_proj, a.h_attn, true, OpProfile::kQkv);
+  project_bwd(l, kAttnV, d_normed_, dv, d_v_, a.h_attn, true, OpProfile::kQkv);
   rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
   charge_time_to(OpProfile::kNorm);
 }
@@ -564,8 +509,8 @@ void LlamaModel<T>::backward(T loss_scale) {
   }
   if (cfg_.architecture().embedding_scale) scale_inplace(d_res_, embedding_scale(), BT * C);
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
-    linear_backward<T>(nullptr, g_.lens, d_res_, x_donor_, w_.lens, BT, cfg_.donor_dim, C, false);
-  else if (g_.token_embd) embedding_backward(g_.token_embd, d_res_, inputs_, BT, C);
+    lens_.backward_base(nullptr, {d_res_, nullptr}, {x_donor_, nullptr}, BT, false);
+  else token_embd_.backward(d_res_, inputs_, BT);
   charge_time_to(OpProfile::kEmbedding);
   targets_ = nullptr;  // once per forward: the head's prepared gradients are used up
 }

@@ -19,6 +19,8 @@
 #include "kernels/tile_gemm_bf16.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
 #include "util/aligned_buffer.h"
 
 namespace ggtrain::model {
@@ -46,13 +48,6 @@ struct ModelOptions {
   const QuantizedBase* quantized = nullptr;
 };
 
-// A weight matrix as a linear layer reads it: float parameters, or quantized rows.
-template <typename T>
-struct WeightRef {
-  const T* fp32 = nullptr;
-  const kernels::QuantRows* quant = nullptr;
-};
-
 // Wall time per operation, summed over layers and steps, when attached with
 // set_profile() (bench/train_bench prints it); off otherwise.
 struct OpProfile {
@@ -77,14 +72,7 @@ struct OpProfile {
   static const char* name(int op);
 };
 
-// A buffer that only feeds GEMMs: float, or bf16 in bf16 training (exactly
-// one of the two is set).
-template <typename T>
-struct GemmIn {
-  T* fp32 = nullptr;
-  kernels::bf16* bf16 = nullptr;
-  GemmIn at(int64_t offset) const { return {fp32 ? fp32 + offset : nullptr, bf16 ? bf16 + offset : nullptr}; }
-};
+using nn::GemmIn;
 
 template <typename T>
 struct LayerActs {
@@ -177,19 +165,15 @@ class LlamaModel {
  private:
   void plan(BumpPlan<T>& p);
   GemmIn<T> take_gemm_in(BumpPlan<T>& p, int64_t n) const;
-  // y[M, n_out] = x W^T and its backward, in the precision of x.
-  void linear_fwd(T* y, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in, int64_t n_out);
-  void linear_bwd(T* dx, T* dw, const GemmIn<T>& dy, const GemmIn<T>& x, WeightRef<T> w, int64_t M, int64_t n_in,
-                  int64_t n_out, bool accumulate_dx);
-  // Matrix t of block l, and the head: float or held quantized.
-  WeightRef<T> block_weight(int64_t l, BlockMatrix t) const;
-  WeightRef<T> head_weight() const { return {w_.output, quant_output_}; }
-  // Rows of a quantized matrix with `cols` columns that fit the scratch.
-  int64_t band_rows(int64_t cols) const { return std::max<int64_t>(1, band_scratch_size_ / cols); }
-  void bind_quantized();
+  // The layers' weights in their forms (float, bf16 shadow, held quantized)
+  // with their gradients and LoRA branches, bound once the buffers are planned.
+  void bind_layers();
+  // The scratch a held quantized base dequantizes bands into: the largest
+  // held block matrix, bands of at least 1024 rows of a held vocabulary matrix.
+  void size_band_scratch();
   // dy as a GEMM input: itself in fp32, rounded into `scratch` in bf16.
   GemmIn<T> gemm_in(T* dy, kernels::bf16* scratch, int64_t n);
-  const kernels::bf16* bf16_weight(const T* w) const { return wbf16_.data() + (w - params_.data()); }
+  const kernels::bf16* bf16_shadow(const T* w) const { return bf16_ ? wbf16_.data() + (w - params_.data()) : nullptr; }
   // bf16 training runs attention's tiles on bf16 too, where the CPU has
   // AVX512_BF16 (kernels/attention_bf16.h); elsewhere attention stays float.
   bool bf16_attention() const { return bf16_ && kernels::kNativeTileBf16 && cfg_.d_head() % 2 == 0; }
@@ -225,14 +209,12 @@ class LlamaModel {
   T head_loss(bool prepare_backward);
   void check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const;
   void check_threads() const;
-  // Projection t of block l (its linear op, then its LoRA branch) and its backward.
-  void project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, int64_t n_in, int64_t n_out, OpProfile::Op op);
-  void project_bwd(int64_t l, BlockMatrix t, T* din, T* dw, const GemmIn<T>& dout, const T* dout_fp32,
-                   const GemmIn<T>& in, int64_t n_in, int64_t n_out, bool accumulate, OpProfile::Op op);
-  // The LoRA branch of target t in layer l (nothing when it is not a target):
-  // out += s (inp A^T) B^T, and its backward (dinp accumulated).
-  void lora_fwd(int64_t l, BlockMatrix t, T* out, const T* inp, int64_t n_in, int64_t n_out);
-  void lora_bwd(int64_t l, BlockMatrix t, T* dinp, const T* dout, const T* inp, int64_t n_in, int64_t n_out);
+  // Projection t of block l (its linear op, then its LoRA branch) and its
+  // backward: din (= or +=, per accumulate) from dout (dout_fp32: the same
+  // gradient in float, which the LoRA branch reads).
+  void project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, OpProfile::Op op);
+  void project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const T* dout_fp32, const GemmIn<T>& in,
+                   bool accumulate, OpProfile::Op op);
   // Profiling: the time since the previous call goes to `op` in phase_.
   void charge_time_to(OpProfile::Op op);
 
@@ -246,10 +228,10 @@ class LlamaModel {
   bool bf16_ = false;
   AlignedBuffer<kernels::bf16> wbf16_;  // bf16 copy of params_ (bf16 training)
   ModelWeights<T> w_, g_;
-  // Q8_0 matrices (ModelOptions::quantized) per block and target, and of the
-  // embedding and head; null where the matrix is float.
-  std::vector<std::array<const kernels::QuantRows*, kNumBlockMatrices>> quant_blocks_;
-  const kernels::QuantRows *quant_embd_ = nullptr, *quant_output_ = nullptr;
+  std::vector<std::array<nn::Linear<T>, kNumBlockMatrices>> proj_;  // per block, per BlockMatrix
+  nn::Embedding<T> token_embd_;  // unused with a donor table
+  nn::Linear<T> lens_;  // the donor lens (LlamaConfig::donor_dim > 0)
+  nn::Linear<T> head_;  // its gradient goes to d_head_ (at unit loss scale)
   int64_t band_scratch_size_ = 0;  // floats of dequantized rows at a time
   T* band_scratch_ = nullptr;
   kernels::AttnShape attn_shape_;

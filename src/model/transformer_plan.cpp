@@ -1,8 +1,9 @@
 // LlamaModel's memory, planned once at construction: every activation and
 // scratch buffer carved from one allocation (sized by a first pass of the
-// same plan), and the quantized matrices of a held Q8_0 base bound with
-// their scratch. The passes themselves are in llama.cpp.
+// same plan), and the layers bound to their weights, gradients and scratch.
+// The passes themselves are in transformer.cpp.
 #include <algorithm>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -13,29 +14,58 @@
 
 namespace ggtrain::model {
 
-// Points quant_blocks_, quant_embd_ and quant_output_ at the quantized
-// matrices and sizes the scratch: the largest quantized block matrix, and
-// bands of at least 1024 rows for a quantized vocabulary matrix.
+namespace {
+const kernels::QuantRows* held_rows(const ModelOptions& o, const std::string& name) {
+  const HeldMatrix* h = o.quantized ? o.quantized->find(name) : nullptr;
+  return h ? &h->rows : nullptr;
+}
+
+std::string block_weight_name(int64_t l, BlockMatrix t) {
+  return fmt::format("blk.{}.{}.weight", l, block_matrix_name(t));
+}
+}  // namespace
+
 template <typename T>
-void LlamaModel<T>::bind_quantized() {
-  if (!opts_.quantized || opts_.quantized->names().empty()) return;
-  const auto& q = *opts_.quantized;
-  auto rows_of = [&](const std::string& name) -> const kernels::QuantRows* {
-    const HeldMatrix* h = q.find(name);
-    return h ? &h->rows : nullptr;
-  };
-  quant_blocks_.assign(size_t(cfg_.n_layers), {});
+void LlamaModel<T>::size_band_scratch() {
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     for (int t = 0; t < kNumBlockMatrices; ++t)
-      if (const auto* m = rows_of(fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t))))) {
-        quant_blocks_[size_t(l)][size_t(t)] = m;
+      if (const auto* m = held_rows(opts_, block_weight_name(l, BlockMatrix(t))))
         band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
-      }
-  quant_embd_ = rows_of("token_embd.weight");
-  quant_output_ = cfg_.tied ? quant_embd_ : rows_of("output.weight");
-  if (quant_output_)
-    band_scratch_size_ =
-        std::max(band_scratch_size_, std::min<int64_t>(quant_output_->rows, 1024) * quant_output_->cols);
+  const auto* head = held_rows(opts_, cfg_.tied ? "token_embd.weight" : "output.weight");
+  if (head) band_scratch_size_ = std::max(band_scratch_size_, std::min<int64_t>(head->rows, 1024) * head->cols);
+}
+
+template <typename T>
+void LlamaModel<T>::bind_layers() {
+  const int64_t C = cfg_.d_model;
+  auto linear = [&](const std::string& name, const T* w, T* grad, int64_t n_out, int64_t n_in) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (const auto* m = held_rows(opts_, name)) return nn::Linear<T>::held(*m, band_scratch_, band_scratch_size_);
+    }
+    return nn::Linear<T>::dense(w, grad, n_out, n_in, bf16_shadow(w));
+  };
+  proj_.assign(size_t(cfg_.n_layers), {});
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    const auto &w = w_.layers[size_t(l)], &g = g_.layers[size_t(l)];
+    const T* const ws[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
+    T* const gs[kNumBlockMatrices] = {g.wq, g.wk, g.wv, g.wo, g.w_gate, g.w_up, g.w_down};
+    for (int t = 0; t < kNumBlockMatrices; ++t) {
+      const auto [n_out, n_in] = block_matrix_shape(cfg_, BlockMatrix(t));
+      auto& p = proj_[size_t(l)][size_t(t)];
+      p = linear(block_weight_name(l, BlockMatrix(t)), ws[t], gs[t], n_out, n_in);
+      if (w.lora_a[t])
+        p.add_lora({w.lora_a[t], w.lora_b[t], cfg_.lora.rank, T(cfg_.lora.scale()), layer_acts_[size_t(l)].lora_u[t],
+                    g.lora_a[t], g.lora_b[t], d_lora_u_});
+    }
+  }
+  if (cfg_.donor_dim > 0) {  // the lens runs in fp32 whatever the precision
+    lens_ = nn::Linear<T>::dense(w_.lens, g_.lens, C, cfg_.donor_dim);
+  } else if (const auto* m = held_rows(opts_, "token_embd.weight")) {
+    if constexpr (std::is_same_v<T, float>) token_embd_ = nn::Embedding<T>::held(*m);
+  } else {
+    token_embd_ = nn::Embedding<T>::dense(w_.token_embd, g_.token_embd, cfg_.vocab, C);
+  }
+  head_ = linear(cfg_.tied ? "token_embd.weight" : "output.weight", w_.output, d_head_, cfg_.vocab, C);
 }
 
 template <typename T>
@@ -144,12 +174,14 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
 }
 
 // Explicit instantiations of the members defined here (the class itself is
-// instantiated in llama.cpp).
-template void LlamaModel<float>::bind_quantized();
+// instantiated in transformer.cpp).
+template void LlamaModel<float>::size_band_scratch();
+template void LlamaModel<float>::bind_layers();
 template GemmIn<float> LlamaModel<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
 template void LlamaModel<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, bool, bool);
 template void LlamaModel<float>::plan(BumpPlan<float>&);
-template void LlamaModel<double>::bind_quantized();
+template void LlamaModel<double>::size_band_scratch();
+template void LlamaModel<double>::bind_layers();
 template GemmIn<double> LlamaModel<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
 template void LlamaModel<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, bool, bool);
 template void LlamaModel<double>::plan(BumpPlan<double>&);

@@ -18,7 +18,7 @@ using DecodeFn = void (*)(const uint8_t* in, float* y, size_t n);
 using EncodeFn = void (*)(const float* x, uint8_t* out, size_t n);
 using RoundFn = void (*)(const float* x, float* y, size_t n);
 
-// How the decoder holds a weight matrix of the type (infer::WeightMatrix).
+// How the decoder holds a weight matrix of the type (nn::PackedMatrix).
 enum class DecodeForm {
   kFloat,  // F32 as it is
   kWidened,  // converted to F32 once; the activations are still rounded as ggml's dot type

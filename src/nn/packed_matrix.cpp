@@ -1,4 +1,4 @@
-#include "infer/weight_matrix.h"
+#include "nn/packed_matrix.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,21 +14,21 @@
 #include "quant/type_traits.h"
 #include "util/error.h"
 
-namespace ggtrain::infer {
+namespace ggtrain::nn {
 
 using gguf::TensorType;
 
-WeightMatrix::WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
+PackedMatrix::PackedMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t) {
   if (t.n_dims > 2) fail("{}: tensor '{}' has {} dimensions, expected a matrix", f.path(), t.name, t.n_dims);
   if (!readable(t.type))
     fail("{}: tensor '{}' has type {}; inference reads {}", f.path(), t.name, gguf::type_name(t.type),
          quant::codec_type_names());
-  *this = WeightMatrix(t.type, t.data, t.n_dims >= 2 ? int64_t(t.ne[1]) : 1, int64_t(t.ne[0]));
+  *this = PackedMatrix(t.type, t.data, t.n_dims >= 2 ? int64_t(t.ne[1]) : 1, int64_t(t.ne[0]));
 }
 
-bool WeightMatrix::readable(TensorType t) { return quant::find_codec(t) != nullptr; }
+bool PackedMatrix::readable(TensorType t) { return quant::find_codec(t) != nullptr; }
 
-WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, int64_t cols)
+PackedMatrix::PackedMatrix(TensorType type, const uint8_t* data, int64_t rows, int64_t cols)
     : type_(type), act_type_(type), data_(data), rows_(rows), cols_(cols) {
   const quant::TypeCodec& codec = quant::codec(type, "multiply with");
   switch (codec.decode) {
@@ -63,14 +63,14 @@ WeightMatrix::WeightMatrix(TensorType type, const uint8_t* data, int64_t rows, i
 
 // The VNNI kernels read a repacked copy (the file's or the run's Q8_0 rows
 // are then no longer needed here).
-void WeightMatrix::pack_q8_0() {
+void PackedMatrix::pack_q8_0() {
   if (!kernels::Q8Packed::available()) return;
   packed_ = std::make_unique<kernels::Q8Packed>(kernels::Q8Packed::pack(data_, rows_, cols_));
   owned_bytes_ = {};
   data_ = nullptr;
 }
 
-WeightMatrix::WeightMatrix(const float* data, int64_t rows, int64_t cols)
+PackedMatrix::PackedMatrix(const float* data, int64_t rows, int64_t cols)
     : data_(reinterpret_cast<const uint8_t*>(data)), rows_(rows), cols_(cols) {}
 
 namespace {
@@ -99,27 +99,7 @@ const float* round_activations(TensorType t, const float* x, int64_t count) {
 
 }  // namespace
 
-void WeightMatrix::add_lora(std::vector<float> a, std::vector<float> b, int64_t rank, float scale) {
-  if (rank <= 0 || int64_t(a.size()) != rank * cols_ || int64_t(b.size()) != rows_ * rank)
-    fail("LoRA pair of rank {} does not fit a [{}, {}] matrix", rank, rows_, cols_);
-  loras_.push_back({std::move(a), std::move(b), rank, scale});
-}
-
-void WeightMatrix::apply_loras(const float* x, float* y, int64_t n) const {
-  thread_local std::vector<float> u;
-  for (const auto& l : loras_) {
-    u.resize(size_t(n * l.rank));
-    kernels::gemm(false, true, n, l.rank, cols_, 1.0f, x, cols_, l.a.data(), cols_, 0.0f, u.data(), l.rank);
-    kernels::gemm(false, true, n, rows_, l.rank, l.scale, u.data(), l.rank, l.b.data(), l.rank, 1.0f, y, rows_);
-  }
-}
-
-void WeightMatrix::matmul(const float* x_in, float* y, int64_t n) const {
-  base_matmul(x_in, y, n);
-  if (!loras_.empty()) apply_loras(x_in, y, n);
-}
-
-void WeightMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const {
+void PackedMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const {
   if (n >= kGemmRows) {
     // A prompt: bands of dequantized rows and a float GEMM on the activations
     // rounded to Q8_K, as for Q8_0 below.
@@ -145,7 +125,7 @@ void WeightMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const 
 // Q5_1's dot type is Q8_1, whose fp16 block sums ggml multiplies by the
 // weight blocks' mins (quant::q8_1_sum_rounding): without this term logits
 // were off llama.cpp's by a median 5e-4.
-void WeightMatrix::add_q8_1_sum_rounding(const float* x, const float* rounded, float* y, int64_t n) const {
+void PackedMatrix::add_q8_1_sum_rounding(const float* x, const float* rounded, float* y, int64_t n) const {
   const int64_t blocks = cols_ / 32;
   thread_local std::vector<float> fix;
   fix.resize(size_t(n * blocks));
@@ -161,7 +141,7 @@ void WeightMatrix::add_q8_1_sum_rounding(const float* x, const float* rounded, f
     }
 }
 
-void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
+void PackedMatrix::matmul(const float* x_in, float* y, int64_t n) const {
   if (kpacked_) return quant::k_packed_matmul(*kpacked_, x_in, n, y);
   if (krows_) return k_quant_matmul(x_in, y, n);
   if (packed_) {
@@ -205,7 +185,7 @@ void WeightMatrix::base_matmul(const float* x_in, float* y, int64_t n) const {
       y[i * rows_ + r] = kernels::dot_q8_0(data_ + r * row_bytes, xqp + i * row_bytes, cols_);
 }
 
-void WeightMatrix::row(int64_t r, float* out) const {
+void PackedMatrix::row(int64_t r, float* out) const {
   if (kpacked_) return kpacked_->row(r, out);
   if (krows_) return krows_->dequantize(r, r + 1, out);
   if (packed_) return packed_->row(r, out);
@@ -217,4 +197,4 @@ void WeightMatrix::row(int64_t r, float* out) const {
   kernels::dequantize_q8_0(data_ + r * row_bytes, out, size_t(cols_));
 }
 
-}  // namespace ggtrain::infer
+}  // namespace ggtrain::nn

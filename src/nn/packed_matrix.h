@@ -1,8 +1,8 @@
 #pragma once
-// A model weight as inference reads it: F32 straight from the GGUF memory
-// map (zero-copy); Q8_0 repacked at load for the VNNI int8 kernels
-// (kernels/q8_packed.h; read in place where the build lacks them); Q4_0 and
-// Q5_0 re-encoded exactly as Q8_0 blocks at load, then the same; the
+// A weight matrix packed for decode, as inference reads it: F32 straight
+// from the GGUF memory map (zero-copy); Q8_0 repacked at load for the VNNI
+// int8 kernels (kernels/q8_packed.h; read in place where the build lacks
+// them); Q4_0 and Q5_0 re-encoded exactly as Q8_0 blocks at load, then the same; the
 // K-quants unpacked at load into int8 quants with group scales
 // (quant/k_rows.h); F16, BF16 and Q5_1 dequantized once at load. Like
 // ggml, the activations are first rounded to the weight's "dot type" (F16,
@@ -16,33 +16,31 @@
 #include "kernels/q8_packed.h"
 #include "quant/k_rows.h"
 
-namespace ggtrain::infer {
+namespace ggtrain::nn {
 
-class WeightMatrix {
+class PackedMatrix {
  public:
-  WeightMatrix() = default;
+  PackedMatrix() = default;
   // rows x cols row-major, i.e. ggml ne = [cols, rows].
-  WeightMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t);
+  PackedMatrix(const gguf::GgufFile& f, const gguf::TensorInfo& t);
   // Views of weights in memory (a training run's parameters, a quantized
   // base it holds, any type readable() accepts); `data` must outlive the
   // matrix.
-  WeightMatrix(const float* data, int64_t rows, int64_t cols);
-  WeightMatrix(gguf::TensorType type, const uint8_t* data, int64_t rows, int64_t cols);
+  PackedMatrix(const float* data, int64_t rows, int64_t cols);
+  PackedMatrix(gguf::TensorType type, const uint8_t* data, int64_t rows, int64_t cols);
   static bool readable(gguf::TensorType t);
   // Movable, not copyable: data_ may point into owned_.
-  WeightMatrix(WeightMatrix&&) = default;
-  WeightMatrix& operator=(WeightMatrix&&) = default;
-  WeightMatrix(const WeightMatrix&) = delete;
-  WeightMatrix& operator=(const WeightMatrix&) = delete;
+  PackedMatrix(PackedMatrix&&) = default;
+  PackedMatrix& operator=(PackedMatrix&&) = default;
+  PackedMatrix(const PackedMatrix&) = delete;
+  PackedMatrix& operator=(const PackedMatrix&) = delete;
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
   gguf::TensorType type() const { return type_; }
-  // y[n, rows] = x[n, cols] * W^T (+ the LoRA branch, when one is added)
+  // y[n, rows] = x[n, cols] * W^T in the arithmetic of ggml's dot type
+  // (adapters are nn::Linear's LoRA branches, added after this)
   void matmul(const float* x, float* y, int64_t n) const;
-  // A LoRA adapter on this matrix, applied as llama.cpp does: after the base
-  // product, y += scale * (x A^T) B^T in F32. a [rank, cols], b [rows, rank].
-  void add_lora(std::vector<float> a, std::vector<float> b, int64_t rank, float scale);
   // Row r as floats (embedding lookup).
   void row(int64_t r, float* out) const;
 
@@ -57,17 +55,9 @@ class WeightMatrix {
   std::unique_ptr<quant::KPacked> kpacked_;  // the same, repacked for the VNNI kernels
   std::unique_ptr<kernels::Q8Packed> packed_;  // Q8_0 from a file, where AVX512-VNNI is built in
   int64_t rows_ = 0, cols_ = 0;
-  struct Lora {
-    std::vector<float> a, b;
-    int64_t rank;
-    float scale;
-  };
-  std::vector<Lora> loras_;
   void pack_q8_0();
-  void base_matmul(const float* x, float* y, int64_t n) const;
   void k_quant_matmul(const float* x, float* y, int64_t n) const;
   void add_q8_1_sum_rounding(const float* x, const float* rounded, float* y, int64_t n) const;
-  void apply_loras(const float* x, float* y, int64_t n) const;
 };
 
-}  // namespace ggtrain::infer
+}  // namespace ggtrain::nn
