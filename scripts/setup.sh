@@ -23,12 +23,12 @@ PACKAGES+=(libopenmpi-dev openmpi-bin iproute2)
 # The llama.cpp checks (tests/*.sh, label npm): node-llama-cpp's prebuilt
 # llama.cpp; git reads llama.h from the source bundle it ships.
 if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
-# The tests render the loss plot to PNG (tests/test_loss_plot.cpp) with
+# The tests render the loss plot to PNG (tests/e2e/test_loss_plot.cpp) with
 # librsvg's rsvg-convert. Not needed to build or train.
 # ccache: the test run builds a fresh tree three times over (three CPU
 # levels, then ASan); with it, sources unchanged since the last run are not
 # compiled again (CMakeLists.txt uses it when installed).
-# clang-format-14: the format check (tests/format_check.sh).
+# clang-format-14: the format check (tests/lint/format_check.sh).
 if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy ccache clang-format-14); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable

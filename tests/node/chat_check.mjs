@@ -1,4 +1,4 @@
-// Chat cross-checks for tests/llama_cpp_chat_check.sh.
+// Chat cross-checks for tests/compat/llama_cpp_chat_check.sh.
 //
 //   node chat_check.mjs conversations N SEED
 //       N varied conversations, one JSON line each: {"template", "messages",
@@ -9,9 +9,9 @@
 //       exit 1 naming the first difference.
 //   node chat_check.mjs compare-renders RENDERED.jsonl LLAMA.jsonl builtin|all
 //       RENDERED's "rendered" strings against llama.cpp's (one JSON string
-//       per line): its built-in renderer (tests/llama_chat_render.cpp; rows
+//       per line): its built-in renderer (tests/compat/llama_chat_render.cpp; rows
 //       of a family's own template skipped) or its Jinja engine
-//       (tests/llama_jinja_render.cpp; all rows); exit 1 on a difference.
+//       (tests/compat/llama_jinja_render.cpp; all rows); exit 1 on a difference.
 //   node chat_check.mjs family-inputs VOCAB.gguf CONVERSATIONS.jsonl
 //       llama_jinja_render's input: the conversations with VOCAB's template.
 //   node chat_check.mjs family VOCAB.gguf CONVERSATIONS.jsonl RENDERED.jsonl JINJA_OUT.jsonl
@@ -170,7 +170,7 @@ async function loadVocab(vocabPath) {
   return { llama, model, jinja };
 }
 
-// Input for tests/llama_jinja_render.cpp: each conversation with the
+// Input for tests/compat/llama_jinja_render.cpp: each conversation with the
 // tokenizer.chat_template VOCAB.gguf carries (BOS comes from the tokenizer:
 // bos_token is empty, as llama.cpp strips it when it adds BOS itself).
 async function cmdFamilyInputs(vocabPath, convPath) {

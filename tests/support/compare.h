@@ -10,7 +10,7 @@
 //
 // Negative control: with GGTRAIN_TEST_POISON_COMPARE=1 in the environment,
 // compare() turns the actual side's element n/2 into NaN (in its own copy),
-// so every test that goes through it must fail; tests/nan_poison_check.sh
+// so every test that goes through it must fail; tests/lint/nan_poison_check.sh
 // runs the tests that way. Which tests those are is not a hand-kept list:
 // each test that calls compare() writes its name to
 // GGTRAIN_COMPARE_USERS_DIR/<program>.txt (tests/CMakeLists.txt defines the

@@ -1,0 +1,279 @@
+// Chat templates, conversations and their tokens (src/chat). llama.cpp's
+// rendering is the truth here: the expected strings below are what its
+// llm_chat_apply_template writes (tests/compat/llama_cpp_chat_check.sh compares
+// hundreds more against llama.cpp itself and @huggingface/jinja).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_tokens.h"
+#include "chat/conversation.h"
+#include "chat/template.h"
+#include "gguf/reader.h"
+#include "support/files.h"
+#include "tokenizer/tokenizer.h"
+#include "train/run_config.h"
+#include "train/run_data.h"
+
+using namespace ggtrain;
+using namespace ggtrain::chat;
+using test_support::error_of;
+
+namespace {
+
+const Conversation kTwoTurns{
+    {"system", "Be brief."}, {"user", "Hi"}, {"assistant", " Hello "}, {"user", "Who are you?"}};
+
+tokenizer::Tokenizer spm() {
+  return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"));
+}
+
+}  // namespace
+
+TEST(ChatTemplates, RenderAsLlamaCpp) {
+  EXPECT_EQ(render(Template::kChatml, kTwoTurns, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello "
+            "<|im_end|>\n<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render(Template::kLlama3, kTwoTurns, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"
+            "\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>user"
+            "<|end_header_id|>\n\nWho are you?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render(Template::kLlama2, kTwoTurns, true),
+            "[INST] Be brief.\nHi [/INST] Hello </s>[INST] Who are you? [/INST]");
+  EXPECT_EQ(render(Template::kMistral, kTwoTurns, true),
+            "[SYSTEM_PROMPT] Be brief.[/SYSTEM_PROMPT][INST] Hi[/INST]  Hello </s>[INST] Who are you?[/INST]");
+  EXPECT_EQ(render(Template::kGemma, kTwoTurns, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
+            "<start_of_turn>user\nWho are you?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(Template::kPhi3, kTwoTurns, false),
+            "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n Hello <|end|>\n<|user|>\nWho are "
+            "you?<|end|>\n");
+  EXPECT_EQ(render(Template::kZephyr, kTwoTurns, true),
+            "<|system|>\nBe brief.<|endoftext|>\n<|user|>\nHi<|endoftext|>\n<|assistant|>\n Hello <|endoftext|>\n"
+            "<|user|>\nWho are you?<|endoftext|>\n<|assistant|>\n");
+}
+
+// The trained spans are exactly each answer (as the template writes it) and
+// the marker that ends its turn; everything else carries no loss.
+TEST(ChatTemplates, TrainedSpansAreTheAnswersAndTheirEnd) {
+  const Conversation c{{"user", "Q1"}, {"assistant", "A1"}, {"user", "Q2"}, {"assistant", "A2"}};
+  for (const TemplateInfo& t : all_templates()) {
+    SCOPED_TRACE(std::string(t.name));
+    const auto spans = render_spans(t.id, c, false);
+    std::string all, trained;
+    for (const Span& s : spans) {
+      all += s.text;
+      if (s.trained) trained += s.text + "|";
+    }
+    EXPECT_EQ(all, render(t.id, c, false));
+    const std::string lead = t.id == Template::kMistral ? " " : "";
+    // Qwen3's last answer starts with its (here empty) <think> block.
+    const std::string last_lead = t.id == Template::kQwen3 ? "<think>\n\n</think>\n\n" : lead;
+    const std::string end(t.end_of_turn);
+    EXPECT_EQ(trained, lead + "A1" + end + "|" + last_lead + "A2" + end + "|");
+  }
+}
+
+TEST(ChatTemplates, DetectedAsLlamaCppDetectsThem) {
+  for (const TemplateInfo& t : all_templates()) {
+    EXPECT_EQ(detect_template(t.jinja), t.id) << t.name;
+    if (!t.llama_cpp_name.empty()) {
+      EXPECT_EQ(detect_template(t.llama_cpp_name), t.id) << t.name;
+    }
+    EXPECT_EQ(template_named(t.name, "key"), t.id);
+  }
+  // Official templates in the wild (abridged to what the heuristics read).
+  EXPECT_EQ(detect_template("{% for m in messages %}{{'<|im_start|>' + m['role']}}{% endfor %}"), Template::kChatml);
+  EXPECT_EQ(detect_template("{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}"), Template::kLlama3);
+  EXPECT_EQ(detect_template("{{ bos_token }}{% if %}<start_of_turn>{% endif %}"), Template::kGemma);
+  // Ones llama.cpp takes for other templates, which ggtrain does not render.
+  EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '<|im_sep|>' }}"), std::nullopt);  // phi4
+  EXPECT_EQ(detect_template("<|user|>{{ x }}<|assistant|>"), std::nullopt);  // glmedge
+  EXPECT_EQ(detect_template("{{ '<<SYS>>' }}[INST]"), std::nullopt);  // llama2-sys
+  EXPECT_EQ(detect_template("USER: {{ x }} ASSISTANT: "), std::nullopt);  // vicuna
+  EXPECT_EQ(detect_template(""), std::nullopt);
+}
+
+// Qwen3's and Gemma 3's own templates (tokenizer_config.json of those
+// models), rendered by reading them: tests/compat/llama_cpp_chat_check.sh renders
+// hundreds more with the real template strings in @huggingface/jinja.
+TEST(ChatTemplates, RenderFamilyTemplatesAsTheirOwnJinja) {
+  // Reasoning before the last query is dropped; the last answer gets an
+  // empty <think> block; leading newlines of a reply go.
+  const Conversation thinking{{"system", "Be brief."},
+                              {"user", "Hi"},
+                              {"assistant", "<think>\nmull\n</think>\n\n Hello "},
+                              {"user", "Who are you?"},
+                              {"assistant", "\nI am."}};
+  EXPECT_EQ(render(Template::kQwen3, thinking, false),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello "
+            "<|im_end|>\n<|im_start|>user\nWho are you?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nI am."
+            "<|im_end|>\n");
+  // The last answer's own reasoning, trimmed of newlines; a generation
+  // prompt renders the history as chatml does.
+  Conversation reasoned = thinking;
+  reasoned.back().content = "<think>\n\nstep one\n</think>\nI am.";
+  EXPECT_NE(
+      render(Template::kQwen3, reasoned, false).find("<|im_start|>assistant\n<think>\nstep one\n</think>\n\nI am."),
+      std::string::npos);
+  EXPECT_EQ(render(Template::kQwen3, kTwoTurns, true), render(Template::kChatml, kTwoTurns, true));
+  // A user turn that only returns a tool's result is no query: answers after
+  // the real last query keep their reasoning.
+  const Conversation tool{{"user", "Q"},
+                          {"assistant", "<think>r</think>A"},
+                          {"user", "<tool_response>x</tool_response>"},
+                          {"assistant", "B"}};
+  EXPECT_EQ(render(Template::kQwen3, tool, false),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA<|im_end|>\n"
+            "<|im_start|>user\n<tool_response>x</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>"
+            "\n\nB<|im_end|>\n");
+  // Gemma 3 keeps the system message's outer spaces; gemma (llama.cpp) trims them.
+  const Conversation spaced{{"system", " Be brief. "}, {"user", "Hi"}};
+  EXPECT_EQ(render(Template::kGemma3, spaced, true),
+            "<start_of_turn>user\n Be brief. \n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(Template::kGemma, spaced, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render(Template::kGemma3, kTwoTurns, true), render(Template::kGemma, kTwoTurns, true));
+}
+
+// The families' own templates (abridged to the texts that identify them)
+// are recognised before llama.cpp's heuristics, which take them for chatml
+// and gemma; the plain forms stay what llama.cpp makes of them.
+TEST(ChatTemplates, FamilyTemplatesRecognisedBySignature) {
+  const std::string qwen3 =
+      "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}"
+      "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>' }}";
+  const std::string gemma3 =
+      "{{ bos_token }}{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}{{ '<start_of_turn>' + role }}";
+  EXPECT_EQ(detect_template(qwen3), Template::kQwen3);
+  EXPECT_EQ(family_template(qwen3), Template::kQwen3);
+  EXPECT_EQ(detect_template(gemma3), Template::kGemma3);
+  EXPECT_EQ(family_template(std::string(template_info(Template::kChatml).jinja)), std::nullopt);
+  EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '</think>' }}"), Template::kChatml);  // QwQ-like, no query index
+  EXPECT_EQ(detect_template("{{ bos_token }}<start_of_turn>"), Template::kGemma);
+  std::string warning;
+  EXPECT_EQ(resolve_template("auto", qwen3, &warning), Template::kQwen3);
+  EXPECT_EQ(warning, "");
+}
+
+TEST(ChatTemplates, AutoFallsBackToChatmlWithWarning) {
+  std::string warning;
+  EXPECT_EQ(resolve_template("auto", "", &warning), Template::kChatml);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(resolve_template("auto", std::string(all_templates()[1].jinja), &warning), Template::kLlama3);
+  EXPECT_EQ(warning, "");
+  EXPECT_EQ(resolve_template("auto", "USER: {{ messages }}\nASSISTANT: and a long tail of template text", &warning),
+            Template::kChatml);
+  EXPECT_NE(warning.find("\"USER: {{ messages }} ASSISTANT: and a lo...\""), std::string::npos) << warning;
+  EXPECT_NE(warning.find("chatml"), std::string::npos);
+  EXPECT_EQ(resolve_template("gemma", "anything", &warning), Template::kGemma);
+  EXPECT_NE(error_of([] { template_named("vicuna", "data.chat_template"); }).find("vicuna"), std::string::npos);
+}
+
+// A run on a model whose vocabulary carries Qwen3's own template keeps that
+// string (tools and all) in its checkpoints, since it renders as it does;
+// a template ggtrain only approximates by llama.cpp's heuristics becomes the
+// rendered template's Jinja.
+TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
+  const std::string qwen3 = "{%- if tools %}{{ tools | tojson }}{%- endif %}{%- set ns = namespace("
+                            "last_query_index=messages|length - 1) %}<|im_start|>...</think>";
+  train::RunConfig c;
+  c.data.format = train::DataFormat::kChat;
+  c.data.chat_template = "auto";
+  tokenizer::Tokenizer tok = spm();
+  tok.set_chat_template(qwen3, 0);
+  train::add_chat_vocabulary(tok, c, true);
+  EXPECT_EQ(tok.chat_template(), qwen3);
+  EXPECT_EQ(tok.eot_id(), tok.token_id("<|im_end|>"));
+  tokenizer::Tokenizer plain = spm();
+  plain.set_chat_template("{% for m in messages %}{{ '<|im_start|>' + m['role'] }}{% endfor %}", 0);
+  train::add_chat_vocabulary(plain, c, true);
+  EXPECT_EQ(plain.chat_template(), template_info(Template::kChatml).jinja);
+}
+
+TEST(ChatConversations, RecordFormats) {
+  using nlohmann::json;
+  const json chat_rec =
+      json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
+  const json alpaca = json::parse(R"({"instruction": "Add", "input": "1 2", "output": "3"})");
+  const json alpaca_no_input = json::parse(R"({"instruction": "Say hi", "input": "", "output": "hi"})");
+  const json completion = json::parse(R"({"prompt": "2+2=", "completion": "4"})");
+  EXPECT_EQ(detect_record_format(chat_rec, "f:1"), RecordFormat::kChat);
+  EXPECT_EQ(detect_record_format(alpaca, "f:1"), RecordFormat::kAlpaca);
+  EXPECT_EQ(detect_record_format(completion, "f:1"), RecordFormat::kCompletion);
+  EXPECT_EQ(conversation_of(chat_rec, RecordFormat::kChat, "f:1")[1].content, "b");
+  const Conversation a = conversation_of(alpaca, RecordFormat::kAlpaca, "f:1");
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].content, "Add\n\n1 2");
+  EXPECT_EQ(a[1].content, "3");
+  EXPECT_EQ(conversation_of(alpaca_no_input, RecordFormat::kAlpaca, "f:1")[0].content, "Say hi");
+  EXPECT_EQ(conversation_of(completion, RecordFormat::kCompletion, "f:1")[1].content, "4");
+  EXPECT_NE(error_of([&] { conversation_of(completion, RecordFormat::kChat, "f:7"); }).find("f:7: member \"messages\""),
+            std::string::npos);
+  EXPECT_NE(error_of([] { detect_record_format(nlohmann::json::array(), "f:2"); }).find("f:2"), std::string::npos);
+}
+
+TEST(ChatConversations, RulesNameTheMessage) {
+  auto err = [](const Conversation& c, bool training) {
+    return error_of([&] { check_conversation(c, training, "x:3"); });
+  };
+  EXPECT_EQ(err({{"system", "s"}, {"user", "u"}, {"assistant", "a"}}, true), "");
+  EXPECT_EQ(err({{"user", "u"}}, false), "");
+  EXPECT_EQ(err({}, true), "x:3: the conversation has no messages");
+  EXPECT_EQ(err({{"user", "u"}, {"bot", "a"}}, true), "x:3: message 1 has role \"bot\" (system, user or assistant)");
+  EXPECT_EQ(err({{"user", "u"}, {"user", "v"}}, true),
+            "x:3: message 1 is a user turn where an assistant turn belongs (turns alternate from user)");
+  EXPECT_EQ(err({{"user", "u"}, {"system", "s"}}, true),
+            "x:3: message 1 is a system message; only the first may be one");
+  EXPECT_EQ(err({{"user", "u"}}, true), "x:3: the conversation ends without an assistant turn (nothing to learn from)");
+  EXPECT_EQ(err({{"user", "u"}, {"assistant", "a"}}, false), "x:3: the conversation must end with a user turn");
+  EXPECT_EQ(err({{"user", " \n\t"}, {"assistant", "a"}}, true), "x:3: message 0 (user) has empty content");
+}
+
+TEST(ChatTokens, ControlTokensAreAddedAndParsedOnlyAsSpecial) {
+  const tokenizer::Tokenizer base = spm();
+  EXPECT_EQ(missing_markers(base, Template::kChatml), (std::vector<std::string>{"<|im_start|>", "<|im_end|>"}));
+  const tokenizer::Tokenizer tok = base.with_control_tokens({"<|im_start|>", "<|im_end|>"});
+  ASSERT_EQ(tok.vocab_size(), base.vocab_size() + 2);
+  const int32_t start = tok.token_id("<|im_start|>"), end = tok.token_id("<|im_end|>");
+  EXPECT_EQ(start, base.vocab_size());
+  EXPECT_EQ(end, base.vocab_size() + 1);
+  EXPECT_EQ(tok.token_type(start), tokenizer::kControl);
+  EXPECT_TRUE(missing_markers(tok, Template::kChatml).empty());
+  const std::string text = "<|im_start|>user\nhi<|im_end|>";
+  const auto special = tok.encode(text, tokenizer::EncodeOptions{.parse_special = true});
+  const auto plain = tok.encode(text, false);
+  EXPECT_EQ(special.front(), start);
+  EXPECT_EQ(special.back(), end);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), start), 0);  // text stays text without parse_special
+  EXPECT_EQ(tok.encode("hello world", false), base.encode("hello world", false));
+  EXPECT_NE(error_of([&] { tok.with_control_tokens({"<|im_end|>"}); }).find("already a token"), std::string::npos);
+  const tokenizer::Tokenizer gpt2 =
+      tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"));
+  EXPECT_NE(error_of([&] { gpt2.with_control_tokens({"<|x|>"}); }).find("gpt2"), std::string::npos);
+}
+
+// A prompt is tokenized exactly as llama.cpp tokenizes the rendered
+// conversation with the generation prompt; the answer's tokens (and the end
+// marker) are the trained ones.
+TEST(ChatTokens, PromptIdsAreThoseOfTheRenderedPrompt) {
+  tokenizer::Tokenizer tok = spm().with_control_tokens({"<|im_start|>", "<|im_end|>"});
+  const Conversation prompt{{"system", "Be brief."}, {"user", "Who made the heaven?"}};
+  Conversation full = prompt;
+  full.push_back({"assistant", "God made it."});
+  const EncodedExample e = encode_spans(tok, render_spans(Template::kChatml, full, false));
+  const auto expected_prompt = tok.encode(render(Template::kChatml, prompt, true),
+                                          tokenizer::EncodeOptions{.add_bos = tok.add_bos(), .parse_special = true});
+  ASSERT_GT(e.ids.size(), expected_prompt.size());
+  EXPECT_EQ(std::vector<int32_t>(e.ids.begin(), e.ids.begin() + long(expected_prompt.size())), expected_prompt);
+  std::vector<int32_t> trained;
+  for (size_t i = 0; i < e.ids.size(); ++i)
+    if (e.trained[i]) trained.push_back(e.ids[i]);
+  EXPECT_TRUE(
+      std::all_of(e.trained.begin(), e.trained.begin() + long(expected_prompt.size()), [](uint8_t t) { return !t; }));
+  ASSERT_FALSE(trained.empty());
+  EXPECT_EQ(trained.back(), tok.token_id("<|im_end|>"));
+  trained.pop_back();
+  EXPECT_EQ(tok.decode(trained), "God made it.");
+  EXPECT_EQ(end_of_turn_id(tok, Template::kChatml), tok.token_id("<|im_end|>"));
+}

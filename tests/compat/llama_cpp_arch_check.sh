@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The architectures beside llama against llama.cpp itself (node-llama-cpp's
+# prebuilt llama.cpp, tests/node/llama_cpp.mjs), one per run:
+#   qwen3: RMS-normed query and key heads (attn_q_norm / attn_k_norm), NeoX
+#          RoPE, heads of 24 where d_model / n_heads is 16
+#          (qwen3.attention.key_length), tied head;
+#   qwen2: biases on the query, key and value projections, NeoX RoPE;
+#   gemma3: qwen3's head norms and wide heads, and the embedding scaled by
+#          sqrt(d_model), GeGLU, norms of the attention and feed-forward
+#          outputs, a sliding window of 16 on 2 of every 3 layers with their
+#          own RoPE base 20000, linear RoPE scaling 2 on the others (window,
+#          pattern, local base and scaling all away from llama.cpp's defaults),
+#          3 layers (the third global).
+# Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
+# ggtrain dropped or misnamed would show).
+#   1. A tiny model of ARCH trained from scratch (200 steps): llama.cpp loads
+#      the checkpoint and its logits equal ggtrain's (1e-4; gemma3 2e-3, see
+#      below) on a 60-token
+#      prompt. Control: the same weights as a llama file (written by
+#      llama.cpp's gguf-py, tests/compat/gguf_as_arch.py: adjacent RoPE pairs, without
+#      the family's extra tensors) give llama.cpp logits that differ by more
+#      than 1e-2.
+#   2. A full finetune from it (init.from, 4 steps): llama.cpp agrees (1e-4).
+#   3. A LoRA adapter on it (general.architecture ARCH, as llama.cpp asks):
+#      llama.cpp with the adapter equals `eval --lora` (1e-4).
+#   4. Its q8_0 and q4_k_m exports: llama.cpp agrees (3e-2, the quantized
+#      types' limit elsewhere; gemma3 5e-2, see below).
+#   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
+#      with it agrees (as 4.), and the adapter moves the logits by twice that.
+#
+#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3
+#
+# Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
+set -euo pipefail
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+ARCH=$2
+case $ARCH in
+  qwen3) shape=(--set model.head_dim=24) extra=(attn_q_norm attn_k_norm) ;;
+  qwen2) shape=() extra=(attn_q.bias attn_k.bias attn_v.bias) ;;
+  gemma3)
+    shape=(--set model.n_layers=3 --set model.head_dim=24 --set model.sliding_window=16 --set model.swa_pattern=3
+           --set model.rope_freq_base_swa=20000 --set model.rope_scaling_factor=2)
+    extra=(attn_q_norm attn_k_norm post_attention_norm post_ffw_norm) ;;
+  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3" >&2; exit 2 ;;
+esac
+HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
+CLI="$HERE/node/llama_cpp.mjs"
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+fail() { echo "llama_cpp_arch_check $ARCH: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+source "$HERE/support/llama_cpp_logits.sh"
+start=$SECONDS
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+use_gguf_py
+bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
+"$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=200 \
+  --set model.arch="$ARCH" "${shape[@]}" --set model.rope_freq_base=50000 --set model.rms_eps=1e-6 \
+  --set model.tied=true --set train.threads=1 --quiet >/dev/null
+M=small/weights/latest
+info=$("$GGTRAIN" inspect "$M")
+grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
+for t in "${extra[@]}"; do grep -q "blk.1.$t" <<<"$info" || fail "the checkpoint lacks blk.1.$t"; done
+
+set_prompt_ids "$M"
+
+# 1. The checkpoint. tol: the float logits' limit. gemma3's is wider because
+# llama.cpp's CPU GELU reads a table indexed by the input rounded to fp16
+# and returns fp16 (ggml_vec_geglu_f32), where ggtrain computes GELU in
+# float: measured 3.4e-4 (8.2e-4 with 2 layers); with that table emulated in
+# ggtrain's decoder the same checkpoint agreed at 2.6e-5.
+# median, qmedian: the limits on the median difference (float, quantized),
+# which a bias moving every logit a little (a wrong activation rounding, an
+# adapter left out) exceeds long before the max limit: measured 4.8e-7 and
+# 0 for qwen3 and qwen2 (limit 1e-5).
+tol=1e-4 qtol=3e-2 median=1e-5 qmedian=1e-5 q4_lora_lr=1e-2
+# The quantized exports amplify that table's steps: each activation rounded
+# to the weights' dot type lands on another step more often (measured q8_0
+# 2.2e-2, q4_k_m 1.7e-2; 9.5e-7 both with the table emulated), so gemma3's
+# quantized limit is 5e-2, and its q4_k_m adapter trains harder to move
+# the logits by twice that.
+# gemma3's medians, measured after ggtrain's RMSNorm summed as ggml's: 5.6e-5
+# float (limit 2e-4), 2.8e-3 quantized (limit 1e-2).
+[[ $ARCH != gemma3 ]] || tol=2e-3 qtol=5e-2 median=2e-4 qmedian=1e-2 q4_lora_lr=3e-2
+logits "$M" base
+same base "$tol" "$ARCH checkpoint" "$median"
+# The control: the same weights as a llama file, without the family's tensors.
+"$PY" "$HERE/compat/gguf_as_arch.py" "$M" as-llama.gguf llama --drop "${extra[@]}"
+node "$CLI" logits as-llama.gguf "$ids" as-llama-theirs.f32 2>/dev/null
+differ as-llama-theirs.f32 base-theirs.f32 1e-2 "llama.cpp's logits of the weights as $ARCH and as llama"
+# gemma3: the same file with each sliding-window key as ggtrain could have
+# got it wrong (an off-by-one window, a key left out so that llama.cpp's
+# default applies) runs differently in llama.cpp by more than the limit.
+if [[ $ARCH == gemma3 ]]; then
+  for control in "--set-u32 gemma3.attention.sliding_window=15" "--set-u32 gemma3.attention.sliding_window=17" \
+                 "--drop-key gemma3.attention.sliding_window_pattern" "--drop-key gemma3.rope.freq_base_swa" \
+                 "--drop-key gemma3.rope.scaling.factor"; do
+    # shellcheck disable=SC2086  # the control is two words
+    "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf gemma3 $control
+    node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
+    differ control-theirs.f32 base-ours.f32 "$tol" "llama.cpp's logits of the checkpoint with $control and ggtrain's"
+  done
+fi
+
+# 2. A full finetune.
+"$GGTRAIN" train --run-dir ft --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
+logits ft/weights/latest ft
+same ft "$tol" "full finetune of the $ARCH checkpoint" "$median"
+
+# 3. LoRA.
+"$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 \
+  --set train.lora.targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down --set train.lr_max=1e-2 \
+  --quiet >/dev/null
+logits "$M" lora lora/weights/latest
+same lora "$tol" "LoRA adapter on the $ARCH checkpoint" "$median"
+differ lora-ours.f32 base-ours.f32 1e-2 "the logits with and without the adapter"
+
+# 4. Quantized exports. Both sides round the activations to the weights'
+# dot type, from F32 activations that differ in their last bits (GEMM
+# summation order), so one activation near a rounding step can land on the
+# other side and move logits by ~1e-2 (llama_cpp_export_check.sh and
+# llama_cpp_quantize_check.sh: 3e-2). Measured here (qwen3, qwen2): 9.5e-7 max
+# for both types since ggtrain's RMSNorm sums as ggml's (1.1e-2 before).
+for type in q8_0 q4_k_m; do
+  "$GGTRAIN" export ft/weights/latest "ft-$type.gguf" --type "$type" >/dev/null
+  logits "ft-$type.gguf" "$type"
+  same "$type" "$qtol" "$type export of the finetune" "$qmedian"
+done
+
+# 5. LoRA on the q4_k_m export, held quantized while it trains.
+"$GGTRAIN" train --run-dir lora-q4 --set data.corpus=corpus.txt --set init.from=ft-q4_k_m.gguf --set train.steps=4 \
+  --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 \
+  --set train.lr_max="$q4_lora_lr" 2>train-q4.log >/dev/null
+grep -q "matrices stay quantized" train-q4.log || fail "the LoRA run did not hold its q4_k_m base quantized"
+logits ft-q4_k_m.gguf lora-q4 lora-q4/weights/latest
+same lora-q4 "$qtol" "LoRA adapter on the q4_k_m export" "$qmedian"
+# Twice the limit above, so an adapter the decoder ignored would fail it
+# (measured 0.11 for qwen2, 0.20 for qwen3).
+differ lora-q4-ours.f32 q4_k_m-ours.f32 "$(awk "BEGIN { print 2 * $qtol }")" \
+  "the q4_k_m logits with and without the adapter"
+echo "llama_cpp_arch_check $ARCH: OK in $((SECONDS - start)) s"

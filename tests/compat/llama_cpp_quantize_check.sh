@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Quantized export against llama.cpp's own quantizer and inference:
+#   1. `ggtrain export --type T` is byte-identical to what llama.cpp's
+#      llama_model_quantize writes from the same F32 checkpoint, for every
+#      file type ggtrain offers, on two models: one whose rows are multiples
+#      of 256 (the K-quants proper, tied embeddings: token_embd gets the
+#      output's Q6_K; 8 layers, so the _M/_S mixes raise some attn_v and
+#      ffn_down), one whose rows are not (llama.cpp's 32-block fallbacks:
+#      Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0); and the same for a qwen3,
+#      a gemma3 and a qwen2 model (per-architecture identity; their quantized logits
+#      against llama.cpp are llama_cpp_arch_check.sh's).
+#   2. ggtrain's logits on each quantized file follow llama.cpp's on the
+#      same file (limits below, with why).
+# The reference quantizer is a C API harness (tests/compat/llama_quantize.cpp)
+# built here against node-llama-cpp's prebuilt libllama and the llama.h of
+# the release it ships (node-llama-cpp/llama/gitRelease.bundle).
+#
+#   tests/compat/llama_cpp_quantize_check.sh PATH/TO/ggtrain
+set -euo pipefail
+[[ $# -eq 1 ]] || { echo "usage: $0 PATH/TO/ggtrain" >&2; exit 2; }
+GGTRAIN=$(realpath "$1")
+HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
+NODE_DIR="$HERE/node"
+CLI="$NODE_DIR/llama_cpp.mjs"
+export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
+fail() { echo "llama_cpp_quantize_check: FAIL: $*" >&2; exit 1; }
+command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
+command -v g++ >/dev/null || fail "'g++' is missing (builds the llama.cpp C API harness)"
+command -v git >/dev/null || fail "'git' is missing (reads llama.h from node-llama-cpp's source bundle)"
+[[ -d "$NODE_DIR/node_modules/node-llama-cpp" ]] || fail "run npm ci in tests/node (see scripts/test.sh)"
+LIB="$NODE_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+LIBLLAMA=$(ls "$LIB"/libllama.*so 2>/dev/null | head -1)
+LIBGGML=$(ls "$LIB"/libggml.*so 2>/dev/null | head -1)
+BUNDLE="$NODE_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle"
+[[ -f "$LIBLLAMA" && -f "$LIBGGML" && -f "$BUNDLE" ]] || fail "no libllama/libggml/gitRelease.bundle under $NODE_DIR"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
+(cd llama-src && git archive HEAD include ggml/include) | tar -x || fail "no headers in $BUNDLE"
+g++ -O1 -std=c++17 -Iinclude -Iggml/include "$HERE/compat/llama_quantize.cpp" -o llama_quantize "$LIBLLAMA" "$LIBGGML" \
+  "$LIB/libggml-base.so" -Wl,-rpath,"$LIB" || fail "cannot build the llama.cpp C API harness"
+
+bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
+"$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=60 \
+  --set train.threads=1 --quiet
+"$GGTRAIN" train --preset tiny --run-dir k256 --set data.corpus=corpus.txt --set train.steps=30 \
+  --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.tied=true \
+  --set train.threads=2 --quiet
+# The other architectures: llama.cpp's recipe has no branch for them, but it
+# reads their shapes (grouped-query heads, head size != d_model / n_heads,
+# tied heads) and the file keeps their keys and extra tensors (head norms,
+# post-norms, projection biases) in order: qwen3 with K-quant rows and 4
+# query heads per KV head, gemma3 with 32-block fallbacks and sliding-window
+# layers, qwen2 with its biases.
+"$GGTRAIN" train --preset tiny --run-dir qwen3 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=qwen3 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=8 \
+  --set model.n_kv_heads=2 --set model.head_dim=64 --set model.tied=true --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir gemma3 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=gemma3 --set model.n_layers=4 --set model.head_dim=32 --set model.sliding_window=16 \
+  --set model.swa_pattern=2 --set model.tied=true --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir qwen2 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=qwen2 --set train.threads=2 --quiet
+echo "In the beginning God created the heaven and the earth." >prompt.txt
+ids="1,$("$GGTRAIN" tokenize -m small/weights/latest --lines prompt.txt)"
+
+# llama_ftype numbers of the file types ggtrain offers
+declare -A FTYPE=([q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
+for model in k256 small qwen3 gemma3 qwen2; do
+  M=$model/weights/latest
+  for type in q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
+    ./llama_quantize "$M" "theirs-$model-$type.gguf" "${FTYPE[$type]}" >/dev/null 2>"quantize-$model-$type.log" ||
+      { cat "quantize-$model-$type.log" >&2; fail "llama_model_quantize $type failed"; }
+    "$GGTRAIN" export "$M" "ours-$model-$type.gguf" --type "$type" >/dev/null
+    cmp "ours-$model-$type.gguf" "theirs-$model-$type.gguf" ||
+      fail "$model $type: ggtrain's file differs from llama_model_quantize's"
+    echo "$model $type: byte-identical to llama_model_quantize ($(stat -c %s "ours-$model-$type.gguf") bytes)"
+  done
+done
+
+# 2. logits on the quantized files. Both sides dequantize the same weights;
+# the activations are rounded to the weight's dot type (Q8_0 for the 32-block
+# types, Q8_K for the K-quants) on both sides, but ggml sums the integer
+# products per block in another order than our float GEMM on dequantized
+# rows, so an activation near a rounding step can land on the other side:
+# the same max limit as Q8_0's in llama_cpp_export_check.sh (3e-2). The
+# median difference is ~1e-6 (measured 2.4e-7 to 1.9e-6 per type and model),
+# limit 1e-5; Q5_1 (dot type Q8_1, whose block sums ggml rounds to fp16 on
+# their own) measured 2.7e-5 on the k256 model, limit 1e-4 (5e-4 when that
+# sum's rounding was left out).
+for model in k256 small; do
+  for spec in q4_0:1e-5 q5_1:1e-4 q4_k_m:1e-5 q5_k_m:1e-5 q6_k:1e-5; do
+    type=${spec%%:*} median=${spec#*:}
+    f="ours-$model-$type.gguf"
+    # --cache-type f32 here and below: the llama.cpp side keeps its K/V cache in F32.
+    "$GGTRAIN" eval --cache-type f32 -m "$f" --tokens "$ids" --dump-logits "ours-$model-$type.f32" >/dev/null
+    node "$CLI" logits "$f" "$ids" "theirs-$model-$type.f32" 2>/dev/null
+    echo -n "$model $type logits: "
+    node "$CLI" compare "ours-$model-$type.f32" "theirs-$model-$type.f32" 3e-2 "$median" ||
+      fail "$model $type logits differ from llama.cpp's"
+  done
+done
+echo "llama_cpp_quantize_check: PASS"
