@@ -1,6 +1,7 @@
 #include "train/fault_injection.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -64,6 +65,17 @@ InjectedFaults injected_faults() {
   f.nan_into_grad = nan_into_grad();
   rank_failure(f.failing_rank, f.failing_step);
   return f;
+}
+
+ReducedStep reduce_step(dist::DataParallel& dp, const InjectedFaults& faults, int64_t step, double local_loss) {
+  if (faults.rank_fails_at(dp.rank(), step))
+    fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", step, dp.rank());
+  ReducedStep r;
+  r.loss = dp.finish_backward(local_loss) * double(dp.size());
+  if (faults.nan_grad_at(step)) dp.inject_nonfinite_gradient();
+  r.grad_norm = dp.grad_norm();
+  if (faults.nan_loss_at(step)) r.loss = NAN;
+  return r;
 }
 
 }  // namespace ggtrain::train

@@ -9,9 +9,12 @@
 //                                    backward, while the other ranks wait in
 //                                    the gradient reduction (a failure on one
 //                                    rank must end every rank)
-// A malformed value is an error naming the variable.
+// A malformed value is an error naming the variable. reduce_step() below is
+// where they take effect.
 #include <cstdint>
 #include <set>
+
+#include "dist/data_parallel.h"
 
 namespace ggtrain::train {
 
@@ -26,5 +29,15 @@ struct InjectedFaults {
 };
 
 InjectedFaults injected_faults();
+
+// The step's gradients summed over the ranks, their shares of the loss
+// summed (the step's mean loss) and the global gradient norm, with whatever
+// `faults` a test injected at `step` (none in a user's run): the trainer's
+// one call between its backward passes and the optimizer, so the faults
+// sit around DataParallel rather than in the training step.
+struct ReducedStep {
+  double loss = 0, grad_norm = 0;
+};
+ReducedStep reduce_step(dist::DataParallel& dp, const InjectedFaults& faults, int64_t step, double local_loss);
 
 }  // namespace ggtrain::train

@@ -84,13 +84,9 @@ StepResult Run::train_step(int64_t step) {
                   window_ids_.data() + k * t.batch);
   if (objective_ == Objective::kSft) sft_micro_batches(r);
   else preference_micro_batches(r);
-  if (faults_.rank_fails_at(dp_->rank(), r.step))
-    fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", r.step, dp_->rank());
-  // gradients summed over ranks; the ranks' shares of the loss summed too
-  r.loss = dp_->finish_backward(r.loss) * double(dp_->size());
-  if (faults_.nan_grad_at(r.step)) dp_->inject_nonfinite_gradient();
-  r.grad_norm = dp_->grad_norm();
-  if (faults_.nan_loss_at(r.step)) r.loss = NAN;
+  const ReducedStep reduced = reduce_step(*dp_, faults_, r.step, r.loss);
+  r.loss = reduced.loss;
+  r.grad_norm = reduced.grad_norm;
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (r.finite) {
     nonfinite_in_a_row_ = 0;
