@@ -3,8 +3,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
-#include <new>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,19 +112,7 @@ Runner add_train_command(CLI::App& app) {
       "--run-dir runs/mine");
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
-    try {
-      const int rc = run(*o);
-      if (dist::world_started()) dist::world().finalize();
-      return rc;
-    } catch (const std::exception& e) {
-      const std::string message = dist::failure_message(e);
-      dist::end_every_rank(message);
-      if (dist::world_started()) dist::world().finalize();
-      if (dynamic_cast<const ggtrain::Error*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) throw;
-      // A library's own exception must still end in a message and a
-      // non-zero exit, never in std::terminate.
-      throw ggtrain::Error(message);
-    }
+    return train::on_every_rank([&] { return run(*o); });
   };
 }
 

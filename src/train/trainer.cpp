@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <new>
 #include <optional>
 #include <vector>
 
+#include "dist/distributed.h"
 #include "eval/choice_score.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
@@ -356,6 +358,22 @@ TrainSummary run_training(const TrainOptions& opts) {
     // unfinished MPI operation may still write) is alive.
     dist::end_every_rank(dist::failure_message(e));
     throw;
+  }
+}
+
+int on_every_rank(const std::function<int()>& body) {
+  try {
+    const int rc = body();
+    if (dist::world_started()) dist::world().finalize();
+    return rc;
+  } catch (const std::exception& e) {
+    const std::string message = dist::failure_message(e);
+    dist::end_every_rank(message);
+    if (dist::world_started()) dist::world().finalize();
+    if (dynamic_cast<const Error*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) throw;
+    // A library's own exception must still end in a message and a
+    // non-zero exit, never in std::terminate.
+    throw Error(message);
   }
 }
 

@@ -4,6 +4,7 @@
 // checkpoints; or the same run resumed exactly from its latest checkpoint.
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "train/run_config.h"
@@ -37,6 +38,14 @@ struct TrainSummary {
 // loop starts the signals act as usual. Tests inject faults through the
 // environment: train/fault_injection.h.
 TrainSummary run_training(const TrainOptions& opts);
+
+// `body` as the whole life of this rank's `train` command (reading its
+// config, then run_training): a failure anywhere in it ends every rank
+// (dist::end_every_rank; run_training does so itself while the run's buffers
+// are alive) and MPI is finalized on the way out, either way. The error is
+// rethrown: an Error or out-of-memory as it is, another exception as an
+// Error with its message, so that the command prints one line.
+int on_every_rank(const std::function<int()>& body);
 
 // Config of a run to resume: the one saved with its latest checkpoint.
 RunConfig saved_run_config(const std::string& run_dir);
