@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "kernels/cross_entropy.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -39,7 +38,7 @@ void BatchLoader::apply_labels(int64_t w, const int32_t* inputs, int32_t* target
   if (labels_.flags) {
     labels_.flags->read(w * T_, T_ + 1, flags_.data());
     for (int64_t t = 0; t < T_; ++t)
-      if (!(flags_[size_t(t + 1)] & kFlagTrained)) targets[t] = kernels::kNoTarget;
+      if (!(flags_[size_t(t + 1)] & kFlagTrained)) targets[t] = kNoTarget;
   }
   if (!doc_start) return;
   int32_t start = 0;

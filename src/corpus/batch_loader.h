@@ -12,6 +12,11 @@
 
 namespace ggtrain::corpus {
 
+// A target that carries no loss (a prompt token of an instruction example,
+// padding): the model counts no loss there and the loss kernels skip it
+// (they take any negative target so).
+constexpr int32_t kNoTarget = -1;
+
 // Per-token flags of packed examples (chat data), a token file of the same
 // length as the tokens with ids in [0, 4).
 constexpr int32_t kFlagTrained = 1;  // predicting this token carries loss
@@ -20,7 +25,7 @@ constexpr int32_t kFlagExampleStart = 2;  // an example (or padding) starts here
 // What a window's tokens say beyond their ids. Both off: every target
 // counts and each row is one sequence.
 struct WindowLabels {
-  const TokenStream* flags = nullptr;  // chat data: targets without kFlagTrained get kernels::kNoTarget
+  const TokenStream* flags = nullptr;  // chat data: targets without kFlagTrained get kNoTarget
   int32_t document_token = -1;  // data.attention = "document": a position holding it starts a document
 };
 

@@ -10,9 +10,9 @@
 
 namespace ggtrain::kernels {
 
-// A target that carries no loss (a prompt token of an instruction example,
-// padding): its row's loss is 0 and its logits get no gradient.
-constexpr int32_t kNoTarget = -1;
+// A negative target carries no loss (the data's corpus::kNoTarget: a prompt
+// token of an instruction example, padding): its row's loss is 0 and its
+// logits get no gradient.
 
 // -log softmax(z)[target] of one row of V logits, summed in double: what
 // scoring (perplexity, `ggtrain eval`) reports. llama.cpp's perplexity tool
@@ -26,7 +26,7 @@ inline double token_nll(const float* z, int64_t V, int32_t target) {
   return std::log(sum) - double(z[target] - maxv);
 }
 
-// losses[n] = lse(logits[n]) - logits[n][target[n]] (0 for kNoTarget);
+// losses[n] = lse(logits[n]) - logits[n][target[n]] (0 for a negative target);
 // lse[n] saved. The logits are left intact.
 template <typename T>
 void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N, int64_t V) {
@@ -36,18 +36,18 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
     const T maxv = max_of(z, V);
     const T sum = sum_exp_shift(z, V, maxv);
     lse[n] = maxv + std::log(sum);
-    losses[n] = targets[n] == kNoTarget ? T(0) : lse[n] - z[targets[n]];
+    losses[n] = targets[n] < 0 ? T(0) : lse[n] - z[targets[n]];
   }
 }
 
 // logits[n] <- dloss * (softmax(logits[n]) - onehot(target[n])), in place,
-// from the lse that cross_entropy_forward saved (0 for kNoTarget).
+// from the lse that cross_entropy_forward saved (0 for a negative target).
 template <typename T>
 void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
-    if (targets[n] == kNoTarget) {
+    if (targets[n] < 0) {
       for (int64_t i = 0; i < V; ++i) z[i] = 0;
       continue;
     }
@@ -60,14 +60,14 @@ void cross_entropy_backward_inplace(T* logits, const T* lse, const int32_t* targ
 
 // logits[n] <- d[n] * (softmax(logits[n]) - onehot(target[n])), in place,
 // from the lse that cross_entropy_forward saved: a loss weighted per row
-// (0 for kNoTarget).
+// (0 for a negative target).
 template <typename T>
 void cross_entropy_backward_weighted(T* logits, const T* lse, const int32_t* targets, int64_t N, int64_t V,
                                      const T* d) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
-    if (targets[n] == kNoTarget || d[n] == T(0)) {
+    if (targets[n] < 0 || d[n] == T(0)) {
       for (int64_t i = 0; i < V; ++i) z[i] = 0;
       continue;
     }
@@ -80,14 +80,14 @@ void cross_entropy_backward_weighted(T* logits, const T* lse, const int32_t* tar
 }
 
 // Both at once: losses[n] and lse[n] as cross_entropy_forward, and logits[n]
-// <- dloss * (softmax(logits[n]) - onehot(target[n])) (0 for kNoTarget).
+// <- dloss * (softmax(logits[n]) - onehot(target[n])) (0 for a negative target).
 // Three passes over a row (max, exp and sum, scale) while it is in cache.
 template <typename T>
 void cross_entropy_fused(T* losses, T* lse, T* logits, const int32_t* targets, int64_t N, int64_t V, T dloss) {
 #pragma omp parallel for
   for (int64_t n = 0; n < N; ++n) {
     T* z = logits + n * V;
-    const bool counted = targets[n] != kNoTarget;
+    const bool counted = targets[n] >= 0;
     const T maxv = max_of(z, V);
     const T target_logit = counted ? z[targets[n]] : T(0);
     const T sum = exp_shift_sum(z, V, maxv);

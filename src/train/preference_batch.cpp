@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "corpus/batch_loader.h"
 #include "kernels/cross_entropy.h"
 #include "util/error.h"
 
@@ -17,7 +18,7 @@ void answer_spans(const int32_t* targets, const int32_t* doc_start, int64_t b, i
     int64_t j = i + 1;
     while (j < T && doc_start[row + j] == doc_start[row + i]) ++j;
     const bool counted =
-        std::any_of(targets + row + i, targets + row + j, [](int32_t t) { return t != kernels::kNoTarget; });
+        std::any_of(targets + row + i, targets + row + j, [](int32_t t) { return t != corpus::kNoTarget; });
     if (counted) out.push_back({row + i, row + j});
     i = j;
   }
@@ -31,7 +32,7 @@ struct AnswerScore {
 AnswerScore score(const AnswerSpan& s, const float* token_loss, const int32_t* targets) {
   AnswerScore a;
   for (int64_t i = s.begin; i < s.end; ++i)
-    if (targets[i] != kernels::kNoTarget) {
+    if (targets[i] != corpus::kNoTarget) {
       a.logp -= double(token_loss[i]);
       ++a.tokens;
     }
@@ -59,7 +60,7 @@ PairCounts count_pairs(const int32_t* targets, const int32_t* doc_start, int64_t
   PairCounts c;
   for (const PairSpans& p : find_pairs(targets, doc_start, B, T)) {
     ++c.pairs;
-    for (int64_t i = p.chosen.begin; i < p.chosen.end; ++i) c.chosen_tokens += targets[i] != kernels::kNoTarget;
+    for (int64_t i = p.chosen.begin; i < p.chosen.end; ++i) c.chosen_tokens += targets[i] != corpus::kNoTarget;
   }
   return c;
 }
@@ -93,9 +94,9 @@ void score_pairs(Objective o, const PreferenceParams& p, const std::vector<PairS
     const float dc = float(-l.d_chosen / double(step_pairs) + (nll ? 1.0 / double(step_chosen_tokens) : 0.0));
     const float dr = float(-l.d_rejected / double(step_pairs));
     for (int64_t i = s.chosen.begin; i < s.chosen.end; ++i)
-      d_token_loss[i] = targets[i] != kernels::kNoTarget ? dc : 0.f;
+      d_token_loss[i] = targets[i] != corpus::kNoTarget ? dc : 0.f;
     for (int64_t i = s.rejected.begin; i < s.rejected.end; ++i)
-      d_token_loss[i] = targets[i] != kernels::kNoTarget ? dr : 0.f;
+      d_token_loss[i] = targets[i] != corpus::kNoTarget ? dr : 0.f;
   }
 }
 

@@ -44,7 +44,7 @@ struct PreferenceTotals {
 // The objective over one micro-batch's pairs: `token_loss` and
 // `ref_token_loss` are -log p of each position's target (the model's and
 // the reference's, [B, T]; ref null for objectives without a reference),
-// `targets` the micro-batch's (kNoTarget positions do not count).
+// `targets` the micro-batch's (corpus::kNoTarget positions do not count).
 // Adds this micro-batch's sums to `totals` and, when `d_token_loss` is not
 // null, sets it to d(step objective)/d(token_loss) for every position,
 // where the step objective is the mean pair loss over `step_pairs` pairs

@@ -4,6 +4,7 @@
 // step's pairs on every rank and micro-batch split, as with SFT's targets.
 #include <algorithm>
 
+#include "corpus/batch_loader.h"
 #include "kernels/cross_entropy.h"
 #include "model/quantized_base.h"
 #include "train/preference_reference.h"
@@ -68,11 +69,11 @@ std::vector<float> Run::reference_losses(const corpus::BatchLoader& windows, int
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T)), ds(size_t(B * T));
   for (int64_t w0 = 0; w0 < windows.n_windows(); w0 += B) {
     const int64_t rows = std::min(B, windows.n_windows() - w0);
-    std::fill(tg.begin(), tg.end(), kernels::kNoTarget);  // a last, partial batch: rows past the end count nothing
+    std::fill(tg.begin(), tg.end(), corpus::kNoTarget);  // a last, partial batch: rows past the end count nothing
     for (int64_t b = 0; b < B; ++b)
       windows.window(std::min(w0 + b, windows.n_windows() - 1), in.data() + b * T, tg.data() + b * T,
                      ds.data() + b * T);
-    for (int64_t b = rows; b < B; ++b) std::fill(tg.begin() + b * T, tg.begin() + (b + 1) * T, kernels::kNoTarget);
+    for (int64_t b = rows; b < B; ++b) std::fill(tg.begin() + b * T, tg.begin() + (b + 1) * T, corpus::kNoTarget);
     model_->forward_scores(in.data(), tg.data(), ds.data());
     for (int64_t b = 0; b < rows; ++b)
       std::copy(model_->token_losses() + b * T, model_->token_losses() + (b + 1) * T,

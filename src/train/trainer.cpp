@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "corpus/batch_loader.h"
 #include "dist/distributed.h"
 #include "eval/choice_score.h"
 #include "infer/decoder.h"
@@ -106,7 +107,7 @@ StepResult Run::train_step(int64_t step) {
 void Run::sft_micro_batches(StepResult& r) {
   const auto& t = c_.train;
   const int64_t micro = t.batch * t.seq_len;
-  const int64_t counted = int64_t(targets_.size()) - std::count(targets_.begin(), targets_.end(), kernels::kNoTarget);
+  const int64_t counted = int64_t(targets_.size()) - std::count(targets_.begin(), targets_.end(), corpus::kNoTarget);
   for (int64_t k = 0; k < t.grad_accum; ++k) {
     dp_->begin_micro_batch(k + 1 == t.grad_accum);
     const float mean = model_->forward(dp_->local(inputs_.data() + k * micro), dp_->local(targets_.data() + k * micro),
@@ -222,7 +223,7 @@ Run::Validation Run::evaluate() {
     sum += mean * double(model_->counted_targets());
     counted += double(model_->counted_targets());
     for (int64_t k = 0; k < model_->batch() * T; ++k)
-      if (targets[k] != kernels::kNoTarget) bytes += token_bytes_[size_t(targets[k])];
+      if (targets[k] != corpus::kNoTarget) bytes += token_bytes_[size_t(targets[k])];
   }
   // Means over the ranks of each total: their ratios are the ratios of the sums.
   const double all = dp_->mean_over_ranks(counted), nats = dp_->mean_over_ranks(sum);

@@ -111,7 +111,7 @@ TEST(ChatData, LoaderMasksPromptsAndStartsDocuments) {
     for (int64_t t = 0; t < T; ++t) {
       const size_t i = size_t(w * T + t);
       EXPECT_EQ(in[size_t(t)], ids[i]);
-      EXPECT_EQ(tg[size_t(t)], (fl[i + 1] & corpus::kFlagTrained) ? ids[i + 1] : kernels::kNoTarget);
+      EXPECT_EQ(tg[size_t(t)], (fl[i + 1] & corpus::kFlagTrained) ? ids[i + 1] : corpus::kNoTarget);
       if (fl[i] & corpus::kFlagExampleStart) start = int32_t(t);
       EXPECT_EQ(ds[size_t(t)], start);
     }
@@ -120,7 +120,7 @@ TEST(ChatData, LoaderMasksPromptsAndStartsDocuments) {
   corpus::BatchLoader text(tokens, T, 1, {nullptr, tok.bos_id()});
   text.window(0, in.data(), tg.data(), ds.data());
   for (int64_t t = 0; t < T; ++t) {
-    EXPECT_NE(tg[size_t(t)], kernels::kNoTarget);
+    EXPECT_NE(tg[size_t(t)], corpus::kNoTarget);
     if (in[size_t(t)] == tok.bos_id()) {
       EXPECT_EQ(ds[size_t(t)], t);
     }

@@ -215,7 +215,7 @@ TEST(PreferenceRun, LoraReferenceIsTheBaseModel) {
     for (int64_t b = 0; b < B; ++b) windows.window(w0 + b, in.data() + b * T, tg.data() + b * T, ds.data() + b * T);
     m.forward_scores(in.data(), tg.data(), ds.data());
     for (int64_t i = 0; i < B * T; ++i) {
-      if (tg[size_t(i)] == kernels::kNoTarget) continue;
+      if (tg[size_t(i)] == corpus::kNoTarget) continue;
       ++compared;
       differing += m.token_losses()[i] != ref[size_t(w0 * T + i + 1)];
     }

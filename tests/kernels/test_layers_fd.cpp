@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "corpus/batch_loader.h"
 #include "kernels/attention.h"
 #include "kernels/attention_reference.h"
 #include "kernels/cross_entropy.h"
@@ -17,6 +18,7 @@
 #include "support/fd_check.h"
 
 using namespace ggtrain::kernels;
+namespace corpus = ggtrain::corpus;
 using ggtrain::test_support::compare;
 using ggtrain::test_support::compare_where;
 using ggtrain::test_support::dot;
@@ -330,7 +332,7 @@ TEST(LayerFd, CrossEntropyFusedMatchesForwardThenBackward) {
 // gradient, and the others' gradients are those of a batch without it.
 TEST(LayerFd, CrossEntropySkipsPositionsWithoutTarget) {
   const int64_t N = 4, V = 9;
-  const std::vector<int32_t> targets{2, kNoTarget, 8, kNoTarget};
+  const std::vector<int32_t> targets{2, corpus::kNoTarget, 8, corpus::kNoTarget};
   Vec logits = random_vector(N * V, 25, 4.0);
   Vec losses(N), lse(N), fused = logits, d = logits, fl(N), flse(N);
   cross_entropy_forward(losses.data(), lse.data(), logits.data(), targets.data(), N, V);

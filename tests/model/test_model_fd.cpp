@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "corpus/batch_loader.h"
 #include "kernels/cross_entropy.h"
 #include "model/transformer.h"
 #include "support/compare.h"
@@ -61,7 +62,7 @@ void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}
   std::vector<int32_t> doc_start(size_t(B * T));
   for (int64_t i = 0; i < B * T; ++i) doc_start[size_t(i)] = shape.packed && i % T >= 2 ? 2 : 0;
   if (shape.masked)
-    for (int64_t i : {0, 1, 5, 7}) targets[size_t(i)] = ggtrain::kernels::kNoTarget;
+    for (int64_t i : {0, 1, 5, 7}) targets[size_t(i)] = ggtrain::corpus::kNoTarget;
   auto loss = [&] {
     std::copy(p.begin(), p.end(), m.params());
     return m.forward(inputs.data(), targets.data(), shape.packed ? doc_start.data() : nullptr);
@@ -139,7 +140,7 @@ TEST(ModelFd, PackedWindowEqualsExamplesAlone) {
   const LlamaConfig c = tiny_config(4, 2, false);
   const int64_t T = 6, first = 2;  // example A at positions [0, 2), example B at [2, 6)
   const std::vector<int32_t> inputs{1, 4, 2, 9, 11, 3};
-  const int32_t no = ggtrain::kernels::kNoTarget;
+  const int32_t no = ggtrain::corpus::kNoTarget;
   const std::vector<int32_t> targets{5, no, no, 12, 3, 7};  // A's last target would cross into B
   const std::vector<int32_t> doc_start{0, 0, 2, 2, 2, 2};
   LlamaModel<double> packed(c, 1, T), a(c, 1, first), b(c, 1, T - first);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "corpus/batch_loader.h"
 #include "kernels/cross_entropy.h"
 #include "model/transformer.h"
 #include "support/fd_check.h"
@@ -47,7 +48,7 @@ Batch make_batch(int64_t vocab) {
     const int64_t pos = i % T;
     b.inputs.push_back(int32_t((i * 5 + 2) % vocab));
     const bool prompt = pos % 5 < 2, last = pos % 5 == 4;  // a document's last input predicts nothing of its own
-    b.targets.push_back(prompt || last ? kernels::kNoTarget : int32_t((i * 3 + 1) % vocab));
+    b.targets.push_back(prompt || last ? corpus::kNoTarget : int32_t((i * 3 + 1) % vocab));
     b.doc_start.push_back(int32_t(pos < 5 ? 0 : 5));
   }
   return b;
@@ -61,7 +62,7 @@ double answer_logp(const double* token_loss, const std::vector<int32_t>& targets
   double sum = 0;
   *n = 0;
   for (int64_t i = s.begin; i < s.end; ++i)
-    if (targets[size_t(i)] != kernels::kNoTarget) {
+    if (targets[size_t(i)] != corpus::kNoTarget) {
       sum -= token_loss[i];
       ++*n;
     }
@@ -91,7 +92,7 @@ double objective(Objective o, const PreferenceParams& p, const double* token_los
     if (d)
       for (int64_t i = 0; i < T; ++i) {
         const int64_t at = b * T + i;
-        if (targets[size_t(at)] == kernels::kNoTarget) continue;
+        if (targets[size_t(at)] == corpus::kNoTarget) continue;
         (*d)[size_t(at)] = -(i < 5 ? l.d_chosen : l.d_rejected) / double(B);
       }
   }
@@ -100,7 +101,7 @@ double objective(Objective o, const PreferenceParams& p, const double* token_los
     if (d)
       for (int64_t b = 0; b < B; ++b)
         for (int64_t i = 0; i < 5; ++i)
-          if (targets[size_t(b * T + i)] != kernels::kNoTarget) (*d)[size_t(b * T + i)] += 1.0 / double(chosen_tokens);
+          if (targets[size_t(b * T + i)] != corpus::kNoTarget) (*d)[size_t(b * T + i)] += 1.0 / double(chosen_tokens);
   }
   return total;
 }
@@ -151,7 +152,7 @@ TEST(PreferenceFd, TokenLossesAreTheLossTerms) {
   double sum = 0;
   int64_t n = 0;
   for (int64_t i = 0; i < B * T; ++i)
-    if (batch.targets[size_t(i)] != kernels::kNoTarget) {
+    if (batch.targets[size_t(i)] != corpus::kNoTarget) {
       sum += m.token_losses()[i];
       ++n;
     } else {
