@@ -30,7 +30,8 @@ int run(const Opts& o) {
   if (c.data.corpus.empty() && c.data.sources.empty())
     throw ggtrain::Error("config: data.corpus is not set (text or JSONL files, folders or globs)");
   train::create_run_folder(o.out);  // as `train --run-dir` does
-  const auto tok = train::run_tokenizer(o.out, c, o.quiet, -1);
+  auto tok = train::run_tokenizer(o.out, c, o.quiet, -1);
+  train::add_chat_vocabulary(tok, c, o.quiet);  // chat data is tokenized with the template's markers
   // The manifests' counts: opening the shards would map (and check) every
   // token, which a preparation has no need for.
   int64_t train_tokens = 0, val_tokens = 0;

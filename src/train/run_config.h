@@ -9,8 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "chat/chat_data.h"
+#include "chat/conversation.h"
 #include "corpus/input/documents.h"
+#include "corpus/prepare/window_packer.h"
 #include "model/config.h"
 #include "optim/schedule.h"
 #include "train/preference_loss.h"
@@ -63,7 +64,7 @@ struct DataSection {
   // when llama.cpp recognises it, else chatml) or a name of chat/template.h.
   std::string chat_template = "auto";
   // An example longer than train.seq_len: "truncate", "split" or "skip" (counted).
-  chat::Overflow overflow = chat::Overflow::kTruncate;
+  corpus::Overflow overflow = corpus::Overflow::kTruncate;
   AttentionSpan attention = AttentionSpan::kCausal;
 };
 
@@ -180,7 +181,7 @@ std::string_view option_name(AttentionSpan a);
 std::string_view option_name(corpus::FileType t);
 std::string_view option_name(corpus::DocSeparator d);
 std::string_view option_name(corpus::OnBadDocument b);
-std::string_view option_name(chat::Overflow o);
+std::string_view option_name(corpus::Overflow o);
 std::string_view option_name(optim::ScheduleKind k);
 std::string_view option_name(NonfinitePolicy p);
 std::string_view option_name(model::Recompute r);

@@ -131,8 +131,9 @@ constexpr std::array<Choice<corpus::DocSeparator>, 3> kDocSeparators{{{corpus::D
                                                                       {corpus::DocSeparator::kFile, "file"}}};
 constexpr std::array<Choice<corpus::OnBadDocument>, 2> kOnBadDocuments{
     {{corpus::OnBadDocument::kError, "error"}, {corpus::OnBadDocument::kSkip, "skip"}}};
-constexpr std::array<Choice<chat::Overflow>, 3> kOverflows{
-    {{chat::Overflow::kTruncate, "truncate"}, {chat::Overflow::kSplit, "split"}, {chat::Overflow::kSkip, "skip"}}};
+constexpr std::array<Choice<corpus::Overflow>, 3> kOverflows{{{corpus::Overflow::kTruncate, "truncate"},
+                                                              {corpus::Overflow::kSplit, "split"},
+                                                              {corpus::Overflow::kSkip, "skip"}}};
 constexpr std::array<Choice<optim::ScheduleKind>, 3> kSchedules{{{optim::ScheduleKind::Cosine, "cosine"},
                                                                  {optim::ScheduleKind::Constant, "constant"},
                                                                  {optim::ScheduleKind::Wsd, "wsd"}}};
@@ -730,7 +731,7 @@ std::string_view option_name(AttentionSpan a) { return name_in(kAttentionSpans, 
 std::string_view option_name(corpus::FileType t) { return name_in(kFileTypes, t); }
 std::string_view option_name(corpus::DocSeparator d) { return name_in(kDocSeparators, d); }
 std::string_view option_name(corpus::OnBadDocument b) { return name_in(kOnBadDocuments, b); }
-std::string_view option_name(chat::Overflow o) { return name_in(kOverflows, o); }
+std::string_view option_name(corpus::Overflow o) { return name_in(kOverflows, o); }
 std::string_view option_name(optim::ScheduleKind k) { return name_in(kSchedules, k); }
 std::string_view option_name(NonfinitePolicy p) { return name_in(kNonfinitePolicies, p); }
 std::string_view option_name(model::Recompute r) { return name_in(kRecomputes, r); }

@@ -166,8 +166,7 @@ int64_t add_chat_vocabulary(tokenizer::Tokenizer& tok, const RunConfig& c, bool 
 
 namespace {
 
-RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const tokenizer::Tokenizer& tok, bool resume,
-                           bool quiet) {
+chat::ChatDataOptions chat_data_options(const RunConfig& c, const tokenizer::Tokenizer& tok, bool quiet) {
   chat::ChatDataOptions o;
   o.corpus = c.data.corpus;
   o.val_corpus = c.data.val_corpus;
@@ -181,30 +180,33 @@ RunTokens open_chat_tokens(const RunConfig& c, const std::string& dir, const tok
   o.skip_bad = c.data.on_bad_document == corpus::OnBadDocument::kSkip;
   o.val_fraction = c.data.val_fraction;
   o.seed = c.train.seed;
-  const chat::ChatData d = chat::prepare_chat_data(o, tok, dir, resume);
-  const chat::ChatDataStats& s = d.stats;
+  o.shard_tokens = c.data.shard_tokens;
+  o.quiet = quiet;
+  return o;
+}
+
+// Instruction or preference records rendered, tokenized and packed into
+// windows (chat/chat_data.h).
+corpus::PreparedData prepare_records(const RunConfig& c, const std::string& dir, const tokenizer::Tokenizer& tok,
+                                     bool resume, bool quiet) {
+  const chat::ChatDataOptions o = chat_data_options(c, tok, quiet);
+  corpus::PreparedData d = chat::prepare_chat_data(o, tok, dir, resume);
+  const corpus::PackCounts s = d.manifest.packed.value_or(corpus::PackCounts{});
+  const int64_t bad = s.bad_skipped + d.manifest.skipped;
   if (!quiet)
     fmt::print(stderr,
                "data: {} training / {} validation {}{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
-               "tokens trained, {:.1f}% padding){}\n",
+               "tokens trained, {:.1f}% padding) in {} shard(s){}\n",
                s.examples, s.val_examples, o.preference ? "pairs" : "examples",
-               s.bad_skipped ? fmt::format(", {} bad records skipped", s.bad_skipped) : "",
+               bad ? fmt::format(", {} bad records skipped", bad) : "",
                s.truncated ? fmt::format(", {} truncated", s.truncated) : "",
                s.split ? fmt::format(", {} split", s.split) : "",
                s.too_long_skipped ? fmt::format(", {} too long, skipped", s.too_long_skipped) : "", s.train_windows,
                s.val_windows, c.train.seq_len,
                100.0 * double(s.trained_tokens) / double(std::max<int64_t>(1, s.tokens)),
-               100.0 * double(s.padding) / double(std::max<int64_t>(1, s.tokens + s.padding)),
+               100.0 * double(s.padding) / double(std::max<int64_t>(1, s.tokens + s.padding)), d.manifest.shards.size(),
                d.reused ? " (prepared before, reused)" : "");
-  RunTokens r;
-  r.train.push_back(std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.train}));
-  r.train_flags = std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.train_flags});
-  r.weights = {1.0};
-  if (!d.val.empty()) {
-    r.val = std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.val});
-    r.val_flags = std::make_unique<corpus::TokenStream>(std::vector<std::string>{d.val_flags});
-  }
-  return r;
+  return d;
 }
 
 // One corpus (data.corpus, or one entry of data.sources) prepared into dir.
@@ -225,6 +227,7 @@ corpus::PreparedData prepare_one(const corpus::PrepareOptions& o, const std::str
 
 std::vector<corpus::PreparedData> prepare_run_data(const RunConfig& c, const std::string& dir,
                                                    const tokenizer::Tokenizer& tok, bool resume, bool quiet) {
+  if (c.data.format != DataFormat::kText) return {prepare_records(c, dir, tok, resume, quiet)};
   auto o = prepare_options(c, quiet);
   if (c.data.sources.empty()) return {prepare_one(o, dir, tok, resume)};
   std::vector<corpus::PreparedData> out;
@@ -251,7 +254,6 @@ RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const
 RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const tokenizer::Tokenizer& tok, bool resume,
                           bool quiet) {
   const std::string dir = run_dir + "/data";
-  if (c.data.format != DataFormat::kText) return open_chat_tokens(c, dir, tok, resume, quiet);
   const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
   if (resume && !fs::exists(corpus::manifest_path(dir)) && fs::exists(legacy_train)) {
     // Prepared before document ends and shards existed: the run resumes on
@@ -272,7 +274,10 @@ RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const 
     val.insert(val.end(), prepared[k].val_shards.begin(), prepared[k].val_shards.end());
   }
   RunTokens r = open_streams(train, weights, val);
-  if (c.data.attention == AttentionSpan::kDocument) r.document_token = tok.bos_id();
+  if (!prepared[0].train_flags.empty()) {  // records: one corpus, its flags beside it
+    r.train_flags = std::make_unique<corpus::TokenStream>(prepared[0].train_flags);
+    if (r.val) r.val_flags = std::make_unique<corpus::TokenStream>(prepared[0].val_flags);
+  } else if (c.data.attention == AttentionSpan::kDocument) r.document_token = tok.bos_id();
   return r;
 }
 

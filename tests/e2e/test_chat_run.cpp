@@ -8,11 +8,13 @@
 
 #include <fmt/format.h>
 #include <pty.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -27,6 +29,7 @@
 #include "model/params.h"
 #include "model/vocab_growth.h"
 #include "quant/gguf_floats.h"
+#include "support/cli_runner.h"
 #include "support/compare.h"
 #include "support/files.h"
 #include "support/run_helpers.h"
@@ -110,6 +113,34 @@ TEST(ChatRun, ResumesExactly) {
   TempDir tmp;
   const std::string base = chat_base(tmp);
   test_support::expect_exact_resume(tmp / "a", tmp / "b", chat_config(tmp, base, 10), 5);
+}
+
+// `ggtrain data prepare` makes the chat data a run would make at its start
+// (the template's markers added to the vocabulary first), and the run
+// trains on it as it is: the same weights as a run that prepared its own,
+// and the prepared shard is not written again.
+TEST(ChatRun, DataPreparedAheadIsWhatTheRunTrainsOn) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp);
+  const train::RunConfig c = chat_config(tmp, base, 5);
+  test_support::spit(tmp / "chat.toml", train::to_toml(c));
+  const auto r = test_support::run_cli(
+      {GGTRAIN_BIN, "data", "prepare", "--quiet", "--config", tmp / "chat.toml", "--out", tmp / "ahead"},
+      tmp / "prepare.log");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string shard = tmp / "ahead/data/train-00000.tok";
+  ASSERT_TRUE(std::filesystem::exists(tmp / "ahead/data/train-00000.flags.tok")) << r.output;
+  struct stat before {};
+  ASSERT_EQ(::stat(shard.c_str(), &before), 0);
+  test_support::run_quiet(tmp / "ahead", c, false);
+  test_support::run_quiet(tmp / "self", c, false);
+  struct stat after {};
+  ASSERT_EQ(::stat(shard.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the run prepared the data again";
+  std::string why;
+  EXPECT_TRUE(
+      test_support::same_tensor_data(train::weights_path(tmp / "ahead", 5), train::weights_path(tmp / "self", 5), &why))
+      << why;
 }
 
 // The loss is the mean over the counted (answer) tokens of the whole step:

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "corpus/batch_loader.h"
+#include "corpus/prepare/manifest.h"
 #include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "kernels/cross_entropy.h"
@@ -204,8 +205,10 @@ TEST(PreferenceRun, LoraReferenceIsTheBaseModel) {
   const int64_t B = c.train.batch, T = c.train.seq_len;
   model::LlamaModel<float> m(mc, B, T);
   model::load_base_params(f, mc, m.layout(), m.params());
-  const corpus::TokenStream tokens(std::vector<std::string>{tmp / "lora/data/chat-train.tok"});
-  const corpus::TokenStream flags(std::vector<std::string>{tmp / "lora/data/chat-train.flags.tok"});
+  const auto prepared = corpus::read_manifest(tmp / "lora/data");
+  ASSERT_TRUE(prepared);
+  const corpus::TokenStream tokens(prepared->train_paths(tmp / "lora/data"));
+  const corpus::TokenStream flags(prepared->train_flag_paths(tmp / "lora/data"));
   const corpus::BatchLoader windows(tokens, T, 1, {&flags, -1});
   const train::ReferenceSource source{model::base_fingerprint(f), train::token_stream_fingerprint(tokens), T};
   const auto ref = train::read_reference(tmp / "lora/data/reference-train.bin", source, tokens.size());

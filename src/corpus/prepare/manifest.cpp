@@ -36,7 +36,60 @@ std::vector<std::string> Manifest::val_paths(const std::string& dir) const {
   return out;
 }
 
+std::vector<std::string> Manifest::train_flag_paths(const std::string& dir) const {
+  std::vector<std::string> out;
+  for (const auto& s : shards)
+    if (s.train_tokens > 0 && s.packed) out.push_back(dir + "/" + s.train_flags_file);
+  return out;
+}
+
+std::vector<std::string> Manifest::val_flag_paths(const std::string& dir) const {
+  std::vector<std::string> out;
+  for (const auto& s : shards)
+    if (s.val_tokens > 0 && s.packed) out.push_back(dir + "/" + s.val_flags_file);
+  return out;
+}
+
+void Manifest::count(const ShardRecord& s) {
+  documents += s.documents;
+  train_tokens += s.train_tokens;
+  val_tokens += s.val_tokens;
+  if (s.packed) {
+    if (!packed) packed.emplace();
+    *packed += *s.packed;
+  }
+}
+
 namespace {
+
+// PackCounts' fields by name, for both directions.
+constexpr std::pair<const char*, int64_t PackCounts::*> kPackFields[] = {
+    {"examples", &PackCounts::examples},
+    {"val_examples", &PackCounts::val_examples},
+    {"bad_skipped", &PackCounts::bad_skipped},
+    {"too_long_skipped", &PackCounts::too_long_skipped},
+    {"truncated", &PackCounts::truncated},
+    {"split", &PackCounts::split},
+    {"train_windows", &PackCounts::train_windows},
+    {"val_windows", &PackCounts::val_windows},
+    {"tokens", &PackCounts::tokens},
+    {"trained_tokens", &PackCounts::trained_tokens},
+    {"padding", &PackCounts::padding}};
+
+json packed_json(const PackCounts& c) {
+  json j = json::object();
+  for (const auto& [name, field] : kPackFields) j[name] = c.*field;
+  return j;
+}
+
+PackCounts packed_of(const json& j, const std::string& path) {
+  PackCounts c;
+  for (const auto& [name, field] : kPackFields) {
+    c.*field = j.at(name).get<int64_t>();
+    if (c.*field < 0) fail("{}: packed count {} is negative", path, name);
+  }
+  return c;
+}
 
 json to_json(const Manifest& m) {
   json sources = json::array(), shards = json::array();
@@ -46,25 +99,33 @@ json to_json(const Manifest& m) {
                        {"mtime_ns", s.mtime_ns},
                        {"sample_hash", s.sample_hash},
                        {"validation", s.validation}});
-  for (const auto& s : m.shards)
-    shards.push_back({{"train", s.train_file},
-                      {"train_tokens", s.train_tokens},
-                      {"val", s.val_file},
-                      {"val_tokens", s.val_tokens},
-                      {"documents", s.documents},
-                      {"end", {{"source", s.end_source}, {"documents_in_source", s.end_documents_in_source}}}});
+  for (const auto& s : m.shards) {
+    json r{{"train", s.train_file},
+           {"train_tokens", s.train_tokens},
+           {"val", s.val_file},
+           {"val_tokens", s.val_tokens},
+           {"documents", s.documents},
+           {"end", {{"source", s.end_source}, {"documents_in_source", s.end_documents_in_source}}}};
+    if (s.packed) {
+      r["train_flags"] = s.train_flags_file;
+      r["val_flags"] = s.val_flags_file;
+      r["packed"] = packed_json(*s.packed);
+    }
+    shards.push_back(std::move(r));
+  }
+  json totals{{"documents", m.documents},
+              {"skipped_documents", m.skipped},
+              {"bytes", m.bytes},
+              {"train_tokens", m.train_tokens},
+              {"val_tokens", m.val_tokens}};
+  if (m.packed) totals["packed"] = packed_json(*m.packed);
   return {{"format", Manifest::kFormat},
           {"options", json::parse(m.options)},
           {"tokenizer", {{"fingerprint", m.tokenizer_fingerprint}, {"vocab", m.vocab}}},
           {"sources", sources},
           {"shards", shards},
           {"complete", m.complete},
-          {"totals",
-           {{"documents", m.documents},
-            {"skipped_documents", m.skipped},
-            {"bytes", m.bytes},
-            {"train_tokens", m.train_tokens},
-            {"val_tokens", m.val_tokens}}}};
+          {"totals", totals}};
 }
 
 // A shard file name must stay inside the folder: the manifest is input.
@@ -95,6 +156,11 @@ Manifest from_json(const json& j, const std::string& path) {
     if (r.train_tokens < 0 || r.val_tokens < 0 || r.documents < 0 || r.end_source < 0 ||
         r.end_source > int64_t(m.sources.size()) || r.end_documents_in_source < 0)
       fail("{}: shard {} has a negative count or an end outside the sources", path, r.train_file);
+    if (s.contains("packed")) {
+      r.train_flags_file = shard_name(s, "train_flags", path);
+      r.val_flags_file = shard_name(s, "val_flags", path);
+      r.packed = packed_of(s.at("packed"), path);
+    }
     m.shards.push_back(r);
   }
   m.complete = j.at("complete").get<bool>();
@@ -104,6 +170,7 @@ Manifest from_json(const json& j, const std::string& path) {
   m.bytes = t.at("bytes").get<uint64_t>();
   m.train_tokens = t.at("train_tokens").get<int64_t>();
   m.val_tokens = t.at("val_tokens").get<int64_t>();
+  if (t.contains("packed")) m.packed = packed_of(t.at("packed"), path);
   return m;
 }
 

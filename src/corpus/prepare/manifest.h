@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "corpus/input/documents.h"
+#include "corpus/prepare/window_packer.h"
 
 namespace ggtrain::corpus {
 
@@ -26,6 +27,10 @@ struct SourceRecord {
 struct ShardRecord {
   std::string train_file, val_file;  // relative to the manifest's folder
   int64_t train_tokens = 0, val_tokens = 0, documents = 0;
+  // Records packed into windows: the flags beside each token file (as
+  // long as it) and what packing this shard did; empty for text.
+  std::string train_flags_file, val_flags_file;
+  std::optional<PackCounts> packed;
   // The input position after the shard's last document: source index and
   // documents read from that source (index = number of sources: the end).
   int64_t end_source = 0, end_documents_in_source = 0;
@@ -41,9 +46,16 @@ struct Manifest {
   bool complete = false;
   int64_t documents = 0, skipped = 0, train_tokens = 0, val_tokens = 0;
   uint64_t bytes = 0;
+  std::optional<PackCounts> packed;  // the shards' packing summed (records only)
 
+  // The shard files that hold tokens, in order, and their flags files
+  // (records only: empty for text).
   std::vector<std::string> train_paths(const std::string& dir) const;
   std::vector<std::string> val_paths(const std::string& dir) const;
+  std::vector<std::string> train_flag_paths(const std::string& dir) const;
+  std::vector<std::string> val_flag_paths(const std::string& dir) const;
+  // Adds a finished shard's counts to the totals.
+  void count(const ShardRecord& s);
 };
 
 std::string manifest_path(const std::string& dir);

@@ -9,8 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "corpus/input/token_documents.h"
+#include "corpus/prepare/document_cursor.h"
 #include "corpus/prepare/progress.h"
+#include "corpus/prepare/shard_set.h"
 #include "corpus/token_file.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -43,15 +44,19 @@ const char* separator_name(DocSeparator s) {
 // Everything besides the sources and the tokenizer that decides the shards'
 // content, as canonical JSON (the manifest compares it as text).
 std::string options_json(const PrepareOptions& o) {
-  const nlohmann::json j{{"file_type", o.file_type ? file_type_name(*o.file_type) : ""},
-                         {"doc_separator", separator_name(o.documents.separator)},
-                         {"text_key", o.documents.text_key},
-                         {"on_bad_document", o.documents.on_bad == OnBadDocument::kSkip ? "skip" : "error"},
-                         {"add_bos", o.add_bos},
-                         {"add_eos", o.add_eos},
-                         {"val_fraction", o.val_corpus.empty() ? o.val_fraction : 0.0},
-                         {"seed", o.seed},
-                         {"shard_tokens", o.shard_tokens}};
+  nlohmann::json j{{"file_type", o.file_type ? file_type_name(*o.file_type) : ""},
+                   {"doc_separator", separator_name(o.documents.separator)},
+                   {"text_key", o.documents.text_key},
+                   {"on_bad_document", o.documents.on_bad == OnBadDocument::kSkip ? "skip" : "error"},
+                   {"add_bos", o.add_bos},
+                   {"add_eos", o.add_eos},
+                   {"val_fraction", o.val_corpus.empty() ? o.val_fraction : 0.0},
+                   {"seed", o.seed},
+                   {"shard_tokens", o.shard_tokens}};
+  if (o.records) {  // text data's options stay as they were, so its prepared shards are reused
+    j["records"] = nlohmann::json::parse(o.records->options_json());
+    j["packing"] = {{"seq_len", o.packing.seq_len}, {"overflow", int(o.packing.overflow)}};
+  }
   return j.dump();
 }
 
@@ -88,157 +93,25 @@ bool shard_intact(const std::string& path, int64_t n, int64_t vocab) {
   return !ec && size == uint64_t(32 + n * (vocab <= 65536 ? 2 : 4));
 }
 
-// One document of the corpus: text to tokenize, or, from a pretokenized
-// source (llm.c, nanoGPT), token ids to copy as they are.
-struct Document {
-  bool pretokenized = false;
-  std::string text;
-  std::vector<int32_t> tokens;
-  // What it holds in memory, for the batch size.
-  int64_t bytes() const { return pretokenized ? int64_t(tokens.size() * sizeof(int32_t)) : int64_t(text.size()); }
-};
+// What fills a packed window's rest: EOS, else BOS.
+int32_t padding_token(const tokenizer::Tokenizer& tok) { return tok.eos_id() >= 0 ? tok.eos_id() : tok.bos_id(); }
 
-// What a pretokenized source is read with: its ids are checked against the
-// vocabulary and split into documents at its EOS id.
-struct TokenVocab {
-  int64_t size = 0;
-  int32_t eos = -1;
-};
-
-// Documents in input order from a position (source, documents already read
-// from it), across files of both kinds.
-class DocumentCursor {
- public:
-  DocumentCursor(const std::vector<InputFile>& files, const DocumentOptions& o, TokenVocab vocab, int64_t source,
-                 int64_t skip)
-      : files_(files), options_(o), vocab_(vocab), source_(source) {
-    for (int64_t i = 0; i < source && i < int64_t(files.size()); ++i) done_bytes_ += files[size_t(i)].size;
-    open();
-    Document doc;
-    while (open_now() && documents_in_source() < skip)
-      if (!read(&doc))
-        fail("{}: has fewer documents than the manifest recorded ({})", files_[size_t(source_)].path, skip);
-  }
-  // The next document that is not only white space; false at the end of
-  // the last file.
-  bool next(Document* doc) {
-    while (open_now()) {
-      if (read(doc)) {
-        if (doc->pretokenized || doc->text.find_first_not_of(" \t\r\n\v\f") != std::string::npos) return true;
-        continue;
-      }
-      skipped_ += text_ ? text_->skipped() : 0;
-      done_bytes_ += files_[size_t(source_)].size;
-      ++source_;
-      open();
-    }
-    return false;
-  }
-  int64_t source() const { return source_; }
-  int64_t documents_in_source() const {
-    return text_ ? text_->documents_read() : tokens_ ? tokens_->documents_read() : 0;
-  }
-  bool validation_source(const std::vector<SourceRecord>& r) const { return r[size_t(source_)].validation; }
-  uint64_t bytes_read() const {
-    return done_bytes_ + (text_ ? text_->compressed_bytes_read() : tokens_ ? tokens_->compressed_bytes_read() : 0);
-  }
-  int64_t skipped() const { return skipped_ + (text_ ? text_->skipped() : 0); }
-
- private:
-  bool open_now() const { return text_ || tokens_; }
-  void open() {
-    text_.reset();
-    tokens_.reset();
-    if (source_ >= int64_t(files_.size())) return;
-    const InputFile& f = files_[size_t(source_)];
-    if (is_pretokenized(f.type)) tokens_ = std::make_unique<TokenDocumentReader>(f, vocab_.size, vocab_.eos);
-    else text_ = std::make_unique<DocumentReader>(f, options_);
-  }
-  // The open source's next document as it is; false at its end.
-  bool read(Document* doc) {
-    doc->pretokenized = tokens_ != nullptr;
-    return tokens_ ? tokens_->next(&doc->tokens) : text_->next(&doc->text);
-  }
-  const std::vector<InputFile>& files_;
-  DocumentOptions options_;
-  TokenVocab vocab_;
-  int64_t source_;
-  std::unique_ptr<DocumentReader> text_;  // the open source, when it is text
-  std::unique_ptr<TokenDocumentReader> tokens_;  // or when it is pretokenized
-  uint64_t done_bytes_ = 0;
-  int64_t skipped_ = 0;
-};
-
-// One batch of documents and where each goes.
-struct Batch {
-  std::vector<Document> docs;
-  std::vector<char> to_val;
-  std::vector<std::vector<int32_t>> tokens;
-  int64_t end_source = 0, end_documents_in_source = 0;
-};
-
-class ShardSet {
- public:
-  ShardSet(const std::string& dir, const PrepareOptions& o, Manifest& m) : dir_(dir), o_(o), m_(m) {}
-
-  void add(const Batch& b) {
-    if (!train_) open_next();
-    for (size_t i = 0; i < b.tokens.size(); ++i) {
-      auto* w = b.to_val[i] ? val_.get() : train_.get();
-      w->append(b.tokens[i].data(), b.tokens[i].size());
-    }
-    current_.documents += int64_t(b.tokens.size());
-    current_.end_source = b.end_source;
-    current_.end_documents_in_source = b.end_documents_in_source;
-    if (train_->size() >= o_.shard_tokens) close();
-  }
-  // Closes the open shard; with none open and no shard at all yet, writes
-  // an empty pair so the data set is never without files.
-  void close() {
-    if (!train_) {
-      if (!m_.shards.empty()) return;
-      open_next();
-    }
-    current_.train_tokens = train_->size();
-    current_.val_tokens = val_->size();
-    train_->commit();
-    val_->commit();
-    train_.reset();
-    val_.reset();
-    m_.shards.push_back(current_);
-    m_.documents += current_.documents;
-    m_.train_tokens += current_.train_tokens;
-    m_.val_tokens += current_.val_tokens;
-    write_manifest(dir_, m_);  // the shard is finished: a re-run starts after it
-  }
-  int64_t open_tokens() const { return train_ ? train_->size() + val_->size() : 0; }
-  int64_t open_documents() const { return train_ ? current_.documents : 0; }
-
- private:
-  void open_next() {
-    const size_t k = m_.shards.size();
-    current_ = ShardRecord{};
-    current_.train_file = fmt::format("train-{:05}.tok", k);
-    current_.val_file = fmt::format("val-{:05}.tok", k);
-    train_ = std::make_unique<TokenFileWriter>(dir_ + "/" + current_.train_file, m_.vocab);
-    val_ = std::make_unique<TokenFileWriter>(dir_ + "/" + current_.val_file, m_.vocab);
-  }
-  std::string dir_;
-  const PrepareOptions& o_;
-  Manifest& m_;
-  ShardRecord current_;
-  std::unique_ptr<TokenFileWriter> train_, val_;
-};
+bool flags_intact(const std::string& path, int64_t n) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  return !ec && size == uint64_t(32 + n * 2);
+}
 
 // Text documents become BOS + text + EOS (as add_bos/add_eos say).
 // Pretokenized documents are moved over as they are: their end-of-text
 // tokens are already in the stream, so add_bos/add_eos do not apply.
-void encode_batch(Batch& b, const tokenizer::Tokenizer& tok, const PrepareOptions& o) {
-  b.tokens.resize(b.docs.size());
+void encode_text(std::vector<Document>& docs, EncodedBatch& b, const tokenizer::Tokenizer& tok,
+                 const PrepareOptions& o) {
+  b.tokens.resize(docs.size());
   const int32_t eos = tok.eos_id();
 #pragma omp parallel for schedule(dynamic, 8)
-  for (size_t i = 0; i < b.docs.size(); ++i) {
-    Document& d = b.docs[i];
+  for (size_t i = 0; i < docs.size(); ++i) {
+    Document& d = docs[i];
     if (d.pretokenized) {
       b.tokens[i] = std::move(d.tokens);
       continue;
@@ -248,23 +121,49 @@ void encode_batch(Batch& b, const tokenizer::Tokenizer& tok, const PrepareOption
   }
 }
 
+// Records become their examples; a bad one keeps its message (the shards
+// fail on it or count it, in input order).
+void encode_records(const std::vector<Document>& docs, EncodedBatch& b, const RecordEncoder& records,
+                    const std::vector<InputFile>& files) {
+  b.examples.assign(docs.size(), {});
+  b.errors.assign(docs.size(), "");
+  std::exception_ptr broken;  // anything but a bad record: rethrown as it is
+#pragma omp parallel for schedule(dynamic, 8)
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const Document& d = docs[i];
+    try {
+      b.examples[i] = records.encode(d.source, d.text, fmt::format("{}:{}", files[size_t(d.source)].path, d.line));
+    } catch (const Error& e) {
+      b.errors[i] = e.what();
+    } catch (...) {
+#pragma omp critical
+      broken = std::current_exception();
+    }
+  }
+  if (broken) std::rethrow_exception(broken);
+}
+
 // Tokenizes from the end of the manifest's last shard to the end of the
 // inputs, shard by shard.
 void run_pipeline(const Inputs& in, const PrepareOptions& o, const tokenizer::Tokenizer& tok, const std::string& dir,
                   Manifest& m) {
   const int64_t start_source = m.shards.empty() ? 0 : m.shards.back().end_source;
   const int64_t start_docs = m.shards.empty() ? 0 : m.shards.back().end_documents_in_source;
-  DocumentCursor cursor(in.files, o.documents, TokenVocab{tok.vocab_size(), tok.eos_id()}, start_source, start_docs);
-  ShardSet shards(dir, o, m);
+  DocumentCursor cursor(in.files, o.documents, TokenVocab{tok.vocab_size(), tok.eos_id()}, start_source, start_docs,
+                        o.records.get());
+  ShardLayout layout{o.shard_tokens, std::nullopt, padding_token(tok), o.documents.on_bad == OnBadDocument::kSkip};
+  if (o.records) layout.packing = o.packing;
+  ShardSet shards(dir, layout, m);
   uint64_t total = 0;
   for (const auto& f : in.files) total += f.size;
   ProgressLine progress("preparing " + dir, total, o.quiet);
   int64_t corpus_docs = 0;  // index of the next corpus document, for the split
   for (const auto& s : m.shards) corpus_docs += s.documents;
   const int64_t batch_bytes = std::min(o.batch_bytes, std::max<int64_t>(o.shard_tokens, 64 << 10));
-  Batch b;
+  std::vector<Document> docs;
+  EncodedBatch b;
   for (bool more = true; more;) {
-    b.docs.clear();
+    docs.clear();
     b.to_val.clear();
     int64_t bytes = 0;
     Document doc;
@@ -274,14 +173,15 @@ void run_pipeline(const Inputs& in, const PrepareOptions& o, const tokenizer::To
       const bool val = cursor.validation_source(in.records) ||
                        (o.val_corpus.empty() && goes_to_validation(o.seed, corpus_docs, o.val_fraction));
       bytes += doc.bytes();
-      b.docs.push_back(std::move(doc));
+      docs.push_back(std::move(doc));
       b.to_val.push_back(val);
       ++corpus_docs;
     }
     b.end_source = cursor.source();
     b.end_documents_in_source = cursor.documents_in_source();
-    if (b.docs.empty()) break;
-    encode_batch(b, tok, o);
+    if (docs.empty()) break;
+    if (o.records) encode_records(docs, b, *o.records, in.files);
+    else encode_text(docs, b, tok, o);
     shards.add(b);
     m.skipped = cursor.skipped();
     progress.update(cursor.bytes_read(), m.documents + shards.open_documents(),
@@ -289,7 +189,7 @@ void run_pipeline(const Inputs& in, const PrepareOptions& o, const tokenizer::To
   }
   m.skipped = cursor.skipped();
   m.bytes = total;
-  shards.close();
+  shards.finish();
   m.complete = true;
   write_manifest(dir, m);
   progress.finish(total, m.documents, m.train_tokens + m.val_tokens);
@@ -310,7 +210,9 @@ void drop_damaged_shards(Manifest& m, const std::string& dir, bool quiet) {
   for (size_t i = 0; i < m.shards.size(); ++i) {
     const auto& s = m.shards[i];
     if (shard_intact(dir + "/" + s.train_file, s.train_tokens, m.vocab) &&
-        shard_intact(dir + "/" + s.val_file, s.val_tokens, m.vocab))
+        shard_intact(dir + "/" + s.val_file, s.val_tokens, m.vocab) &&
+        (!s.packed || (flags_intact(dir + "/" + s.train_flags_file, s.train_tokens) &&
+                       flags_intact(dir + "/" + s.val_flags_file, s.val_tokens))))
       continue;
     if (!quiet)
       fmt::print(stderr, "{}/{} or {} is missing or truncated: preparing from shard {} again\n", dir, s.train_file,
@@ -318,11 +220,8 @@ void drop_damaged_shards(Manifest& m, const std::string& dir, bool quiet) {
     m.shards.resize(i);
     m.complete = false;
     m.documents = m.train_tokens = m.val_tokens = 0;
-    for (const auto& k : m.shards) {
-      m.documents += k.documents;
-      m.train_tokens += k.train_tokens;
-      m.val_tokens += k.val_tokens;
-    }
+    m.packed.reset();
+    for (const auto& k : m.shards) m.count(k);
     return;
   }
 }
@@ -337,6 +236,7 @@ bool goes_to_validation(uint64_t seed, int64_t index, double fraction) {
 PreparedData prepare_data(const PrepareOptions& o, const tokenizer::Tokenizer& tok, const std::string& dir,
                           OnMismatch on_mismatch) {
   if (o.shard_tokens < 1) fail("data.shard_tokens must be at least 1, got {}", o.shard_tokens);
+  if (o.records && o.packing.seq_len < 2) fail("windows of {} tokens are too short to pack records", o.packing.seq_len);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("{}: cannot create the data folder: {}", dir, ec.message());
@@ -380,6 +280,8 @@ PreparedData prepare_data(const PrepareOptions& o, const tokenizer::Tokenizer& t
   out.manifest = *m;
   out.train_shards = m->train_paths(dir);
   out.val_shards = m->val_paths(dir);
+  out.train_flags = m->train_flag_paths(dir);
+  out.val_flags = m->val_flag_paths(dir);
   return out;
 }
 

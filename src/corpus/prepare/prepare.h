@@ -2,18 +2,22 @@
 // Streaming corpus preparation: documents are read from the inputs in
 // order, tokenized in parallel in batches of a few MB (BOS + text + EOS by
 // default; documents of pretokenized llm.c/nanoGPT files are copied as they
-// are), split between training and validation per document, and
-// appended to shard files of about `shard_tokens` training tokens each
-// (DIR/train-NNNNN.tok, DIR/val-NNNNN.tok). Memory stays bounded by the
+// are; records, e.g. chat examples, are encoded by a RecordEncoder and
+// packed whole into windows), split between training and validation per
+// document, and appended to shard files of about `shard_tokens` training
+// tokens each (DIR/train-NNNNN.tok, DIR/val-NNNNN.tok, and for records
+// their .flags.tok: corpus/prepare/shard_set.h). Memory stays bounded by the
 // batch, whatever the corpus size. DIR/manifest.json records every finished
 // shard, so an interrupted preparation continues after the last one, and a
 // later run reuses complete data whose sources and options are unchanged.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "corpus/input/documents.h"
+#include "corpus/prepare/encoder.h"
 #include "corpus/prepare/manifest.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +29,12 @@ struct PrepareOptions {
   std::optional<FileType> file_type;  // nullopt: by extension
   DocumentOptions documents;
   bool add_bos = true, add_eos = true;  // text documents only
+  // Records instead of text: each document (a line; the inputs read as text
+  // lines) becomes examples through `records`, packed whole into windows
+  // (`packing`); a bad record fails or, with documents.on_bad = kSkip, is
+  // counted (Manifest::packed). Null: text.
+  std::shared_ptr<RecordEncoder> records;
+  WindowPacking packing;
   // A document is validation when a hash of (seed, its index among the
   // corpus documents) falls under val_fraction: deterministic, spread over
   // the whole corpus, independent of batch and shard sizes.
@@ -47,6 +57,7 @@ enum class OnMismatch { kPrepareAgain, kRefuse };
 
 struct PreparedData {
   std::vector<std::string> train_shards, val_shards;
+  std::vector<std::string> train_flags, val_flags;  // records: beside each shard (corpus/batch_loader.h flags)
   Manifest manifest;
   bool reused = false;  // complete data found, nothing tokenized
 };
