@@ -12,6 +12,7 @@
 #include "kernels/rope.h"
 #include "model/checkpoint.h"
 #include "model/family_ops.h"
+#include "model/params.h"
 #include "model/quantized_base.h"
 #include "quant/gguf_floats.h"
 #include "util/error.h"
@@ -61,13 +62,13 @@ void Decoder::build(Matrix matrix, Vector vec) {
   output_ = nn::Linear<float>::packed(cfg_.tied ? embd : matrix("output.weight"));
   output_norm_ = vec("output_norm.weight");
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-    auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
+    auto n = [&](const char* what) { return model::block_tensor_name(l, what); };
     auto mat = [&](model::BlockMatrix m) { return nn::Linear<float>::packed(matrix(n(model::block_matrix_name(m)))); };
     layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), mat(model::kAttnQ), mat(model::kAttnK),
                        mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate), mat(model::kFfnUp),
                        mat(model::kFfnDown)});
     if (cfg_.architecture().qkv_bias) {
-      auto bias = [&](const char* what) { return vec(fmt::format("blk.{}.{}.bias", l, what)); };
+      auto bias = [&](const char* what) { return vec(model::block_tensor_name(l, what, "bias")); };
       layers_.back().bq = bias("attn_q");
       layers_.back().bk = bias("attn_k");
       layers_.back().bv = bias("attn_v");

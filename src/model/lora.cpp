@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "model/checkpoint.h"
+#include "model/params.h"
 #include "quant/gguf_floats.h"
 #include "util/error.h"
 #include "util/rng.h"
@@ -51,7 +52,7 @@ LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, con
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
     for (const auto& target : c.lora.targets) {
       LoraPair p;
-      p.weight = fmt::format("blk.{}.{}.weight", l, target);
+      p.weight = block_tensor_name(l, target);
       const ParamTensor& a = layout.get(p.weight + ".lora_a");
       const ParamTensor& b = layout.get(p.weight + ".lora_b");
       p.rank = a.shape[0];

@@ -12,6 +12,10 @@ const char* block_matrix_name(BlockMatrix m) {
   return names[m];
 }
 
+std::string block_tensor_name(int64_t l, std::string_view what, std::string_view kind) {
+  return fmt::format("blk.{}.{}.{}", l, what, kind);
+}
+
 BlockMatrix block_matrix_from_name(std::string_view name) {
   for (int m = 0; m < kNumBlockMatrices; ++m)
     if (name == block_matrix_name(BlockMatrix(m))) return BlockMatrix(m);
@@ -47,7 +51,7 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
   if (c.donor_dim > 0) add("lens.proj.weight", {C, c.donor_dim});
   else add("token_embd.weight", {c.vocab, C});
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    auto n = [&](const char* what) { return fmt::format("blk.{}.{}.weight", l, what); };
+    auto n = [&](const char* what) { return block_tensor_name(l, what); };
     auto matrix = [&](BlockMatrix m) {
       const auto [out, in] = block_matrix_shape(c, m);
       add(n(block_matrix_name(m)), {out, in});
@@ -55,9 +59,9 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
     add(n("attn_norm"), {C});
     for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
     if (c.architecture().qkv_bias) {
-      add(fmt::format("blk.{}.attn_q.bias", l), {c.q_dim()});
-      add(fmt::format("blk.{}.attn_k.bias", l), {c.kv_dim()});
-      add(fmt::format("blk.{}.attn_v.bias", l), {c.kv_dim()});
+      add(block_tensor_name(l, "attn_q", "bias"), {c.q_dim()});
+      add(block_tensor_name(l, "attn_k", "bias"), {c.kv_dim()});
+      add(block_tensor_name(l, "attn_v", "bias"), {c.kv_dim()});
     }
     if (c.architecture().qk_norm) {
       add(n("attn_q_norm"), {c.d_head()});
@@ -77,7 +81,7 @@ ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held
       const BlockMatrix m = block_matrix_from_name(target);
       if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
       const auto [out, in] = block_matrix_shape(c, m);
-      const std::string w = fmt::format("blk.{}.{}.weight", l, target);
+      const std::string w = block_tensor_name(l, target);
       add(w + ".lora_a", {c.lora.rank, in});
       add(w + ".lora_b", {out, c.lora.rank});
     }
@@ -136,14 +140,14 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConf
   w.token_embd = c.donor_dim > 0 ? nullptr : at("token_embd.weight");
   w.lens = c.donor_dim > 0 ? at("lens.proj.weight") : nullptr;
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    auto n = [&](const char* what) { return at(fmt::format("blk.{}.{}.weight", l, what)); };
+    auto n = [&](const char* what) { return at(block_tensor_name(l, what)); };
     auto mat = [&](BlockMatrix m) { return n(block_matrix_name(m)); };
     LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),   mat(kAttnK), mat(kAttnV),  mat(kAttnOutput),
                        n("ffn_norm"),  mat(kFfnGate), mat(kFfnUp), mat(kFfnDown)};
     if (c.architecture().qkv_bias) {
-      lw.bq = at(fmt::format("blk.{}.attn_q.bias", l));
-      lw.bk = at(fmt::format("blk.{}.attn_k.bias", l));
-      lw.bv = at(fmt::format("blk.{}.attn_v.bias", l));
+      lw.bq = at(block_tensor_name(l, "attn_q", "bias"));
+      lw.bk = at(block_tensor_name(l, "attn_k", "bias"));
+      lw.bv = at(block_tensor_name(l, "attn_v", "bias"));
     }
     if (c.architecture().qk_norm) {
       lw.attn_q_norm = n("attn_q_norm");
@@ -154,7 +158,7 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConf
       lw.ffn_post_norm = n("post_ffw_norm");
     }
     for (int t = 0; c.lora.rank > 0 && t < kNumBlockMatrices; ++t) {
-      const std::string w = fmt::format("blk.{}.{}.weight", l, block_matrix_name(BlockMatrix(t)));
+      const std::string w = block_tensor_name(l, block_matrix_name(BlockMatrix(t)));
       if (!layout.find(w + ".lora_a")) continue;  // not a target
       lw.lora_a[size_t(t)] = at(w + ".lora_a");
       lw.lora_b[size_t(t)] = at(w + ".lora_b");

@@ -56,6 +56,9 @@ const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
 BlockMatrix block_matrix_from_name(std::string_view name);
 // "attn_q, attn_k, ..., ffn_down", for messages.
 std::string block_matrix_names_text();
+// llama.cpp's name for tensor `what` of block l: "blk.L.WHAT.weight" (kind
+// "bias": "blk.L.WHAT.bias").
+std::string block_tensor_name(int64_t l, std::string_view what, std::string_view kind = "weight");
 // [out, in] of matrix m.
 std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix m);
 

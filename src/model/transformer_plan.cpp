@@ -19,17 +19,13 @@ const kernels::QuantRows* held_rows(const ModelOptions& o, const std::string& na
   const HeldMatrix* h = o.quantized ? o.quantized->find(name) : nullptr;
   return h ? &h->rows : nullptr;
 }
-
-std::string block_weight_name(int64_t l, BlockMatrix t) {
-  return fmt::format("blk.{}.{}.weight", l, block_matrix_name(t));
-}
 }  // namespace
 
 template <typename T>
 void LlamaModel<T>::size_band_scratch() {
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     for (int t = 0; t < kNumBlockMatrices; ++t)
-      if (const auto* m = held_rows(opts_, block_weight_name(l, BlockMatrix(t))))
+      if (const auto* m = held_rows(opts_, block_tensor_name(l, block_matrix_name(BlockMatrix(t)))))
         band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
   const auto* head = held_rows(opts_, cfg_.tied ? "token_embd.weight" : "output.weight");
   if (head) band_scratch_size_ = std::max(band_scratch_size_, std::min<int64_t>(head->rows, 1024) * head->cols);
@@ -52,7 +48,7 @@ void LlamaModel<T>::bind_layers() {
     for (int t = 0; t < kNumBlockMatrices; ++t) {
       const auto [n_out, n_in] = block_matrix_shape(cfg_, BlockMatrix(t));
       auto& p = proj_[size_t(l)][size_t(t)];
-      p = linear(block_weight_name(l, BlockMatrix(t)), ws[t], gs[t], n_out, n_in);
+      p = linear(block_tensor_name(l, block_matrix_name(BlockMatrix(t))), ws[t], gs[t], n_out, n_in);
       if (w.lora_a[t])
         p.add_lora({w.lora_a[t], w.lora_b[t], cfg_.lora.rank, T(cfg_.lora.scale()), layer_acts_[size_t(l)].lora_u[t],
                     g.lora_a[t], g.lora_b[t], d_lora_u_});

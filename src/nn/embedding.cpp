@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "kernels/elementwise.h"
+#include "nn/packed_matrix.h"
 #include "util/error.h"
 
 namespace ggtrain::nn {

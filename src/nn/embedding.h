@@ -7,9 +7,12 @@
 #include <memory>
 
 #include "kernels/quant_linear.h"
-#include "nn/packed_matrix.h"
 
 namespace ggtrain::nn {
+
+// The decode form (nn/packed_matrix.h), held by pointer: users of a layer
+// need not see the GGUF reader and the int8 kernels behind it.
+class PackedMatrix;
 
 template <typename T>
 class Embedding {

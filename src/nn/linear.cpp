@@ -5,6 +5,7 @@
 
 #include "kernels/gemm.h"
 #include "kernels/gemm_bf16.h"
+#include "nn/packed_matrix.h"
 #include "util/error.h"
 
 namespace ggtrain::nn {

@@ -17,9 +17,12 @@
 #include "kernels/bf16.h"
 #include "kernels/quant_linear.h"
 #include "nn/lora_branch.h"
-#include "nn/packed_matrix.h"
 
 namespace ggtrain::nn {
+
+// The decode form (nn/packed_matrix.h), held by pointer: users of a layer
+// need not see the GGUF reader and the int8 kernels behind it.
+class PackedMatrix;
 
 // A buffer that only feeds GEMMs: float, or bf16 in bf16 training (exactly
 // one of the two is set).
