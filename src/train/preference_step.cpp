@@ -6,7 +6,6 @@
 
 #include "corpus/batch_loader.h"
 #include "kernels/cross_entropy.h"
-#include "model/quantized_base.h"
 #include "train/preference_reference.h"
 #include "train/run.h"
 #include "util/clock.h"
@@ -33,7 +32,7 @@ void sum_over_ranks(dist::DataParallel& dp, PreferenceTotals& t) {
 void Run::load_reference() {
   if (!needs_reference(objective_)) return;
   const int64_t T = c_.train.seq_len;
-  const uint64_t model_fp = mc_.lora.rank > 0 ? base_checksum_ : model::base_fingerprint(*base_);
+  const uint64_t model_fp = variant_->base_fingerprint();
   struct Stream {
     const corpus::TokenStream* tokens;
     const corpus::BatchLoader* windows;

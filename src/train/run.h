@@ -20,8 +20,6 @@
 #include "eval/choice_tasks.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
-#include "model/donor.h"
-#include "model/quantized_base.h"
 #include "model/transformer.h"
 #include "optim/schedule.h"
 #include "tokenizer/tokenizer.h"
@@ -31,6 +29,7 @@
 #include "train/preference_batch.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
+#include "train/run_variant.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
 
@@ -53,15 +52,11 @@ class Run {
   // The constructor's steps, in order.
   void check_run_folder();
   int64_t check_resume();  // the step the run resumes from, or -1
-  void load_donor();
   void load_tokenizer(int64_t resume_step);
   void load_eval_tasks();
   void prepare_data();
   void report_plan() const;
   void build_model();
-  void attach_donor();
-  void hold_quantized_base(model::ModelOptions& opts);
-  void load_grown_base(int64_t base_vocab);
   void resume_state();
   void init_state();
 
@@ -128,9 +123,7 @@ class Run {
   std::unique_ptr<corpus::MixtureLoader> loader_;
   std::unique_ptr<corpus::BatchLoader> val_loader_;
   model::LlamaConfig mc_;
-  std::unique_ptr<model::DonorTable> donor_;  // init.donor warm start, else null
-  uint64_t base_checksum_ = 0;  // model::base_fingerprint of base_, in LoRA runs
-  std::unique_ptr<model::QuantizedBase> quantized_;  // base_'s Q8_0 matrices, in LoRA runs
+  std::unique_ptr<RunVariant> variant_;  // scratch, continued, LoRA or donor lens
   std::unique_ptr<model::LlamaModel<float>> model_;
   std::unique_ptr<dist::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;

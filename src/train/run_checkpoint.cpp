@@ -13,9 +13,8 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
-#include "model/lora.h"
-#include "model/quantized_base.h"
 #include "quant/gguf_floats.h"
+#include "train/run_variant.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -40,24 +39,7 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   w.set("general.run_id", Value::str(meta.run_id));
   w.set("general.step", Value::u64(uint64_t(meta.step)));
   w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
-  // The writer keeps pointers to tensor data until write(): `folded` lives to the end.
-  std::optional<model::FoldedModel> folded;
-  if (d.lora_base) {
-    model::add_lora_adapter(w, *d.config, *d.layout, d.params, d.lora_base->path());
-    w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
-    d.tokenizer->add_chat_keys(w);  // a chat run's template, for whoever serves the adapter
-    w.write(path);  // an adapter: llama.cpp takes the vocabulary from the base
-    return;
-  }
-  if (d.donor) {
-    folded = model::fold_donor_model(*d.config, *d.layout, d.params, d.donor->table.data());
-    model::add_llama_model(w, folded->config, model::ParamLayout(folded->config), folded->params.data());
-  } else {
-    model::add_llama_model(w, *d.config, *d.layout, d.params);
-  }
-  w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
-  d.tokenizer->add_to_gguf(w);
-  w.write(path);
+  d.variant->write_weights(w, d, path);
 }
 
 void write_state(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d) {
@@ -83,16 +65,7 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
     w.set("ggtrain.best.value", Value::f64(meta.best->value));
     w.set("ggtrain.best.step", Value::u64(uint64_t(meta.best->step)));
   }
-  if (d.lora_base) {
-    w.set("ggtrain.lora.base.path", Value::str(d.lora_base->path()));
-    w.set("ggtrain.lora.base.checksum", Value::u64(d.lora_base_checksum));
-  }
-  if (d.donor) {
-    w.set("ggtrain.donor.path", Value::str(d.donor->path));
-    w.set("ggtrain.donor.checksum", Value::u64(d.donor->checksum));
-    const auto& lens = d.layout->get("lens.proj.weight");
-    quant::add_float_tensor(w, lens.name, gguf::TensorType::F32, model::ggml_ne(lens.shape), d.params + lens.offset);
-  }
+  d.variant->write_state(w, d);
   for (const auto& t : d.grad_layout->tensors()) {  // frozen tensors have no moments
     quant::add_float_tensor(w, "adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
     quant::add_float_tensor(w, "adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
@@ -169,56 +142,6 @@ CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
   return m;
 }
 
-void load_exact_params(const gguf::GgufFile& w, const model::ParamLayout& layout, float* params) {
-  for (const auto& t : layout.tensors())
-    if (w.tensor(t.name).type != gguf::TensorType::F32)
-      fail("{}: tensor '{}' is not F32; cannot resume exactly from it", w.path(), t.name);
-  model::load_llama_params(w, layout, params);
-}
-
-// A lens run's weights file holds the folded model: every tensor but
-// token_embd comes from it, the lens from the state file, and the donor table
-// must still be the one the run started with.
-void load_lens_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const CheckpointData& d) {
-  if (s.get_uint("ggtrain.donor.checksum") != d.donor->checksum)
-    fail("{}: the donor table of {} differs from the one this run was trained with ({}); resume "
-         "with the same donor file",
-         s.path(), d.donor->path, s.get_string("ggtrain.donor.path"));
-  model::LlamaConfig std_cfg = *d.config;
-  std_cfg.donor_dim = 0;
-  const model::ParamLayout std_layout(std_cfg);
-  std::vector<float> folded(size_t(std_layout.total()));
-  load_exact_params(w, std_layout, folded.data());
-  for (const auto& t : d.layout->tensors()) {
-    if (t.name == "lens.proj.weight") {
-      const auto& ti = s.tensor(t.name);
-      if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
-        fail("{}: tensor '{}' has the wrong type or shape", s.path(), t.name);
-      std::memcpy(d.params + t.offset, ti.data, size_t(t.size) * 4);
-    } else {
-      const auto& src = std_layout.get(t.name);
-      std::memcpy(d.params + t.offset, folded.data() + src.offset, size_t(t.size) * 4);
-    }
-  }
-}
-
-// A LoRA run's weights file is its adapter: the base comes from init.from
-// (checked against the recorded checksum), the adapter tensors from the file.
-void load_lora_params(const gguf::GgufFile& w, const gguf::GgufFile& s, const CheckpointData& d) {
-  if (s.get_uint("ggtrain.lora.base.checksum") != d.lora_base_checksum)
-    fail("{}: the base model {} differs from the one this LoRA run was trained on ({}); resume with the "
-         "same init.from file",
-         s.path(), d.lora_base->path(), s.get_string("ggtrain.lora.base.path"));
-  model::load_base_params(*d.lora_base, *d.config, *d.layout, d.params);
-  for (const auto& t : d.layout->tensors()) {
-    if (t.name.find(".lora_") == std::string::npos) continue;  // a base tensor
-    const auto& ti = w.tensor(t.name);
-    if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
-      fail("{}: tensor '{}' has the wrong type or shape", w.path(), t.name);
-    std::memcpy(d.params + t.offset, ti.data, size_t(t.size) * 4);
-  }
-}
-
 }  // namespace
 
 void move_link(const std::string& run_dir, const std::string& name, int64_t step) {
@@ -292,9 +215,7 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
   CheckpointMeta meta = read_state_meta(s, step);
   if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
     fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
-  if (d.lora_base) load_lora_params(w, s, d);
-  else if (d.donor) load_lens_params(w, s, d);
-  else load_exact_params(w, *d.layout, d.params);
+  d.variant->load(w, s, d);
   size_t n_moments = 0;
   for (const auto& ti : s.tensors()) n_moments += ti.name.rfind("adam.m.", 0) == 0;
   if (n_moments != d.grad_layout->tensors().size())

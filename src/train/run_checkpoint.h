@@ -11,12 +11,13 @@
 #include "corpus/mixture_loader.h"
 #include "gguf/reader.h"
 #include "model/config.h"
-#include "model/donor.h"
 #include "model/params.h"
 #include "tokenizer/tokenizer.h"
 #include "train/best_checkpoint.h"
 
 namespace ggtrain::train {
+
+class RunVariant;
 
 constexpr uint32_t kCheckpointFormat = 1;
 
@@ -39,15 +40,9 @@ struct CheckpointData {
   float* params;
   float* m;
   float* v;
-  // Lens warm start: the weights file gets the folded token_embd; the state
-  // file keeps lens.proj.weight and the donor's path and checksum.
-  const model::DonorTable* donor = nullptr;
-  // LoRA run: the weights file is the adapter (llama.cpp's LoRA GGUF, no
-  // base weights); on resume the base's weights come from this file, whose
-  // tensors must still have the fingerprint (model::base_fingerprint) the
-  // state file recorded.
-  const gguf::GgufFile* lora_base = nullptr;
-  uint64_t lora_base_checksum = 0;
+  // What the weights file holds and how the parameters come back from a
+  // checkpoint (a LoRA adapter, a folded donor lens: train/run_variant.h).
+  const RunVariant* variant;
 };
 
 std::string weights_path(const std::string& run_dir, int64_t step);

@@ -7,11 +7,7 @@
 
 #include "eval/choice_score.h"
 #include "kernels/gemm_bf16.h"
-#include "model/donor.h"
 #include "model/freeze.h"
-#include "model/init.h"
-#include "model/lora.h"
-#include "model/vocab_growth.h"
 #include "train/finetune.h"
 #include "train/run.h"
 #include "train/run_folder.h"
@@ -62,7 +58,7 @@ Run::Run(const TrainOptions& o)
   dp_ = std::make_unique<dist::DataParallel>(dist::world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
   check_run_folder();
   const int64_t resume_step = check_resume();
-  if (!c_.init.donor.empty()) load_donor();  // before its tokenizer: says first when it is no llama model
+  variant_ = RunVariant::choose(c_, base_.get());  // before the tokenizer: a donor that is no model is named first
   load_tokenizer(resume_step);
   prepare_data();
   if (!quiet_) report_plan();
@@ -106,14 +102,6 @@ int64_t Run::check_resume() {
                before.lr_at(std::min(step, saved.train.steps - 1)), after.lr_at(step));
   }
   return step;
-}
-
-void Run::load_donor() {
-  try {
-    donor_ = std::make_unique<model::DonorTable>(model::load_donor_table(c_.init.donor));
-  } catch (const Error& e) {
-    fail("{} (init.donor)", e.what());
-  }
 }
 
 // train.eval_tasks, read and drawn before the first step (a bad file stops
@@ -197,50 +185,25 @@ void Run::report_plan() const {
 
 void Run::build_model() {
   mc_ = c_.llama(tok_->vocab_size());
-  if (donor_) attach_donor();
-  if (c_.train.lora.rank > 0) mc_.lora = {c_.train.lora.rank, c_.train.lora.alpha, c_.train.lora.targets};
+  variant_->shape(mc_, *tok_, quiet_);
   const auto frozen = model::frozen_in_run(mc_, c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;
   model_opts.recompute = c_.train.recompute;
   model_opts.precision = c_.train.precision;
-  if (mc_.lora.rank > 0) hold_quantized_base(model_opts);
+  variant_->hold(mc_, model_opts, quiet_);
   if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !quiet_)
     fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
                        "slower than train.precision = \"fp32\"\n");
   model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), c_.train.seq_len, frozen, model_opts);
   dp_->attach(*model_);
-  if (donor_) std::copy(donor_->table.begin(), donor_->table.end(), model_->donor_table());
+  variant_->bind(*model_);
   m_.assign(size_t(model_->n_trainable()), 0.f);
   v_.assign(size_t(model_->n_trainable()), 0.f);
-  if (mc_.lora.rank > 0) base_checksum_ = model::base_fingerprint(*base_);
   if (!frozen.empty() && !quiet_) {
-    const model::ParamLayout all(mc_);  // model_->layout() lacks what quantized_ holds
+    const model::ParamLayout all(mc_);  // model_->layout() lacks what a LoRA base holds quantized
     fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(), all.tensors().size(),
                model_->grad_layout().total(), all.total());
   }
-}
-
-// The donor's table becomes the frozen input of the lens; the donor's
-// vocabulary is the run's (the tokenizer came from the same file).
-void Run::attach_donor() {
-  if (donor_->vocab != tok_->vocab_size())
-    fail("{}: token_embd.weight has {} rows but the donor's vocabulary has {} tokens", c_.init.donor, donor_->vocab,
-         tok_->vocab_size());
-  mc_.tied = false;  // the donor's table is input only; the new head is trained
-  mc_.donor_dim = donor_->dim;
-  if (!quiet_)
-    fmt::print(stderr, "warm start from {}: frozen embedding [{}, {}], trainable lens.proj [{}, {}], untied head\n",
-               c_.init.donor, donor_->vocab, donor_->dim, mc_.d_model, donor_->dim);
-}
-
-// A LoRA run keeps the base's quantized matrices as they are in the file (they
-// are frozen): the model reads them through `opts`.
-void Run::hold_quantized_base(model::ModelOptions& opts) {
-  quantized_ = std::make_unique<model::QuantizedBase>(*base_, mc_);
-  opts.quantized = quantized_.get();
-  if (!quiet_ && !quantized_->names().empty())
-    fmt::print(stderr, "base: {} matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
-               double(quantized_->bytes()) / (1 << 20));
 }
 
 void Run::resume_state() {
@@ -262,38 +225,12 @@ void Run::resume_state() {
 
 void Run::init_state() {
   run_id_ = new_run_id();
-  if (base_) {
-    const int64_t base_vocab = tok_->vocab_size() - added_tokens_;
-    if (base_->get_uint_or(mc_.key("vocab_size"), uint64_t(base_vocab)) != uint64_t(base_vocab) ||
-        mc_.vocab != tok_->vocab_size())
-      fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(), base_vocab);
-    if (added_tokens_ > 0) {
-      load_grown_base(base_vocab);
-    } else {
-      model::load_base_params(*base_, mc_, model_->layout(), model_->params());  // dequantized to F32
-    }
-    if (mc_.lora.rank > 0) model::init_lora(model_->layout(), model_->params(), c_.train.seed);
-    if (!quiet_)
-      fmt::print(stderr, "continuing {}: {} parameters as F32 {}, fresh AdamW state\n", base_->path(),
-                 model_->layout().total(), mc_.lora.rank > 0 ? "weights" : "master weights");
-  } else {
-    model::init_params(mc_, model_->layout(), model_->params(), c_.train.seed);
-  }
-  if (donor_) model::init_lens(*donor_, model_->layout(), model_->params(), c_.train.seed);
+  if (base_ && mc_.vocab != tok_->vocab_size())
+    fail("{}: the model's vocabulary differs from its tokenizer's {} tokens (init.from)", base_->path(),
+         tok_->vocab_size() - added_tokens_);
+  variant_->init(*model_, mc_, added_tokens_, c_.train.seed, quiet_);
   const std::string cfg = to_toml(c_);
   write_file_atomic(run_dir_ + "/config.toml", cfg.data(), cfg.size());
-}
-
-// The base of a finetune whose vocabulary grew by chat markers (a full
-// finetune: LoRA runs refuse new tokens): read at the base's size, then
-// carried over with the new rows at the mean embedding.
-void Run::load_grown_base(int64_t base_vocab) {
-  model::LlamaConfig base_cfg = mc_;
-  base_cfg.vocab = base_vocab;
-  const model::ParamLayout base_layout(base_cfg);
-  std::vector<float> base_params(size_t(base_layout.total()));
-  model::load_base_params(*base_, base_cfg, base_layout, base_params.data());
-  model::grow_vocabulary(base_layout, base_params.data(), base_vocab, model_->layout(), model_->params());
 }
 
 CheckpointData Run::checkpoint_data() {
@@ -304,9 +241,7 @@ CheckpointData Run::checkpoint_data() {
           .params = model_->params(),
           .m = m_.data(),
           .v = v_.data(),
-          .donor = donor_.get(),
-          .lora_base = mc_.lora.rank > 0 ? base_.get() : nullptr,
-          .lora_base_checksum = base_checksum_};
+          .variant = variant_.get()};
 }
 
 }  // namespace ggtrain::train

@@ -233,10 +233,10 @@ Run::Validation Run::evaluate() {
 }
 
 void Run::with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>& f) {
-  std::optional<model::FoldedModel> folded;  // the decoder runs a standard model
-  if (donor_) folded = model::fold_donor_model(mc_, model_->layout(), model_->params(), donor_->table.data());
+  // The decoder runs a standard model: a donor's lens folded in first.
+  const std::optional<model::FoldedModel> folded = variant_->fold(mc_, model_->layout(), model_->params());
   infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),
-                     folded ? nullptr : quantized_.get(), n_ctx);
+                     folded ? nullptr : variant_->held(), n_ctx);
   f(dec);
 }
 
