@@ -251,9 +251,33 @@ RunTokens open_streams(const std::vector<std::vector<std::string>>& train, const
 
 }  // namespace
 
+namespace {
+
+// Chat data prepared before it had shards and a manifest (data/chat.json,
+// chat-train.tok and chat-val.tok with their flags): the run resumes on
+// exactly the windows it started with.
+RunTokens open_unsharded_chat(const std::string& dir, bool quiet) {
+  if (!quiet) fmt::print(stderr, "data: {}/chat-train.tok (prepared by an earlier ggtrain): used as it is\n", dir);
+  RunTokens r;
+  r.train.push_back(std::make_unique<corpus::TokenStream>(std::vector<std::string>{dir + "/chat-train.tok"}));
+  r.train_flags = std::make_unique<corpus::TokenStream>(std::vector<std::string>{dir + "/chat-train.flags.tok"});
+  r.weights = {1.0};
+  const std::string val = dir + "/chat-val.tok";
+  if (fs::exists(val) && corpus::TokenFile(val).size() > 1) {  // one token: no validation window
+    r.val = std::make_unique<corpus::TokenStream>(std::vector<std::string>{val});
+    r.val_flags = std::make_unique<corpus::TokenStream>(std::vector<std::string>{dir + "/chat-val.flags.tok"});
+  }
+  return r;
+}
+
+}  // namespace
+
 RunTokens open_run_tokens(const RunConfig& c, const std::string& run_dir, const tokenizer::Tokenizer& tok, bool resume,
                           bool quiet) {
   const std::string dir = run_dir + "/data";
+  if (resume && c.data.format != DataFormat::kText && !fs::exists(corpus::manifest_path(dir)) &&
+      fs::exists(dir + "/chat.json"))
+    return open_unsharded_chat(dir, quiet);
   const std::string legacy_train = dir + "/train.tok", legacy_val = dir + "/val.tok";
   if (resume && !fs::exists(corpus::manifest_path(dir)) && fs::exists(legacy_train)) {
     // Prepared before document ends and shards existed: the run resumes on

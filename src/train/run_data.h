@@ -54,8 +54,9 @@ struct RunTokens {
 
 // Prepares (or reuses) RUN/data and opens its shards. On resume the data
 // must be what the run was prepared with (sources, options, tokenizer), or
-// this refuses naming what changed; a folder prepared by ggtrain 0.1's
-// single-file format (data/train.tok, no manifest) is used as it is. Under
+// this refuses naming what changed; a folder prepared before shards and
+// manifests (data/train.tok, or data/chat.json with chat-train.tok) is used
+// as it is. Under
 // mpirun run_training builds rank 0's run (this included) before any other
 // rank starts: the others find the folder complete (or, on another machine
 // without it, prepare the same files). No collective here: one would pair

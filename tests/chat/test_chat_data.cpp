@@ -15,6 +15,7 @@
 #include "support/compress.h"
 #include "support/files.h"
 #include "support/temp_dir.h"
+#include "train/run_data.h"
 
 using namespace ggtrain;
 using namespace ggtrain::chat;
@@ -288,4 +289,37 @@ TEST(ChatData, TouchedSourceIsReusedEditedOneIsNot) {
   std::filesystem::last_write_time(tmp / "chat.jsonl", later + std::chrono::hours(1));
   EXPECT_NE(error_of([&] { prepare_chat_data(o, tok, tmp / "data", true); }).find("its content changed"),
             std::string::npos);
+}
+
+// A chat run folder prepared before chat data had shards (data/chat.json,
+// chat-train.tok, chat-val.tok and their flags, no manifest) resumes on
+// those files as they are, and nothing is prepared beside them.
+TEST(ChatData, RunFolderPreparedTheOldWayResumesOnItsFiles) {
+  TempDir tmp;
+  const tokenizer::Tokenizer tok = chat_tokenizer();
+  spit(tmp / "chat.jsonl", records(60));
+  ChatDataOptions o = options(tmp / "chat.jsonl", 160);
+  o.val_fraction = 0.2;
+  const corpus::PreparedData d = prepare_chat_data(o, tok, tmp / "new", false);
+  ASSERT_EQ(d.val_shards.size(), 1u);
+  std::filesystem::create_directories(tmp / "run/data");
+  std::filesystem::copy_file(d.train_shards[0], tmp / "run/data/chat-train.tok");
+  std::filesystem::copy_file(d.train_flags[0], tmp / "run/data/chat-train.flags.tok");
+  std::filesystem::copy_file(d.val_shards[0], tmp / "run/data/chat-val.tok");
+  std::filesystem::copy_file(d.val_flags[0], tmp / "run/data/chat-val.flags.tok");
+  spit(tmp / "run/data/chat.json", "{}\n");
+  spit(tmp / "chat.jsonl", records(61));  // what the run started with is what it resumes on
+
+  train::RunConfig c = train::preset("tiny");
+  c.data.corpus = {tmp / "chat.jsonl"};
+  c.data.format = train::DataFormat::kChat;
+  c.train.seq_len = 160;
+  const train::RunTokens r = train::open_run_tokens(c, tmp / "run", tok, true, true);
+  ASSERT_EQ(r.train.size(), 1u);
+  ASSERT_TRUE(r.train_flags && r.val && r.val_flags);
+  EXPECT_EQ(all_of(*r.train[0]), all_of(corpus::TokenStream(d.train_shards)));
+  EXPECT_EQ(all_of(*r.train_flags), all_of(corpus::TokenStream(d.train_flags)));
+  EXPECT_EQ(all_of(*r.val), all_of(corpus::TokenStream(d.val_shards)));
+  EXPECT_EQ(all_of(*r.val_flags), all_of(corpus::TokenStream(d.val_flags)));
+  EXPECT_FALSE(std::filesystem::exists(corpus::manifest_path(tmp / "run/data")));
 }

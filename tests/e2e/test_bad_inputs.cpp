@@ -259,6 +259,17 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"manifest.json", "not a JSON object"}});
+  c.push_back({"manifest_huge_count",
+               "`RUN/data/manifest.json` names a shard of 2^63 tokens",
+               [](Env& e) {
+                 e.base_run();
+                 std::string m = slurp(e.t("run/data/manifest.json"));
+                 const size_t at = m.find("\"train_tokens\": ") + 16;  // the first shard's
+                 m.replace(at, m.find(',', at) - at, "9223372036854775000");
+                 spit(e.t("run/data/manifest.json"), m);
+                 return e.resume();
+               },
+               {"manifest.json", "train-00000.tok", "implausibly large"}});
   c.push_back({"corpus_not_set",
                "no `data.corpus` at all",
                [](Env& e) { return A{e.bin(), "train", "--preset", "tiny", "--run-dir", e.t("run")}; },

@@ -50,6 +50,12 @@ std::vector<std::string> Manifest::val_flag_paths(const std::string& dir) const 
   return out;
 }
 
+void Manifest::recount() {
+  documents = train_tokens = val_tokens = 0;
+  packed.reset();
+  for (const auto& s : shards) count(s);
+}
+
 void Manifest::count(const ShardRecord& s) {
   documents += s.documents;
   train_tokens += s.train_tokens;
@@ -86,7 +92,9 @@ PackCounts packed_of(const json& j, const std::string& path) {
   PackCounts c;
   for (const auto& [name, field] : kPackFields) {
     c.*field = j.at(name).get<int64_t>();
-    if (c.*field < 0) fail("{}: packed count {} is negative", path, name);
+    // Sums of these stay far from overflow: no corpus has 2^50 of anything.
+    if (c.*field < 0 || c.*field > (int64_t(1) << 50))
+      fail("{}: packed count {} = {} is negative or implausibly large", path, name, c.*field);
   }
   return c;
 }
@@ -153,9 +161,11 @@ Manifest from_json(const json& j, const std::string& path) {
     r.documents = s.at("documents").get<int64_t>();
     r.end_source = s.at("end").at("source").get<int64_t>();
     r.end_documents_in_source = s.at("end").at("documents_in_source").get<int64_t>();
+    constexpr int64_t kMost = int64_t(1) << 50;  // the totals are sums of these
     if (r.train_tokens < 0 || r.val_tokens < 0 || r.documents < 0 || r.end_source < 0 ||
-        r.end_source > int64_t(m.sources.size()) || r.end_documents_in_source < 0)
-      fail("{}: shard {} has a negative count or an end outside the sources", path, r.train_file);
+        r.end_source > int64_t(m.sources.size()) || r.end_documents_in_source < 0 || r.train_tokens > kMost ||
+        r.val_tokens > kMost || r.documents > kMost)
+      fail("{}: shard {} has a negative or implausibly large count, or an end outside the sources", path, r.train_file);
     if (s.contains("packed")) {
       r.train_flags_file = shard_name(s, "train_flags", path);
       r.val_flags_file = shard_name(s, "val_flags", path);
@@ -170,7 +180,8 @@ Manifest from_json(const json& j, const std::string& path) {
   m.bytes = t.at("bytes").get<uint64_t>();
   m.train_tokens = t.at("train_tokens").get<int64_t>();
   m.val_tokens = t.at("val_tokens").get<int64_t>();
-  if (t.contains("packed")) m.packed = packed_of(t.at("packed"), path);
+  if (t.contains("packed")) packed_of(t.at("packed"), path);  // checked; the totals come from the shards
+  m.recount();
   return m;
 }
 

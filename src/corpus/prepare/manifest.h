@@ -56,6 +56,9 @@ struct Manifest {
   std::vector<std::string> val_flag_paths(const std::string& dir) const;
   // Adds a finished shard's counts to the totals.
   void count(const ShardRecord& s);
+  // The totals anew from the shards (what a read manifest's totals are: a
+  // file's own totals are not trusted).
+  void recount();
 };
 
 std::string manifest_path(const std::string& dir);

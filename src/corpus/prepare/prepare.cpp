@@ -219,9 +219,7 @@ void drop_damaged_shards(Manifest& m, const std::string& dir, bool quiet) {
                  s.val_file, i);
     m.shards.resize(i);
     m.complete = false;
-    m.documents = m.train_tokens = m.val_tokens = 0;
-    m.packed.reset();
-    for (const auto& k : m.shards) m.count(k);
+    m.recount();
     return;
   }
 }
