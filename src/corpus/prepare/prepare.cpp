@@ -96,12 +96,6 @@ bool shard_intact(const std::string& path, int64_t n, int64_t vocab) {
 // What fills a packed window's rest: EOS, else BOS.
 int32_t padding_token(const tokenizer::Tokenizer& tok) { return tok.eos_id() >= 0 ? tok.eos_id() : tok.bos_id(); }
 
-bool flags_intact(const std::string& path, int64_t n) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  return !ec && size == uint64_t(32 + n * 2);
-}
-
 // Text documents become BOS + text + EOS (as add_bos/add_eos say).
 // Pretokenized documents are moved over as they are: their end-of-text
 // tokens are already in the stream, so add_bos/add_eos do not apply.
@@ -211,8 +205,8 @@ void drop_damaged_shards(Manifest& m, const std::string& dir, bool quiet) {
     const auto& s = m.shards[i];
     if (shard_intact(dir + "/" + s.train_file, s.train_tokens, m.vocab) &&
         shard_intact(dir + "/" + s.val_file, s.val_tokens, m.vocab) &&
-        (!s.packed || (flags_intact(dir + "/" + s.train_flags_file, s.train_tokens) &&
-                       flags_intact(dir + "/" + s.val_flags_file, s.val_tokens))))
+        (!s.packed || (shard_intact(dir + "/" + s.train_flags_file, s.train_tokens, 4) &&  // flags: 4 values
+                       shard_intact(dir + "/" + s.val_flags_file, s.val_tokens, 4))))
       continue;
     if (!quiet)
       fmt::print(stderr, "{}/{} or {} is missing or truncated: preparing from shard {} again\n", dir, s.train_file,
