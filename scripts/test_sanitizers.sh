@@ -52,7 +52,7 @@ cd "$BUILD_DIR"
 # Left out here (each runs in the main suite): the speed test; the
 # finite-difference model checks whose float paths other tests run (LoRA,
 # packed documents, donor, MQA/GQA: test_lora, test_documents, test_donor,
-# test_training), which take 4.5 of ASan's 16 minutes of test time in
+# test_transformer), which take 4.5 of ASan's 16 minutes of test time in
 # double; nan_poison_check (it re-runs tests to poison them: ASan adds
 # nothing); quickstart_check (the CLI paths the first-hour tests run); the
 # 100-step runs of each preference objective (PreferenceRun.* run the same

@@ -73,7 +73,7 @@ logit_report=$(node "$CLI" compare ours.f32 theirs.f32 1e-4) || {
 # under 16 tokens (the decode attention kernel) and one of 60 (the flash
 # kernel over the rounded batch). (On this small model fp16 moves the logits
 # by only ~4e-5, so this checks the cache's layout and kernels against
-# llama.cpp, not the rounding itself: test_infer and test_attention_decode do.)
+# llama.cpp, not the rounding itself: tests/infer/test_decoder.cpp and test_attention_decode.cpp do.)
 short_ids="1,$("$GGTRAIN" tokenize -m "$M" --lines <(echo "In the"))"
 long_ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m "$M" --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
 for case in "short:$short_ids" "long:$long_ids"; do

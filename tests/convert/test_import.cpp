@@ -27,6 +27,7 @@
 #include "quant/gguf_floats.h"
 #include "support/cli_runner.h"
 #include "support/compare.h"
+#include "support/spread_tokens.h"
 #include "support/temp_dir.h"
 #include "util/error.h"
 
@@ -34,6 +35,7 @@ using namespace ggtrain;
 using gguf::TensorType;
 using gguf::Value;
 using test_support::compare;
+using test_support::spread_tokens;
 using test_support::TempDir;
 using test_support::within_rel_to_max;
 
@@ -271,12 +273,6 @@ std::vector<double> per_head_logits(const std::string& path, const Shape& s, con
   return logits;
 }
 
-std::vector<int32_t> tokens(int64_t n, int64_t vocab) {
-  std::vector<int32_t> t;
-  for (int64_t i = 0; i < n; ++i) t.push_back(int32_t((i * 37 + 11) % vocab));
-  return t;
-}
-
 std::vector<double> fold_in_double(const std::vector<double>& E, const std::vector<double>& W, int64_t vocab, int64_t C,
                                    int64_t D) {
   std::vector<double> out(static_cast<size_t>(vocab * D));
@@ -295,7 +291,7 @@ void check_logits_match_per_head(const Shape& s) {
   TempDir tmp;
   make_toy(s).write(tmp / "heads.gguf");
   convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
-  const auto toks = tokens(20, s.vocab);
+  const auto toks = spread_tokens(20, s.vocab);
   std::vector<double> embd = stored(tmp / "heads.gguf", "token_embd.weight");
   if (s.donor_dim > 0)
     embd = fold_in_double(embd, stored(tmp / "heads.gguf", "lens.proj.weight"), s.vocab, s.donor_dim, s.d_model);

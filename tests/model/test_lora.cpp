@@ -20,6 +20,7 @@
 #include "quant/recipe.h"
 #include "support/compare.h"
 #include "support/run_helpers.h"
+#include "support/spread_tokens.h"
 #include "support/tiny_llama.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -30,6 +31,7 @@ using namespace ggtrain;
 using test_support::compare;
 using test_support::Comparison;
 using test_support::differs_by_more_than;
+using test_support::spread_tokens;
 using test_support::TempDir;
 using test_support::within_abs;
 using test_support::within_rel_to_max;
@@ -51,12 +53,6 @@ train::RunConfig lora_config(TempDir& tmp, const std::string& base, int64_t step
   return c;
 }
 
-std::vector<int32_t> some_tokens(int64_t n, int64_t vocab) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 37 + 11) % vocab);
-  return t;
-}
-
 }  // namespace
 
 // A freshly initialised adapter (B = 0) leaves the base model's logits
@@ -70,7 +66,7 @@ TEST(Lora, InitialAdapterIsTheBaseModel) {
   for (int64_t i = 0; i < base.n_params(); ++i) base.params()[i] = float(rng.normal() * 0.3);
   std::copy(base.params(), base.params() + base.n_params(), adapted.params());  // same offsets
   model::init_lora(adapted.layout(), adapted.params(), 9);
-  const auto tokens = some_tokens(16, c.vocab);
+  const auto tokens = spread_tokens(16, c.vocab);
   base.forward(tokens.data(), nullptr);
   adapted.forward(tokens.data(), nullptr);
   const size_t n_logits = size_t(16 * c.vocab);
@@ -116,7 +112,7 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
       std::copy(v.begin(), v.end(), m.params() + t.offset);
     }
   }
-  const auto tokens = some_tokens(T, bc.vocab);
+  const auto tokens = spread_tokens(T, bc.vocab);
   m.forward(tokens.data(), nullptr);
   infer::Decoder plain(bf), with(bf);
   with.add_lora(model::read_lora_adapter(af, bc), 1.0);
@@ -180,7 +176,7 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
           for (int64_t i = 0; i < t.size; ++i) m->params()[t.offset + i] = float(rb.normal() * 0.05);
     }
     ASSERT_EQ(held.n_trainable(), plain.n_trainable());
-    const auto inputs = some_tokens(B * T, c.vocab), targets = some_tokens(B * T + 1, c.vocab);
+    const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
     const float lh = held.forward(inputs.data(), targets.data() + 1);
     const float lp = plain.forward(inputs.data(), targets.data() + 1);
     EXPECT_NEAR(lh, lp, 1e-6 * std::fabs(lp)) << "tied " << tied;

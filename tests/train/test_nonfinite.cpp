@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/cli_runner.h"
+#include "support/files.h"
 #include "support/run_helpers.h"
 #include "train/run_checkpoint.h"
 #include "train/trainer.h"
@@ -42,15 +43,6 @@ train::TrainSummary train_run(const std::string& dir, const train::RunConfig& c,
   o.quiet = true;
   o.stop_at = stop_at;
   return train::run_training(o);
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 std::vector<nlohmann::json> metrics(const std::string& dir) {

@@ -130,7 +130,7 @@ void check(Objective o, const PreferenceParams& prm) {
   m.zero_grad();
   m.backward_weighted(d.data());
   const std::vector<double> g(m.grads(), m.grads() + m.n_params());
-  // The same limits as the model's own check (tests/model/test_model_fd.cpp).
+  // The same limits as the model's own check (tests/model/test_transformer_fd.cpp).
   test_support::expect_grad_matches_fd(p, g, f, std::string(objective_name(o)), 1e-7, 1e-5);
 }
 

@@ -1,7 +1,7 @@
 // Model options that trade compute for memory must not change the result:
 // activation recomputation (train.recompute), the loss's chunk of logits and
 // the attention tiles. The default path is checked against finite
-// differences in test_model_fd.cpp; these compare every option with it.
+// differences in test_transformer_fd.cpp; these compare every option with it.
 // Also: activation memory grows linearly with the context.
 #include <gtest/gtest.h>
 

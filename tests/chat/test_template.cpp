@@ -1,12 +1,9 @@
-// Chat templates, conversations and their tokens (src/chat). llama.cpp's
-// rendering is the truth here: the expected strings below are what its
-// llm_chat_apply_template writes (tests/compat/llama_cpp_chat_check.sh compares
-// hundreds more against llama.cpp itself and @huggingface/jinja).
+// chat/template: the templates as llama.cpp renders and detects them.
+// llama.cpp's rendering is the truth here: the expected strings below are
+// what its llm_chat_apply_template writes (tests/compat/llama_cpp_chat_check.sh
+// compares hundreds more against llama.cpp itself and @huggingface/jinja).
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
-#include "chat/chat_tokens.h"
 #include "chat/conversation.h"
 #include "chat/template.h"
 #include "gguf/reader.h"
@@ -189,91 +186,4 @@ TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
   plain.set_chat_template("{% for m in messages %}{{ '<|im_start|>' + m['role'] }}{% endfor %}", 0);
   train::add_chat_vocabulary(plain, c, true);
   EXPECT_EQ(plain.chat_template(), template_info(Template::kChatml).jinja);
-}
-
-TEST(ChatConversations, RecordFormats) {
-  using nlohmann::json;
-  const json chat_rec =
-      json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
-  const json alpaca = json::parse(R"({"instruction": "Add", "input": "1 2", "output": "3"})");
-  const json alpaca_no_input = json::parse(R"({"instruction": "Say hi", "input": "", "output": "hi"})");
-  const json completion = json::parse(R"({"prompt": "2+2=", "completion": "4"})");
-  EXPECT_EQ(detect_record_format(chat_rec, "f:1"), RecordFormat::kChat);
-  EXPECT_EQ(detect_record_format(alpaca, "f:1"), RecordFormat::kAlpaca);
-  EXPECT_EQ(detect_record_format(completion, "f:1"), RecordFormat::kCompletion);
-  EXPECT_EQ(conversation_of(chat_rec, RecordFormat::kChat, "f:1")[1].content, "b");
-  const Conversation a = conversation_of(alpaca, RecordFormat::kAlpaca, "f:1");
-  ASSERT_EQ(a.size(), 2u);
-  EXPECT_EQ(a[0].content, "Add\n\n1 2");
-  EXPECT_EQ(a[1].content, "3");
-  EXPECT_EQ(conversation_of(alpaca_no_input, RecordFormat::kAlpaca, "f:1")[0].content, "Say hi");
-  EXPECT_EQ(conversation_of(completion, RecordFormat::kCompletion, "f:1")[1].content, "4");
-  EXPECT_NE(error_of([&] { conversation_of(completion, RecordFormat::kChat, "f:7"); }).find("f:7: member \"messages\""),
-            std::string::npos);
-  EXPECT_NE(error_of([] { detect_record_format(nlohmann::json::array(), "f:2"); }).find("f:2"), std::string::npos);
-}
-
-TEST(ChatConversations, RulesNameTheMessage) {
-  auto err = [](const Conversation& c, bool training) {
-    return error_of([&] { check_conversation(c, training, "x:3"); });
-  };
-  EXPECT_EQ(err({{"system", "s"}, {"user", "u"}, {"assistant", "a"}}, true), "");
-  EXPECT_EQ(err({{"user", "u"}}, false), "");
-  EXPECT_EQ(err({}, true), "x:3: the conversation has no messages");
-  EXPECT_EQ(err({{"user", "u"}, {"bot", "a"}}, true), "x:3: message 1 has role \"bot\" (system, user or assistant)");
-  EXPECT_EQ(err({{"user", "u"}, {"user", "v"}}, true),
-            "x:3: message 1 is a user turn where an assistant turn belongs (turns alternate from user)");
-  EXPECT_EQ(err({{"user", "u"}, {"system", "s"}}, true),
-            "x:3: message 1 is a system message; only the first may be one");
-  EXPECT_EQ(err({{"user", "u"}}, true), "x:3: the conversation ends without an assistant turn (nothing to learn from)");
-  EXPECT_EQ(err({{"user", "u"}, {"assistant", "a"}}, false), "x:3: the conversation must end with a user turn");
-  EXPECT_EQ(err({{"user", " \n\t"}, {"assistant", "a"}}, true), "x:3: message 0 (user) has empty content");
-}
-
-TEST(ChatTokens, ControlTokensAreAddedAndParsedOnlyAsSpecial) {
-  const tokenizer::Tokenizer base = spm();
-  EXPECT_EQ(missing_markers(base, Template::kChatml), (std::vector<std::string>{"<|im_start|>", "<|im_end|>"}));
-  const tokenizer::Tokenizer tok = base.with_control_tokens({"<|im_start|>", "<|im_end|>"});
-  ASSERT_EQ(tok.vocab_size(), base.vocab_size() + 2);
-  const int32_t start = tok.token_id("<|im_start|>"), end = tok.token_id("<|im_end|>");
-  EXPECT_EQ(start, base.vocab_size());
-  EXPECT_EQ(end, base.vocab_size() + 1);
-  EXPECT_EQ(tok.token_type(start), tokenizer::kControl);
-  EXPECT_TRUE(missing_markers(tok, Template::kChatml).empty());
-  const std::string text = "<|im_start|>user\nhi<|im_end|>";
-  const auto special = tok.encode(text, tokenizer::EncodeOptions{.parse_special = true});
-  const auto plain = tok.encode(text, false);
-  EXPECT_EQ(special.front(), start);
-  EXPECT_EQ(special.back(), end);
-  EXPECT_EQ(std::count(plain.begin(), plain.end(), start), 0);  // text stays text without parse_special
-  EXPECT_EQ(tok.encode("hello world", false), base.encode("hello world", false));
-  EXPECT_NE(error_of([&] { tok.with_control_tokens({"<|im_end|>"}); }).find("already a token"), std::string::npos);
-  const tokenizer::Tokenizer gpt2 =
-      tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-gpt2.gguf"));
-  EXPECT_NE(error_of([&] { gpt2.with_control_tokens({"<|x|>"}); }).find("gpt2"), std::string::npos);
-}
-
-// A prompt is tokenized exactly as llama.cpp tokenizes the rendered
-// conversation with the generation prompt; the answer's tokens (and the end
-// marker) are the trained ones.
-TEST(ChatTokens, PromptIdsAreThoseOfTheRenderedPrompt) {
-  tokenizer::Tokenizer tok = spm().with_control_tokens({"<|im_start|>", "<|im_end|>"});
-  const Conversation prompt{{"system", "Be brief."}, {"user", "Who made the heaven?"}};
-  Conversation full = prompt;
-  full.push_back({"assistant", "God made it."});
-  const EncodedExample e = encode_spans(tok, render_spans(Template::kChatml, full, false));
-  const auto expected_prompt = tok.encode(render(Template::kChatml, prompt, true),
-                                          tokenizer::EncodeOptions{.add_bos = tok.add_bos(), .parse_special = true});
-  ASSERT_GT(e.ids.size(), expected_prompt.size());
-  EXPECT_EQ(std::vector<int32_t>(e.ids.begin(), e.ids.begin() + long(expected_prompt.size())), expected_prompt);
-  std::vector<int32_t> trained;
-  for (size_t i = 0; i < e.ids.size(); ++i)
-    if (e.trained[i]) trained.push_back(e.ids[i]);
-  EXPECT_TRUE(
-      std::all_of(e.trained.begin(), e.trained.begin() + long(expected_prompt.size()), [](uint8_t t) { return !t; }));
-  ASSERT_FALSE(trained.empty());
-  EXPECT_EQ(trained.back(), tok.token_id("<|im_end|>"));
-  trained.pop_back();
-  EXPECT_EQ(tok.decode(trained), "God made it.");
-  EXPECT_EQ(end_of_turn_id(tok, Template::kChatml), tok.token_id("<|im_end|>"));
 }
