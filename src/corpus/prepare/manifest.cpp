@@ -22,32 +22,34 @@ using nlohmann::json;
 
 std::string manifest_path(const std::string& dir) { return dir + "/manifest.json"; }
 
-std::vector<std::string> Manifest::train_paths(const std::string& dir) const {
+namespace {
+
+// The files of one kind (a split's tokens or its flags) of the shards that
+// hold tokens of that split; flags only where a shard was packed.
+std::vector<std::string> shard_files(const std::vector<ShardRecord>& shards, const std::string& dir,
+                                     int64_t ShardRecord::*tokens, std::string ShardRecord::*file, bool flags) {
   std::vector<std::string> out;
   for (const auto& s : shards)
-    if (s.train_tokens > 0) out.push_back(dir + "/" + s.train_file);
+    if (s.*tokens > 0 && (!flags || s.packed)) out.push_back(dir + "/" + s.*file);
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> Manifest::train_paths(const std::string& dir) const {
+  return shard_files(shards, dir, &ShardRecord::train_tokens, &ShardRecord::train_file, false);
 }
 
 std::vector<std::string> Manifest::val_paths(const std::string& dir) const {
-  std::vector<std::string> out;
-  for (const auto& s : shards)
-    if (s.val_tokens > 0) out.push_back(dir + "/" + s.val_file);
-  return out;
+  return shard_files(shards, dir, &ShardRecord::val_tokens, &ShardRecord::val_file, false);
 }
 
 std::vector<std::string> Manifest::train_flag_paths(const std::string& dir) const {
-  std::vector<std::string> out;
-  for (const auto& s : shards)
-    if (s.train_tokens > 0 && s.packed) out.push_back(dir + "/" + s.train_flags_file);
-  return out;
+  return shard_files(shards, dir, &ShardRecord::train_tokens, &ShardRecord::train_flags_file, true);
 }
 
 std::vector<std::string> Manifest::val_flag_paths(const std::string& dir) const {
-  std::vector<std::string> out;
-  for (const auto& s : shards)
-    if (s.val_tokens > 0 && s.packed) out.push_back(dir + "/" + s.val_flags_file);
-  return out;
+  return shard_files(shards, dir, &ShardRecord::val_tokens, &ShardRecord::val_flags_file, true);
 }
 
 void Manifest::recount() {
