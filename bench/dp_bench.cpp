@@ -28,8 +28,8 @@ using namespace ggtrain;
 
 namespace {
 
-model::LlamaConfig s15() {
-  model::LlamaConfig c;
+model::Config s15() {
+  model::Config c;
   c.vocab = 4096;
   c.d_model = 288;
   c.n_layers = 6;
@@ -81,7 +81,7 @@ void overlap(dist::Communicator& comm, int iters) {
   const auto cfg = s15();
   const int64_t B = 8, T = 256;
   dist::DataParallel dp(comm, B, T, 0);
-  model::LlamaModel<float> model(cfg, dp.local_batch(), T);
+  model::Transformer<float> model(cfg, dp.local_batch(), T);
   model::init_params(cfg, model.layout(), model.params(), 1);
   dp.attach(model);
   std::vector<int32_t> tokens(size_t(B * T));
@@ -123,12 +123,12 @@ void overlap(dist::Communicator& comm, int iters) {
               (median(bwd_plain) + median(after_plain) - median(bwd_overlap) - median(after_overlap)) * 1e3);
 }
 
-void optimizer_memory(dist::Communicator& comm, const model::LlamaConfig& cfg, const char* name) {
+void optimizer_memory(dist::Communicator& comm, const model::Config& cfg, const char* name) {
   double measured[2] = {0, 0}, planned[2] = {0, 0};
   int64_t n_params = 0;
   for (int zero : {0, 1}) {
     dist::DataParallel dp(comm, comm.size(), 8, zero);
-    model::LlamaModel<float> model(cfg, 1, 8);
+    model::Transformer<float> model(cfg, 1, 8);
     dp.attach(model);
     n_params = model.n_trainable();
     const double before = rss_mib();

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto rc = train::preset(argc == 3 ? argv[2] : "smol135");
-  const model::LlamaConfig c = rc.llama(rc.data.vocab_size);
+  const model::Config c = rc.llama(rc.data.vocab_size);
   const model::ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
   model::init_params(c, layout, params.data(), 1);

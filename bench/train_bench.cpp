@@ -75,11 +75,10 @@ struct Result {
   model::OpProfile profile;
 };
 
-Result run_training(const model::LlamaConfig& c, int64_t B, int64_t T, const model::ModelOptions& o, int warmup,
-                    int steps) {
+Result run_training(const model::Config& c, int64_t B, int64_t T, const model::ModelOptions& o, int warmup, int steps) {
   // LoRA: the whole base frozen (no gradient, no moments), as a LoRA run has it.
   const std::set<std::string> frozen = model::frozen_in_run(c, {}, "--lora");
-  model::LlamaModel<float> m(c, B, T, frozen, o);
+  model::Transformer<float> m(c, B, T, frozen, o);
   model::init_params(c, m.layout(), m.params(), 1);
   if (c.lora.rank > 0) model::init_lora(m.layout(), m.params(), 1);
   const int64_t n = m.n_trainable();
@@ -139,7 +138,7 @@ void print_breakdown(const Result& r) {
 int main(int argc, char** argv) try {
   const Args a = parse(argc, argv);
   const train::RunConfig rc = train::preset(a.preset);
-  model::LlamaConfig c = rc.llama(a.vocab > 0 ? a.vocab : rc.data.vocab_size);
+  model::Config c = rc.llama(a.vocab > 0 ? a.vocab : rc.data.vocab_size);
   if (a.as_llama) {  // same shape; plain RoPE, no head or post norms, SwiGLU, every layer global
     c.arch = "llama";
     c.sliding_window = 0;

@@ -1,4 +1,4 @@
-// ggtrain: train Llama models and write GGUF checkpoints llama.cpp loads.
+// ggtrain: train small language models and write GGUF checkpoints llama.cpp loads.
 #include <fmt/core.h>
 
 #include <string>
@@ -11,7 +11,7 @@
 #include "util/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"ggtrain: train small Llama models from scratch or finetune a GGUF; every checkpoint a GGUF that "
+  CLI::App app{"ggtrain: train small language models from scratch or finetune a GGUF; every checkpoint a GGUF that "
                "llama.cpp, ollama and LM Studio load"};
   app.set_version_flag("--version", fmt::format("ggtrain 0.1.0, CPU level {} ({})", ggtrain::built_cpu_level(),
                                                 ggtrain::built_cpu_description()));

@@ -30,12 +30,12 @@ MetadataChanges adapter_chat_keys(const gguf::GgufFile& adapter) {
 // The model of `in_path` with every weight as F32, `change` applied, written
 // as `type` with all metadata kept (and `changes` applied to it).
 void rewrite_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type,
-                   const std::function<void(const model::LlamaConfig&, const model::ParamLayout&, float*)>& change,
+                   const std::function<void(const model::Config&, const model::ParamLayout&, float*)>& change,
                    const MetadataChanges& changes = {}) {
   if (!quant::is_float_convertible(type))
     fail("export: type {} is not one of F32, F16, BF16, Q8_0", gguf::type_name(type));
   gguf::GgufFile f(in_path);
-  const model::LlamaConfig c = model::config_from_llama_gguf(f);
+  const model::Config c = model::config_from_llama_gguf(f);
   const model::ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
   model::load_llama_params(f, layout, params.data());
@@ -59,7 +59,7 @@ void merge_lora_model(const std::string& base_path, const std::string& adapter_p
   const gguf::GgufFile a(adapter_path);
   rewrite_model(
       base_path, out_path, type,
-      [&](const model::LlamaConfig& c, const model::ParamLayout& layout, float* p) {
+      [&](const model::Config& c, const model::ParamLayout& layout, float* p) {
         model::merge_lora(model::read_lora_adapter(a, c), user_scale, layout, p);
       },
       adapter_chat_keys(a));
@@ -72,7 +72,7 @@ QuantizeReport export_quantized(const std::string& in_path, const std::string& o
 QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
                                     const std::string& out_path, quant::FileType ft) {
   const gguf::GgufFile f(base_path);
-  const model::LlamaConfig c = model::config_from_llama_gguf(f);
+  const model::Config c = model::config_from_llama_gguf(f);
   const model::ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
   model::load_llama_params(f, layout, params.data());

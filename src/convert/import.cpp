@@ -65,7 +65,7 @@ void check_format_markers(const GgufFile& f) {
 // Fused tensor name -> its heads, by head index (null where absent).
 using HeadMap = std::map<std::string, std::vector<const TensorInfo*>>;
 
-HeadMap collect_heads(const GgufFile& f, const model::LlamaConfig& c) {
+HeadMap collect_heads(const GgufFile& f, const model::Config& c) {
   HeadMap heads;
   for (const auto& t : f.tensors()) {
     const auto h = parse_head_name(t.name);
@@ -114,7 +114,7 @@ std::vector<uint8_t> concat_heads(const std::vector<const TensorInfo*>& slots) {
 
 // Checks the lens against the model and the donor table; returns the
 // folded F32 token_embd, row-major [vocab, d_model].
-std::vector<float> fold_file_lens(const GgufFile& f, const model::LlamaConfig& c, const TensorInfo& lens) {
+std::vector<float> fold_file_lens(const GgufFile& f, const model::Config& c, const TensorInfo& lens) {
   const auto& emb = f.tensor(kEmbd);
   if (lens.type != TensorType::F32)
     fail("{}: tensor '{}' has type {}, expected F32", f.path(), kLens, gguf::type_name(lens.type));
@@ -144,7 +144,7 @@ ImportReport import_checkpoint(const std::string& in_path, const std::string& ou
   const GgufFile f(in_path);
   check_format_markers(f);
   // token_embd may still be a donor table of another width (a lens to fold).
-  const model::LlamaConfig c = model::config_from_llama_gguf(f, /*embedding_is_d_model=*/false);
+  const model::Config c = model::config_from_llama_gguf(f, /*embedding_is_d_model=*/false);
   const model::ParamLayout layout(c);
   const HeadMap heads = collect_heads(f, c);
   const TensorInfo* lens = f.find_tensor(kLens);

@@ -29,7 +29,7 @@ DataParallel::DataParallel(Communicator& comm, int64_t global_batch, int64_t seq
   first_token_ = int64_t(comm_.rank()) * local_batch_ * seq_len;
 }
 
-void DataParallel::attach(model::LlamaModel<float>& model) {
+void DataParallel::attach(model::Transformer<float>& model) {
   model_ = &model;
   const auto& gl = model.grad_layout();
   plan_ = plan_buckets(gl, size(), rank());

@@ -54,7 +54,7 @@ class DataParallel {
   bool sharded() const { return zero_ && size() > 1; }
   int64_t local_batch() const { return local_batch_; }
   // Plans buckets and shards for the model, hooks its backward().
-  void attach(model::LlamaModel<float>& model);
+  void attach(model::Transformer<float>& model);
   // One line for the log: ranks, batch split, optimizer memory.
   std::string describe() const;
 
@@ -115,7 +115,7 @@ class DataParallel {
 
   Communicator& comm_;
   int64_t zero_, global_batch_, local_batch_, first_token_;
-  model::LlamaModel<float>* model_ = nullptr;
+  model::Transformer<float>* model_ = nullptr;
   BucketPlan plan_;
   std::vector<std::vector<size_t>> by_layer_;  // bucket indices of each block
   std::vector<char> started_;

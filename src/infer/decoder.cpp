@@ -34,8 +34,8 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
         [&](const std::string& name) { return quant::tensor_floats(f, checked(name)); });
 }
 
-Decoder::Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized,
-                 int64_t n_ctx, kernels::CacheType cache)
+Decoder::Decoder(const model::Config& cfg, const float* params, const model::QuantizedBase* quantized, int64_t n_ctx,
+                 kernels::CacheType cache)
     : cfg_(cfg),
       n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx),
       threads_(omp_get_max_threads()),

@@ -34,10 +34,10 @@ class Decoder {
   // the matrices `quantized` holds (a LoRA run on a quantized base), LoRA tensors
   // included (applied unmerged). Views, not copies: params and quantized
   // must outlive the decoder and not change while it is used.
-  Decoder(const model::LlamaConfig& cfg, const float* params, const model::QuantizedBase* quantized = nullptr,
+  Decoder(const model::Config& cfg, const float* params, const model::QuantizedBase* quantized = nullptr,
           int64_t n_ctx = 0, kernels::CacheType cache = kernels::CacheType::kF32);
 
-  const model::LlamaConfig& config() const { return cfg_; }
+  const model::Config& config() const { return cfg_; }
   int64_t n_ctx() const { return n_ctx_; }
   // How many tokens the cache holds, and which (KvCache::tokens).
   int64_t position() const { return cache_.size(); }
@@ -90,7 +90,7 @@ class Decoder {
   // kernel (its 64-query tiles gain nothing on a handful of queries).
   static constexpr int64_t kFlashPrompt = 16;
 
-  model::LlamaConfig cfg_;
+  model::Config cfg_;
   int64_t n_ctx_;
   int64_t threads_;  // the attention scratch is planned for this many
   KvCache cache_;
@@ -103,7 +103,7 @@ class Decoder {
   std::vector<float> output_norm_;
   std::vector<Layer> layers_;
   std::vector<float> rope_cos_, rope_sin_;
-  std::vector<float> rope_cos_local_, rope_sin_local_;  // the local layers' (LlamaConfig::sliding_window)
+  std::vector<float> rope_cos_local_, rope_sin_local_;  // the local layers' (Config::sliding_window)
   std::vector<int32_t> window_start_;  // [n_ctx] a prompt's first visible key per position (local layers)
   // activations for up to n_ctx tokens
   std::vector<float> x_, h_, q_, k_, v_, att_out_, tmp_, gate_, up_, rstd_, logits_;

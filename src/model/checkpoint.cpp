@@ -15,7 +15,7 @@ std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
   return ne;
 }
 
-void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+void add_llama_model(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
                      TensorType type) {
   auto u32 = [](int64_t v) { return Value::u32(uint32_t(v)); };
   w.set("general.architecture", Value::str(c.arch));

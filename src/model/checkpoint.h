@@ -12,7 +12,7 @@ namespace ggtrain::model {
 // Adds general.architecture, the <arch>.* hyper-parameters and every parameter tensor (stored as
 // `type`; 1-D norm weights always F32, and rows not divisible into Q8_0
 // blocks fall back to F16, as llama.cpp's quantizer does).
-void add_llama_model(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+void add_llama_model(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
                      gguf::TensorType type = gguf::TensorType::F32);
 
 // Fills `params` (laid out by `layout`) from the file; every tensor must be

@@ -24,9 +24,9 @@ Precision precision_from_name(const std::string& name) {
   fail("precision must be \"fp32\" or \"bf16\", got \"{}\"", name);
 }
 
-const std::vector<LlamaField>& llama_fields() {
-  using C = LlamaConfig;
-  static const std::vector<LlamaField> fields = {
+const std::vector<ConfigField>& config_fields() {
+  using C = Config;
+  static const std::vector<ConfigField> fields = {
       {"arch", &C::arch, "architecture: llama, qwen2, qwen3 or gemma3 (rows of model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
@@ -48,32 +48,32 @@ const std::vector<LlamaField>& llama_fields() {
   return fields;
 }
 
-std::string field_text(const LlamaConfig& c, const LlamaField& f) {
+std::string field_text(const Config& c, const ConfigField& f) {
   return std::visit([&](auto member) { return fmt::format("{}", c.*member); }, f.member);
 }
 
-void copy_fields(LlamaConfig& to, const LlamaConfig& from) {
-  for (const auto& f : llama_fields()) std::visit([&](auto member) { to.*member = from.*member; }, f.member);
+void copy_fields(Config& to, const Config& from) {
+  for (const auto& f : config_fields()) std::visit([&](auto member) { to.*member = from.*member; }, f.member);
   to.rope_freq_factors = from.rope_freq_factors;
 }
 
-bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32) {
+bool same_field(const Config& a, const Config& b, const ConfigField& f, bool as_f32) {
   return std::visit(
       [&](auto member) {
-        if constexpr (std::is_same_v<decltype(member), double LlamaConfig::*>)
+        if constexpr (std::is_same_v<decltype(member), double Config::*>)
           if (as_f32) return float(a.*member) == float(b.*member);
         return a.*member == b.*member;
       },
       f.member);
 }
 
-const Architecture& LlamaConfig::architecture() const {
+const Architecture& Config::architecture() const {
   const Architecture* a = find_architecture(arch);
   if (!a) fail("model: architecture '{}' is not supported ({})", arch, architecture_names());
   return *a;
 }
 
-void LlamaConfig::validate(const std::string& where) const {
+void Config::validate(const std::string& where) const {
   if (!find_architecture(arch))
     fail("{}: arch is '{}'; supported architectures: {}", where, arch, architecture_names());
   auto positive = [&](int64_t v, const char* name) {
@@ -115,13 +115,13 @@ void LlamaConfig::validate(const std::string& where) const {
   if (donor_dim > 0 && tied) fail("{}: a donor embedding (donor_dim {}) needs an untied output head", where, donor_dim);
 }
 
-int64_t LlamaConfig::matmul_params() const {
+int64_t Config::matmul_params() const {
   const int64_t per_layer = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model + 3 * d_model * d_ff;
   // + the output head GEMM (+ the lens GEMM of a donor warm start)
   return n_layers * per_layer + vocab * d_model + donor_dim * d_model;
 }
 
-double LlamaConfig::flops_per_token(int64_t seq_len) const {
+double Config::flops_per_token(int64_t seq_len) const {
   return 6.0 * double(matmul_params()) + 12.0 * double(n_layers * d_model * seq_len);
 }
 
@@ -129,7 +129,7 @@ namespace {
 
 // llama.cpp's reading: type "linear" unless named, the factor from
 // rope.scaling.factor or the older rope.scale_linear.
-void read_rope_scaling(const gguf::GgufFile& f, LlamaConfig& c) {
+void read_rope_scaling(const gguf::GgufFile& f, Config& c) {
   const std::string type_key = c.key("rope.scaling.type");
   if (f.find(type_key)) {
     const std::string type = f.get_string(type_key);
@@ -140,7 +140,7 @@ void read_rope_scaling(const gguf::GgufFile& f, LlamaConfig& c) {
   c.rope_scaling_factor = factor == 0 ? 1.0 : factor;
 }
 
-void read_sliding_window(const gguf::GgufFile& f, LlamaConfig& c) {
+void read_sliding_window(const gguf::GgufFile& f, Config& c) {
   const int64_t default_pattern = c.architecture().default_swa_pattern;
   if (default_pattern == 0) return;  // llama.cpp reads no window for this family
   c.sliding_window = int64_t(f.get_uint_or(c.key("attention.sliding_window"), 0));
@@ -153,13 +153,13 @@ void read_sliding_window(const gguf::GgufFile& f, LlamaConfig& c) {
 
 }  // namespace
 
-LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
+Config config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   if (const gguf::Value* type = f.find("general.type");
       type && type->type == gguf::ValueType::STRING && type->s == "adapter")
     fail("{} is a LoRA adapter, not a model: use it with the base model it was trained on (generate/chat/eval -m "
          "BASE --lora {}, or export --merge-lora BASE {} OUT)",
          f.path(), f.path(), f.path());
-  LlamaConfig c;
+  Config c;
   c.arch = f.get_string("general.architecture");
   if (!find_architecture(c.arch))
     fail("{}: general.architecture is '{}'; supported: {}", f.path(), c.arch, architecture_names());

@@ -18,7 +18,7 @@ namespace ggtrain::model {
 // <arch>.rope.freq_base_swa (llama_hparams::rope_freq_base_train_swa).
 inline constexpr double kDefaultRopeBaseSwa = 10000.0;
 
-struct LlamaConfig {
+struct Config {
   std::string arch = "llama";  // general.architecture: a row of architectures()
   int64_t vocab = 0;
   int64_t d_model = 0;
@@ -66,8 +66,8 @@ struct LlamaConfig {
   } lora;
 
   // The plain model a LoRA run adapts: this config without its LoRA tensors.
-  LlamaConfig without_lora() const {
-    LlamaConfig c = *this;
+  Config without_lora() const {
+    Config c = *this;
     c.lora = {};
     return c;
   }
@@ -122,28 +122,28 @@ Precision precision_from_name(const std::string& name);  // "fp32", "bf16"
 // config keys, the resume check and init.from's adoption all go through
 // this list. vocab comes from the tokenizer; donor_dim and lora are set by
 // the run (init.donor, train.lora).
-struct LlamaField {
+struct ConfigField {
   const char* name;  // "d_model": config key model.d_model
-  std::variant<int64_t LlamaConfig::*, bool LlamaConfig::*, double LlamaConfig::*, std::string LlamaConfig::*> member;
+  std::variant<int64_t Config::*, bool Config::*, double Config::*, std::string Config::*> member;
   const char* doc;  // one line for `ggtrain config show`
 };
-const std::vector<LlamaField>& llama_fields();
+const std::vector<ConfigField>& config_fields();
 // f's value in c, as text for messages.
-std::string field_text(const LlamaConfig& c, const LlamaField& f);
-// Copies every field of llama_fields() and the RoPE factors from `from`
+std::string field_text(const Config& c, const ConfigField& f);
+// Copies every field of config_fields() and the RoPE factors from `from`
 // into `to` (vocab, donor_dim and lora stay as `to` has them).
-void copy_fields(LlamaConfig& to, const LlamaConfig& from);
+void copy_fields(Config& to, const Config& from);
 // Whether a and b agree on f; `as_f32` compares doubles at the f32
 // precision GGUF metadata stores them in.
-bool same_field(const LlamaConfig& a, const LlamaConfig& b, const LlamaField& f, bool as_f32 = false);
+bool same_field(const Config& a, const Config& b, const ConfigField& f, bool as_f32 = false);
 
 // From the <arch>.* metadata of a GGUF of one of architectures(); `tied` is
 // inferred from the absence of output.weight.
 // embedding_is_d_model = false: token_embd may have another width (a donor
 // table that import folds through a lens); only its row count (vocab) is used.
-LlamaConfig config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);
+Config config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);
 
-// The tensor of LlamaConfig::rope_freq_factors: part of the model, not a
+// The tensor of Config::rope_freq_factors: part of the model, not a
 // parameter (nothing trains it).
 inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
 

@@ -48,7 +48,7 @@ void init_lens(const DonorTable& donor, const ParamLayout& layout, float* params
   for (int64_t i = 0; i < lens.size; ++i) params[lens.offset + i] = float(rng.normal() * w_std);
 }
 
-FoldedModel fold_donor_model(const LlamaConfig& c, const ParamLayout& layout, const float* params,
+FoldedModel fold_donor_model(const Config& c, const ParamLayout& layout, const float* params,
                              const float* donor_table) {
   FoldedModel out;
   out.config = c;

@@ -32,10 +32,9 @@ void init_lens(const DonorTable& donor, const ParamLayout& layout, float* params
 // The standard llama model equal to a lens-trained one: the same tensors with
 // token_embd.weight = fold(E, W) (exact: accumulated in double).
 struct FoldedModel {
-  LlamaConfig config;  // donor_dim 0, untied
+  Config config;  // donor_dim 0, untied
   std::vector<float> params;  // laid out by ParamLayout(config)
 };
-FoldedModel fold_donor_model(const LlamaConfig& c, const ParamLayout& layout, const float* params,
-                             const float* donor_table);
+FoldedModel fold_donor_model(const Config& c, const ParamLayout& layout, const float* params, const float* donor_table);
 
 }  // namespace ggtrain::model

@@ -61,8 +61,7 @@ std::set<std::string> frozen_tensors(const ParamLayout& layout, const std::vecto
   return out;
 }
 
-std::set<std::string> frozen_in_run(const LlamaConfig& c, const std::vector<std::string>& patterns,
-                                    const std::string& key) {
+std::set<std::string> frozen_in_run(const Config& c, const std::vector<std::string>& patterns, const std::string& key) {
   if (c.lora.rank > 0) return ParamLayout(c.without_lora()).names();
   return frozen_tensors(ParamLayout(c), patterns, key);
 }

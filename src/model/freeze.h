@@ -19,7 +19,6 @@ std::set<std::string> frozen_tensors(const ParamLayout& layout, const std::vecto
 
 // What a run with config `c` does not update: under LoRA the whole base
 // (only the adapters train), otherwise what the patterns name.
-std::set<std::string> frozen_in_run(const LlamaConfig& c, const std::vector<std::string>& patterns,
-                                    const std::string& key);
+std::set<std::string> frozen_in_run(const Config& c, const std::vector<std::string>& patterns, const std::string& key);
 
 }  // namespace ggtrain::model

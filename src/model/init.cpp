@@ -14,7 +14,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-void init_params(const LlamaConfig& c, const ParamLayout& layout, float* params, uint64_t seed, double std) {
+void init_params(const Config& c, const ParamLayout& layout, float* params, uint64_t seed, double std) {
   Rng rng(seed);
   const double residual_std = std / std::sqrt(2.0 * double(c.n_layers));
   for (const auto& t : layout.tensors()) {

@@ -32,7 +32,7 @@ void init_lora(const ParamLayout& layout, float* params, uint64_t seed) {
   }
 }
 
-void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+void add_lora_adapter(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
                       const std::string& base_path) {
   using gguf::Value;
   w.set("general.architecture", Value::str(c.arch));  // llama.cpp refuses an adapter of another architecture
@@ -45,7 +45,7 @@ void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayo
       quant::add_float_tensor(w, t.name, gguf::TensorType::F32, ggml_ne(t.shape), params + t.offset);
 }
 
-LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, const float* params) {
+LoraAdapter lora_adapter_of(const Config& c, const ParamLayout& layout, const float* params) {
   LoraAdapter out;
   out.alpha = c.lora.alpha;
   auto copy = [&](const ParamTensor& t) { return std::vector<float>(params + t.offset, params + t.offset + t.size); };
@@ -75,7 +75,7 @@ std::string trained_on(const gguf::GgufFile& adapter) {
 
 }  // namespace
 
-LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base) {
+LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const Config& base) {
   auto str = [&](const char* key) {
     const auto* v = f.find(key);
     if (!v || v->type != gguf::ValueType::STRING) fail("{}: not a LoRA adapter: '{}' is missing", f.path(), key);

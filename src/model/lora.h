@@ -26,7 +26,7 @@ inline constexpr const char* kAdapterBaseKey = "ggtrain.lora.base_model";
 // Adapter metadata and every *.lora_a / *.lora_b tensor of `layout` (F32),
 // with the base model's path when given. `params` must stay valid until
 // w.write().
-void add_lora_adapter(gguf::GgufWriter& w, const LlamaConfig& c, const ParamLayout& layout, const float* params,
+void add_lora_adapter(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
                       const std::string& base_path = "");
 
 struct LoraPair {
@@ -47,12 +47,12 @@ struct LoraAdapter {
 
 // The adapter of a run in memory: every *.lora_a / *.lora_b pair of
 // `layout` (c.lora's targets) copied out of `params`, alpha = c.lora.alpha.
-LoraAdapter lora_adapter_of(const LlamaConfig& c, const ParamLayout& layout, const float* params);
+LoraAdapter lora_adapter_of(const Config& c, const ParamLayout& layout, const float* params);
 
 // Reads and checks an adapter against the base model's config: every pair
 // complete, names of block matrices, shapes matching; errors name the file
 // and the tensor.
-LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const LlamaConfig& base);
+LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const Config& base);
 
 // W + scale * B A (accumulated in double) for every pair, into `params` laid
 // out by ParamLayout(base) (a plain model).

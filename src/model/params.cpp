@@ -28,7 +28,7 @@ std::string block_matrix_names_text() {
   return out;
 }
 
-std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix m) {
+std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m) {
   const int64_t C = c.d_model;
   switch (m) {
     case kAttnQ: return {c.q_dim(), C};
@@ -43,7 +43,7 @@ std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix
   fail("model: block matrix {} does not exist", int(m));
 }
 
-ParamLayout::ParamLayout(const LlamaConfig& c, const std::set<std::string>& held_elsewhere) {
+ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_elsewhere) {
   const int64_t C = c.d_model;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     if (!held_elsewhere.count(name)) this->add(name, std::move(shape));
@@ -131,7 +131,7 @@ const ParamTensor& ParamLayout::get(const std::string& name) const {
 }
 
 template <typename T>
-ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const LlamaConfig& c, T* base, bool allow_missing) {
+ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c, T* base, bool allow_missing) {
   auto at = [&](const std::string& name) -> T* {
     if (allow_missing && !layout.find(name)) return nullptr;
     return base + layout.get(name).offset;

@@ -30,7 +30,7 @@ class ParamLayout {
  public:
   // `held_elsewhere`: tensors the model keeps outside the buffer (a LoRA
   // run's quantized base matrices); the others pack as if they were absent.
-  explicit ParamLayout(const LlamaConfig& c, const std::set<std::string>& held_elsewhere = {});
+  explicit ParamLayout(const Config& c, const std::set<std::string>& held_elsewhere = {});
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   int64_t total() const { return total_; }
   const ParamTensor& get(const std::string& name) const;  // throws if absent
@@ -60,7 +60,7 @@ std::string block_matrix_names_text();
 // "bias": "blk.L.WHAT.bias").
 std::string block_tensor_name(int64_t l, std::string_view what, std::string_view kind = "weight");
 // [out, in] of matrix m.
-std::pair<int64_t, int64_t> block_matrix_shape(const LlamaConfig& c, BlockMatrix m);
+std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m);
 
 template <typename T>
 struct LayerWeights {
@@ -78,7 +78,7 @@ struct LayerWeights {
 
 template <typename T>
 struct ModelWeights {
-  T* token_embd;  // null with a donor table (LlamaConfig::donor_dim > 0)
+  T* token_embd;  // null with a donor table (Config::donor_dim > 0)
   T* lens;  // lens.proj.weight [d_model, donor_dim], or null
   std::vector<LayerWeights<T>> layers;
   T* output_norm;
@@ -86,7 +86,7 @@ struct ModelWeights {
 
   // Pointers for every tensor; with allow_missing, tensors absent from
   // `layout` (frozen: no gradient) are null.
-  static ModelWeights bind(const ParamLayout& layout, const LlamaConfig& c, T* base, bool allow_missing = false);
+  static ModelWeights bind(const ParamLayout& layout, const Config& c, T* base, bool allow_missing = false);
 };
 
 }  // namespace ggtrain::model

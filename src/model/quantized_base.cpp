@@ -21,7 +21,7 @@ quant::DecodeFn held_decoder(gguf::TensorType t) {
 
 }  // namespace
 
-QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c) {
+QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const Config& c) {
   const ParamLayout base(c.without_lora());
   for (const auto& t : base.tensors()) {
     const auto* ti = f.find_tensor(t.name);
@@ -46,7 +46,7 @@ const HeldMatrix* QuantizedBase::find(const std::string& name) const {
   return it == held_.end() ? nullptr : &it->second;
 }
 
-void load_base_params(const gguf::GgufFile& f, const LlamaConfig& c, const ParamLayout& layout, float* params) {
+void load_base_params(const gguf::GgufFile& f, const Config& c, const ParamLayout& layout, float* params) {
   std::set<std::string> held;
   for (const auto& name : ParamLayout(c.without_lora()).names())
     if (!layout.find(name)) held.insert(name);

@@ -31,7 +31,7 @@ class QuantizedBase {
   // The 2-D quantized tensors of `f` among the base tensors of `c` (LoRA
   // tensors aside), shapes and sizes checked against the model's. `f` must
   // outlive this.
-  QuantizedBase(const gguf::GgufFile& f, const LlamaConfig& c);
+  QuantizedBase(const gguf::GgufFile& f, const Config& c);
   const HeldMatrix* find(const std::string& name) const;
   const std::set<std::string>& names() const { return names_; }
   int64_t bytes() const { return bytes_; }
@@ -45,7 +45,7 @@ class QuantizedBase {
 // Fills the base tensors that `layout` (the model's parameters: the base
 // but what a QuantizedBase holds, then the LoRA tensors) has from `f`,
 // dequantized to F32; the LoRA tensors are left alone.
-void load_base_params(const gguf::GgufFile& f, const LlamaConfig& c, const ParamLayout& layout, float* params);
+void load_base_params(const gguf::GgufFile& f, const Config& c, const ParamLayout& layout, float* params);
 
 // FNV-1a of every tensor's name, type and stored bytes: a resumed LoRA run
 // must find the same base, held the same way.

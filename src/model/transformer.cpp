@@ -47,8 +47,8 @@ std::set<std::string> held_names(const ModelOptions& o) {
 }  // namespace
 
 template <typename T>
-LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
-                          const ModelOptions& opts)
+Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
+                            const ModelOptions& opts)
     : cfg_(cfg),
       opts_(opts),
       layout_(cfg, held_names(opts)),
@@ -97,14 +97,14 @@ LlamaModel<T>::LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len
 }
 
 template <typename T>
-void LlamaModel<T>::check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const {
+void Transformer<T>::check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const {
   for (int64_t i = 0; i < batch_ * seq_len_; ++i)
     if ((tokens[i] < 0 || tokens[i] >= cfg_.vocab) && !(allow_no_target && tokens[i] == corpus::kNoTarget))
       fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what, tokens[i], i, cfg_.vocab);
 }
 
 template <typename T>
-void LlamaModel<T>::set_documents(const int32_t* doc_start) {
+void Transformer<T>::set_documents(const int32_t* doc_start) {
   attn_shape_.doc_start = nullptr;
   if (doc_start) {
     for (int64_t b = 0; b < batch_; ++b)
@@ -128,13 +128,13 @@ void LlamaModel<T>::set_documents(const int32_t* doc_start) {
 }
 
 template <typename T>
-void LlamaModel<T>::check_threads() const {
+void Transformer<T>::check_threads() const {
   if (omp_get_max_threads() > n_threads_)
     fail("model: planned for {} threads, now running {}", n_threads_, omp_get_max_threads());
 }
 
 template <typename T>
-void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
+void Transformer<T>::charge_time_to(OpProfile::Op op) {
   if (!profile_) return;
   const double t = now_seconds();
   profile_->seconds[phase_][op] += t - last_charge_s_;
@@ -142,7 +142,7 @@ void LlamaModel<T>::charge_time_to(OpProfile::Op op) {
 }
 
 template <typename T>
-GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
+GemmIn<T> Transformer<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     if (bf16_) {
       kernels::to_bf16(scratch, dy, n);
@@ -156,7 +156,7 @@ GemmIn<T> LlamaModel<T>::gemm_in(T* dy, kernels::bf16* scratch, int64_t n) {
 // then its LoRA branch when it is a target. The block passes call only
 // these two.
 template <typename T>
-void LlamaModel<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, OpProfile::Op op) {
+void Transformer<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, OpProfile::Op op) {
   const nn::Linear<T>& p = proj_[size_t(l)][size_t(t)];
   p.forward_base(out, in, batch_ * seq_len_);
   charge_time_to(op);
@@ -166,8 +166,8 @@ void LlamaModel<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& i
 }
 
 template <typename T>
-void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const T* dout_fp32,
-                                const GemmIn<T>& in, bool accumulate, OpProfile::Op op) {
+void Transformer<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const T* dout_fp32,
+                                 const GemmIn<T>& in, bool accumulate, OpProfile::Op op) {
   const nn::Linear<T>& p = proj_[size_t(l)][size_t(t)];
   p.backward_base(din, dout, in, batch_ * seq_len_, accumulate);
   charge_time_to(op);
@@ -177,13 +177,13 @@ void LlamaModel<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T
 }
 
 template <typename T>
-void LlamaModel<T>::post_norm_forward(T* out, T* rstd, const T* proj, const T* w) {
+void Transformer<T>::post_norm_forward(T* out, T* rstd, const T* proj, const T* w) {
   rmsnorm_forward(out, rstd, proj, w, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
   charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
-void LlamaModel<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd) {
+void Transformer<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   std::fill(d_proj, d_proj + BT * C, T(0));  // rmsnorm_backward accumulates
   rmsnorm_backward(d_proj, dw, d_out, proj, w, rstd, BT, C);
@@ -194,7 +194,7 @@ void LlamaModel<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const T
 // and the feed-forward half's norm of x_mid with it (one pass). With x_mid
 // null (recomputation for backward) it stops after attention.
 template <typename T>
-void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
+void Transformer<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
@@ -242,7 +242,7 @@ void LlamaModel<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
 // the families that have them. With x_out null (recomputation for backward)
 // it stops after the activation.
 template <typename T>
-void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
+void Transformer<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
   project(l, kFfnGate, a.gate, a.h_ffn, OpProfile::kGateUp);
@@ -261,7 +261,7 @@ void LlamaModel<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
 }
 
 template <typename T>
-void LlamaModel<T>::embed(const int32_t* inputs) {
+void Transformer<T>::embed(const int32_t* inputs) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   if (cfg_.donor_dim > 0) {  // x = W E[token]: gather donor rows, then the lens GEMM
     embedding_forward(x_donor_, inputs, donor_.data(), BT, cfg_.donor_dim);
@@ -274,7 +274,7 @@ void LlamaModel<T>::embed(const int32_t* inputs) {
 }
 
 template <typename T>
-void LlamaModel<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_start) {
+void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_start) {
   check_threads();
   check_tokens(inputs, "input", false);
   set_documents(doc_start);
@@ -301,7 +301,7 @@ void LlamaModel<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_s
 }
 
 template <typename T>
-T LlamaModel<T>::head_loss(bool prepare_backward) {
+T Transformer<T>::head_loss(bool prepare_backward) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   counted_targets_ = BT - std::count(targets_, targets_ + BT, corpus::kNoTarget);
   const T dloss = counted_targets_ > 0 ? T(1) / T(counted_targets_) : T(0);
@@ -332,7 +332,7 @@ T LlamaModel<T>::head_loss(bool prepare_backward) {
 }
 
 template <typename T>
-T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+T Transformer<T>::forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
   const int64_t BT = batch_ * seq_len_, V = cfg_.vocab;
   if (targets) check_tokens(targets, "target", true);
   embed_and_blocks(inputs, doc_start);
@@ -348,7 +348,7 @@ T LlamaModel<T>::forward(const int32_t* inputs, const int32_t* targets, const in
 }
 
 template <typename T>
-void LlamaModel<T>::forward_scores(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+void Transformer<T>::forward_scores(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
   check_tokens(targets, "target", true);
   embed_and_blocks(inputs, doc_start);
   targets_ = targets;
@@ -361,7 +361,7 @@ void LlamaModel<T>::forward_scores(const int32_t* inputs, const int32_t* targets
 // h_final_), turned into d_token_loss[i] * (softmax - onehot) with the
 // log-sum-exp forward_scores() saved, and through the head at once.
 template <typename T>
-void LlamaModel<T>::backward_weighted(const T* d_token_loss) {
+void Transformer<T>::backward_weighted(const T* d_token_loss) {
   if (!scored_targets_) fail("model: backward_weighted() needs a forward_scores()");
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   targets_ = scored_targets_;
@@ -381,7 +381,7 @@ void LlamaModel<T>::backward_weighted(const T* d_token_loss) {
 }
 
 template <typename T>
-T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
+T Transformer<T>::evaluate(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start) {
   check_tokens(targets, "target", true);
   embed_and_blocks(inputs, doc_start);
   targets_ = targets;
@@ -391,12 +391,12 @@ T LlamaModel<T>::evaluate(const int32_t* inputs, const int32_t* targets, const i
 }
 
 template <typename T>
-void LlamaModel<T>::zero_grad() {
+void Transformer<T>::zero_grad() {
   std::memset(grads_.data(), 0, grads_.size() * sizeof(T));
 }
 
 template <typename T>
-void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
+void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
@@ -421,7 +421,7 @@ void LlamaModel<T>::ffn_block_backward(int64_t l, T* d_res) {
 }
 
 template <typename T>
-void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
+void Transformer<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
@@ -470,7 +470,7 @@ void LlamaModel<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
 }
 
 template <typename T>
-void LlamaModel<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
+void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   auto& a = layer_acts_[size_t(l)];
   if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
     phase_ = OpProfile::kRecompute;
@@ -490,7 +490,7 @@ void LlamaModel<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
 }
 
 template <typename T>
-void LlamaModel<T>::backward(T loss_scale) {
+void Transformer<T>::backward(T loss_scale) {
   if (!targets_) fail("model: backward() needs a forward() with targets");
   check_threads();
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
@@ -516,7 +516,7 @@ void LlamaModel<T>::backward(T loss_scale) {
   targets_ = nullptr;  // once per forward: the head's prepared gradients are used up
 }
 
-template class LlamaModel<float>;
-template class LlamaModel<double>;
+template class Transformer<float>;
+template class Transformer<double>;
 
 }  // namespace ggtrain::model

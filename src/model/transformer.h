@@ -1,7 +1,8 @@
 #pragma once
-// The Llama decoder, written the way llm.c writes GPT-2: explicit forward and
-// backward passes over buffers that are planned once, at construction, from
-// (config, batch, seq_len). Nothing is allocated per step.
+// The decoder-only transformer of every architecture in model/architecture
+// (llama, qwen2, qwen3, gemma3), written the way llm.c writes GPT-2: explicit
+// forward and backward passes over buffers that are planned once, at
+// construction, from (config, batch, seq_len). Nothing is allocated per step.
 //
 // T is float for training; double exists for finite-difference checks.
 #include <algorithm>
@@ -99,14 +100,14 @@ struct LayerActs {
 };
 
 template <typename T>
-class LlamaModel {
+class Transformer {
  public:
   // `frozen`: parameter names that keep their values; they get no gradient
   // buffer (grad_layout() lacks them) and backward() skips their gradients.
-  LlamaModel(const LlamaConfig& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen = {},
-             const ModelOptions& opts = {});
+  Transformer(const Config& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen = {},
+              const ModelOptions& opts = {});
 
-  const LlamaConfig& config() const { return cfg_; }
+  const Config& config() const { return cfg_; }
   const ModelOptions& options() const { return opts_; }
   const ParamLayout& layout() const { return layout_; }
   // Layout of grads() (and of the optimizer moments): the trainable tensors.
@@ -218,7 +219,7 @@ class LlamaModel {
   // Profiling: the time since the previous call goes to `op` in phase_.
   void charge_time_to(OpProfile::Op op);
 
-  LlamaConfig cfg_;
+  Config cfg_;
   ModelOptions opts_;
   ParamLayout layout_, grad_layout_;
   int64_t batch_, seq_len_;
@@ -230,13 +231,13 @@ class LlamaModel {
   ModelWeights<T> w_, g_;
   std::vector<std::array<nn::Linear<T>, kNumBlockMatrices>> proj_;  // per block, per BlockMatrix
   nn::Embedding<T> token_embd_;  // unused with a donor table
-  nn::Linear<T> lens_;  // the donor lens (LlamaConfig::donor_dim > 0)
+  nn::Linear<T> lens_;  // the donor lens (Config::donor_dim > 0)
   nn::Linear<T> head_;  // its gradient goes to d_head_ (at unit loss scale)
   int64_t band_scratch_size_ = 0;  // floats of dequantized rows at a time
   T* band_scratch_ = nullptr;
   kernels::AttnShape attn_shape_;
   std::vector<int32_t> doc_start_;  // [BT] set_documents' copy (attn_shape_.doc_start points here)
-  // The local layers' attention (LlamaConfig::sliding_window): each query's
+  // The local layers' attention (Config::sliding_window): each query's
   // first key is the later of its document's start and the window's.
   kernels::AttnShape local_attn_shape_;
   std::vector<int32_t> window_start_;  // [BT] (local_attn_shape_.doc_start)
@@ -271,7 +272,7 @@ class LlamaModel {
   double last_charge_s_ = 0;
 };
 
-extern template class LlamaModel<float>;
-extern template class LlamaModel<double>;
+extern template class Transformer<float>;
+extern template class Transformer<double>;
 
 }  // namespace ggtrain::model

@@ -1,4 +1,4 @@
-// LlamaModel's memory, planned once at construction: every activation and
+// Transformer's memory, planned once at construction: every activation and
 // scratch buffer carved from one allocation (sized by a first pass of the
 // same plan), and the layers bound to their weights, gradients and scratch.
 // The passes themselves are in transformer.cpp.
@@ -22,7 +22,7 @@ const kernels::QuantRows* held_rows(const ModelOptions& o, const std::string& na
 }  // namespace
 
 template <typename T>
-void LlamaModel<T>::size_band_scratch() {
+void Transformer<T>::size_band_scratch() {
   for (int64_t l = 0; l < cfg_.n_layers; ++l)
     for (int t = 0; t < kNumBlockMatrices; ++t)
       if (const auto* m = held_rows(opts_, block_tensor_name(l, block_matrix_name(BlockMatrix(t)))))
@@ -32,7 +32,7 @@ void LlamaModel<T>::size_band_scratch() {
 }
 
 template <typename T>
-void LlamaModel<T>::bind_layers() {
+void Transformer<T>::bind_layers() {
   const int64_t C = cfg_.d_model;
   auto linear = [&](const std::string& name, const T* w, T* grad, int64_t n_out, int64_t n_in) {
     if constexpr (std::is_same_v<T, float>) {
@@ -65,7 +65,7 @@ void LlamaModel<T>::bind_layers() {
 }
 
 template <typename T>
-GemmIn<T> LlamaModel<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
+GemmIn<T> Transformer<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
   GemmIn<T> g;
   if (bf16_)
     g.bf16 = reinterpret_cast<kernels::bf16*>(
@@ -76,7 +76,7 @@ GemmIn<T> LlamaModel<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
 
 // The activations of one block: the attention part and/or the feed-forward part.
 template <typename T>
-void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part) {
+void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   if (attn_part) {
@@ -114,7 +114,7 @@ void LlamaModel<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_p
 // single allocation, then to point into it. Buffers that backward recomputes
 // are planned once and shared by every block.
 template <typename T>
-void LlamaModel<T>::plan(BumpPlan<T>& p) {
+void Transformer<T>::plan(BumpPlan<T>& p) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
@@ -171,15 +171,15 @@ void LlamaModel<T>::plan(BumpPlan<T>& p) {
 
 // Explicit instantiations of the members defined here (the class itself is
 // instantiated in transformer.cpp).
-template void LlamaModel<float>::size_band_scratch();
-template void LlamaModel<float>::bind_layers();
-template GemmIn<float> LlamaModel<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
-template void LlamaModel<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, bool, bool);
-template void LlamaModel<float>::plan(BumpPlan<float>&);
-template void LlamaModel<double>::size_band_scratch();
-template void LlamaModel<double>::bind_layers();
-template GemmIn<double> LlamaModel<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
-template void LlamaModel<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, bool, bool);
-template void LlamaModel<double>::plan(BumpPlan<double>&);
+template void Transformer<float>::size_band_scratch();
+template void Transformer<float>::bind_layers();
+template GemmIn<float> Transformer<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
+template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, bool, bool);
+template void Transformer<float>::plan(BumpPlan<float>&);
+template void Transformer<double>::size_band_scratch();
+template void Transformer<double>::bind_layers();
+template GemmIn<double> Transformer<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
+template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, bool, bool);
+template void Transformer<double>::plan(BumpPlan<double>&);
 
 }  // namespace ggtrain::model

@@ -10,9 +10,9 @@
 namespace ggtrain::train {
 
 void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
-  const model::LlamaConfig from = model::config_from_llama_gguf(f);
+  const model::Config from = model::config_from_llama_gguf(f);
   std::vector<std::string> diffs;
-  for (const auto& field : model::llama_fields()) {
+  for (const auto& field : model::config_fields()) {
     const std::string key = std::string("model.") + field.name;
     // GGUF stores the doubles as f32: compared at that precision.
     if (c.set_keys.count(key) && !model::same_field(c.model, from, field, /*as_f32=*/true))

@@ -122,9 +122,9 @@ class Run {
   RunTokens tokens_;
   std::unique_ptr<corpus::MixtureLoader> loader_;
   std::unique_ptr<corpus::BatchLoader> val_loader_;
-  model::LlamaConfig mc_;
+  model::Config mc_;
   std::unique_ptr<RunVariant> variant_;  // scratch, continued, LoRA or donor lens
-  std::unique_ptr<model::LlamaModel<float>> model_;
+  std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<dist::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::vector<float> m_, v_;
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches

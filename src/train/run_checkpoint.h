@@ -33,7 +33,7 @@ struct CheckpointMeta {
 };
 
 struct CheckpointData {
-  const model::LlamaConfig* config;
+  const model::Config* config;
   const model::ParamLayout* layout;  // the parameters
   const model::ParamLayout* grad_layout;  // the trainable ones: layout of m and v
   const tokenizer::Tokenizer* tokenizer;

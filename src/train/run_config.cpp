@@ -27,9 +27,9 @@ std::optional<chat::RecordFormat> record_format_of(DataFormat f) {
   return std::nullopt;
 }
 
-model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
-                               int64_t ctx, bool tied, double rope_freq_base) {
-  model::LlamaConfig c;
+model::Config model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
+                          int64_t ctx, bool tied, double rope_freq_base) {
+  model::Config c;
   c.d_model = d_model;
   c.n_layers = n_layers;
   c.n_heads = n_heads;
@@ -41,8 +41,8 @@ model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_head
   return c;
 }
 
-model::LlamaConfig RunConfig::llama(int64_t vocab) const {
-  model::LlamaConfig c;
+model::Config RunConfig::llama(int64_t vocab) const {
+  model::Config c;
   c.vocab = vocab;
   model::copy_fields(c, model);
   return c;

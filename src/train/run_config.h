@@ -150,13 +150,13 @@ struct CheckpointSection {
 
 // A model.* section: d_model, n_layers, n_heads, n_kv_heads, d_ff, ctx,
 // tied, and RoPE's base.
-model::LlamaConfig model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
-                               int64_t ctx, bool tied, double rope_freq_base = 10000.0);
+model::Config model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
+                          int64_t ctx, bool tied, double rope_freq_base = 10000.0);
 
 struct RunConfig {
-  // model.*: the fields of model::llama_fields() (the defaults are s15's);
+  // model.*: the fields of model::config_fields() (the defaults are s15's);
   // vocab, donor_dim and lora stay unset here (see llama()).
-  model::LlamaConfig model = model_shape(288, 6, 6, 6, 768, 256, true);
+  model::Config model = model_shape(288, 6, 6, 6, 768, 256, true);
   DataSection data;
   TrainSection train;
   CheckpointSection checkpoint;
@@ -166,7 +166,7 @@ struct RunConfig {
   std::set<std::string> set_keys;
 
   // Model config once the tokenizer fixed the vocabulary size.
-  model::LlamaConfig llama(int64_t vocab) const;
+  model::Config llama(int64_t vocab) const;
   // Throws Error naming the key of the first bad value.
   void validate() const;
 };

@@ -367,19 +367,19 @@ std::string tasks_text(const toml::array& a, const Key& key, const std::string& 
   return fmt::format("{}", fmt::join(items, ","));
 }
 
-// model.<name> for each of model::llama_fields().
+// model.<name> for each of model::config_fields().
 std::vector<Key> model_keys() {
   std::vector<Key> k;
-  for (const auto& f : model::llama_fields()) {
+  for (const auto& f : model::config_fields()) {
     const std::string name = std::string("model.") + f.name;
     k.push_back(std::visit(
         [&](auto member) -> Key {
           using Member = decltype(member);
-          if constexpr (std::is_same_v<Member, int64_t model::LlamaConfig::*>)
+          if constexpr (std::is_same_v<Member, int64_t model::Config::*>)
             return int_key(name, &RunConfig::model, member, f.doc);
-          else if constexpr (std::is_same_v<Member, bool model::LlamaConfig::*>)
+          else if constexpr (std::is_same_v<Member, bool model::Config::*>)
             return bool_key(name, &RunConfig::model, member, f.doc);
-          else if constexpr (std::is_same_v<Member, std::string model::LlamaConfig::*>)
+          else if constexpr (std::is_same_v<Member, std::string model::Config::*>)
             return string_key(name, &RunConfig::model, member, f.doc);
           else return float_key(name, &RunConfig::model, member, f.doc);
         },
@@ -389,7 +389,7 @@ std::vector<Key> model_keys() {
 }
 
 // Every config key but the model section's (model_keys() derives those from
-// model::llama_fields): one row each, so the function is as long as the list.
+// model::config_fields): one row each, so the function is as long as the list.
 const std::vector<Key>& keys() {
   using D = DataSection;
   using T = TrainSection;

@@ -42,7 +42,7 @@ void remove_stale_temp_files(const std::string& run_dir, bool quiet) {
 
 void check_same_model(const RunConfig& now, const RunConfig& saved, const std::string& run_dir, int64_t step) {
   std::vector<std::string> diffs;
-  for (const auto& field : model::llama_fields())
+  for (const auto& field : model::config_fields())
     if (!model::same_field(now.model, saved.model, field))
       diffs.push_back(fmt::format("model.{} is {} but the checkpoint has {}", field.name,
                                   model::field_text(now.model, field), model::field_text(saved.model, field)));

@@ -194,7 +194,7 @@ void Run::build_model() {
   if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !quiet_)
     fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
                        "slower than train.precision = \"fp32\"\n");
-  model_ = std::make_unique<model::LlamaModel<float>>(mc_, dp_->local_batch(), c_.train.seq_len, frozen, model_opts);
+  model_ = std::make_unique<model::Transformer<float>>(mc_, dp_->local_batch(), c_.train.seq_len, frozen, model_opts);
   dp_->attach(*model_);
   variant_->bind(*model_);
   m_.assign(size_t(model_->n_trainable()), 0.f);

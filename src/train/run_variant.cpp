@@ -37,7 +37,7 @@ void copy_f32_tensor(const gguf::GgufFile& f, const model::ParamTensor& t, float
 
 class FromScratch : public RunVariant {
  public:
-  void init(model::LlamaModel<float>& m, const model::LlamaConfig& mc, int64_t, uint64_t seed, bool) override {
+  void init(model::Transformer<float>& m, const model::Config& mc, int64_t, uint64_t seed, bool) override {
     model::init_params(mc, m.layout(), m.params(), seed);
   }
 };
@@ -45,7 +45,7 @@ class FromScratch : public RunVariant {
 // init.from's weights (dequantized to F32) into the model: at the base's
 // vocabulary, then carried over with the added markers' rows at the mean
 // embedding when the run's vocabulary grew.
-void load_base(const gguf::GgufFile& base, model::LlamaModel<float>& m, const model::LlamaConfig& mc,
+void load_base(const gguf::GgufFile& base, model::Transformer<float>& m, const model::Config& mc,
                int64_t added_tokens) {
   const int64_t base_vocab = mc.vocab - added_tokens;
   if (base.get_uint_or(mc.key("vocab_size"), uint64_t(base_vocab)) != uint64_t(base_vocab))
@@ -54,7 +54,7 @@ void load_base(const gguf::GgufFile& base, model::LlamaModel<float>& m, const mo
     model::load_base_params(base, mc, m.layout(), m.params());
     return;
   }
-  model::LlamaConfig base_cfg = mc;
+  model::Config base_cfg = mc;
   base_cfg.vocab = base_vocab;
   const model::ParamLayout base_layout(base_cfg);
   std::vector<float> base_params(size_t(base_layout.total()));
@@ -65,7 +65,7 @@ void load_base(const gguf::GgufFile& base, model::LlamaModel<float>& m, const mo
 class Continued : public RunVariant {
  public:
   explicit Continued(const gguf::GgufFile& base) : base_(base) {}
-  void init(model::LlamaModel<float>& m, const model::LlamaConfig& mc, int64_t added_tokens, uint64_t,
+  void init(model::Transformer<float>& m, const model::Config& mc, int64_t added_tokens, uint64_t,
             bool quiet) override {
     load_base(base_, m, mc, added_tokens);
     if (!quiet)
@@ -82,20 +82,20 @@ class LoraOnBase : public RunVariant {
  public:
   LoraOnBase(const gguf::GgufFile& base, TrainSection::Lora lora) : base_(base), lora_(std::move(lora)) {}
 
-  void shape(model::LlamaConfig& mc, const tokenizer::Tokenizer&, bool) override {
+  void shape(model::Config& mc, const tokenizer::Tokenizer&, bool) override {
     mc.lora = {lora_.rank, lora_.alpha, lora_.targets};
   }
   // The base's quantized matrices stay as they are in the file (they are
   // frozen): the model reads them through `opts`.
-  void hold(const model::LlamaConfig& mc, model::ModelOptions& opts, bool quiet) override {
+  void hold(const model::Config& mc, model::ModelOptions& opts, bool quiet) override {
     quantized_ = std::make_unique<model::QuantizedBase>(base_, mc);
     opts.quantized = quantized_.get();
     if (!quiet && !quantized_->names().empty())
       fmt::print(stderr, "base: {} matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
                  double(quantized_->bytes()) / (1 << 20));
   }
-  void bind(model::LlamaModel<float>&) override { checksum_ = model::base_fingerprint(base_); }
-  void init(model::LlamaModel<float>& m, const model::LlamaConfig& mc, int64_t added_tokens, uint64_t seed,
+  void bind(model::Transformer<float>&) override { checksum_ = model::base_fingerprint(base_); }
+  void init(model::Transformer<float>& m, const model::Config& mc, int64_t added_tokens, uint64_t seed,
             bool quiet) override {
     load_base(base_, m, mc, added_tokens);
     model::init_lora(m.layout(), m.params(), seed);
@@ -147,7 +147,7 @@ class DonorLens : public RunVariant {
   }
   // The donor's vocabulary is the run's (the tokenizer came from the same
   // file); its table is input only, so the new head is trained untied.
-  void shape(model::LlamaConfig& mc, const tokenizer::Tokenizer& tok, bool quiet) override {
+  void shape(model::Config& mc, const tokenizer::Tokenizer& tok, bool quiet) override {
     if (donor_.vocab != tok.vocab_size())
       fail("{}: token_embd.weight has {} rows but the donor's vocabulary has {} tokens", donor_.path, donor_.vocab,
            tok.vocab_size());
@@ -157,10 +157,10 @@ class DonorLens : public RunVariant {
       fmt::print(stderr, "warm start from {}: frozen embedding [{}, {}], trainable lens.proj [{}, {}], untied head\n",
                  donor_.path, donor_.vocab, donor_.dim, mc.d_model, donor_.dim);
   }
-  void bind(model::LlamaModel<float>& m) override {
+  void bind(model::Transformer<float>& m) override {
     std::copy(donor_.table.begin(), donor_.table.end(), m.donor_table());
   }
-  void init(model::LlamaModel<float>& m, const model::LlamaConfig& mc, int64_t, uint64_t seed, bool) override {
+  void init(model::Transformer<float>& m, const model::Config& mc, int64_t, uint64_t seed, bool) override {
     model::init_params(mc, m.layout(), m.params(), seed);
     model::init_lens(donor_, m.layout(), m.params(), seed);
   }
@@ -187,7 +187,7 @@ class DonorLens : public RunVariant {
       fail("{}: the donor table of {} differs from the one this run was trained with ({}); resume "
            "with the same donor file",
            s.path(), donor_.path, s.get_string("ggtrain.donor.path"));
-    model::LlamaConfig std_cfg = *d.config;
+    model::Config std_cfg = *d.config;
     std_cfg.donor_dim = 0;
     const model::ParamLayout std_layout(std_cfg);
     std::vector<float> folded(size_t(std_layout.total()));
@@ -201,7 +201,7 @@ class DonorLens : public RunVariant {
       }
     }
   }
-  std::optional<model::FoldedModel> fold(const model::LlamaConfig& mc, const model::ParamLayout& layout,
+  std::optional<model::FoldedModel> fold(const model::Config& mc, const model::ParamLayout& layout,
                                          const float* params) const override {
     return model::fold_donor_model(mc, layout, params, donor_.table.data());
   }

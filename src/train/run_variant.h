@@ -38,14 +38,14 @@ class RunVariant {
   virtual ~RunVariant() = default;
 
   // Layout: the config trained, from the plain one of the run's vocabulary.
-  virtual void shape(model::LlamaConfig& /*mc*/, const tokenizer::Tokenizer& /*tok*/, bool /*quiet*/) {}
+  virtual void shape(model::Config& /*mc*/, const tokenizer::Tokenizer& /*tok*/, bool /*quiet*/) {}
   // What the model reads from outside its parameters.
-  virtual void hold(const model::LlamaConfig& /*mc*/, model::ModelOptions& /*opts*/, bool /*quiet*/) {}
+  virtual void hold(const model::Config& /*mc*/, model::ModelOptions& /*opts*/, bool /*quiet*/) {}
   // Once the model is built: what it is given besides its parameters.
-  virtual void bind(model::LlamaModel<float>& /*m*/) {}
+  virtual void bind(model::Transformer<float>& /*m*/) {}
   // Init: a fresh run's parameters. `added_tokens`: chat markers appended to
   // the base's vocabulary.
-  virtual void init(model::LlamaModel<float>& m, const model::LlamaConfig& mc, int64_t added_tokens, uint64_t seed,
+  virtual void init(model::Transformer<float>& m, const model::Config& mc, int64_t added_tokens, uint64_t seed,
                     bool quiet) = 0;
   // Save: completes and writes the weights file `w` (its run keys are set),
   // and adds the state file's own keys and tensors.
@@ -54,7 +54,7 @@ class RunVariant {
   // Load: a checkpoint's parameters back into d.params (resume).
   virtual void load(const gguf::GgufFile& weights, const gguf::GgufFile& state, const CheckpointData& d) const;
   // Fold: the plain model inference runs, when the parameters are not one.
-  virtual std::optional<model::FoldedModel> fold(const model::LlamaConfig& /*mc*/, const model::ParamLayout& /*layout*/,
+  virtual std::optional<model::FoldedModel> fold(const model::Config& /*mc*/, const model::ParamLayout& /*layout*/,
                                                  const float* /*params*/) const {
     return std::nullopt;
   }

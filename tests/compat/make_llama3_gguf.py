@@ -3,7 +3,7 @@
 gguf-py (not ggtrain's writer): every key and tensor copied, then
 llama.rope.freq_base, llama.attention.layer_norm_rms_epsilon and, unless
 --no-rope-freqs, the tensor rope_freqs.weight that convert_hf_to_gguf.py
-computes from a "llama3" rope_scaling (LlamaModel.generate_extra_tensors,
+computes from a "llama3" rope_scaling (Transformer.generate_extra_tensors,
 re-derived below from that formula).
 
   GGUF_PY=llama-src/gguf-py python3 make_llama3_gguf.py IN.gguf OUT.gguf \

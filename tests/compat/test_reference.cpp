@@ -35,7 +35,7 @@ double ulp_at_max(const std::vector<float>& r) {
   return double(std::nextafter(m, INFINITY) - m);
 }
 
-void load_weights(model::LlamaModel<float>& m, const ReferenceState& r) {
+void load_weights(model::Transformer<float>& m, const ReferenceState& r) {
   for (const auto& t : m.layout().tensors()) {
     const auto& w = r.weights.at(t.name);
     std::copy(w.begin(), w.end(), m.params() + t.offset);
@@ -45,7 +45,7 @@ void load_weights(model::LlamaModel<float>& m, const ReferenceState& r) {
 void check_reference(const std::string& path) {
   SCOPED_TRACE(path);
   ReferenceState r = ref::load_reference_state(path);
-  model::LlamaModel<float> m(r.config, r.batch, r.seq_len);
+  model::Transformer<float> m(r.config, r.batch, r.seq_len);
   load_weights(m, r);
 
   m.forward(r.inputs.data(), nullptr);  // training keeps no logits: ask for them
@@ -143,7 +143,7 @@ TEST(Reference, LlamaCppLogitsOnFixtureModel) {
   EXPECT_FALSE(cfg.tied);
   EXPECT_EQ(cfg.n_kv_heads, 2);
   const int64_t T = 32;
-  model::LlamaModel<float> m(cfg, 1, T);
+  model::Transformer<float> m(cfg, 1, T);
   model::load_llama_params(f, m.layout(), m.params());
   ReferenceState r = ref::load_reference_state(kShared + "/ref-gqa-untied.gguf");
   std::vector<int32_t> row0(r.inputs.begin(), r.inputs.begin() + T);  // tokens[0, :32]

@@ -18,8 +18,8 @@ using namespace ggtrain;
 
 namespace {
 
-model::LlamaConfig small_config(bool tied) {
-  model::LlamaConfig c = test_support::tiny_llama(97);
+model::Config small_config(bool tied) {
+  model::Config c = test_support::tiny_llama(97);
   c.n_layers = 3;
   c.tied = tied;
   return c;
@@ -125,7 +125,7 @@ TEST(Zero, SingleProcessIsAPassThrough) {
   dist::DataParallel dp(one, 6, 16, 1);
   EXPECT_EQ(dp.local_batch(), 6);
   EXPECT_FALSE(dp.sharded());
-  model::LlamaModel<float> model(small_config(true), dp.local_batch(), 16);
+  model::Transformer<float> model(small_config(true), dp.local_batch(), 16);
   dp.attach(model);
   EXPECT_FALSE(model.on_layer_grads);  // no hook in backward() for one process
   const int32_t tokens[6 * 16] = {};

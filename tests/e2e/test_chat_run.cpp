@@ -184,7 +184,7 @@ TEST(ChatRun, DocumentAttentionForText) {
 }
 
 TEST(ChatRun, NewTokenRowsStartAtTheMeanRow) {
-  model::LlamaConfig c;
+  model::Config c;
   c.vocab = 5;
   c.d_model = 4;
   c.n_layers = 1;
@@ -193,7 +193,7 @@ TEST(ChatRun, NewTokenRowsStartAtTheMeanRow) {
   c.d_ff = 8;
   c.ctx = 8;
   c.tied = false;
-  model::LlamaConfig grown = c;
+  model::Config grown = c;
   grown.vocab = 7;
   const model::ParamLayout from(c), to(grown);
   std::vector<float> src(size_t(from.total())), dst(size_t(to.total()), NAN);
@@ -268,7 +268,7 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
 // the reply whatever the machine's load.
 std::string endless_model(TempDir& tmp) {
   const auto tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"));
-  model::LlamaConfig c;
+  model::Config c;
   c.vocab = tok.vocab_size();
   c.d_model = 32;
   c.n_layers = 1;

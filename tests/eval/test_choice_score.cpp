@@ -73,7 +73,7 @@ TEST(ChoiceScore, EqualsTheLogProbabilitiesOfEachWholeSequence) {
     std::vector<double> sum, mean;
     for (size_t e = 0; e < seqs.size(); ++e) {
       const auto& s = seqs[e];
-      model::LlamaModel<float> m(cfg, 1, int64_t(s.size()));
+      model::Transformer<float> m(cfg, 1, int64_t(s.size()));
       std::copy(params.begin(), params.end(), m.params());
       m.forward(s.data(), nullptr);
       double lp = 0;

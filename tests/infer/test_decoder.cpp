@@ -44,7 +44,7 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
   }
   auto p = write_random_model(c, tmp / "m.gguf");
   const int64_t T = 40, V = c.vocab;
-  model::LlamaModel<float> m(c, 1, T);
+  model::Transformer<float> m(c, 1, T);
   std::copy(p.begin(), p.end(), m.params());
   auto toks = spread_tokens(T, V);
   m.forward(toks.data(), nullptr);
@@ -83,7 +83,7 @@ TEST(Decoder, MatchesTrainingForwardWithLlama3RopeFactors) {
   EXPECT_EQ(model::config_from_llama_gguf(f).rope_freq_factors, c.rope_freq_factors);
   const int64_t T = 40, V = c.vocab;
   const auto toks = spread_tokens(T, V);
-  model::LlamaModel<float> m(c, 1, T);
+  model::Transformer<float> m(c, 1, T);
   std::copy(p.begin(), p.end(), m.params());
   m.forward(toks.data(), nullptr);
   infer::Decoder d(f);
@@ -92,7 +92,7 @@ TEST(Decoder, MatchesTrainingForwardWithLlama3RopeFactors) {
 
   auto plain_cfg = c;
   plain_cfg.rope_freq_factors.clear();
-  model::LlamaModel<float> plain(plain_cfg, 1, T);
+  model::Transformer<float> plain(plain_cfg, 1, T);
   std::copy(p.begin(), p.end(), plain.params());
   plain.forward(toks.data(), nullptr);
   const auto cmp = compare(plain.logits(), m.logits(), size_t(T * V));

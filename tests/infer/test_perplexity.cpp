@@ -36,7 +36,7 @@ TEST(Perplexity, FollowsLlamaCppRule) {
   EXPECT_EQ(r.scored, 3 * (n_ctx - 1 - n_ctx / 2));
   // Independently, with the training forward pass: chunk c, first token BOS,
   // positions n_ctx/2 .. n_ctx-2 predict the next original token.
-  model::LlamaModel<float> m(c, 1, n_ctx);
+  model::Transformer<float> m(c, 1, n_ctx);
   std::copy(p.begin(), p.end(), m.params());
   double nll = 0, bytes = 0;
   for (int64_t ch = 0; ch < 3; ++ch) {

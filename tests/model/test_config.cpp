@@ -47,7 +47,7 @@ TEST(ModelConfig, Gemma3WritesTheSlidingWindowKeysLlamaCppWouldNotAssume) {
   EXPECT_EQ(o.get_string("gemma3.rope.scaling.type"), "linear");
   EXPECT_EQ(o.get_float("gemma3.rope.scaling.factor"), 8.0);
   const auto back = model::config_from_llama_gguf(o);
-  for (const auto& f : model::llama_fields()) EXPECT_TRUE(model::same_field(back, c, f, true)) << f.name;
+  for (const auto& f : model::config_fields()) EXPECT_TRUE(model::same_field(back, c, f, true)) << f.name;
 }
 
 // A hostile head count of 0 (with llama.rope.dimension_count present, as in

@@ -28,8 +28,8 @@ using test_support::within_abs;
 
 namespace {
 
-model::LlamaConfig lens_config() {
-  model::LlamaConfig c = test_support::tiny_llama(50);
+model::Config lens_config() {
+  model::Config c = test_support::tiny_llama(50);
   c.donor_dim = 24;
   return c;
 }
@@ -51,7 +51,7 @@ bool within_one_ulp(float a, float b) {
 TEST(Donor, FoldedModelHasTheTrainingTimeLogits) {
   const auto c = lens_config();
   const int64_t B = 2, T = 16;
-  model::LlamaModel<float> lens(c, B, T);
+  model::Transformer<float> lens(c, B, T);
   fill_normal(lens.params(), lens.n_params(), 1, 0.2);
   for (const auto& t : lens.layout().tensors())
     if (t.shape.size() == 1)
@@ -63,7 +63,7 @@ TEST(Donor, FoldedModelHasTheTrainingTimeLogits) {
 
   const auto folded = model::fold_donor_model(c, lens.layout(), lens.params(), lens.donor_table());
   EXPECT_EQ(folded.config.donor_dim, 0);
-  model::LlamaModel<float> plain(folded.config, B, T);
+  model::Transformer<float> plain(folded.config, B, T);
   ASSERT_EQ(size_t(plain.n_params()), folded.params.size());
   std::copy(folded.params.begin(), folded.params.end(), plain.params());
   plain.forward(tokens.data(), nullptr);

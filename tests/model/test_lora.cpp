@@ -58,10 +58,10 @@ train::RunConfig lora_config(TempDir& tmp, const std::string& base, int64_t step
 // A freshly initialised adapter (B = 0) leaves the base model's logits
 // exactly as they are; after B moves, they change.
 TEST(Lora, InitialAdapterIsTheBaseModel) {
-  const model::LlamaConfig c = test_support::tiny_llama(40);
-  model::LlamaConfig lc = c;
+  const model::Config c = test_support::tiny_llama(40);
+  model::Config lc = c;
   lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
-  model::LlamaModel<float> base(c, 1, 16), adapted(lc, 1, 16);
+  model::Transformer<float> base(c, 1, 16), adapted(lc, 1, 16);
   Rng rng(3);
   for (int64_t i = 0; i < base.n_params(); ++i) base.params()[i] = float(rng.normal() * 0.3);
   std::copy(base.params(), base.params() + base.n_params(), adapted.params());  // same offsets
@@ -101,10 +101,10 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
 
   // The training-time model (base + LoRA tensors) vs the decoder with the adapter.
   const auto bc = model::config_from_llama_gguf(bf);
-  model::LlamaConfig lc = bc;
+  model::Config lc = bc;
   lc.lora = {4, 8.0, c.train.lora.targets};
   const int64_t T = 24;
-  model::LlamaModel<float> m(lc, 1, T);
+  model::Transformer<float> m(lc, 1, T);
   model::load_llama_params(bf, model::ParamLayout(bc), m.params());
   for (const auto& t : m.layout().tensors()) {
     if (!model::ParamLayout(bc).find(t.name)) {
@@ -142,7 +142,7 @@ class HeldBase : public ::testing::TestWithParam<gguf::TensorType> {};
 TEST_P(HeldBase, ComputesTheDequantizedModel) {
   TempDir tmp("ggtrain_lora_held");
   const gguf::TensorType type = GetParam();
-  model::LlamaConfig c;
+  model::Config c;
   c.vocab = 2100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
   for (bool tied : {true, false}) {
     c.tied = tied;
@@ -156,7 +156,7 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
     const gguf::GgufFile f(tmp / "base.gguf");
     ASSERT_EQ(f.tensor("blk.0.ffn_down.weight").type, type);
 
-    model::LlamaConfig lc = c;
+    model::Config lc = c;
     lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
     const model::QuantizedBase q(f, lc);
     EXPECT_EQ(q.names().size(), size_t(7 * 2 + (tied ? 1 : 2)));  // block matrices, token_embd, output
@@ -164,7 +164,7 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
     model::ModelOptions held_opts;
     held_opts.quantized = &q;
     const int64_t B = 2, T = 16;
-    model::LlamaModel<float> held(lc, B, T, frozen, held_opts), plain(lc, B, T, frozen);
+    model::Transformer<float> held(lc, B, T, frozen, held_opts), plain(lc, B, T, frozen);
     EXPECT_EQ(held.layout().find("blk.1.ffn_down.weight"), nullptr);
     EXPECT_LT(held.n_params() * 10, plain.n_params());  // norms and LoRA tensors only
     for (auto* m : {&held, &plain}) {
@@ -261,7 +261,7 @@ TEST(Lora, KQuantMixBaseIsHeldAndResumes) {
 
 TEST(Lora, BadAdaptersAreClearErrors) {
   TempDir tmp("ggtrain_lora_bad");
-  const model::LlamaConfig c = test_support::tiny_llama(40);
+  const model::Config c = test_support::tiny_llama(40);
   std::vector<float> a(4 * 32, 0.1f), b(32 * 4, 0.1f), bad(5 * 32, 0.1f);
   auto write = [&](const std::string& name, auto&& add) {
     gguf::GgufWriter w;

@@ -20,7 +20,7 @@ using test_support::within_rel_to_max;
 
 namespace {
 
-model::LlamaConfig small_config() { return test_support::tiny_llama(64); }
+model::Config small_config() { return test_support::tiny_llama(64); }
 
 std::vector<int32_t> pattern_tokens(int64_t n, int64_t vocab, int64_t shift) {
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -31,7 +31,7 @@ std::vector<int32_t> pattern_tokens(int64_t n, int64_t vocab, int64_t shift) {
 // A few AdamW steps on a fixed batch; returns the final parameters.
 std::vector<float> train_steps(int steps, std::vector<float>* losses = nullptr) {
   auto c = small_config();
-  model::LlamaModel<float> m(c, 2, 16);
+  model::Transformer<float> m(c, 2, 16);
   model::init_params(c, m.layout(), m.params(), 1234);
   const int64_t n = m.n_params();
   std::vector<float> mom(size_t(n), 0.f), var(size_t(n), 0.f);
@@ -65,7 +65,7 @@ TEST(Training, SameSeedSameThreadsIsBitIdentical) {
 TEST(Training, GradientAccumulationEqualsOneBigBatch) {
   // Two micro-batches with loss_scale 1/2 give the gradient of the mean over both.
   auto c = small_config();
-  model::LlamaModel<float> big(c, 2, 8), micro(c, 1, 8);
+  model::Transformer<float> big(c, 2, 8), micro(c, 1, 8);
   model::init_params(c, big.layout(), big.params(), 7);
   std::copy(big.params(), big.params() + big.n_params(), micro.params());
   auto in = pattern_tokens(16, c.vocab, 1), tg = pattern_tokens(16, c.vocab, 2);

@@ -51,7 +51,7 @@ std::vector<double> smoothed_losses(const std::string& run_dir, int window) {
 }  // namespace
 
 TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
-  model::LlamaConfig c;
+  model::Config c;
   c.vocab = 300;
   c.d_model = 64;
   c.n_layers = 2;
@@ -63,7 +63,7 @@ TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
   model::ModelOptions o;
   o.precision = model::Precision::kBf16;
   o.logit_chunk_rows = 50;
-  model::LlamaModel<float> fp(c, B, T), bf(c, B, T, {}, o);
+  model::Transformer<float> fp(c, B, T), bf(c, B, T, {}, o);
   model::init_params(c, fp.layout(), fp.params(), 9, 0.1);
   std::copy(fp.params(), fp.params() + fp.n_params(), bf.params());
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));

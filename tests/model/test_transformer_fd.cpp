@@ -17,8 +17,8 @@ using namespace ggtrain::model;
 
 namespace {
 
-LlamaConfig tiny_config(int64_t n_heads, int64_t n_kv_heads, bool tied) {
-  LlamaConfig c;
+Config tiny_config(int64_t n_heads, int64_t n_kv_heads, bool tied) {
+  Config c;
   c.vocab = 13;
   c.d_model = 8;
   c.n_layers = 2;
@@ -40,9 +40,9 @@ struct BatchShape {
 };
 
 // `only`: check just the tensors whose name contains one of these (all: empty).
-void check_model(const LlamaConfig& c, const std::vector<std::string>& only = {}, BatchShape shape = {}) {
+void check_model(const Config& c, const std::vector<std::string>& only = {}, BatchShape shape = {}) {
   const int64_t B = 2, T = 5;
-  LlamaModel<double> m(c, B, T);
+  Transformer<double> m(c, B, T);
   if (c.donor_dim > 0) {  // the frozen donor table of a lens warm start
     auto e = ggtrain::test_support::random_vector(size_t(c.vocab * c.donor_dim), 7, 1.0);
     std::copy(e.begin(), e.end(), m.donor_table());
@@ -137,13 +137,13 @@ TEST(ModelFd, PackedDocumentsAndMaskedTargets) {  // the loss of an instruction-
 // and gradients of the two examples run alone: the packed mean times its
 // counted targets is the sum of each example's mean times its own.
 TEST(ModelFd, PackedWindowEqualsExamplesAlone) {
-  const LlamaConfig c = tiny_config(4, 2, false);
+  const Config c = tiny_config(4, 2, false);
   const int64_t T = 6, first = 2;  // example A at positions [0, 2), example B at [2, 6)
   const std::vector<int32_t> inputs{1, 4, 2, 9, 11, 3};
   const int32_t no = ggtrain::corpus::kNoTarget;
   const std::vector<int32_t> targets{5, no, no, 12, 3, 7};  // A's last target would cross into B
   const std::vector<int32_t> doc_start{0, 0, 2, 2, 2, 2};
-  LlamaModel<double> packed(c, 1, T), a(c, 1, first), b(c, 1, T - first);
+  Transformer<double> packed(c, 1, T), a(c, 1, first), b(c, 1, T - first);
   auto p = ggtrain::test_support::random_vector(size_t(packed.n_params()), 42, 0.5);
   for (auto* m : {&packed, &a, &b}) {
     std::copy(p.begin(), p.end(), m->params());

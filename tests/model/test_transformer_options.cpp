@@ -20,8 +20,8 @@ using ggtrain::test_support::within_rel_to_max;
 
 namespace {
 
-LlamaConfig small_config(bool lora) {
-  LlamaConfig c;
+Config small_config(bool lora) {
+  Config c;
   c.vocab = 29;
   c.d_model = 16;
   c.n_layers = 2;
@@ -41,9 +41,9 @@ struct Result {
 };
 
 template <typename T>
-Result train_step(const LlamaConfig& c, const ModelOptions& o, double loss_scale) {
+Result train_step(const Config& c, const ModelOptions& o, double loss_scale) {
   const int64_t B = 2, Tn = 11;
-  LlamaModel<T> m(c, B, Tn, {}, o);
+  Transformer<T> m(c, B, Tn, {}, o);
   auto p = ggtrain::test_support::random_vector(size_t(m.n_params()), 5, 0.4);
   for (const auto& t : m.layout().tensors())
     if (t.shape.size() == 1)
@@ -111,7 +111,7 @@ TEST(ModelOptions, RecomputeNames) {
 // most doubles the activation memory (the [B, H, T, T] probabilities of the
 // previous kernel made it grow 4x at long contexts), and recomputation cuts it.
 TEST(ModelOptions, ActivationMemoryGrowsLinearlyWithContext) {
-  LlamaConfig c = small_config(false);
+  Config c = small_config(false);
   c.d_model = 64;
   c.n_heads = 4;
   c.vocab = 320;
@@ -119,7 +119,7 @@ TEST(ModelOptions, ActivationMemoryGrowsLinearlyWithContext) {
   auto bytes = [&](int64_t T, Recompute rc) {
     ModelOptions o;
     o.recompute = rc;
-    return double(LlamaModel<float>(c, 1, T, {}, o).activation_bytes());
+    return double(Transformer<float>(c, 1, T, {}, o).activation_bytes());
   };
   const double b1k = bytes(1024, Recompute::kNone), b2k = bytes(2048, Recompute::kNone),
                b4k = bytes(4096, Recompute::kNone);

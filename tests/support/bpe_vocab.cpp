@@ -192,7 +192,7 @@ namespace {
 
 // A 1-layer llama of `vocab` tokens with random weights, for llama.cpp to load.
 void add_tiny_model(gguf::GgufWriter& w, int64_t vocab) {
-  model::LlamaConfig c;
+  model::Config c;
   c.vocab = vocab;
   c.d_model = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.d_ff = 64, c.ctx = 64;
   c.tied = true;
@@ -215,7 +215,7 @@ void write_model_with_vocabulary(const std::string& path, const gguf::GgufFile& 
 
 void write_bpe_vocab_gguf(const std::string& path, const std::string& kind, const BpeVocabFile& v) {
   const KindSpec spec = kind_spec(kind);
-  model::LlamaConfig c;
+  model::Config c;
   c.vocab = int64_t(v.tokens.size());
   c.d_model = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.d_ff = 64, c.ctx = 64;
   c.tied = true;

@@ -14,8 +14,8 @@
 namespace ggtrain::test_support {
 
 // vocab 96, d_model 64, 2 layers of 4 heads, d_ff 96, context 48.
-inline model::LlamaConfig small_model_config(bool tied, int64_t n_kv_heads) {
-  model::LlamaConfig c;
+inline model::Config small_model_config(bool tied, int64_t n_kv_heads) {
+  model::Config c;
   c.vocab = 96;
   c.d_model = 64;
   c.n_layers = 2;
@@ -29,7 +29,7 @@ inline model::LlamaConfig small_model_config(bool tied, int64_t n_kv_heads) {
 
 // Random weights (biases and norms moved off their start) written as the
 // config's architecture; returns the parameters.
-inline std::vector<float> write_random_model(const model::LlamaConfig& c, const std::string& path) {
+inline std::vector<float> write_random_model(const model::Config& c, const std::string& path) {
   model::ParamLayout layout(c);
   std::vector<float> p(static_cast<size_t>(layout.total()));
   model::init_params(c, layout, p.data(), 5, 0.2);  // large weights: logits that matter

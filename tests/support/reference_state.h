@@ -13,7 +13,7 @@ namespace ggtrain::test_support {
 
 struct ReferenceState {
   std::string path;
-  model::LlamaConfig config;
+  model::Config config;
   int64_t batch = 0, seq_len = 0;
   std::vector<int32_t> inputs, targets;  // [B, T] each
   std::vector<float> logits;  // [B, T, V]

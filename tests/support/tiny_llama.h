@@ -9,8 +9,8 @@
 
 namespace ggtrain::test_support {
 
-inline model::LlamaConfig tiny_llama(int64_t vocab) {
-  model::LlamaConfig c;
+inline model::Config tiny_llama(int64_t vocab) {
+  model::Config c;
   c.vocab = vocab;
   c.d_model = 32;
   c.n_layers = 2;

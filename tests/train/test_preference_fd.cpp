@@ -16,11 +16,11 @@
 namespace ggtrain::train {
 namespace {
 
-using model::LlamaConfig;
-using model::LlamaModel;
+using model::Config;
+using model::Transformer;
 
-LlamaConfig tiny() {
-  LlamaConfig c;
+Config tiny() {
+  Config c;
   c.vocab = 11;
   c.d_model = 8;
   c.n_layers = 2;
@@ -107,8 +107,8 @@ double objective(Objective o, const PreferenceParams& p, const double* token_los
 }
 
 void check(Objective o, const PreferenceParams& prm) {
-  const LlamaConfig c = tiny();
-  LlamaModel<double> m(c, B, T);
+  const Config c = tiny();
+  Transformer<double> m(c, B, T);
   auto p = test_support::random_vector(size_t(m.n_params()), 42, 0.5);
   for (const auto& t : m.layout().tensors())
     if (t.shape.size() == 1)
@@ -142,8 +142,8 @@ TEST(PreferenceFd, Simpo) { check(Objective::kSimpo, {2.5, 0.05, 0.8}); }
 // The scores are the training loss's per-position terms: their mean over
 // the counted targets is forward()'s loss.
 TEST(PreferenceFd, TokenLossesAreTheLossTerms) {
-  const LlamaConfig c = tiny();
-  LlamaModel<double> m(c, B, T);
+  const Config c = tiny();
+  Transformer<double> m(c, B, T);
   auto p = test_support::random_vector(size_t(m.n_params()), 5, 0.5);
   std::copy(p.begin(), p.end(), m.params());
   const Batch batch = make_batch(c.vocab);
