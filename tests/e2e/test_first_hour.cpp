@@ -94,7 +94,8 @@ void write_english_text(const std::string& path, int lines) {
     const int len = 6 + int(i % 9);
     for (int k = 0; k < len; ++k) {
       s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-      line += (k ? " " : "") + std::string(words[(s >> 33) % n]);
+      if (k) line += ' ';
+      line += words[(s >> 33) % n];
     }
     out << line << ".\n";
   }
