@@ -3,7 +3,7 @@
 //   make_seeds OUT_DIR [FIXTURES_DIR]
 // Every seed is small (a few KiB) so that mutations stay fast: GGUF files
 // with every metadata and tensor type, llama and gpt2 vocabularies, copies of the
-// shared fixtures with their metadata kept and each tensor cut to a few
+// fixtures (tests/fixtures) with their metadata kept and each tensor cut to a few
 // elements, token files of both widths, and run configs.
 #include <cstdio>
 #include <filesystem>

@@ -3,7 +3,7 @@
 # them. For each target the regression corpus fuzz/regressions/<target>/ is
 # replayed first (every input there once crashed a reader and must now be
 # rejected cleanly), then the target is fuzzed for SECONDS from the seeds in
-# fuzz/corpus/<target>/ (plus the shared GGUF fixtures, when present).
+# fuzz/corpus/<target>/ (plus the GGUF fixtures of tests/fixtures/).
 #
 #   fuzz/run.sh TARGET|all SECONDS     targets: gguf_reader tokenizer config token_file documents chat_records
 #   fuzz/run.sh seeds                  regenerate fuzz/corpus/ (make_seeds)
@@ -23,7 +23,7 @@ ROOT=$PWD
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 MAX_LEN=${FUZZ_MAX_LEN:-65536}
 JOBS=${FUZZ_JOBS:-$(nproc)}
-FIXTURES=${GGTRAIN_FIXTURES_DIR:-$ROOT/../shared/fixtures}
+FIXTURES=${GGTRAIN_FIXTURES_DIR:-$ROOT/tests/fixtures}
 ALL=(gguf_reader tokenizer config token_file documents chat_records)
 
 usage() { sed -n '2,20p' "$0" >&2; exit 2; }
@@ -61,7 +61,7 @@ done
 build
 mkdir -p "$BUILD/logs"
 
-# Seeds that are not checked in: the shared fixtures (GGUF targets only).
+# Seeds kept outside fuzz/corpus: the test fixtures (GGUF targets only).
 seed_dirs() {
   local t=$1
   echo "$ROOT/fuzz/corpus/$t"

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Proves the README's set-up on a bare Debian 12: builds a minimal bookworm
 # (debootstrap --variant=minbase, from the mirror in this machine's own apt
-# sources), copies the committed tree (git archive HEAD) and ../shared into
-# it, and inside a chroot runs scripts/setup.sh for the main job's target,
-# then a 10-step `tiny` training that must write weights/step_10.gguf.
+# sources), copies the committed tree (git archive HEAD) into it with nothing
+# beside it, as a user's clone has nothing beside it, and inside a chroot
+# runs scripts/setup.sh for the main job's target, then a 10-step `tiny`
+# training that must write weights/step_10.gguf, then the tests that read
+# the committed fixtures (tests/fixtures: the float64 reference states,
+# llama.cpp's logits, the GGUF fixtures, their checksums) and the lint that
+# no file points outside the tree.
 #
 #   bash scripts/check_clean_install.sh
 #
@@ -27,7 +31,6 @@ CACHE=${GGTRAIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ggtrain}/clean-instal
 BASE_TAR=$CACHE/bookworm-minbase.tar
 APT_ARCHIVES=$CACHE/apt-archives
 CHROOT=$WORK/root
-SHARED=$ROOT_DIR/../shared
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "check_clean_install: needs root (debootstrap, mount, chroot)" >&2
@@ -99,9 +102,8 @@ echo "check_clean_install: bare base ready after $(( $(date +%s) - start )) s"
 remove_root
 mkdir -p "$CHROOT"
 tar -C "$CHROOT" -xf "$BASE_TAR"
-mkdir -p "$CHROOT/work/ggtrain" "$CHROOT/work/shared"
+mkdir -p "$CHROOT/work/ggtrain"
 git -C "$ROOT_DIR" archive HEAD | tar -x -C "$CHROOT/work/ggtrain"
-if [[ -d $SHARED ]]; then cp -a "$SHARED/." "$CHROOT/work/shared/"; fi
 cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
 mount -t proc proc "$CHROOT/proc"
 mount --bind /dev "$CHROOT/dev"
@@ -124,7 +126,13 @@ mkdir -p /tmp/ck && bible -f Gen1:1-Gen50:26 </dev/null | sed "s/^[^ ]* //" > /t
   --set data.corpus=/tmp/ck/corpus.txt --set train.steps=10 --set checkpoint.every=10 \
   --set train.eval_every=0 --set train.sample_every=0
 test -s /tmp/ck/run/weights/step_10.gguf
-./build/src/ggtrain inspect /tmp/ck/run/weights/step_10.gguf | head -n 3'
+./build/src/ggtrain inspect /tmp/ck/run/weights/step_10.gguf | head -n 3
+[[ $(ls -A /work) == ggtrain ]] || { echo "check_clean_install: /work holds more than the tree: $(ls -A /work)"; exit 1; }
+t0=$(date +%s)
+GGTRAIN_CPU_LEVELS=v2 bash scripts/setup.sh ggtrain_reference_tests ggtrain_tests
+ctest --test-dir build --no-tests=error --output-on-failure -j "$(nproc)" \
+  -R "^(Reference\.|GgufFixtures\.|fixtures_check$|outside_path_lint$)" | tail -n 3 | sed "s/^/check_clean_install: ctest: /"
+echo "check_clean_install: the fixture tests took $(( $(date +%s) - t0 )) s"'
 env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
   chroot "$CHROOT" /bin/bash -c "$inner" >"$WORK/inside.log" 2>&1 || {
   tail -n 30 "$WORK/inside.log" >&2
@@ -133,4 +141,4 @@ env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 }
 grep '^check_clean_install:' "$WORK/inside.log" || true
 remove_root
-echo "check_clean_install: passed (setup + 10-step tiny training wrote weights/step_10.gguf) in $(( $(date +%s) - start )) s"
+echo "check_clean_install: passed (setup, a 10-step tiny training that wrote weights/step_10.gguf, the fixture tests with nothing beside the tree) in $(( $(date +%s) - start )) s"

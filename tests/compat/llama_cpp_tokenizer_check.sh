@@ -6,7 +6,7 @@
 # CJK, emoji, symbols, special-token look-alikes, runs of spaces, tabs, CR, VT,
 # FF and Unicode spaces inside lines; tests/support/varied_text.cpp).
 #
-# Vocabularies: the shared fixtures tiny-spm.gguf (llama/SPM) and
+# Vocabularies: the fixtures tiny-spm.gguf (llama/SPM) and
 # tiny-gpt2.gguf (gpt2, pre "gpt-2"), and five gpt2 vocabularies built here
 # with 400 merges learned on Genesis plus other generated lines, one per
 # pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2; and the real
@@ -23,7 +23,7 @@
 #   tests/compat/llama_cpp_tokenizer_check.sh PATH/TO/ggtrain PATH/TO/make_bpe_vocab
 #
 # Needs: bible (apt: bible-kjv), node, tests/node/node_modules (npm ci there)
-# and the fixtures (GGTRAIN_FIXTURES_DIR, default ../shared/fixtures).
+# and the fixtures (GGTRAIN_FIXTURES_DIR, default tests/fixtures).
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -34,7 +34,7 @@ GGTRAIN=$(realpath "$1")
 MAKE_VOCAB=$(realpath "$2")
 HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
 CLI="$HERE/node/llama_cpp.mjs"
-FIXTURES=${GGTRAIN_FIXTURES_DIR:-$HERE/../../shared/fixtures}
+FIXTURES=${GGTRAIN_FIXTURES_DIR:-$HERE/fixtures}
 export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
 
 fail() {

@@ -668,7 +668,7 @@ TEST(ImportCli, FusesAndReportsErrorsNamingTheFile) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "x.gguf"));
 }
 
-// A real llama model (the shared fixture llama.cpp has logits for) split into
+// A real llama model (the fixture llama.cpp has logits for) split into
 // heads here and imported again gives back its tensors byte for byte and its
 // metadata, so llama.cpp's logits for it hold for the imported file too.
 TEST(Import, SplitThenImportGivesBackARealModel) {

@@ -1,7 +1,7 @@
 // The bad-input table of docs/bad-inputs.md: each row is one case here. The
 // CLI must exit 1 (never crash) with a message that contains the row's key
 // words, and the message must be exactly the one the table shows (temporary
-// paths written as $T, the shared fixtures as $FIXTURES).
+// paths written as $T, the fixtures of tests/fixtures as $FIXTURES).
 //
 // To print the table rows for the current messages:
 //   GGTRAIN_BAD_INPUTS_DOC=1 build/tests/ggtrain_reliability_tests --gtest_filter='BadInputs/*' | grep '^| `'

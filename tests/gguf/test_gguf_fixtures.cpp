@@ -1,4 +1,4 @@
-// Files written by llama.cpp's gguf-py (see ../shared/fixtures/README.md):
+// Files written by llama.cpp's gguf-py (see tests/fixtures/README.md):
 // keys, shapes and layout as that writer produced them, and tensor values
 // cross-checked against bytes read with std::ifstream, not through the map.
 #include <gtest/gtest.h>

@@ -10,7 +10,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-fixtures="${GGTRAIN_FIXTURES_DIR:-$here/../../../shared/fixtures}"
+fixtures="${GGTRAIN_FIXTURES_DIR:-$here/../fixtures}"
 
 if [ $# -ne 2 ]; then
   echo "usage: $0 PATH/TO/ggtrain PATH/TO/make_sample_gguf" >&2

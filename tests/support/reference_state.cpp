@@ -55,8 +55,8 @@ ReferenceState load_reference_state(const std::string& path) {
   return r;
 }
 
-std::vector<std::string> find_reference_states(const std::string& shared_dir, std::vector<FolderCount>* counts) {
-  std::vector<std::string> dirs{shared_dir};
+std::vector<std::string> find_reference_states(const std::string& fixtures_dir, std::vector<FolderCount>* counts) {
+  std::vector<std::string> dirs{fixtures_dir};
   if (const char* extra = std::getenv("GGTRAIN_EXTRA_FIXTURES")) {
     std::stringstream ss(extra);
     std::string d;
@@ -69,7 +69,7 @@ std::vector<std::string> find_reference_states(const std::string& shared_dir, st
     // a reason to check fewer files.
     if (!std::filesystem::is_directory(d))
       throw std::runtime_error("reference fixtures folder " + d + " does not exist" +
-                               (d == shared_dir ? "" : " (named in GGTRAIN_EXTRA_FIXTURES)"));
+                               (d == fixtures_dir ? "" : " (named in GGTRAIN_EXTRA_FIXTURES)"));
     std::vector<std::string> here;
     for (const auto& e : std::filesystem::directory_iterator(d))
       if (e.path().extension() == ".gguf") here.push_back(e.path().string());

@@ -1,5 +1,5 @@
 #pragma once
-// Reader for the `ggtrain-ref` reference states (../shared/fixtures/README.md):
+// Reader for the `ggtrain-ref` reference states (tests/fixtures/README.md):
 // a model, a batch, and an independent float64 implementation's logits,
 // loss, gradients and weights after one AdamW step.
 #include <map>
@@ -31,11 +31,11 @@ struct FolderCount {
   size_t reference_files;
 };
 
-// Every *.gguf whose general.architecture is "ggtrain-ref", from the shared
+// Every *.gguf whose general.architecture is "ggtrain-ref", from the
 // fixtures folder and from each folder in $GGTRAIN_EXTRA_FIXTURES
 // (':'-separated); how many came from each folder goes to *counts. Throws,
 // naming the folder, when one of them does not exist.
-std::vector<std::string> find_reference_states(const std::string& shared_dir,
+std::vector<std::string> find_reference_states(const std::string& fixtures_dir,
                                                std::vector<FolderCount>* counts = nullptr);
 
 }  // namespace ggtrain::test_support
