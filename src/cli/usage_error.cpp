@@ -50,6 +50,11 @@ std::vector<std::string> unexpected_words(const std::string& message) {
   return words;
 }
 
+// The place a message is about, before its colon: nothing for the program
+// itself (main's "ggtrain: error: " already names it), "ggtrain data: " for a
+// command.
+std::string where(const std::string& path) { return path == "ggtrain" ? "" : path + ": "; }
+
 // CLI11's messages start with a capital and some end without a stop;
 // ggtrain's error lines are lower case after the prefix.
 std::string as_clause(std::string m) {
@@ -73,8 +78,8 @@ std::string unknown_command_message(const CLI::App& app, const std::vector<std::
     const std::vector<std::string> commands = subcommand_names(*at);
     if (word.empty() || word[0] == '-' || commands.empty()) return "";
     if (std::find(commands.begin(), commands.end(), word) == commands.end())
-      return fmt::format("{}: unknown command '{}'{}; the commands are: {} ({} --help says what each does)", path, word,
-                         did_you_mean(word, commands), fmt::join(commands, ", "), path);
+      return fmt::format("{}unknown command '{}'{}; the commands are: {} ({} --help says what each does)", where(path),
+                         word, did_you_mean(word, commands), fmt::join(commands, ", "), path);
     at = at->get_subcommand(word);
     path += " " + word;
   }
@@ -87,12 +92,13 @@ std::string usage_error_message(CLI::App& app, const CLI::ParseError& e) {
   const std::vector<std::string> commands = subcommand_names(*cmd);
   if (dynamic_cast<const CLI::RequiredError*>(&e) && !commands.empty())
     return fmt::format("{} takes a command: {} ({} --help says what each does)", path, fmt::join(commands, ", "), path);
-  std::string message = fmt::format("{}: {}", path, as_clause(e.what()));
+  std::string message = where(path) + as_clause(e.what());
   if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
     // CLI11 lists them last first (it parses a reversed vector).
     std::vector<std::string> words = unexpected_words(e.what());
     std::reverse(words.begin(), words.end());
-    message = fmt::format("{}: unexpected argument{} {}", path, words.size() > 1 ? "s" : "", fmt::join(words, " "));
+    message =
+        fmt::format("{}unexpected argument{} {}", where(path), words.size() > 1 ? "s" : "", fmt::join(words, " "));
     const std::vector<std::string> known = names_of(*cmd);
     for (const auto& w : words) {
       if (w.empty() || w[0] != '-') continue;

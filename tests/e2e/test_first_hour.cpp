@@ -208,7 +208,12 @@ TEST_F(FirstHour, UsageErrorsSayWhatToTypeAndExitWithTwo) {
     const std::string line = error_line(r.output);
     ASSERT_FALSE(line.empty()) << "no 'ggtrain: error:' line: " << r.output;
     for (const auto& s : row.says) EXPECT_TRUE(contains(line, s)) << "'" << s << "' not in: " << line;
+    EXPECT_FALSE(line.starts_with("ggtrain: ")) << "the program named twice: ggtrain: error: " << line;
   }
+  // --help names the program it is the help of.
+  const CliResult help = cli({"--help"});
+  EXPECT_EQ(help.status, 0) << help.output;
+  EXPECT_TRUE(contains(help.output, "Usage: ggtrain [OPTIONS] SUBCOMMAND")) << help.output;
   // A config key typed wrong gets the same help.
   const CliResult r = cli({"config", "show", "--set", "train.step=3"});
   EXPECT_EQ(r.status, 1);
