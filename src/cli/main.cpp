@@ -7,14 +7,18 @@
 
 #include "cli/commands.h"
 #include "cli/usage_error.h"
+#include "kernels/onednn.h"
 #include "util/cpu_level.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"ggtrain: train small language models from scratch or finetune a GGUF; every checkpoint a GGUF that "
-               "llama.cpp, ollama and LM Studio load"};
-  app.set_version_flag("--version", fmt::format("ggtrain 0.1.0, CPU level {} ({})", ggtrain::built_cpu_level(),
-                                                ggtrain::built_cpu_description()));
+               "llama.cpp, ollama and LM Studio load",
+               "ggtrain"};
+  app.set_version_flag("--version", [] {
+    return fmt::format("ggtrain 0.1.0, CPU level {} ({}), oneDNN ISA {}", ggtrain::built_cpu_level(),
+                       ggtrain::built_cpu_description(), ggtrain::kernels::onednn_isa());
+  });
   app.require_subcommand(1);
   std::vector<ggtrain::cli::Runner> runners{
       ggtrain::cli::add_train_command(app),    ggtrain::cli::add_generate_command(app),

@@ -2,12 +2,14 @@
 
 #include <dnnl.h>
 
+#include "kernels/onednn.h"
 #include "util/error.h"
 
 namespace ggtrain::kernels {
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  limit_onednn_to_build_level();
   dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success) fail("dnnl_sgemm failed (status {}) for M={} N={} K={}", int(st), M, N, K);
 }

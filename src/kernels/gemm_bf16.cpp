@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/onednn.h"
 #include "util/error.h"
 
 namespace ggtrain::kernels {
@@ -18,6 +19,7 @@ namespace {
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
 
 struct Engine {
+  bool limited = (limit_onednn_to_build_level(), true);  // before the engine below
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{eng};
   std::mutex mu;

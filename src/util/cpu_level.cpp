@@ -56,9 +56,9 @@ bool cpu_supports(const std::string& feature) {
 
 const std::vector<CpuLevel>& cpu_levels() {
   static const std::vector<CpuLevel> levels = {
-      {"v2", "x86-64-v2: SSE4.2, POPCNT; scalar kernels"},
-      {"v3", "x86-64-v3: AVX2, FMA, F16C"},
-      {"v4", "x86-64-v4: AVX-512, VNNI, BF16"},
+      {"v2", "x86-64-v2: SSE4.2, POPCNT; scalar kernels", "SSE41"},
+      {"v3", "x86-64-v3: AVX2, FMA, F16C", "AVX2"},
+      {"v4", "x86-64-v4: AVX-512, VNNI, BF16", ""},
   };
   return levels;
 }

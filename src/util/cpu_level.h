@@ -15,6 +15,11 @@ namespace ggtrain {
 struct CpuLevel {
   const char* name;  // "v3"
   const char* description;  // "x86-64-v3: AVX2, FMA, F16C"
+  // The highest instruction set oneDNN may use in this level's engine, as
+  // ONEDNN_MAX_CPU_ISA spells it ("AVX2"); "" for no limit. oneDNN picks its
+  // kernels at run time, so without it every level would run the machine's
+  // best GEMMs, not the ones a CPU of that level runs.
+  const char* onednn_max_isa;
 };
 
 // Every level, lowest first.

@@ -2,6 +2,8 @@
 # The portable build's launcher and programs (src/util/cpu_level.h):
 # - `ggtrain --version` names the level it started, the highest this CPU
 #   runs unless GGTRAIN_CPU names one; each level this CPU runs starts;
+# - each level's oneDNN runs that level's instruction set (SSE4.1 for v2,
+#   AVX2 for v3), and ONEDNN_MAX_CPU_ISA set by the user wins;
 # - a level the build lacks, or one this CPU cannot run, is one clear error;
 # - each level's program holds no instruction of a higher level: v2 no
 #   AVX (ymm/zmm registers), v3 no AVX-512 (zmm, k masks), v4 some AVX-512.
@@ -28,10 +30,15 @@ best=${runnable[-1]}
 
 v=$("$bin" --version)
 [[ $v == *"CPU level $best "* ]] || fail "default level: expected $best, got: $v"
+declare -A onednn=([v2]=sse41 [v3]=avx2)
 for level in "${runnable[@]}"; do
   v=$(GGTRAIN_CPU=$level "$bin" --version)
   [[ $v == *"CPU level $level "* ]] || fail "GGTRAIN_CPU=$level started: $v"
+  want=${onednn[$level]:-avx512_core}
+  [[ $v == *"oneDNN ISA $want"* ]] || fail "GGTRAIN_CPU=$level: oneDNN should run $want: $v"
 done
+v=$(GGTRAIN_CPU=v3 ONEDNN_MAX_CPU_ISA=SSE41 "$bin" --version)
+[[ $v == *"oneDNN ISA sse41"* ]] || fail "ONEDNN_MAX_CPU_ISA=SSE41 was not kept: $v"
 out=$(GGTRAIN_CPU=v9 "$bin" --version 2>&1) && fail "GGTRAIN_CPU=v9 started"
 [[ $out == "ggtrain: error: GGTRAIN_CPU=v9 is not a level of this build (v2,v3,v4)" ]] || fail "GGTRAIN_CPU=v9: $out"
 
@@ -43,4 +50,4 @@ n=$(count v3 '%zmm|%k[0-7]'); (( n == 0 )) || fail "ggtrain-v3 holds $n AVX-512 
 n=$(count v3 '%ymm'); (( n > 1000 )) || fail "ggtrain-v3 holds only $n AVX2 instructions"
 n=$(count v4 'vpdpbusd'); (( n > 0 )) || fail "ggtrain-v4 holds no VNNI dot product"
 n=$(count v4 'vdpbf16ps'); (( n > 0 )) || fail "ggtrain-v4 holds no BF16 dot product"
-echo "cpu_level_check: levels ${runnable[*]} start (default $best); each program within its level"
+echo "cpu_level_check: levels ${runnable[*]} start (default $best); each program and its oneDNN within its level"
