@@ -264,17 +264,19 @@ TEST(ChatRun, SessionReusesTheCacheAndDropsOldTurns) {
 
 // A model whose replies never end: its final norm is zero, so every logit
 // ties and greedy decoding repeats token 0 (<unk>, no stop token) until the
-// context (8192) is full, which takes long enough for a Ctrl-C to land in
-// the reply whatever the machine's load.
+// context (8192, asked for with -c: chat's default stops at 4096) is full,
+// which takes long enough for a Ctrl-C to land in the reply whatever the
+// machine's load. A 1-layer, 32-wide model filled 4096 positions in under
+// the test's 150 ms on a Xeon with AMX; this width and depth take seconds.
 std::string endless_model(TempDir& tmp) {
   const auto tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"));
   model::Config c;
   c.vocab = tok.vocab_size();
-  c.d_model = 32;
-  c.n_layers = 1;
+  c.d_model = 256;
+  c.n_layers = 2;
   c.n_heads = 2;
   c.n_kv_heads = 2;
-  c.d_ff = 64;
+  c.d_ff = 1024;
   c.ctx = 8192;
   c.tied = false;
   const model::ParamLayout layout(c);
@@ -299,7 +301,7 @@ TEST(ChatRun, TerminalSessionInterruptsAndQuits) {
   const pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    execl(GGTRAIN_BIN, GGTRAIN_BIN, "chat", "-m", model.c_str(), "-t", "1", "-n", "100000", "--temp", "0",
+    execl(GGTRAIN_BIN, GGTRAIN_BIN, "chat", "-m", model.c_str(), "-t", "1", "-c", "8192", "-n", "100000", "--temp", "0",
           "--chat-template", "chatml", "-sys", "Answer.", static_cast<char*>(nullptr));
     _exit(127);
   }
