@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Nothing in the repository reaches for a folder beside the clone. A user's
 # clone has nothing beside it, so a test, script or build file that reads
-# ../shared (where the project's developers keep reference material) works
+# the developers' shared folder beside the clone (where the project's developers keep reference material) works
 # for them and fails for everyone else. What the tests need lives in
 # tests/fixtures/.
 #
 # usage: outside_path_lint.sh PROJECT_SOURCE_DIR
 set -euo pipefail
 root=${1:?usage: outside_path_lint.sh PROJECT_SOURCE_DIR}
-# ../shared, ../../shared, $ROOT/../shared, "${X}/../shared/fixtures", ...
+# The parent folder's shared/ however it is reached (spelt here from $up, so
+# this file does not match itself).
+up=..
 pattern='\.\./shared([/"'"'"'[:space:]}]|$)'
 # The pattern's own controls.
-must_flag=('set(D "${PROJECT_SOURCE_DIR}/../shared/fixtures")' 'F=${X:-$HERE/../../shared}' 'cp -a ../shared .'
-           'SHARED=$ROOT_DIR/../shared')
-must_pass=('tests/fixtures/tiny-spm.gguf' 'lib/shared_ptr.h' 'src/../shared_state.cpp')
+must_flag=("set(D \"\${PROJECT_SOURCE_DIR}/$up/shared/fixtures\")" "F=\${X:-\$HERE/$up/$up/shared}" "cp -a $up/shared ."
+           "SHARED=\$ROOT_DIR/$up/shared")
+must_pass=("tests/fixtures/tiny-spm.gguf" "lib/shared_ptr.h" "src/$up/shared_state.cpp")
 for line in "${must_flag[@]}"; do
   grep -qE "$pattern" <<<"$line" || { echo "outside_path_lint: the pattern misses: $line" >&2; exit 1; }
 done
@@ -31,7 +33,7 @@ for f in CMakeLists.txt README.md; do [[ -f $f ]] && files+=("$f"); done
 hits=$(grep -nIE "$pattern" "${files[@]}" || true)
 if [[ -n $hits ]]; then
   echo "$hits"
-  echo "outside_path_lint: the lines above point at ../shared, which a user's clone does not have; put what the tests need in tests/fixtures/" >&2
+  echo "outside_path_lint: the lines above point at the shared folder beside the clone, which a user's clone does not have; put what the tests need in tests/fixtures/" >&2
   exit 1
 fi
-echo "outside_path_lint: ${#files[@]} files, none points at ../shared"
+echo "outside_path_lint: ${#files[@]} files, none points outside the clone"
