@@ -39,12 +39,21 @@ N=60
 # llama-perplexity ARGS..., its stdout, asked again (up to 3 times in all)
 # until it has LINES lines starting with a task number: its logger writes
 # from a thread of its own and now and then loses the last line at exit
-# (seen once in a CI rehearsal: 59 of 60).
+# (seen once in a CI rehearsal: 59 of 60). A crash fails at once, with the
+# end of what it wrote to stderr.
+# Always with weight repacking off (-nr): on a Xeon with AMX, llama.cpp
+# moves Q8_0 weights into its AMX buffer type, whose ggml_backend_amx_mul_mat
+# segfaulted on this model's Q8_0 file at its warm-up decode (seen on a
+# Sapphire Rapids CI machine; llama.cpp issue 20824 reports the same crash on
+# a real model). With -nr every CPU runs llama.cpp's plain dot-product path,
+# the one ggtrain's scores are compared with.
 perplexity_lines() { # LINES ARGS...
-  local want=$1 out try
+  local want=$1 out try rc
   shift
   for try in 1 2 3; do
-    out=$("$PERPLEXITY" "$@" 2>/dev/null)
+    rc=0
+    out=$("$PERPLEXITY" -nr "$@" 2>"$tmp/perplexity.err") || rc=$?
+    ((rc == 0)) || fail "llama-perplexity $* exited with status $rc; its last words: $(tail -c 400 "$tmp/perplexity.err")"
     if [[ $(grep -c '^[0-9]' <<<"$out") -ge $want ]]; then break; fi
     echo "llama-perplexity printed $(grep -c '^[0-9]' <<<"$out") of $want task lines (try $try)" >&2
   done
