@@ -40,8 +40,8 @@ Runner add_generate_command(CLI::App& app) {
     bool print_ids = false, ignore_eos = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("generate",
-                                 "Generate text from a model GGUF: llama, qwen2, qwen3 or gemma3 (KV cache, streamed)");
+  auto* cmd = app.add_subcommand(
+      "generate", "Generate text from a model GGUF: llama, qwen2, qwen3, gemma3 or smollm3 (KV cache, streamed)");
   add_inference_options(cmd, o->model);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added as the model asks)");
   auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt text from FILE");

@@ -200,8 +200,10 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
       kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, hd, eps);
       kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, hd, eps);
     }
-    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
-    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
+    if (cfg_.uses_rope(l)) {
+      kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
+      kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
+    }
     cache_.store(l, k_.data(), v_.data(), pos, n);
     attention(l, n);
     project(L.wo, att_out_.data(), tmp_.data(), n);

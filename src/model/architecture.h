@@ -44,6 +44,10 @@ struct Architecture {
   // set_swa_pattern; local layers use their own RoPE base and no RoPE
   // scaling. 0: the family has no local layers.
   int64_t default_swa_pattern;
+  // Layers without RoPE ("NoPE"): layer l attends by content alone when
+  // (l + 1) % no_rope_layer_step == 0. llama.cpp fixes the step per family
+  // (smollm3: 4) and reads no key for it. 0: every layer rotates.
+  int64_t no_rope_layer_step;
   const char* doc;  // what a user knows it as
 };
 

@@ -27,7 +27,7 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
-      {"arch", &C::arch, "architecture: llama, qwen2, qwen3 or gemma3 (rows of model/architecture.h)"},
+      {"arch", &C::arch, "architecture: llama, qwen2, qwen3, gemma3 or smollm3 (rows of model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
       {"n_heads", &C::n_heads, "attention (query) heads"},
@@ -71,6 +71,11 @@ const Architecture& Config::architecture() const {
   const Architecture* a = find_architecture(arch);
   if (!a) fail("model: architecture '{}' is not supported ({})", arch, architecture_names());
   return *a;
+}
+
+bool Config::uses_rope(int64_t l) const {
+  const int64_t step = architecture().no_rope_layer_step;
+  return step == 0 || (l + 1) % step != 0;
 }
 
 void Config::validate(const std::string& where) const {

@@ -94,6 +94,8 @@ struct Config {
   bool is_local_layer(int64_t l) const {
     return sliding_window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1);
   }
+  // Whether layer l rotates its queries and keys (Architecture::no_rope_layer_step).
+  bool uses_rope(int64_t l) const;
   // The first position a local layer's query at position t sees.
   int64_t window_first_key(int64_t t) const { return t - sliding_window + 1 > 0 ? t - sliding_window + 1 : 0; }
   // Throws Error (prefixed by `where`) naming the first inconsistent field.

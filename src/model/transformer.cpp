@@ -214,9 +214,11 @@ void Transformer<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
     rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * cfg_.n_kv_heads, hd, T(cfg_.rms_eps));
     charge_time_to(OpProfile::kNorm);
   }
-  rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
-  rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
-  charge_time_to(OpProfile::kRope);
+  if (cfg_.uses_rope(l)) {
+    rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+    rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+    charge_time_to(OpProfile::kRope);
+  }
   with_pointer(a.attn_out, [&](auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention()) return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
@@ -444,9 +446,11 @@ void Transformer<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
     attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape(l));
   });
   charge_time_to(OpProfile::kAttention);
-  rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
-  rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
-  charge_time_to(OpProfile::kRope);
+  if (cfg_.uses_rope(l)) {
+    rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
+    rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+    charge_time_to(OpProfile::kRope);
+  }
   T *d_q_proj = d_q_, *d_k_proj = d_k_;  // the gradients of the projections' outputs
   if (qk_norm()) {
     std::fill(d_q_raw_, d_q_raw_ + BT * QD, T(0));

@@ -190,7 +190,7 @@ optim::LrSchedule lr_schedule_of(const TrainSection& t) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "s15", "smol135", "qwen3-0.6b", "gemma3-270m", "llama3.2-1b"};
+  return {"tiny", "s15", "smol135", "qwen3-0.6b", "gemma3-270m", "llama3.2-1b", "smollm3-3b"};
 }
 
 namespace {
@@ -219,6 +219,10 @@ RunConfig model_family_preset(const std::string& name) {
     c.model.sliding_window = 512;
     c.model.swa_pattern = 6;
     c.model.rope_freq_base_swa = 10000.0;
+  } else if (name == "smollm3-3b") {  // HuggingFaceTB/SmolLM3-3B: every fourth layer without RoPE
+    c.model = model_shape(2048, 36, 16, 4, 11008, 65536, true, 5e6);
+    c.model.arch = "smollm3";
+    c.model.rms_eps = 1e-6;
   } else {  // meta-llama/Llama-3.2-1B at its original 8192 context: the
             // "llama3" RoPE scaling (rope_freqs.weight) extends a released
             // model to 128k and comes with init.from, not from scratch
@@ -259,7 +263,8 @@ RunConfig preset(const std::string& name) {
     c.train.lr_min = 3e-5;
     return c;
   }
-  if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b") return model_family_preset(name);
+  if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b")
+    return model_family_preset(name);
   fail("unknown preset '{}' ({})", name, fmt::join(preset_names(), ", "));
 }
 

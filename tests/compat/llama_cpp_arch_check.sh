@@ -10,7 +10,10 @@
 #          outputs, a sliding window of 16 on 2 of every 3 layers with their
 #          own RoPE base 20000, linear RoPE scaling 2 on the others (window,
 #          pattern, local base and scaling all away from llama.cpp's defaults),
-#          3 layers (the third global).
+#          3 layers (the third global);
+#   smollm3: llama without RoPE on every fourth layer (llama.cpp fixes the
+#          step at 4 and reads no key for it), 5 layers (the fourth
+#          unrotated, the fifth rotated again).
 # Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
 # ggtrain dropped or misnamed would show).
 #   1. A tiny model of ARCH trained from scratch (200 steps): llama.cpp loads
@@ -28,11 +31,11 @@
 #   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
 #      with it agrees (as 4.), and the adapter moves the logits by twice that.
 #
-#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3
+#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3
 #
 # Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3" >&2; exit 2; }
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 ARCH=$2
 case $ARCH in
@@ -42,7 +45,8 @@ case $ARCH in
     shape=(--set model.n_layers=3 --set model.head_dim=24 --set model.sliding_window=16 --set model.swa_pattern=3
            --set model.rope_freq_base_swa=20000 --set model.rope_scaling_factor=2)
     extra=(attn_q_norm attn_k_norm post_attention_norm post_ffw_norm) ;;
-  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3" >&2; exit 2 ;;
+  smollm3) shape=(--set model.n_layers=5) extra=() ;;
+  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
 CLI="$HERE/node/llama_cpp.mjs"
@@ -86,7 +90,8 @@ tol=1e-4 qtol=3e-2 median=1e-5 qmedian=1e-5 q4_lora_lr=1e-2
 [[ $ARCH != gemma3 ]] || tol=2e-3 qtol=5e-2 median=2e-4 qmedian=1e-2 q4_lora_lr=3e-2
 logits "$M" base
 same base "$tol" "$ARCH checkpoint" "$median"
-# The control: the same weights as a llama file, without the family's tensors.
+# The control: the same weights as a llama file, without the family's tensors
+# (smollm3: the same tensors; llama.cpp then rotates the fourth layer too).
 "$PY" "$HERE/compat/gguf_as_arch.py" "$M" as-llama.gguf llama --drop "${extra[@]}"
 node "$CLI" logits as-llama.gguf "$ids" as-llama-theirs.f32 2>/dev/null
 differ as-llama-theirs.f32 base-theirs.f32 1e-2 "llama.cpp's logits of the weights as $ARCH and as llama"

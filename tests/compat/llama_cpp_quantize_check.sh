@@ -53,7 +53,8 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 # tied heads) and the file keeps their keys and extra tensors (head norms,
 # post-norms, projection biases) in order: qwen3 with K-quant rows and 4
 # query heads per KV head, gemma3 with 32-block fallbacks and sliding-window
-# layers, qwen2 with its biases.
+# layers, qwen2 with its biases, smollm3 (llama's tensors under its own
+# architecture name) with K-quant rows.
 "$GGTRAIN" train --preset tiny --run-dir qwen3 --set data.corpus=corpus.txt --set train.steps=10 \
   --set model.arch=qwen3 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=8 \
   --set model.n_kv_heads=2 --set model.head_dim=64 --set model.tied=true --set train.threads=2 --quiet
@@ -62,12 +63,15 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
   --set model.swa_pattern=2 --set model.tied=true --set train.threads=2 --quiet
 "$GGTRAIN" train --preset tiny --run-dir qwen2 --set data.corpus=corpus.txt --set train.steps=10 \
   --set model.arch=qwen2 --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir smollm3 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=smollm3 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=4 \
+  --set model.tied=true --set train.threads=2 --quiet
 echo "In the beginning God created the heaven and the earth." >prompt.txt
 ids="1,$("$GGTRAIN" tokenize -m small/weights/latest --lines prompt.txt)"
 
 # llama_ftype numbers of the file types ggtrain offers
 declare -A FTYPE=([q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
-for model in k256 small qwen3 gemma3 qwen2; do
+for model in k256 small qwen3 gemma3 qwen2 smollm3; do
   M=$model/weights/latest
   for type in q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
     ./llama_quantize "$M" "theirs-$model-$type.gguf" "${FTYPE[$type]}" >/dev/null 2>"quantize-$model-$type.log" ||

@@ -29,21 +29,24 @@ using test_support::write_random_model;
 
 namespace {
 
+// T tokens (gemma3: local layers with a window of `window`).
 void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const std::string& arch = "llama",
-                                            int64_t head_dim = 0) {
+                                            int64_t head_dim = 0, int64_t T = 40, int64_t window = 11) {
   TempDir tmp;
   auto c = small_model_config(tied, n_kv_heads);
   c.arch = arch;
   c.head_dim = head_dim;
+  c.ctx = std::max(c.ctx, T);
+  if (arch == "smollm3") c.n_layers = 5;  // layer 3 without RoPE, 4 with it again
   if (arch == "gemma3") {  // layers 0 and 2 local, 1 global; none of them at llama.cpp's defaults
     c.n_layers = 3;
-    c.sliding_window = 11;
+    c.sliding_window = window;
     c.swa_pattern = 2;
     c.rope_freq_base_swa = 1000;
     c.rope_scaling_factor = 4;
   }
   auto p = write_random_model(c, tmp / "m.gguf");
-  const int64_t T = 40, V = c.vocab;
+  const int64_t V = c.vocab;
   model::Transformer<float> m(c, 1, T);
   std::copy(p.begin(), p.end(), m.params());
   auto toks = spread_tokens(T, V);
@@ -103,6 +106,39 @@ TEST(Decoder, MatchesTrainingForwardMqaTied) { check_decoder_matches_training_fo
 TEST(Decoder, MatchesTrainingForwardQwen3) { check_decoder_matches_training_forward(true, 2, "qwen3", 24); }
 TEST(Decoder, MatchesTrainingForwardQwen2) { check_decoder_matches_training_forward(false, 2, "qwen2"); }
 TEST(Decoder, MatchesTrainingForwardGemma3) { check_decoder_matches_training_forward(true, 2, "gemma3", 24); }
+// A window of 100 in a 300-token sequence: the prompt's flash kernel cuts
+// the window inside and across its 64-row tiles, the cache's kernel slides it
+// over 293 steps.
+TEST(Decoder, MatchesTrainingForwardGemma3PastTheWindowAndTiles) {
+  check_decoder_matches_training_forward(true, 2, "gemma3", 24, 300, 100);
+}
+TEST(Decoder, MatchesTrainingForwardSmollm3) { check_decoder_matches_training_forward(true, 2, "smollm3"); }
+
+// SmolLM3's unrotated layers are exactly every fourth: with the same
+// weights, three smollm3 layers give llama's logits to the bit, and four do
+// not (the fourth attends without RoPE).
+TEST(Decoder, Smollm3DropsRopeOnTheFourthLayerOnly) {
+  const int64_t T = 24;
+  auto logits = [&](const std::string& arch, int64_t n_layers) {
+    TempDir tmp;
+    auto c = small_model_config(false, 2);
+    c.arch = arch;
+    c.n_layers = n_layers;
+    auto llama = c;
+    llama.arch = "llama";
+    const auto p = write_random_model(llama, tmp / "m.gguf");  // the same weights for both
+    infer::Decoder d(c, p.data());
+    const auto toks = spread_tokens(T, c.vocab);
+    d.eval(toks.data(), T, true);
+    return std::vector<float>(d.logits(), d.logits() + T * c.vocab);
+  };
+  const auto three = logits("smollm3", 3), three_llama = logits("llama", 3);
+  EXPECT_EQ(three, three_llama);
+  const auto four = logits("smollm3", 4), four_llama = logits("llama", 4);
+  const auto cmp = compare(four.data(), four_llama.data(), four.size());
+  ASSERT_TRUE(cmp.finite());
+  EXPECT_GT(cmp.rel_to_max(), 1e-3) << "the fourth layer rotates as llama's does";
+}
 
 // With an fp16 cache (llama.cpp's default), a prompt run as one batch (the
 // flash kernel over the rounded keys and values) and the same tokens fed one

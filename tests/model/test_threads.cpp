@@ -74,13 +74,16 @@ model::Config config_for(const std::string& arch) {
   c.ctx = 160;
   // A window shorter than T and an attention longer than one 64-row tile.
   if (arch == "gemma3") c.sliding_window = 100, c.swa_pattern = 2;
+  // One layer without RoPE among rotated ones (smollm3: the fourth).
+  if (const int64_t step = c.architecture().no_rope_layer_step) c.n_layers = step;
   return c;
 }
 
 }  // namespace
 
 TEST(Threads, ModelForwardAndBackwardAtOneAndThreeThreads) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
+  for (const auto& row : model::architectures()) {
+    const char* arch = row.name;
     for (const auto precision : {model::Precision::kFp32, model::Precision::kBf16}) {
       const bool bf16 = precision == model::Precision::kBf16;
       SCOPED_TRACE(std::string(arch) + (bf16 ? " bf16" : " f32"));

@@ -22,9 +22,11 @@ using test_support::within_rel_l2;
 using test_support::within_rel_to_max;
 
 // Every architecture (qwen2's biases, qwen3's head norms, gemma3's GeGLU,
-// post-norms and windows, here 24 positions wide so T = 64 crosses them).
+// post-norms and windows, here 24 positions wide so T = 64 crosses them,
+// smollm3's layer without RoPE).
 TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
+  for (const auto& row : model::architectures()) {
+    const char* arch = row.name;
     SCOPED_TRACE(arch);
     model::Config c;
     c.arch = arch;
@@ -36,6 +38,7 @@ TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
     c.d_ff = 160;
     c.ctx = 64;
     if (c.arch == "gemma3") c.sliding_window = 24, c.swa_pattern = 2;
+    if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;  // one layer without RoPE
     const int64_t B = 2, T = 64;
     model::ModelOptions o;
     o.precision = model::Precision::kBf16;

@@ -116,6 +116,14 @@ TEST(ModelFd, Gemma3SlidingWindowPostNormsGeglu) {
   check_model(c, {}, {true, true});
   check_model(c);
 }
+// SmolLM3: llama whose fourth layer has no RoPE (and the second has it),
+// so the backward of a rotated and of an unrotated layer are both chained.
+TEST(ModelFd, Smollm3NoRopeFourthLayer) {
+  auto c = tiny_config(4, 2, true);
+  c.arch = "smollm3";
+  c.n_layers = 4;
+  check_model(c, {"blk.2", "blk.3", "token_embd"}, {true, true});
+}
 // Qwen2: biases on the query, key and value projections, NeoX RoPE pairs.
 TEST(ModelFd, Qwen2BiasesNeoxRope) {
   auto c = tiny_config(4, 2, false);

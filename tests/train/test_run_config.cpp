@@ -34,7 +34,7 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
   };
   for (const Released& r :
        {Released{"qwen3-0.6b", "qwen3", 151936, 596049920}, Released{"gemma3-270m", "gemma3", 262144, 268098176},
-        Released{"llama3.2-1b", "llama", 128256, 1235814400}}) {
+        Released{"llama3.2-1b", "llama", 128256, 1235814400}, Released{"smollm3-3b", "smollm3", 128256, 3075098624}}) {
     SCOPED_TRACE(r.preset);
     const train::RunConfig c = train::preset(r.preset);
     EXPECT_NO_THROW(c.validate());
