@@ -1,8 +1,10 @@
 // Streaming preparation (src/corpus/prepare): shards read back as one
 // stream equal an unsharded preparation, documents are BOS + text + EOS, an
 // interrupted preparation continues to the same bytes, changed sources are
-// noticed, and a run folder prepared the old way still resumes exactly.
+// noticed, a run folder prepared the old way still resumes exactly, and the
+// thread count changes no byte.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +71,35 @@ TEST(Prepare, ShardsReadAsOneStreamEqualOneShard) {
   EXPECT_EQ(many.manifest.documents, 3000);
   // Validation holds about val_fraction of the documents, chosen per document.
   EXPECT_NEAR(double(one.manifest.val_tokens) / double(one.manifest.train_tokens + one.manifest.val_tokens), 0.1, 0.03);
+}
+
+// Users prepare on every core: documents are tokenized in parallel
+// (dynamic chunks of 8) and must land in input order. At 1 and at 3
+// threads, over batches of many documents of uneven length, every file of
+// the data folder (training and validation shards, the manifest) is the
+// same bytes.
+TEST(Prepare, ShardsAreByteIdenticalAtOneAndThreeThreads) {
+  TempDir tmp;
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 3000);
+  const auto tok = tiny_tokenizer(tmp, tmp / "corpus.txt");
+  auto prepare = [&](int threads, const std::string& dir) {
+    omp_set_num_threads(threads);
+    auto p = corpus::prepare_data(options({tmp / "corpus.txt"}, 5000), tok, dir, corpus::OnMismatch::kRefuse);
+    omp_set_num_threads(1);
+    return p;
+  };
+  const auto one = prepare(1, tmp / "one"), three = prepare(3, tmp / "three");
+  ASSERT_GE(one.train_shards.size(), 3u);
+  ASSERT_EQ(one.train_shards.size(), three.train_shards.size());
+  ASSERT_EQ(one.val_shards.size(), three.val_shards.size());
+  const fs::path dir1 = tmp / "one", dir3 = tmp / "three";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir1)) names.push_back(e.path().filename());
+  ASSERT_GE(names.size(), one.train_shards.size() + one.val_shards.size() + 1);
+  for (const auto& n : names) {
+    ASSERT_TRUE(fs::exists(dir3 / n)) << n;
+    EXPECT_TRUE(slurp(dir1 / n) == slurp(dir3 / n)) << n << " differs between 1 and 3 threads";
+  }
 }
 
 TEST(Prepare, DocumentsAreBosTextEos) {
