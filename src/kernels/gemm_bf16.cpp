@@ -121,6 +121,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
 }
 
 bool bf16_gemm_is_native() {
+  limit_onednn_to_build_level();  // asking first would fix oneDNN's instruction set at the CPU's own
   const auto isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/onednn.h"
 #include "util/cpu_level.h"
 
@@ -26,4 +27,16 @@ TEST(OneDnn, RunsTheInstructionSetOfTheBuildLevel) {
   else if (level == "v3") EXPECT_EQ(isa, "avx2");
   else if (level == "v4") EXPECT_EQ(isa.rfind("avx512_core", 0), 0u) << isa;
   else EXPECT_NE(isa, "") << "level " << level;
+}
+
+// A bf16 run asks whether oneDNN has native bf16 GEMMs before its first GEMM
+// (the warning about emulated ones): asking must not fix oneDNN's set at the
+// CPU's own. It did once, and a v2 or v3 build with train.precision = "bf16"
+// then refused to start ("cannot limit it to SSE41 ...: it was used before").
+TEST(OneDnn, AskingForNativeBf16FirstKeepsTheLimit) {
+  const bool native = kernels::bf16_gemm_is_native();
+  const std::string level = built_cpu_level(), isa = kernels::onednn_isa();
+  if (level == "v2") EXPECT_EQ(isa, "sse41");
+  if (level == "v3") EXPECT_EQ(isa, "avx2");
+  if (level == "v2" || level == "v3") EXPECT_FALSE(native) << "no AVX-512 at " << level;
 }
