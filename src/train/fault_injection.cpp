@@ -1,9 +1,11 @@
 #include "train/fault_injection.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -57,6 +59,24 @@ void rank_failure(int64_t& rank, int64_t& step) {
   step = s;
 }
 
+std::string broken_resume() {
+  const char* env = std::getenv("GGTRAIN_INJECT_BROKEN_RESUME");
+  if (!env || !*env) return "";
+  const std::string piece = env;
+  if (piece != "data" && piece != "adam_m" && piece != "adam_v" && piece != "master_bf16")
+    fail("GGTRAIN_INJECT_BROKEN_RESUME='{}': expected data, adam_m, adam_v or master_bf16", piece);
+  return piece;
+}
+
+// x rounded to bf16 (to nearest even), as a copy kept only in bf16 would be.
+float to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
 }  // namespace
 
 InjectedFaults injected_faults() {
@@ -64,7 +84,23 @@ InjectedFaults injected_faults() {
   f.nan_steps = nan_steps();
   f.nan_into_grad = nan_into_grad();
   rank_failure(f.failing_rank, f.failing_step);
+  f.broken_resume = broken_resume();
   return f;
+}
+
+void break_resume(const InjectedFaults& faults, corpus::MixtureState& loader, std::vector<float>& adam_m,
+                  std::vector<float>& adam_v, float* params, int64_t n_params) {
+  const std::string& piece = faults.broken_resume;
+  if (piece.empty()) return;
+  std::fprintf(stderr, "injected: this resume loses its %s (GGTRAIN_INJECT_BROKEN_RESUME)\n", piece.c_str());
+  if (piece == "data") {
+    loader.drawn = 0;
+    for (auto& s : loader.sources) s = {};
+  }
+  if (piece == "adam_m") std::fill(adam_m.begin(), adam_m.end(), 0.f);
+  if (piece == "adam_v") std::fill(adam_v.begin(), adam_v.end(), 0.f);
+  if (piece == "master_bf16")
+    for (int64_t i = 0; i < n_params; ++i) params[i] = to_bf16(params[i]);
 }
 
 ReducedStep reduce_step(dist::DataParallel& dp, const InjectedFaults& faults, int64_t step, double local_loss) {

@@ -208,6 +208,7 @@ void Run::build_model() {
 
 void Run::resume_state() {
   CheckpointMeta meta = load_latest(run_dir_, checkpoint_data());
+  break_resume(faults_, meta.loader, m_, v_, model_->params(), model_->n_params());
   start_step_ = meta.step;
   run_id_ = meta.run_id;
   loader_->set_state(meta.loader);

@@ -4,7 +4,12 @@
 # after step 12 and resumed must start its second process at step 12 (from
 # its own output) and end with the same weights as the run at the same
 # thread count that was never stopped: the logits both final checkpoints
-# give are the same bytes.
+# give are the same bytes. The same with train.precision = "bf16" (fp32
+# master weights, bf16 GEMMs).
+# Controls, with teeth: the same resume from step 12, each losing one piece
+# of its state on purpose (GGTRAIN_INJECT_BROKEN_RESUME: the data position,
+# either AdamW moment, the master weights kept only to bf16), must each give
+# other step-24 logits.
 #
 #   tests/e2e/resume_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -17,13 +22,15 @@ fail() { echo "resume_check: $*"; exit 1; }
 
 fox_corpus corpus.txt
 ids=1,5,9,13,17,21,25,29,33,37
-for threads in 1 2; do
+for run_case in 1:fp32 2:fp32 2:bf16; do
+  threads=${run_case%%:*} precision=${run_case#*:}
   args=(--preset tiny --set data.corpus=corpus.txt --set train.steps=24 --set "train.threads=$threads"
-        --set checkpoint.every=6)
-  whole=whole-$threads cut=cut-$threads
+        --set checkpoint.every=6 --set "train.precision=$precision")
+  whole=whole-$threads-$precision cut=cut-$threads-$precision
   "$bin" train "${args[@]}" --run-dir "$whole" --quiet > whole.out 2>&1 || { cat whole.out; fail "the whole run failed"; }
   "$bin" train "${args[@]}" --run-dir "$cut" --stop-at 12 > cut.out 2>&1 || { cat cut.out; fail "the first part failed"; }
   grep -q "stopped after step 12/24 (--stop-at)" cut.out || { cat cut.out; fail "the first part did not stop at step 12"; }
+  cp -a "$cut" "$cut-at-12"  # the controls resume from here
   "$bin" train --resume --run-dir "$cut" > resumed.out 2>&1 || { cat resumed.out; fail "the resumed part failed"; }
   grep -q "^resuming run [0-9a-f]* at step 12$" resumed.out ||
     { cat resumed.out; fail "the resumed process did not start at step 12"; }
@@ -31,6 +38,21 @@ for threads in 1 2; do
   for run in "$whole" "$cut"; do
     "$bin" eval -m "$run/weights/step_24.gguf" --tokens "$ids" --dump-logits "$run.f32" > /dev/null
   done
-  cmp -s "$whole.f32" "$cut.f32" || fail "at $threads thread(s), the resumed run's step-24 logits differ from the uninterrupted run's"
+  cmp -s "$whole.f32" "$cut.f32" ||
+    fail "$threads thread(s), $precision: the resumed run's step-24 logits differ from the uninterrupted run's"
 done
-echo "resume_check: $("$bin" --version): resumed at step 12 at 1 and 2 threads, step-24 logits identical"
+
+# The controls, on the 2-thread fp32 run.
+for piece in data adam_m adam_v master_bf16; do
+  broken=broken-$piece
+  cp -a cut-2-fp32-at-12 "$broken"
+  GGTRAIN_INJECT_BROKEN_RESUME=$piece "$bin" train --resume --run-dir "$broken" > broken.out 2>&1 ||
+    { cat broken.out; fail "the resume without its $piece failed to run"; }
+  grep -q "injected: this resume loses its $piece" broken.out || { cat broken.out; fail "the $piece control was not injected"; }
+  "$bin" eval -m "$broken/weights/step_24.gguf" --tokens "$ids" --dump-logits "$broken.f32" > /dev/null
+  if cmp -s whole-2-fp32.f32 "$broken.f32"; then
+    fail "control: a resume that lost its $piece ends with the uninterrupted run's logits: the check would not notice"
+  fi
+done
+echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16), step-24 logits" \
+  "identical; a resume losing its data position, AdamW m, AdamW v or fp32 master weights is noticed"

@@ -629,6 +629,13 @@ std::vector<Case> cases() {
                  return e.fresh();
                },
                {"GGTRAIN_INJECT_NAN_AT_STEP", "abc"}});
+  c.push_back({"bad_broken_resume_piece",
+               "`GGTRAIN_INJECT_BROKEN_RESUME=rng`",
+               [](Env& e) {
+                 e.opts.env = {{"GGTRAIN_INJECT_BROKEN_RESUME", "rng"}};
+                 return e.fresh();
+               },
+               {"GGTRAIN_INJECT_BROKEN_RESUME", "rng", "adam_m"}});
   // --- the tokenizer
   c.push_back({"tokenizer_missing",
                "`data.tokenizer` names no file",
