@@ -1,8 +1,9 @@
 #pragma once
-// Converting a llama GGUF to other weight types (`ggtrain export`): every
-// metadata key is kept (tokenizer, names, run info), the weights are
-// rewritten as F32/F16/BF16 with norm weights left F32, as llama.cpp's own
-// converter does, or quantized as llama.cpp's quantizer does.
+// Converting a model GGUF to other weight types (`ggtrain export`): every
+// metadata key is kept (tokenizer, names, run info), and the file is what
+// llama.cpp's llama_model_quantize writes for that file type: weights
+// converted to F32/F16/BF16 (norms and other 1-D tensors left as they are),
+// or quantized with its per-tensor mix.
 #include <string>
 
 #include "convert/quantize.h"
@@ -11,6 +12,7 @@
 
 namespace ggtrain::convert {
 
+// IN as F32, F16, BF16 or Q8_0 weights: llama_model_quantize's file type of that name.
 void export_model(const std::string& in_path, const std::string& out_path, gguf::TensorType type);
 
 // BASE + LoRA adapter (at user_scale, as llama.cpp's --lora-scale) merged

@@ -56,7 +56,9 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
       w.add_tensor_raw(t->name, t->type, t->shape(), t->data);
       continue;
     }
-    if (!floats && !is_float_type(t->type))
+    // A quantized weight is dequantized for a float file type (llama.cpp
+    // would refuse), never quantized again.
+    if (!floats && !is_float_type(t->type) && !is_float_type(type))
       fail("{}: tensor '{}' is already {}; quantize from an F32, F16 or BF16 model", in.path(), t->name,
            gguf::type_name(t->type));
     values.push_back(floats ? floats(*t) : quant::tensor_floats(in, *t));

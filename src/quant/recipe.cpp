@@ -18,7 +18,12 @@ struct FileTypeRow {
   std::string_view name;
   TensorType default_type;
 };
-constexpr std::array<FileTypeRow, 9> kFileTypes{{
+// The float ones first: llama.cpp converts every tensor it would quantize to
+// their type, with no mix and no fallback.
+constexpr std::array<FileTypeRow, 12> kFileTypes{{
+    {FileType::F32, "f32", TensorType::F32},
+    {FileType::F16, "f16", TensorType::F16},
+    {FileType::BF16, "bf16", TensorType::BF16},
     {FileType::Q4_0, "q4_0", TensorType::Q4_0},
     {FileType::Q5_0, "q5_0", TensorType::Q5_0},
     {FileType::Q5_1, "q5_1", TensorType::Q5_1},
@@ -49,6 +54,9 @@ int n_dims(const std::vector<uint64_t>& ne) {
   return n;
 }
 
+// F32, F16, BF16: one element a block.
+bool is_float_type(TensorType t) { return gguf::traits(t).block_size == 1; }
+
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 // llama.cpp quantizes 2-D (and 3-D) tensors whose name ends in "weight",
@@ -76,7 +84,13 @@ std::optional<FileType> quantized_file_type(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   for (const auto& r : kFileTypes)
-    if (r.name == lower) return r.ft;
+    if (r.name == lower && !is_float_type(r.default_type)) return r.ft;
+  return std::nullopt;
+}
+
+std::optional<FileType> float_file_type(TensorType t) {
+  for (const auto& r : kFileTypes)
+    if (r.default_type == t && is_float_type(t)) return r.ft;
   return std::nullopt;
 }
 
@@ -84,7 +98,8 @@ std::string_view file_type_name(FileType t) { return row(t).name; }
 
 std::string quantized_file_type_names() {
   std::string out;
-  for (const auto& r : kFileTypes) out += (out.empty() ? "" : ", ") + std::string(r.name);
+  for (const auto& r : kFileTypes)
+    if (!is_float_type(r.default_type)) out += (out.empty() ? "" : ", ") + std::string(r.name);
   return out;
 }
 
@@ -103,6 +118,7 @@ TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int
 
 TensorType TypeRecipe::next(const TensorShape& t, TensorType current) {
   if (!quantizable(t)) return current;
+  if (is_float_type(default_)) return default_;  // llama.cpp's mixes and fallbacks are for quantized types
   const TensorType chosen = mix_choice(t), stored = fallback(chosen, t.ne[0]);
   ++quantized_;
   if (stored != chosen) ++fallbacks_;

@@ -16,6 +16,9 @@ namespace ggtrain::quant {
 
 // Values are llama_ftype's (general.file_type).
 enum class FileType : uint32_t {
+  F32 = 0,  // llama.cpp's ALL_F32
+  F16 = 1,  // MOSTLY_F16
+  BF16 = 32,  // MOSTLY_BF16
   Q4_0 = 2,
   Q8_0 = 7,
   Q5_0 = 8,
@@ -27,7 +30,9 @@ enum class FileType : uint32_t {
   Q6_K = 18,
 };
 
-std::optional<FileType> quantized_file_type(std::string_view name);  // "q4_k_m", case-insensitive
+std::optional<FileType> quantized_file_type(std::string_view name);  // "q4_k_m", case-insensitive; not "f16"
+// The file type whose weights are all `t` (F32, F16 or BF16), as llama_model_quantize writes it.
+std::optional<FileType> float_file_type(gguf::TensorType t);
 std::string_view file_type_name(FileType t);  // "q4_k_m"
 std::string quantized_file_type_names();  // "q4_0, q5_0, ..." for messages
 

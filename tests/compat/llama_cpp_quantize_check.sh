@@ -2,7 +2,9 @@
 # Quantized export against llama.cpp's own quantizer and inference:
 #   1. `ggtrain export --type T` is byte-identical to what llama.cpp's
 #      llama_model_quantize writes from the same F32 checkpoint, for every
-#      file type ggtrain offers, on two models: one whose rows are multiples
+#      file type ggtrain offers (the float ones, F32, F16 and BF16, too:
+#      weights converted, 1-D tensors kept, llama.cpp's tensor order and
+#      keys), on two models: one whose rows are multiples
 #      of 256 (the K-quants proper, tied embeddings: token_embd gets the
 #      output's Q6_K; 8 layers, so the _M/_S mixes raise some attn_v and
 #      ffn_down), one whose rows are not (llama.cpp's 32-block fallbacks:
@@ -70,10 +72,10 @@ echo "In the beginning God created the heaven and the earth." >prompt.txt
 ids="1,$("$GGTRAIN" tokenize -m small/weights/latest --lines prompt.txt)"
 
 # llama_ftype numbers of the file types ggtrain offers
-declare -A FTYPE=([q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
+declare -A FTYPE=([f32]=0 [f16]=1 [bf16]=32 [q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
 for model in k256 small qwen3 gemma3 qwen2 smollm3; do
   M=$model/weights/latest
-  for type in q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
+  for type in f32 f16 bf16 q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
     ./llama_quantize "$M" "theirs-$model-$type.gguf" "${FTYPE[$type]}" >/dev/null 2>"quantize-$model-$type.log" ||
       { cat "quantize-$model-$type.log" >&2; fail "llama_model_quantize $type failed"; }
     "$GGTRAIN" export "$M" "ours-$model-$type.gguf" --type "$type" >/dev/null

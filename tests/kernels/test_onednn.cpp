@@ -36,7 +36,13 @@ TEST(OneDnn, RunsTheInstructionSetOfTheBuildLevel) {
 TEST(OneDnn, AskingForNativeBf16FirstKeepsTheLimit) {
   const bool native = kernels::bf16_gemm_is_native();
   const std::string level = built_cpu_level(), isa = kernels::onednn_isa();
-  if (level == "v2") EXPECT_EQ(isa, "sse41");
-  if (level == "v3") EXPECT_EQ(isa, "avx2");
-  if (level == "v2" || level == "v3") EXPECT_FALSE(native) << "no AVX-512 at " << level;
+  if (level == "v2") {
+    EXPECT_EQ(isa, "sse41");
+  }
+  if (level == "v3") {
+    EXPECT_EQ(isa, "avx2");
+  }
+  if (level == "v2" || level == "v3") {
+    EXPECT_FALSE(native) << "no AVX-512 at " << level;
+  }
 }

@@ -86,6 +86,27 @@ TEST(Quant, FileTypeNames) {
   EXPECT_EQ(quant::quantized_file_type("q6_k"), quant::FileType::Q6_K);
   EXPECT_FALSE(quant::quantized_file_type("q3_k_m"));
   EXPECT_EQ(quant::file_type_name(quant::FileType::Q5_K_S), "q5_k_s");
+  // The float file types are not quantized ones, and have llama.cpp's numbers.
+  EXPECT_FALSE(quant::quantized_file_type("f16"));
+  EXPECT_EQ(quant::float_file_type(TensorType::F16), quant::FileType::F16);
+  EXPECT_EQ(uint32_t(*quant::float_file_type(TensorType::BF16)), 32u);
+  EXPECT_EQ(uint32_t(*quant::float_file_type(TensorType::F32)), 0u);
+  EXPECT_FALSE(quant::float_file_type(TensorType::Q8_0));
+  EXPECT_EQ(quant::quantized_file_type_names().find("f16"), std::string::npos);
+}
+
+// F16 and BF16 files: every tensor llama.cpp would quantize becomes the type
+// itself, with no K-quant mix (output.weight stays F16, not Q6_K) and no
+// fallback (rows of 48 are fine); norms keep theirs.
+TEST(Quant, FloatFileTypesConvertWithoutMixOrFallback) {
+  for (const auto& [ft, t] :
+       {std::pair{quant::FileType::F16, TensorType::F16}, {quant::FileType::BF16, TensorType::BF16}}) {
+    const auto types = recipe_types(ft, llama_tensors(8, 48, 160, 320, false));
+    EXPECT_EQ(types.at("output.weight"), t);
+    EXPECT_EQ(types.at("blk.1.attn_q.weight"), t);
+    EXPECT_EQ(types.at("blk.0.attn_v.weight"), t);
+    EXPECT_EQ(types.at("blk.0.attn_norm.weight"), TensorType::F32);
+  }
 }
 
 }  // namespace
