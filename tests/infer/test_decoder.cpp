@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "gguf/reader.h"
@@ -136,8 +137,8 @@ TEST(Decoder, Smollm3DropsRopeOnTheFourthLayerOnly) {
   EXPECT_EQ(three, three_llama);
   const auto four = logits("smollm3", 4), four_llama = logits("llama", 4);
   const auto cmp = compare(four.data(), four_llama.data(), four.size());
-  ASSERT_TRUE(cmp.finite());
-  EXPECT_GT(cmp.rel_to_max(), 1e-3) << "the fourth layer rotates as llama's does";
+  std::printf("smollm3 vs llama, 4 layers: logits differ by %.3g at most\n", cmp.max_abs_diff);
+  EXPECT_TRUE(test_support::differs_by_more_than(cmp, 1e-2)) << "the fourth layer rotates as llama's does";
 }
 
 // With an fp16 cache (llama.cpp's default), a prompt run as one batch (the
