@@ -44,13 +44,13 @@ void DataParallel::attach(model::Transformer<float>& model) {
   if (size() > 1) model.on_layer_grads = [this](int64_t layer) { on_block_done(layer); };
 }
 
-std::string DataParallel::describe() const {
+std::string DataParallel::describe(int64_t adam_state_floats) const {
   const double whole = 2.0 * 4.0 * double(model_->n_trainable());
   return fmt::format("data parallel: {}; global micro-batch {} = {} ranks x {} windows; {}: AdamW state {} per rank "
                      "(whole: {}), {} gradient buckets",
                      comm_.describe(), global_batch_, size(), local_batch_,
                      sharded() ? "ZeRO-1 (train.zero = 1)" : "replicated optimizer (train.zero = 0)",
-                     mib(sharded() ? 2.0 * 4.0 * double(plan_.shard_size) : whole), mib(whole), plan_.buckets.size());
+                     mib(4.0 * double(adam_state_floats)), mib(whole), plan_.buckets.size());
 }
 
 void DataParallel::start(size_t i) {

@@ -56,7 +56,9 @@ class DataParallel {
   // Plans buckets and shards for the model, hooks its backward().
   void attach(model::Transformer<float>& model);
   // One line for the log: ranks, batch split, optimizer memory.
-  std::string describe() const;
+  // `adam_state_floats`: what this rank holds of AdamW's m and v (after
+  // shard_moments), the number the line reports per rank.
+  std::string describe(int64_t adam_state_floats) const;
 
   // This rank's windows within a global micro-batch of tokens [B, T].
   const int32_t* local(const int32_t* batch_tokens) const { return batch_tokens + first_token_; }

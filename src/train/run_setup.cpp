@@ -68,7 +68,7 @@ Run::Run(const TrainOptions& o)
   else init_state();
   load_reference();
   dp_->shard_moments(m_, v_);  // ZeRO-1: keep this rank's slices only
-  if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe());
+  if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe(int64_t(m_.size() + v_.size())));
   metrics_ = std::make_unique<MetricsLog>(run_dir_, resume_ ? start_step_ : -1, dp_->root());
 }
 

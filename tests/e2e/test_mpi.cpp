@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -96,6 +98,32 @@ CliResult run_ok(const std::vector<std::string>& args, const std::string& out) {
   return r;
 }
 
+// The arguments without --quiet: the run then prints its data-parallel line.
+std::vector<std::string> loud(std::vector<std::string> args) {
+  args.erase(std::remove(args.begin(), args.end(), "--quiet"), args.end());
+  return args;
+}
+
+// "data parallel: ...; ZeRO-1 (train.zero = 1): AdamW state 0.5 MiB per
+// rank (whole: 1.0 MiB), N gradient buckets", read back.
+struct OptimizerLine {
+  std::string mode;
+  double per_rank_mib = -1, whole_mib = -1;
+};
+OptimizerLine optimizer_line(const std::string& output) {
+  static const std::regex re(R"(; ([^;]+): AdamW state ([0-9.]+) MiB per rank \(whole: ([0-9.]+) MiB\))");
+  std::smatch m;
+  OptimizerLine l;
+  if (!std::regex_search(output, m, re)) {
+    ADD_FAILURE() << "no data-parallel line in:\n" << output;
+    return l;
+  }
+  l.mode = m[1];
+  l.per_rank_mib = std::stod(m[2]);
+  l.whole_mib = std::stod(m[3]);
+  return l;
+}
+
 struct Losses {
   std::map<int64_t, double> train, val;
   size_t step_records = 0;
@@ -169,8 +197,18 @@ class MpiTest : public ::testing::Test {
 // every one of 50 steps; the residual is reduction order (data_parallel.h).
 TEST_F(MpiTest, TwoRanksFollowTheSingleProcessRun) {
   run_ok(train("one", sets(0)), out("one"));
-  run_ok(under_mpirun(2, train("dp", sets(0))), out("dp"));
-  run_ok(under_mpirun(2, train("zero", sets(1))), out("zero"));
+  const CliResult dp_run = run_ok(under_mpirun(2, loud(train("dp", sets(0)))), out("dp"));
+  const CliResult zero_run = run_ok(under_mpirun(2, loud(train("zero", sets(1)))), out("zero"));
+  // ZeRO-1 is on, by the run's own word and by what each rank holds: half
+  // of AdamW's state (the line reports the buffers the rank kept), where the
+  // replicated run holds all of it. Every test here that passes with ZeRO-1
+  // would also pass with it silently off.
+  const OptimizerLine dp_line = optimizer_line(dp_run.output), zero_line = optimizer_line(zero_run.output);
+  EXPECT_EQ(dp_line.mode, "replicated optimizer (train.zero = 0)");
+  EXPECT_EQ(zero_line.mode, "ZeRO-1 (train.zero = 1)");
+  EXPECT_EQ(dp_line.per_rank_mib, dp_line.whole_mib);
+  EXPECT_GT(zero_line.whole_mib, 0.0);
+  EXPECT_NEAR(zero_line.per_rank_mib, zero_line.whole_mib / 2, 0.1) << zero_run.output;
   const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
   ASSERT_EQ(one.train.size(), size_t(kSteps));
   expect_close(one.train, dp.train, 1e-5, "2 ranks vs 1 process");
