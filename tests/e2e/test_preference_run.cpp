@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -153,6 +154,12 @@ TEST(PreferenceRun, BatchEqualsMicroBatches) {
     const double l1 = step_record(tmp / "one", step)["loss"], l2 = step_record(tmp / "two", step)["loss"];
     ASSERT_TRUE(std::isfinite(l1) && std::isfinite(l2));
     EXPECT_NEAR(l1, l2, 1e-5 * std::abs(l1)) << "step " << step;
+    // The gradient too, before AdamW's normalisation could hide a wrong
+    // scale of the accumulated micro-batches' weights.
+    const double g1 = step_record(tmp / "one", step)["grad_norm"], g2 = step_record(tmp / "two", step)["grad_norm"];
+    ASSERT_TRUE(std::isfinite(g1) && g1 > 0 && std::isfinite(g2));
+    std::printf("step %lld: grad_norm %.9g (one batch) vs %.9g (two micro-batches)\n", (long long)step, g1, g2);
+    EXPECT_NEAR(g1, g2, 1e-5 * g1) << "step " << step;
   }
   const gguf::GgufFile a(train::weights_path(tmp / "one", 2)), b(train::weights_path(tmp / "two", 2));
   const auto fa = quant::tensor_floats(a, a.tensor("blk.0.attn_q.weight")),
