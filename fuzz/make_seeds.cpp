@@ -198,6 +198,77 @@ void chat_seeds(const std::string& dir) {
              std::string(1, '\x03') + chat + "{\"prompt\": \"x\", \"completion\": \"y\"}\n[]\n");
 }
 
+// Seeds of the choice_tasks target: a form byte (0 HellaSwag text, 1 JSONL,
+// 2 Winogrande CSV, 3 llama-perplexity's multiple-choice binary), then the file.
+void choice_task_seeds(const std::string& dir) {
+  write_text(dir + "hellaswag.txt", std::string(1, '\x00') +
+                                        "The cat sat\n2\n on a dog.\n on a log.\n on the mat.\n in a hat.\n"
+                                        "Rain fell\n0\n all day.\n upwards.\n as cheese.\n nowhere.\n");
+  write_text(dir + "tasks.jsonl",
+             std::string(1, '\x01') +
+                 "{\"context\": \"One plus one is\", \"endings\": [\" two\", \" three\"], \"label\": 0}\n\n"
+                 "{\"context\": \"Sky:\", \"endings\": [\" green\", \" blue\", \" red\"], \"label\": 1}\n");
+  write_text(dir + "winogrande.csv", std::string(1, '\x02') +
+                                         "index,sentence,option1,option2,answer\n"
+                                         "0,\"The trophy did not fit, as _ was big.\",trophy,suitcase,1\n"
+                                         "1,Tom thanked Bob because _ helped.,Tom,Bob,2\n");
+  // Two tasks: a count, their positions, then each: question, answers
+  // (count, then length + text each), labels, and a second (empty) list.
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  auto text = [&](const std::string& s) { return u32(uint32_t(s.size())) + s; };
+  auto task = [&](const std::string& q, const std::vector<std::string>& answers, uint32_t right) {
+    std::string t = text(q) + u32(uint32_t(answers.size()));
+    for (const auto& a : answers) t += text(a);
+    for (uint32_t i = 0; i < answers.size(); ++i) t += u32(i == right ? 1 : 0);
+    return t + u32(0);
+  };
+  const std::string t0 = task("Two plus two?", {"four", "five"}, 0),
+                    t1 = task("Color of snow?", {"red", "white", "blue"}, 1);
+  const uint32_t header = 4 + 2 * 4;
+  write_text(dir + "multiple_choice.bin",
+             std::string(1, '\x03') + u32(2) + u32(header) + u32(header + uint32_t(t0.size())) + t0 + t1);
+}
+
+// Seeds of the hf_tokenizer target: tokenizer.json, a NUL byte, and
+// tokenizer_config.json; a byte-level BPE and a SentencePiece-style one.
+void hf_tokenizer_seeds(const std::string& dir) {
+  const std::string bpe =
+      "{\"added_tokens\": [{\"id\": 5, \"content\": \"<|endoftext|>\", \"special\": true}],"
+      " \"normalizer\": null,"
+      " \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": "
+      "{\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| "
+      "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, "
+      "\"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false}]},"
+      " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"\\u0120\": 3, \"\\u0120a\": 4},"
+      " \"merges\": [\"a b\", \"\\u0120 a\"]}}";
+  const std::string config =
+      "{\"bos_token\": null, \"eos_token\": \"<|endoftext|>\", \"chat_template\": \"{{ messages[0]['content'] }}\"}";
+  write_text(dir + "bpe.json", bpe + std::string(1, '\0') + config);
+  write_text(dir + "bpe_alone.json", bpe);
+  const std::string spm =
+      "{\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true},"
+      " {\"id\": 1, \"content\": \"<s>\", \"special\": true}],"
+      " \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\\u2581\"},"
+      " \"pre_tokenizer\": null,"
+      " \"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"unk_token\": \"<unk>\","
+      " \"vocab\": {\"<unk>\": 0, \"<s>\": 1, \"<0x41>\": 2, \"\\u2581\": 3, \"a\": 4, \"\\u2581a\": 5},"
+      " \"merges\": [\"\\u2581 a\"]}}";
+  write_text(dir + "spm.json", spm + std::string(1, '\0') + "{\"add_bos_token\": true, \"bos_token\": \"<s>\"}");
+}
+
+// Seeds of the preference_records target: JSONL records in each of TRL's
+// shapes, good and bad.
+void preference_seeds(const std::string& dir) {
+  write_text(dir + "records.jsonl",
+             "{\"prompt\": \"Hi\", \"chosen\": \"Hello!\", \"rejected\": \"Go away.\"}\n"
+             "{\"prompt\": [{\"role\": \"system\", \"content\": \"Be kind.\"}, {\"role\": \"user\", \"content\": "
+             "\"Hi\"}], \"chosen\": [{\"role\": \"assistant\", \"content\": \"Hello\"}], \"rejected\": "
+             "[{\"role\": \"assistant\", \"content\": \"No\"}]}\n"
+             "{\"messages\": [{\"role\": \"user\", \"content\": \"2+2?\"}], \"chosen\": {\"role\": "
+             "\"assistant\", \"content\": \"4\"}, \"rejected\": {\"role\": \"assistant\", \"content\": \"5\"}}\n"
+             "{\"prompt\": \"x\", \"chosen\": 3}\n");
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s OUT_DIR [FIXTURES_DIR]\n", argv[0]);
@@ -206,12 +277,16 @@ int main(int argc, char** argv) {
   const std::string out = argv[1];
   const std::string fixtures = argc > 2 ? argv[2] : "";
   try {
-    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file", "documents", "chat_records"})
+    for (const char* t : {"gguf_reader", "tokenizer", "config", "token_file", "documents", "chat_records",
+                          "choice_tasks", "hf_tokenizer", "preference_records"})
       fs::create_directories(out + "/" + t);
     const std::string g = out + "/gguf_reader/", tk = out + "/tokenizer/", c = out + "/config/",
                       tf = out + "/token_file/";
     document_seeds(out + "/documents/");
     chat_seeds(out + "/chat_records/");
+    choice_task_seeds(out + "/choice_tasks/");
+    hf_tokenizer_seeds(out + "/hf_tokenizer/");
+    preference_seeds(out + "/preference_records/");
     sample_gguf(g + "sample.gguf", 32);
     sample_gguf(g + "sample_align64.gguf", 64);
     vocab_gguf(tk + "vocab.gguf", true, true);

@@ -6,6 +6,7 @@
 # fuzz/corpus/<target>/ (plus the GGUF fixtures of tests/fixtures/).
 #
 #   fuzz/run.sh TARGET|all SECONDS     targets: gguf_reader tokenizer config token_file documents chat_records
+#                                      choice_tasks hf_tokenizer preference_records
 #   fuzz/run.sh seeds                  regenerate fuzz/corpus/ (make_seeds)
 #
 # Environment: FUZZ_JOBS (targets run at the same time, default: number of
@@ -24,7 +25,7 @@ BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
 MAX_LEN=${FUZZ_MAX_LEN:-65536}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 FIXTURES=${GGTRAIN_FIXTURES_DIR:-$ROOT/tests/fixtures}
-ALL=(gguf_reader tokenizer config token_file documents chat_records)
+ALL=(gguf_reader tokenizer config token_file documents chat_records choice_tasks hf_tokenizer preference_records)
 
 usage() { sed -n '2,20p' "$0" >&2; exit 2; }
 [[ $# -ge 1 ]] || usage

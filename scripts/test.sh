@@ -82,7 +82,7 @@ if [[ "${GGTRAIN_CLEAN_INSTALL:-1}" != 0 || "${CI:-}" == true ]]; then
 fi
 
 # Fuzzing: each libFuzzer target for GGTRAIN_FUZZ_SECONDS (default 30; 0
-# skips), after its regression inputs; under 2 minutes on 2 cores. CI's whole
+# skips), after its regression inputs; nine targets, two at a time: about 2.5 minutes on 2 cores. CI's whole
 # run has to fit 90 minutes on 2 cores: longer campaigns are for
 # `bash fuzz/run.sh all SECONDS` by hand.
 if [[ "${GGTRAIN_FUZZ_SECONDS:-30}" != 0 ]]; then
