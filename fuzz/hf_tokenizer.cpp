@@ -22,9 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view json = all.substr(0, nul), config = nul == std::string_view::npos ? "" : all.substr(nul + 1);
   const std::string json_path = json_file.write(reinterpret_cast<const uint8_t*>(json.data()), json.size());
   const std::string config_path =
-      nul == std::string_view::npos
-          ? std::string()
-          : config_file.write(reinterpret_cast<const uint8_t*>(config.data()), config.size());
+      nul == std::string_view::npos ? std::string()
+                                    : config_file.write(reinterpret_cast<const uint8_t*>(config.data()), config.size());
   try {
     const tokenizer::HfVocabulary v = tokenizer::read_hf_tokenizer(json_path, config_path);
     const int64_t n = int64_t(v.tokens.size());

@@ -13,6 +13,15 @@ namespace ggtrain::gguf {
 namespace {
 
 constexpr int kMaxArrayDepth = 8;
+// Caps on what one metadata value may claim, checked before anything is
+// allocated. A count is also checked against the bytes left in the file,
+// but a multi-GB model file leaves room for claims that would cost far more
+// memory than the bytes they read: each array element becomes a Value of
+// ~100 bytes. Real vocabularies have at most ~262k tokens (Gemma 3) and
+// chat templates a few KiB; ggml caps alignment at 1 MiB.
+constexpr uint64_t kMaxArrayElements = uint64_t(1) << 24;
+constexpr uint64_t kMaxStringBytes = uint64_t(64) << 20;
+constexpr uint64_t kMaxAlignment = uint64_t(1) << 20;
 
 // Bounds-checked little-endian cursor. `what` names the field being read so
 // that a truncated or corrupt file gives an error a user can act on.
@@ -39,6 +48,9 @@ class Cursor {
 
   std::string read_string(const std::string& what) {
     uint64_t len = read<uint64_t>(what + " length");
+    if (len > kMaxStringBytes)
+      fail("{}: {} has length {} at offset {}: more than the {} MiB a GGUF string may hold here", path_, what, len,
+           pos_ - 8, kMaxStringBytes >> 20);
     if (len > left())
       fail("{}: {} has length {} at offset {}, but only {} bytes are left", path_, what, len, pos_ - 8, left());
     std::string s(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(len));
@@ -71,10 +83,13 @@ Value read_array(Cursor& c, const std::string& what, int depth) {
   if (!is_valid_value_type(et)) fail("{}: {}: invalid array element type {}", c.path(), what, et);
   auto elem = static_cast<ValueType>(et);
   uint64_t n = c.read<uint64_t>(what + " array length");
+  if (n > kMaxArrayElements)
+    fail("{}: {}: array length {} is more than the {} elements a GGUF array may hold here", c.path(), what, n,
+         kMaxArrayElements);
   if (n > c.left() / min_element_bytes(elem))
     fail("{}: {}: array length {} cannot fit in the {} bytes left", c.path(), what, n, c.left());
   std::vector<Value> items;
-  items.reserve(static_cast<size_t>(n));
+  items.reserve(static_cast<size_t>(std::min<uint64_t>(n, 4096)));  // grows with what is really read
   for (uint64_t i = 0; i < n; ++i) items.push_back(read_value(c, elem, what, depth + 1));
   return Value::array(elem, std::move(items));
 }
@@ -132,6 +147,7 @@ uint64_t alignment_of(const Metadata& kv, const std::string& path) {
     if (key != "general.alignment") continue;
     if (a.type != ValueType::U32) fail("{}: general.alignment must be u32, is {}", path, value_type_name(a.type));
     if (a.u == 0 || (a.u & (a.u - 1)) != 0) fail("{}: general.alignment {} is not a power of two", path, a.u);
+    if (a.u > kMaxAlignment) fail("{}: general.alignment {} is more than ggml's limit of 1 MiB", path, a.u);
     return a.u;
   }
   return kDefaultAlignment;

@@ -380,7 +380,18 @@ std::vector<Mutation> mutations() {
        [](Spec& s) {
          s.kvs.push_back({"general.alignment", kU32, enc_u32(1u << 31)});
        },
-       {}},
+       {"general.alignment", "1 MiB"}},
+      {"alignment 2 MiB (over ggml's cap)",
+       [](Spec& s) {
+         s.kvs.push_back({"general.alignment", kU32, enc_u32(2u << 20)});
+       },
+       {"general.alignment", "1 MiB"}},
+      {"array of 2^24 + 1 elements (over the cap, whatever the file's size)",
+       [](Spec& s) { s.kv("tokenizer.ggml.tokens").value = Bytes().u32(kU8).u64((1ull << 24) + 1).b; },
+       {"tokenizer.ggml.tokens", "may hold"}},
+      {"string of 64 MiB + 1 (over the cap, whatever the file's size)",
+       [](Spec& s) { s.kv("general.name").value = Bytes().u64((64ull << 20) + 1).raw({'h'}).b; },
+       {"general.name", "may hold"}},
       {"bool value 2", [](Spec& s) { s.kv("test.flag").value = {2}; }, {"test.flag", "bool"}},
       {"bool value 255 in an array",
        [](Spec& s) {
@@ -465,6 +476,10 @@ TEST(GgufHostile, ValidVariantsStillParse) {
          s.kvs.push_back({"test.deep", kArray, enc_nested(3)});
        }},
       {"tensor name 63 bytes", [](Spec& s) { s.tensor("t.i32").name = std::string(63, 'x'); }},
+      {"an array of 2^20 u8 elements (the caps leave real sizes alone)",
+       [](Spec& s) {
+         s.kvs.push_back({"test.big", kArray, Bytes().u32(kU8).u64(1u << 20).raw(std::vector<uint8_t>(1u << 20, 7)).b});
+       }},
       {"tensors out of order", [](Spec& s) { std::swap(s.tensors[0], s.tensors[2]); }},
   };
   for (const auto& [name, apply] : ok) {
