@@ -19,5 +19,6 @@ Runner add_export_command(CLI::App& app);
 Runner add_import_command(CLI::App& app);
 Runner add_data_command(CLI::App& app);
 Runner add_config_command(CLI::App& app);
+Runner add_verify_command(CLI::App& app);
 
 }  // namespace ggtrain::cli

@@ -16,6 +16,7 @@
 #include "quant/gguf_floats.h"
 #include "train/run_variant.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 namespace ggtrain::train {
 
@@ -42,7 +43,27 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   d.variant->write_weights(w, d, path);
 }
 
-void write_state(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d) {
+// The AdamW moments as the state file holds them: each trainable tensor's m
+// then its v, in the order they are written and read back.
+std::string moments_sha256(const CheckpointData& d) {
+  Sha256 h;
+  for (const auto& t : d.grad_layout->tensors()) {
+    h.update(d.m + t.offset, size_t(t.size) * 4);
+    h.update(d.v + t.offset, size_t(t.size) * 4);
+  }
+  return h.hex();
+}
+
+std::string moments_sha256(const gguf::GgufFile& s) {
+  Sha256 h;
+  for (const auto& t : s.tensors())
+    if (t.name.rfind("adam.", 0) == 0) h.update(t.data, size_t(t.n_bytes));
+  return h.hex();
+}
+
+// `weights_sha256`: the digest of the step's weights file, written before.
+void write_state(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d,
+                 const std::string& weights_sha256) {
   gguf::GgufWriter w;
   w.set("general.architecture", Value::str("ggtrain-state"));
   w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
@@ -65,6 +86,8 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
     w.set("ggtrain.best.value", Value::f64(meta.best->value));
     w.set("ggtrain.best.step", Value::u64(uint64_t(meta.best->step)));
   }
+  w.set(kWeightsSha256Key, Value::str(weights_sha256));
+  w.set(kMomentsSha256Key, Value::str(moments_sha256(d)));
   d.variant->write_state(w, d);
   for (const auto& t : d.grad_layout->tensors()) {  // frozen tensors have no moments
     quant::add_float_tensor(w, "adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
@@ -168,7 +191,7 @@ void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta, con
   const bool rewrite = latest_step(run_dir) == meta.step;
   try {
     write_weights(wp, meta, d);  // each write is atomic: no partial file on failure
-    write_state(sp, meta, d);
+    write_state(sp, meta, d, sha256_of_file(wp));  // the digest of what landed on disk
     move_link(run_dir, "latest", meta.step);
   } catch (const Error&) {
     if (!rewrite) discard({wp, sp});  // a complete weights file without its state is no checkpoint
@@ -207,6 +230,45 @@ CheckpointMeta read_latest_meta(const std::string& run_dir) {
   return read_state_meta(s, step);
 }
 
+void verify_checkpoint_files(const std::string& weights, const gguf::GgufFile& state) {
+  const gguf::Value* ws = state.find(kWeightsSha256Key);
+  const gguf::Value* ms = state.find(kMomentsSha256Key);
+  if (!ws || !ms) return;  // written before checkpoints recorded digests
+  if (sha256_of_file(weights) != ws->s)
+    fail("{}: its bytes no longer have the SHA-256 digest {} recorded when the checkpoint was written: the file "
+         "changed on disk. Restore it from a copy, or point weights/latest at an earlier step_N.gguf whose pair is "
+         "intact (`ggtrain verify RUN_DIR` checks every checkpoint)",
+         weights, state.path());
+  if (moments_sha256(state) != ms->s)
+    fail("{}: its AdamW moments no longer have the SHA-256 digest the file recorded when it was written: the file "
+         "changed on disk. Restore it from a copy, or point weights/latest at an earlier checkpoint whose pair is "
+         "intact (`ggtrain verify RUN_DIR` checks every checkpoint)",
+         state.path());
+}
+
+std::vector<CheckpointCheck> verify_checkpoints(const std::string& run_dir) {
+  std::vector<CheckpointCheck> out;
+  for (const int64_t step : checkpoint_steps(run_dir)) {
+    CheckpointCheck c;
+    c.step = step;
+    try {
+      const std::string sp = state_path(run_dir, step);
+      if (!fs::exists(sp)) fail("{}: missing: the checkpoint has its weights but not its optimizer state", sp);
+      const gguf::GgufFile s(sp);
+      const CheckpointMeta meta = read_state_meta(s, step);
+      const gguf::GgufFile w(weights_path(run_dir, step));
+      if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
+        fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
+      c.has_digests = s.find(kWeightsSha256Key) && s.find(kMomentsSha256Key);
+      verify_checkpoint_files(w.path(), s);
+    } catch (const Error& e) {
+      c.problem = e.what();
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) {
   const int64_t step = latest_step(run_dir);
   if (step < 0) fail("{}: no checkpoint to resume from", run_dir);
@@ -215,6 +277,7 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
   CheckpointMeta meta = read_state_meta(s, step);
   if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
     fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
+  verify_checkpoint_files(w.path(), s);
   d.variant->load(w, s, d);
   size_t n_moments = 0;
   for (const auto& ti : s.tensors()) n_moments += ti.name.rfind("adam.m.", 0) == 0;

@@ -50,6 +50,23 @@ std::string state_path(const std::string& run_dir, int64_t step);
 
 // Writes weights, then state, then moves `latest`; prunes all but the newest
 // keep_last pairs (0 keeps all) and keep_step's (the best checkpoint's).
+// The state file's record of its step's files (SHA-256, hex): the whole
+// weights file, and the AdamW moments' data in the order the state holds them.
+inline constexpr const char* kWeightsSha256Key = "ggtrain.weights.sha256";
+inline constexpr const char* kMomentsSha256Key = "ggtrain.adam.sha256";
+// Error naming the file whose bytes no longer have the digest `state`
+// recorded; nothing when they do, or when `state` predates the digests.
+void verify_checkpoint_files(const std::string& weights_path, const gguf::GgufFile& state);
+
+// `ggtrain verify RUN_DIR`: every checkpoint of the run read as a resume
+// would read it, without training.
+struct CheckpointCheck {
+  int64_t step = 0;
+  std::string problem;  // "": intact
+  bool has_digests = false;  // false: written before checkpoints recorded SHA-256 digests
+};
+std::vector<CheckpointCheck> verify_checkpoints(const std::string& run_dir);
+
 void save_checkpoint(const std::string& run_dir, const CheckpointMeta& meta, const CheckpointData& d, int64_t keep_last,
                      int64_t keep_step = -1);
 

@@ -54,5 +54,17 @@ for piece in data adam_m adam_v master_bf16; do
     fail "control: a resume that lost its $piece ends with the uninterrupted run's logits: the check would not notice"
   fi
 done
+# `ggtrain verify`: the uninterrupted run's checkpoints are intact; with one
+# bit of its step-24 weights flipped, verify names that step and fails.
+"$bin" verify whole-2-fp32 > verify.out || { cat verify.out; fail "verify fails on an intact run"; }
+grep -q "^step 24: intact" verify.out || { cat verify.out; fail "verify did not check step 24's digests"; }
+cp -a whole-2-fp32 damaged
+last=$(($(stat -c %s damaged/weights/step_24.gguf) - 1))
+byte=$(od -An -tu1 -j "$last" -N1 damaged/weights/step_24.gguf)
+printf "\\x$(printf %02x $((byte ^ 1)))" | dd of=damaged/weights/step_24.gguf bs=1 seek="$last" conv=notrunc status=none
+if "$bin" verify damaged > verify.out; then cat verify.out; fail "verify passed a run whose step-24 weights changed"; fi
+grep -q "^step 24: DAMAGED: .*step_24.gguf" verify.out || { cat verify.out; fail "verify did not name the damaged file"; }
+grep -q "^step 18: intact" verify.out || { cat verify.out; fail "verify did not see step 18 intact"; }
 echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16), step-24 logits" \
-  "identical; a resume losing its data position, AdamW m, AdamW v or fp32 master weights is noticed"
+  "identical; a resume losing its data position, AdamW m, AdamW v or fp32 master weights is noticed; verify" \
+  "finds the intact checkpoints and names a changed one"

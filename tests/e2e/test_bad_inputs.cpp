@@ -32,6 +32,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The file's last byte (the last tensor's data) with its lowest bit flipped.
+void flip_last_byte(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-1, std::ios::end);
+  const char b = char(f.get());
+  f.seekp(-1, std::ios::end);
+  f.put(char(b ^ 1));
+}
+
 void replace_all(std::string& s, const std::string& from, const std::string& to) {
   for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
 }
@@ -964,6 +973,22 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"state/step_2.gguf"}});
+  // One bit of a checkpoint flipped on disk after it was written (a failing
+  // disk, a bad copy): the digests the state recorded refuse the resume.
+  c.push_back({"weights_changed_on_disk",
+               "one bit of the latest weights file flipped after it was written",
+               [](Env& e) {
+                 flip_last_byte(train::weights_path(e.base_run(), 2));
+                 return e.resume();
+               },
+               {"weights/step_2.gguf", "SHA-256", "state/step_2.gguf", "changed on disk", "ggtrain verify"}});
+  c.push_back({"state_changed_on_disk",
+               "one bit of the latest state file's AdamW moments flipped after it was written",
+               [](Env& e) {
+                 flip_last_byte(train::state_path(e.base_run(), 2));
+                 return e.resume();
+               },
+               {"state/step_2.gguf", "AdamW moments", "changed on disk"}});
   c.push_back({"missing_state",
                "the latest state file deleted",
                [](Env& e) {
