@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto rc = train::preset(argc == 3 ? argv[2] : "smol135");
-  const model::Config c = rc.llama(rc.data.vocab_size);
+  const model::Config c = rc.model_config(rc.data.vocab_size);
   const model::ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
   model::init_params(c, layout, params.data(), 1);
@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
   gguf::GgufWriter w;
   w.set("general.name", gguf::Value::str("random-" + std::string(argc == 3 ? argv[2] : "smol135")));
-  model::add_llama_model(w, c, layout, params.data());
+  model::add_model_tensors(w, c, layout, params.data());
   w.set("tokenizer.ggml.model", gguf::Value::str("llama"));
   w.set("tokenizer.ggml.tokens", gguf::Value::string_array(pieces));
   w.set("tokenizer.ggml.scores", gguf::Value::f32_array(scores));

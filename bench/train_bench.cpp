@@ -138,7 +138,7 @@ void print_breakdown(const Result& r) {
 int main(int argc, char** argv) try {
   const Args a = parse(argc, argv);
   const train::RunConfig rc = train::preset(a.preset);
-  model::Config c = rc.llama(a.vocab > 0 ? a.vocab : rc.data.vocab_size);
+  model::Config c = rc.model_config(a.vocab > 0 ? a.vocab : rc.data.vocab_size);
   if (a.as_llama) {  // same shape; plain RoPE, no head or post norms, SwiGLU, every layer global
     c.arch = "llama";
     c.sliding_window = 0;

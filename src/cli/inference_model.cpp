@@ -23,7 +23,7 @@ const std::string& path_with_threads_set(const InferenceOptions& o) {
 constexpr int64_t kDefaultCtx = 4096;
 int64_t context_of(const InferenceOptions& o, const gguf::GgufFile& f) {
   if (o.ctx > 0) return o.ctx;
-  return std::min(kDefaultCtx, model::config_from_llama_gguf(f).ctx);
+  return std::min(kDefaultCtx, model::config_from_gguf(f).ctx);
 }
 
 }  // namespace

@@ -50,10 +50,10 @@ QuantizeReport export_quantized(const std::string& in_path, const std::string& o
 QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
                                     const std::string& out_path, quant::FileType ft) {
   const gguf::GgufFile f(base_path);
-  const model::Config c = model::config_from_llama_gguf(f);
+  const model::Config c = model::config_from_gguf(f);
   const model::ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
-  model::load_llama_params(f, layout, params.data());
+  model::load_model_params(f, layout, params.data());
   const gguf::GgufFile adapter(adapter_path);
   model::merge_lora(model::read_lora_adapter(adapter, c), user_scale, layout, params.data());
   const FloatSource merged = [&](const gguf::TensorInfo& t) {

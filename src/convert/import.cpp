@@ -144,7 +144,7 @@ ImportReport import_checkpoint(const std::string& in_path, const std::string& ou
   const GgufFile f(in_path);
   check_format_markers(f);
   // token_embd may still be a donor table of another width (a lens to fold).
-  const model::Config c = model::config_from_llama_gguf(f, /*embedding_is_d_model=*/false);
+  const model::Config c = model::config_from_gguf(f, /*embedding_is_d_model=*/false);
   const model::ParamLayout layout(c);
   const HeadMap heads = collect_heads(f, c);
   const TensorInfo* lens = f.find_tensor(kLens);

@@ -29,7 +29,7 @@ bool replaced_key(const std::string& k) {
 
 QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
                               const FloatSource& floats, const MetadataChanges& changes) {
-  const model::Config c = model::config_from_llama_gguf(in);
+  const model::Config c = model::config_from_gguf(in);
   std::vector<const gguf::TensorInfo*> order;
   std::vector<quant::TensorShape> shapes;
   for (const auto& t : in.tensors()) {

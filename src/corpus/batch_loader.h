@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "corpus/token_file.h"
+#include "kernels/cross_entropy.h"
 
 namespace ggtrain::corpus {
 
 // A target that carries no loss (a prompt token of an instruction example,
 // padding): the model counts no loss there and the loss kernels skip it
 // (they take any negative target so).
-constexpr int32_t kNoTarget = -1;
+constexpr int32_t kNoTarget = kernels::kNoTarget;
 
 // Per-token flags of packed examples (chat data), a token file of the same
 // length as the tokens with ids in [0, 4).

@@ -20,7 +20,7 @@
 namespace ggtrain::infer {
 
 Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cache)
-    : cfg_(model::config_from_llama_gguf(f)),
+    : cfg_(model::config_from_gguf(f)),
       n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx),
       threads_(omp_get_max_threads()),
       cache_(cache, cfg_.n_layers, n_ctx_, decode_shape()) {

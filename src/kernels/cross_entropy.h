@@ -10,9 +10,10 @@
 
 namespace ggtrain::kernels {
 
-// A negative target carries no loss (the data's corpus::kNoTarget: a prompt
-// token of an instruction example, padding): its row's loss is 0 and its
-// logits get no gradient.
+// A negative target carries no loss (a prompt token of an instruction
+// example, padding): its row's loss is 0 and its logits get no gradient.
+// kNoTarget is the one the data pipeline writes (corpus::kNoTarget).
+constexpr int32_t kNoTarget = -1;
 
 // -log softmax(z)[target] of one row of V logits, summed in double: what
 // scoring (perplexity, `ggtrain eval`) reports. llama.cpp's perplexity tool

@@ -15,8 +15,8 @@ std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
   return ne;
 }
 
-void add_llama_model(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
-                     TensorType type) {
+void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
+                       TensorType type) {
   auto u32 = [](int64_t v) { return Value::u32(uint32_t(v)); };
   w.set("general.architecture", Value::str(c.arch));
   w.set(c.key("vocab_size"), u32(c.vocab));
@@ -67,7 +67,7 @@ const gguf::TensorInfo& tensor_of_shape(const gguf::GgufFile& f, const ParamTens
   return ti;
 }
 
-void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
+void load_model_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere) {
   for (const auto& ti : f.tensors())
     if (!layout.find(ti.name) && !held_elsewhere.count(ti.name) && ti.name != kRopeFreqsTensor)

@@ -1,7 +1,8 @@
 #pragma once
-// Model weights <-> llama.cpp GGUF. Writing produces the standard llama
-// tensor set and llama.* metadata, so llama.cpp loads the file unchanged;
-// reading accepts F32/F16/BF16/Q8_0 weights of any llama GGUF.
+// Model weights <-> llama.cpp GGUF, for every architecture of
+// model/architecture.h. Writing produces the tensor set and <arch>.*
+// metadata llama.cpp's converter writes, so llama.cpp loads the file
+// unchanged; reading accepts F32/F16/BF16 and quantized weights.
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "model/config.h"
@@ -12,14 +13,14 @@ namespace ggtrain::model {
 // Adds general.architecture, the <arch>.* hyper-parameters and every parameter tensor (stored as
 // `type`; 1-D norm weights always F32, and rows not divisible into Q8_0
 // blocks fall back to F16, as llama.cpp's quantizer does).
-void add_llama_model(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
-                     gguf::TensorType type = gguf::TensorType::F32);
+void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
+                       gguf::TensorType type = gguf::TensorType::F32);
 
 // Fills `params` (laid out by `layout`) from the file; every tensor must be
 // present with the expected shape, and no unknown tensor may be present
 // (but those the model holds elsewhere, `held_elsewhere`, and the RoPE
-// factors, which config_from_llama_gguf reads).
-void load_llama_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
+// factors, which config_from_gguf reads).
+void load_model_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere = {});
 
 // f's tensor t.name, which must have t's shape (an error naming both

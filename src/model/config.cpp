@@ -158,7 +158,7 @@ void read_sliding_window(const gguf::GgufFile& f, Config& c) {
 
 }  // namespace
 
-Config config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
+Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   if (const gguf::Value* type = f.find("general.type");
       type && type->type == gguf::ValueType::STRING && type->s == "adapter")
     fail("{} is a LoRA adapter, not a model: use it with the base model it was trained on (generate/chat/eval -m "

@@ -143,7 +143,7 @@ bool same_field(const Config& a, const Config& b, const ConfigField& f, bool as_
 // inferred from the absence of output.weight.
 // embedding_is_d_model = false: token_embd may have another width (a donor
 // table that import folds through a lens); only its row count (vocab) is used.
-Config config_from_llama_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);
+Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model = true);
 
 // The tensor of Config::rope_freq_factors: part of the model, not a
 // parameter (nothing trains it).

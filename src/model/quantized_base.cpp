@@ -52,7 +52,7 @@ void load_base_params(const gguf::GgufFile& f, const Config& c, const ParamLayou
     if (!layout.find(name)) held.insert(name);
   // The base tensors come first in the layout, LoRA tensors after: the plain
   // model's layout without `held` has the model's offsets.
-  load_llama_params(f, ParamLayout(c.without_lora(), held), params, held);
+  load_model_params(f, ParamLayout(c.without_lora(), held), params, held);
 }
 
 uint64_t base_fingerprint(const gguf::GgufFile& f) {

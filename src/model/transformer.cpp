@@ -6,7 +6,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "corpus/batch_loader.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
@@ -99,7 +98,7 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
 template <typename T>
 void Transformer<T>::check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const {
   for (int64_t i = 0; i < batch_ * seq_len_; ++i)
-    if ((tokens[i] < 0 || tokens[i] >= cfg_.vocab) && !(allow_no_target && tokens[i] == corpus::kNoTarget))
+    if ((tokens[i] < 0 || tokens[i] >= cfg_.vocab) && !(allow_no_target && tokens[i] == kernels::kNoTarget))
       fail("model: {} token {} at position {} is outside the vocabulary [0, {})", what, tokens[i], i, cfg_.vocab);
 }
 
@@ -305,7 +304,7 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
 template <typename T>
 T Transformer<T>::head_loss(bool prepare_backward) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
-  counted_targets_ = BT - std::count(targets_, targets_ + BT, corpus::kNoTarget);
+  counted_targets_ = BT - std::count(targets_, targets_ + BT, kernels::kNoTarget);
   const T dloss = counted_targets_ > 0 ? T(1) / T(counted_targets_) : T(0);
   if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
   for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {

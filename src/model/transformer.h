@@ -127,7 +127,7 @@ class Transformer {
   // forward(inputs, nullptr) come on top, allocated on first use).
   size_t activation_bytes() const { return acts_.size() * sizeof(T); }
 
-  // inputs, targets: [B, T] token ids; a target may be corpus::kNoTarget
+  // inputs, targets: [B, T] token ids; a target may be kernels::kNoTarget
   // (no loss there). With targets: returns the mean cross-entropy over the
   // positions whose target counts (0 when none does) and prepares
   // backward() (the loss runs over chunks of rows and keeps no logits).

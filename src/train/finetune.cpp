@@ -10,7 +10,7 @@
 namespace ggtrain::train {
 
 void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
-  const model::Config from = model::config_from_llama_gguf(f);
+  const model::Config from = model::config_from_gguf(f);
   std::vector<std::string> diffs;
   for (const auto& field : model::config_fields()) {
     const std::string key = std::string("model.") + field.name;
@@ -26,7 +26,7 @@ void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
 }
 
 void adopt_file_only_parts_of(RunConfig& c, const gguf::GgufFile& f) {
-  c.model.rope_freq_factors = model::config_from_llama_gguf(f).rope_freq_factors;
+  c.model.rope_freq_factors = model::config_from_gguf(f).rope_freq_factors;
 }
 
 }  // namespace ggtrain::train

@@ -41,7 +41,7 @@ model::Config model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, in
   return c;
 }
 
-model::Config RunConfig::llama(int64_t vocab) const {
+model::Config RunConfig::model_config(int64_t vocab) const {
   model::Config c;
   c.vocab = vocab;
   model::copy_fields(c, model);
@@ -176,7 +176,7 @@ void check_objective(const RunConfig& c) {
 }
 
 void RunConfig::validate() const {
-  llama(std::max<int64_t>(1, data.vocab_size)).validate("config: model");
+  model_config(std::max<int64_t>(1, data.vocab_size)).validate("config: model");
   check_steps_and_shapes(*this);
   check_init_and_lora(*this);
   check_data(*this);

@@ -155,7 +155,7 @@ model::Config model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, in
 
 struct RunConfig {
   // model.*: the fields of model::config_fields() (the defaults are s15's);
-  // vocab, donor_dim and lora stay unset here (see llama()).
+  // vocab, donor_dim and lora stay unset here (see model_config()).
   model::Config model = model_shape(288, 6, 6, 6, 768, 256, true);
   DataSection data;
   TrainSection train;
@@ -166,7 +166,7 @@ struct RunConfig {
   std::set<std::string> set_keys;
 
   // Model config once the tokenizer fixed the vocabulary size.
-  model::Config llama(int64_t vocab) const;
+  model::Config model_config(int64_t vocab) const;
   // Throws Error naming the key of the first bad value.
   void validate() const;
 };

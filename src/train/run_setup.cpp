@@ -184,7 +184,7 @@ void Run::report_plan() const {
 }
 
 void Run::build_model() {
-  mc_ = c_.llama(tok_->vocab_size());
+  mc_ = c_.model_config(tok_->vocab_size());
   variant_->shape(mc_, *tok_, quiet_);
   const auto frozen = model::frozen_in_run(mc_, c_.train.freeze, "train.freeze");
   model::ModelOptions model_opts;

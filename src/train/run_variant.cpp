@@ -24,7 +24,7 @@ void load_exact_params(const gguf::GgufFile& w, const model::ParamLayout& layout
   for (const auto& t : layout.tensors())
     if (w.tensor(t.name).type != gguf::TensorType::F32)
       fail("{}: tensor '{}' is not F32; cannot resume exactly from it", w.path(), t.name);
-  model::load_llama_params(w, layout, params);
+  model::load_model_params(w, layout, params);
 }
 
 // A tensor of the state or weights file copied into its place in params.
@@ -167,7 +167,7 @@ class DonorLens : public RunVariant {
   // The weights file holds the folded model (a standard one).
   void write_weights(gguf::GgufWriter& w, const CheckpointData& d, const std::string& path) const override {
     const model::FoldedModel folded = model::fold_donor_model(*d.config, *d.layout, d.params, donor_.table.data());
-    model::add_llama_model(w, folded.config, model::ParamLayout(folded.config), folded.params.data());
+    model::add_model_tensors(w, folded.config, model::ParamLayout(folded.config), folded.params.data());
     w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
     d.tokenizer->add_to_gguf(w);
     w.write(path);  // the writer points into `folded` until here
@@ -220,7 +220,7 @@ std::unique_ptr<RunVariant> RunVariant::choose(const RunConfig& c, const gguf::G
 }
 
 void RunVariant::write_weights(gguf::GgufWriter& w, const CheckpointData& d, const std::string& path) const {
-  model::add_llama_model(w, *d.config, *d.layout, d.params);
+  model::add_model_tensors(w, *d.config, *d.layout, d.params);
   w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
   d.tokenizer->add_to_gguf(w);
   w.write(path);

@@ -140,12 +140,12 @@ TEST(Reference, MissingExtraFixturesFolderIsAnError) {
 
 TEST(Reference, LlamaCppLogitsOnFixtureModel) {
   gguf::GgufFile f(kShared + "/ref-gqa-untied-model.gguf");
-  auto cfg = model::config_from_llama_gguf(f);
+  auto cfg = model::config_from_gguf(f);
   EXPECT_FALSE(cfg.tied);
   EXPECT_EQ(cfg.n_kv_heads, 2);
   const int64_t T = 32;
   model::Transformer<float> m(cfg, 1, T);
-  model::load_llama_params(f, m.layout(), m.params());
+  model::load_model_params(f, m.layout(), m.params());
   ReferenceState r = ref::load_reference_state(kShared + "/ref-gqa-untied.gguf");
   std::vector<int32_t> row0(r.inputs.begin(), r.inputs.begin() + T);  // tokens[0, :32]
   m.forward(row0.data(), nullptr);

@@ -351,7 +351,7 @@ TEST(Import, OtherTensorsAndMetadataAreCopiedUnchanged) {
   EXPECT_EQ(copied, 1 + 2 * 6 + 2);
   EXPECT_EQ(rep.copied_tensors, copied);
   // Exactly the standard llama tensor set, nothing else.
-  const auto c = model::config_from_llama_gguf(out);
+  const auto c = model::config_from_gguf(out);
   const model::ParamLayout layout(c);
   ASSERT_EQ(out.tensors().size(), layout.tensors().size());
   for (size_t i = 0; i < out.tensors().size(); ++i) EXPECT_EQ(out.tensors()[i].name, layout.tensors()[i].name);
@@ -372,7 +372,7 @@ TEST(Import, OutputLoadsAsAnOrdinaryLlamaModel) {
   make_toy(s).write(tmp / "heads.gguf");
   convert::import_checkpoint(tmp / "heads.gguf", tmp / "fused.gguf");
   gguf::GgufFile out(tmp / "fused.gguf");
-  const auto c = model::config_from_llama_gguf(out);
+  const auto c = model::config_from_gguf(out);
   EXPECT_EQ(c.vocab, s.vocab);
   EXPECT_EQ(c.d_model, s.d_model);
   EXPECT_EQ(c.n_layers, s.n_layers);
@@ -383,7 +383,7 @@ TEST(Import, OutputLoadsAsAnOrdinaryLlamaModel) {
   EXPECT_FALSE(c.tied);
   const model::ParamLayout layout(c);
   std::vector<float> p(size_t(layout.total()));
-  EXPECT_NO_THROW(model::load_llama_params(out, layout, p.data()));
+  EXPECT_NO_THROW(model::load_model_params(out, layout, p.data()));
 }
 
 TEST(Import, LogitsEqualThePerHeadModelGqa) { check_logits_match_per_head(Shape{}); }
@@ -440,7 +440,7 @@ TEST(Import, LensIsFoldedExactlyForEveryTableType) {
     size_t bad = 0;
     for (size_t i = 0; i < ref.size(); ++i) bad += got[i] != float(ref[i]);
     EXPECT_EQ(bad, 0u);
-    EXPECT_NO_THROW(model::config_from_llama_gguf(out));
+    EXPECT_NO_THROW(model::config_from_gguf(out));
   }
 }
 
@@ -655,7 +655,7 @@ TEST(ImportCli, FusesAndReportsErrorsNamingTheFile) {
   EXPECT_EQ(ok.status, 0) << ok.output;
   EXPECT_NE(ok.output.find("fused 16 per-head tensors into 6 attention weights"), std::string::npos) << ok.output;
   EXPECT_NE(ok.output.find("dropped metadata key toy.checkpoint_format"), std::string::npos) << ok.output;
-  EXPECT_NO_THROW(model::config_from_llama_gguf(gguf::GgufFile(tmp / "fused.gguf")));
+  EXPECT_NO_THROW(model::config_from_gguf(gguf::GgufFile(tmp / "fused.gguf")));
 
   auto toy = make_toy(Shape{});
   toy.erase("blk.0.attn_k.head_0.weight");
@@ -675,7 +675,7 @@ TEST(Import, SplitThenImportGivesBackARealModel) {
   TempDir tmp;
   const std::string src = std::string(GGTRAIN_FIXTURES_DIR) + "/ref-gqa-untied-model.gguf";
   gguf::GgufFile orig(src);
-  const auto c = model::config_from_llama_gguf(orig);
+  const auto c = model::config_from_gguf(orig);
   gguf::GgufWriter w;
   for (const auto& [k, v] : orig.metadata()) w.set(k, v);
   w.set("toy.checkpoint_format", Value::str("toy-from-scratch/v1"));

@@ -101,7 +101,7 @@ TEST(ChatRun, GrowsTheVocabularyAndCarriesTheTemplate) {
   const gguf::GgufFile b(base), w(train::weights_path(tmp / "run", 5));
   const auto tb = tokenizer::Tokenizer::from_gguf(b), tw = tokenizer::Tokenizer::from_gguf(w);
   ASSERT_EQ(tw.vocab_size(), tb.vocab_size() + 2);
-  EXPECT_EQ(model::config_from_llama_gguf(w).vocab, tw.vocab_size());
+  EXPECT_EQ(model::config_from_gguf(w).vocab, tw.vocab_size());
   EXPECT_EQ(tw.piece(int32_t(tb.vocab_size())), "<|im_start|>");
   EXPECT_EQ(tw.token_type(int32_t(tb.vocab_size()) + 1), tokenizer::kControl);
   EXPECT_EQ(tw.chat_template(), chat::template_info(chat::Template::kChatml).jinja);
@@ -285,7 +285,7 @@ std::string endless_model(TempDir& tmp) {
   const auto& norm = layout.get("output_norm.weight");
   std::fill(p.begin() + norm.offset, p.begin() + norm.offset + norm.size, 0.0f);
   gguf::GgufWriter w;
-  model::add_llama_model(w, c, layout, p.data());
+  model::add_model_tensors(w, c, layout, p.data());
   tok.add_to_gguf(w);
   const std::string path = tmp / "endless.gguf";
   w.write(path);

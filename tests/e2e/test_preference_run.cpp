@@ -208,7 +208,7 @@ TEST(PreferenceRun, LoraReferenceIsTheBaseModel) {
   test_support::run_quiet(tmp / "lora", c, false);
 
   const gguf::GgufFile f(base);
-  const model::Config mc = model::config_from_llama_gguf(f);
+  const model::Config mc = model::config_from_gguf(f);
   const int64_t B = c.train.batch, T = c.train.seq_len;
   model::Transformer<float> m(mc, B, T);
   model::load_base_params(f, mc, m.layout(), m.params());

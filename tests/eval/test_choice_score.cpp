@@ -40,9 +40,9 @@ TEST(ChoiceScore, EqualsTheLogProbabilitiesOfEachWholeSequence) {
   const std::string path = test_support::tiny_base_model(tmp.path().string());
   gguf::GgufFile f(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(f);
-  const auto cfg = model::config_from_llama_gguf(f);
+  const auto cfg = model::config_from_gguf(f);
   std::vector<float> params(size_t(model::ParamLayout(cfg).total()));
-  model::load_llama_params(f, model::ParamLayout(cfg), params.data());
+  model::load_model_params(f, model::ParamLayout(cfg), params.data());
 
   // Endings of different lengths, one a single character; the second
   // task's endings share their first word (the shared prefix runs past the

@@ -84,7 +84,7 @@ TEST(Decoder, MatchesTrainingForwardWithLlama3RopeFactors) {
   c.rope_freq_factors = {1.0f, 1.5f, 3.0f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};  // d_head 16
   auto p = write_random_model(c, tmp / "m.gguf");
   gguf::GgufFile f(tmp / "m.gguf");
-  EXPECT_EQ(model::config_from_llama_gguf(f).rope_freq_factors, c.rope_freq_factors);
+  EXPECT_EQ(model::config_from_gguf(f).rope_freq_factors, c.rope_freq_factors);
   const int64_t T = 40, V = c.vocab;
   const auto toks = spread_tokens(T, V);
   model::Transformer<float> m(c, 1, T);
@@ -209,7 +209,7 @@ TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
   model::ParamLayout layout(c);
   std::vector<float> p(static_cast<size_t>(layout.total()), 0.01f);
   gguf::GgufWriter w;
-  model::add_llama_model(w, c, layout, p.data());
+  model::add_model_tensors(w, c, layout, p.data());
   w.write(tmp / "ok.gguf");
   // The same model with attn_q stored as Q4_1 (20 bytes per 32 values), a
   // type ggtrain neither writes nor reads.

@@ -25,18 +25,18 @@ TEST(Checkpoint, CheckpointRoundTripsThroughGguf) {
   TempDir tmp;
   const std::string path = tmp / "model.gguf";
   gguf::GgufWriter w;
-  model::add_llama_model(w, c, layout, p.data());
+  model::add_model_tensors(w, c, layout, p.data());
   w.write(path);
 
   gguf::GgufFile f(path);
-  auto c2 = model::config_from_llama_gguf(f);
+  auto c2 = model::config_from_gguf(f);
   EXPECT_EQ(c2.d_model, c.d_model);
   EXPECT_EQ(c2.n_kv_heads, c.n_kv_heads);
   EXPECT_TRUE(c2.tied);
   EXPECT_EQ(f.find_tensor("output.weight"), nullptr);
   EXPECT_EQ(f.tensor("blk.1.attn_k.weight").shape(), (std::vector<uint64_t>{32, 16}));
   std::vector<float> q(size_t(layout.total()), 0.f);
-  model::load_llama_params(f, layout, q.data());
+  model::load_model_params(f, layout, q.data());
   EXPECT_EQ(0, std::memcmp(p.data(), q.data(), p.size() * sizeof(float)));
 }
 
@@ -47,7 +47,7 @@ TEST(Checkpoint, CheckpointLoadRejectsWrongShapes) {
   TempDir tmp;
   const std::string path = tmp / "model.gguf";
   gguf::GgufWriter w;
-  model::add_llama_model(w, c, layout, p.data());
+  model::add_model_tensors(w, c, layout, p.data());
   w.write(path);
   auto c2 = c;
   c2.d_ff = 40;
@@ -55,7 +55,7 @@ TEST(Checkpoint, CheckpointLoadRejectsWrongShapes) {
   std::vector<float> q(size_t(other.total()));
   gguf::GgufFile f(path);
   try {
-    model::load_llama_params(f, other, q.data());
+    model::load_model_params(f, other, q.data());
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ffn_gate"), std::string::npos) << e.what();

@@ -35,8 +35,8 @@ TEST(ModelConfig, Gemma3WritesTheSlidingWindowKeysLlamaCppWouldNotAssume) {
   EXPECT_EQ(d.find("gemma3.attention.sliding_window_pattern"), nullptr);
   EXPECT_EQ(d.find("gemma3.rope.freq_base_swa"), nullptr);
   EXPECT_EQ(d.find("gemma3.rope.scaling.type"), nullptr);
-  EXPECT_EQ(model::config_from_llama_gguf(d).swa_pattern, 6);
-  EXPECT_EQ(model::config_from_llama_gguf(d).rope_freq_base_swa, 10000.0);
+  EXPECT_EQ(model::config_from_gguf(d).swa_pattern, 6);
+  EXPECT_EQ(model::config_from_gguf(d).rope_freq_base_swa, 10000.0);
   c.swa_pattern = 4;
   c.rope_freq_base_swa = 20000;
   c.rope_scaling_factor = 8;
@@ -46,7 +46,7 @@ TEST(ModelConfig, Gemma3WritesTheSlidingWindowKeysLlamaCppWouldNotAssume) {
   EXPECT_EQ(o.get_float("gemma3.rope.freq_base_swa"), 20000.0);
   EXPECT_EQ(o.get_string("gemma3.rope.scaling.type"), "linear");
   EXPECT_EQ(o.get_float("gemma3.rope.scaling.factor"), 8.0);
-  const auto back = model::config_from_llama_gguf(o);
+  const auto back = model::config_from_gguf(o);
   for (const auto& f : model::config_fields()) EXPECT_TRUE(model::same_field(back, c, f, true)) << f.name;
 }
 
@@ -68,7 +68,7 @@ TEST(ModelConfig, ZeroHeadCountIsAClearError) {
   const gguf::GgufFile f(tmp / "zero-heads.gguf");
   for (bool embedding_is_d_model : {true, false}) {
     try {
-      model::config_from_llama_gguf(f, embedding_is_d_model);
+      model::config_from_gguf(f, embedding_is_d_model);
       ADD_FAILURE() << "a head count of 0 was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("n_heads must be positive"), std::string::npos) << e.what();

@@ -118,12 +118,12 @@ TEST_P(DonorRun, CheckpointsAreFoldedAndResumeExactly) {
   const gguf::GgufFile w(train::weights_path(tmp / "a", 20));
   const gguf::GgufFile s(train::state_path(tmp / "a", 20));
   const gguf::GgufFile d(donor);
-  const auto mc = model::config_from_llama_gguf(w);
+  const auto mc = model::config_from_gguf(w);
   EXPECT_EQ(mc.d_model, 48);
   EXPECT_FALSE(mc.tied);
   EXPECT_EQ(w.find_tensor("lens.proj.weight"), nullptr);  // llama.cpp rejects extra tensors
   std::vector<float> params(size_t(model::ParamLayout(mc).total()));
-  model::load_llama_params(w, model::ParamLayout(mc), params.data());  // the standard tensor set
+  model::load_model_params(w, model::ParamLayout(mc), params.data());  // the standard tensor set
   EXPECT_EQ(w.find("tokenizer.ggml.tokens")->items, d.find("tokenizer.ggml.tokens")->items);
 
   // token_embd = fold(E, W): E dequantized from the donor, W from the state.

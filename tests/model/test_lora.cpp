@@ -100,12 +100,12 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
   EXPECT_EQ(sf.find_tensor("adam.m.blk.0.attn_q.weight"), nullptr);  // the base has no moments
 
   // The training-time model (base + LoRA tensors) vs the decoder with the adapter.
-  const auto bc = model::config_from_llama_gguf(bf);
+  const auto bc = model::config_from_gguf(bf);
   model::Config lc = bc;
   lc.lora = {4, 8.0, c.train.lora.targets};
   const int64_t T = 24;
   model::Transformer<float> m(lc, 1, T);
-  model::load_llama_params(bf, model::ParamLayout(bc), m.params());
+  model::load_model_params(bf, model::ParamLayout(bc), m.params());
   for (const auto& t : m.layout().tensors()) {
     if (!model::ParamLayout(bc).find(t.name)) {
       const auto v = quant::tensor_floats(af, af.tensor(t.name));
@@ -151,7 +151,7 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
     Rng rng(5);
     for (auto& x : w) x = float(rng.normal() * 0.3);
     gguf::GgufWriter gw;
-    model::add_llama_model(gw, c, plain_layout, w.data(), type);
+    model::add_model_tensors(gw, c, plain_layout, w.data(), type);
     gw.write(tmp / "base.gguf");
     const gguf::GgufFile f(tmp / "base.gguf");
     ASSERT_EQ(f.tensor("blk.0.ffn_down.weight").type, type);
@@ -220,7 +220,7 @@ namespace {
 train::RunConfig held_base_lora_config(TempDir& tmp, const std::string& base) {
   {
     const gguf::GgufFile f(base);
-    EXPECT_EQ(model::QuantizedBase(f, model::config_from_llama_gguf(f)).names().size(), 2u * 7u + 2u) << base;
+    EXPECT_EQ(model::QuantizedBase(f, model::config_from_gguf(f)).names().size(), 2u * 7u + 2u) << base;
   }
   auto c = lora_config(tmp, base, 10);
   c.train.sample_every = 5;

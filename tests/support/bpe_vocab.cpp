@@ -200,7 +200,7 @@ void add_tiny_model(gguf::GgufWriter& w, int64_t vocab) {
   model::ParamLayout layout(c);
   params.assign(size_t(layout.total()), 0.0f);
   model::init_params(c, layout, params.data(), 7);
-  model::add_llama_model(w, c, layout, params.data());
+  model::add_model_tensors(w, c, layout, params.data());
 }
 
 }  // namespace
@@ -223,7 +223,7 @@ void write_bpe_vocab_gguf(const std::string& path, const std::string& kind, cons
   std::vector<float> params(size_t(layout.total()));
   model::init_params(c, layout, params.data(), 7);
   gguf::GgufWriter w;
-  model::add_llama_model(w, c, layout, params.data());
+  model::add_model_tensors(w, c, layout, params.data());
   w.set("general.name", Value::str(spec.name));
   w.set("tokenizer.ggml.model", Value::str("gpt2"));
   w.set("tokenizer.ggml.pre", Value::str(kind));

@@ -41,7 +41,7 @@ inline std::vector<float> write_random_model(const model::Config& c, const std::
       for (int64_t i = 0; i < t.size; ++i)
         p[size_t(t.offset + i)] += float(0.3 * std::sin(double(i) * 0.7 + double(t.offset % 97)));
   gguf::GgufWriter w;
-  model::add_llama_model(w, c, layout, p.data());
+  model::add_model_tensors(w, c, layout, p.data());
   w.write(path);
   return p;
 }

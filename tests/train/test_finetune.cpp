@@ -52,7 +52,7 @@ TEST(Finetune, ContinuesAModelAndResumesExactly) {
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
   // The shape, numerics and vocabulary are the base's, not the s15 preset's.
   const gguf::GgufFile b(base), w(train::weights_path(tmp / "a", 10));
-  const auto mb = model::config_from_llama_gguf(b), mw = model::config_from_llama_gguf(w);
+  const auto mb = model::config_from_gguf(b), mw = model::config_from_gguf(w);
   EXPECT_EQ(mw.d_model, mb.d_model);
   EXPECT_EQ(mw.n_layers, mb.n_layers);
   EXPECT_EQ(mw.n_kv_heads, mb.n_kv_heads);
@@ -130,7 +130,7 @@ TEST(Finetune, ImportedPerHeadCheckpointContinuesAndResumes) {
   TempDir tmp("ggtrain_from_import");
   const std::string base = test_support::tiny_base_model(tmp.path().string());
   const gguf::GgufFile b(base);
-  const auto mc = model::config_from_llama_gguf(b);
+  const auto mc = model::config_from_gguf(b);
   gguf::GgufWriter w;  // the base, written per head as toy-from-scratch/v1 does
   for (const auto& [k, v] : b.metadata())
     if (k.rfind("ggtrain.", 0) != 0) w.set(k, v);
@@ -187,7 +187,7 @@ TEST(Finetune, Llama3RopeFactorsComeWithTheModelAndSurviveResume) {
   for (int64_t step : {5, 10}) {
     const gguf::GgufFile w(train::weights_path(tmp / "b", step));
     EXPECT_TRUE(same_bytes(l3, w, model::kRopeFreqsTensor)) << "step " << step;
-    EXPECT_EQ(model::config_from_llama_gguf(w).rope_freq_base, 500000.0);
+    EXPECT_EQ(model::config_from_gguf(w).rope_freq_base, 500000.0);
   }
   // (A resume that lost the factors would train steps 6-10 on plain RoPE and
   // end elsewhere than the uninterrupted run; that the training forward uses
@@ -220,7 +220,7 @@ TEST(Finetune, Qwen3TrainsContinuesAndResumesExactly) {
   EXPECT_EQ(f.find("llama.block_count"), nullptr);
   const auto c = continue_config(tmp, ck, 10);
   test_support::expect_exact_resume(tmp / "c", tmp / "d", c, 5);
-  EXPECT_EQ(model::config_from_llama_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10))).head_dim, 24);
+  EXPECT_EQ(model::config_from_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10))).head_dim, 24);
 }
 
 // Gemma 3 (model.arch = "gemma3": GeGLU, post-norms, scaled embedding, a
@@ -248,7 +248,7 @@ TEST(Finetune, Gemma3TrainsContinuesAndResumesExactly) {
   EXPECT_EQ(f.tensor("blk.1.post_ffw_norm.weight").ne[0], 64u);
   const auto c = continue_config(tmp, ck, 10);
   test_support::expect_exact_resume(tmp / "c", tmp / "d", c, 5);
-  const auto back = model::config_from_llama_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10)));
+  const auto back = model::config_from_gguf(gguf::GgufFile(train::weights_path(tmp / "c", 10)));
   EXPECT_EQ(back.sliding_window, 8);
   EXPECT_EQ(back.swa_pattern, 2);
   EXPECT_EQ(back.rope_freq_base_swa, 5000.0);

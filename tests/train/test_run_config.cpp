@@ -38,7 +38,7 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
     SCOPED_TRACE(r.preset);
     const train::RunConfig c = train::preset(r.preset);
     EXPECT_NO_THROW(c.validate());
-    const model::Config m = c.llama(r.vocab);
+    const model::Config m = c.model_config(r.vocab);
     EXPECT_NO_THROW(m.validate("preset"));
     EXPECT_EQ(m.arch, r.arch);
     EXPECT_EQ(model::ParamLayout(m).total(), r.params);
