@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 
+#include "kernels/number_formats.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -68,15 +68,6 @@ std::string broken_resume() {
   return piece;
 }
 
-// x rounded to bf16 (to nearest even), as a copy kept only in bf16 would be.
-float to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
 }  // namespace
 
 InjectedFaults injected_faults() {
@@ -100,7 +91,8 @@ void break_resume(const InjectedFaults& faults, corpus::MixtureState& loader, st
   if (piece == "adam_m") std::fill(adam_m.begin(), adam_m.end(), 0.f);
   if (piece == "adam_v") std::fill(adam_v.begin(), adam_v.end(), 0.f);
   if (piece == "master_bf16")
-    for (int64_t i = 0; i < n_params; ++i) params[i] = to_bf16(params[i]);
+    for (int64_t i = 0; i < n_params; ++i)  // as a copy kept only in bf16 would be
+      params[i] = kernels::bf16_to_fp32(kernels::fp32_to_bf16(params[i]));
 }
 
 ReducedStep reduce_step(dist::DataParallel& dp, const InjectedFaults& faults, int64_t step, double local_loss) {
