@@ -120,10 +120,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   e.stream.wait();
 }
 
+// Through onednn_isa(), which sets the level's limit before it asks: asking
+// oneDNN first would fix its instruction set at the CPU's own.
 bool bf16_gemm_is_native() {
-  limit_onednn_to_build_level();  // asking first would fix oneDNN's instruction set at the CPU's own
-  const auto isa = dnnl::get_effective_cpu_isa();
-  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+  const std::string isa = onednn_isa();
+  return isa == "avx512_core_bf16" || isa == "avx512_core_amx";
 }
 
 }  // namespace ggtrain::kernels
