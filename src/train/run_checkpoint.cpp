@@ -165,6 +165,38 @@ CheckpointMeta read_state_meta(const gguf::GgufFile& s, int64_t expect_step) {
   return m;
 }
 
+// Error naming the file whose bytes no longer have the digest `state`
+// recorded; nothing when they do, or when `state` predates the digests.
+void verify_checkpoint_files(const std::string& weights, const gguf::GgufFile& state) {
+  const gguf::Value* ws = state.find(kWeightsSha256Key);
+  const gguf::Value* ms = state.find(kMomentsSha256Key);
+  if (!ws || !ms) return;  // written before checkpoints recorded digests
+  if (sha256_of_file(weights) != ws->s)
+    fail("{}: its bytes no longer have the SHA-256 digest {} recorded when the checkpoint was written: the file "
+         "changed on disk. Restore it from a copy, or point weights/latest at an earlier step_N.gguf whose pair is "
+         "intact (`ggtrain verify RUN_DIR` checks every checkpoint)",
+         weights, state.path());
+  if (moments_sha256(state) != ms->s)
+    fail("{}: its AdamW moments no longer have the SHA-256 digest the file recorded when it was written: the file "
+         "changed on disk. Restore it from a copy, or point weights/latest at an earlier checkpoint whose pair is "
+         "intact (`ggtrain verify RUN_DIR` checks every checkpoint)",
+         state.path());
+}
+
+// A step's weights and state opened and checked as a resume needs them: the
+// state is of that step, both files are of one run, and their bytes still
+// have the digests the state recorded (when it recorded them).
+struct CheckpointPair {
+  gguf::GgufFile weights, state;
+  CheckpointMeta meta;
+  CheckpointPair(const std::string& run_dir, int64_t step)
+      : weights(weights_path(run_dir, step)), state(state_path(run_dir, step)), meta(read_state_meta(state, step)) {
+    if (weights.get_uint("general.step") != uint64_t(step) || weights.get_string("general.run_id") != meta.run_id)
+      fail("{}: general.step/general.run_id do not match the state file {}", weights.path(), state.path());
+    verify_checkpoint_files(weights.path(), state);
+  }
+};
+
 }  // namespace
 
 void move_link(const std::string& run_dir, const std::string& name, int64_t step) {
@@ -230,22 +262,6 @@ CheckpointMeta read_latest_meta(const std::string& run_dir) {
   return read_state_meta(s, step);
 }
 
-void verify_checkpoint_files(const std::string& weights, const gguf::GgufFile& state) {
-  const gguf::Value* ws = state.find(kWeightsSha256Key);
-  const gguf::Value* ms = state.find(kMomentsSha256Key);
-  if (!ws || !ms) return;  // written before checkpoints recorded digests
-  if (sha256_of_file(weights) != ws->s)
-    fail("{}: its bytes no longer have the SHA-256 digest {} recorded when the checkpoint was written: the file "
-         "changed on disk. Restore it from a copy, or point weights/latest at an earlier step_N.gguf whose pair is "
-         "intact (`ggtrain verify RUN_DIR` checks every checkpoint)",
-         weights, state.path());
-  if (moments_sha256(state) != ms->s)
-    fail("{}: its AdamW moments no longer have the SHA-256 digest the file recorded when it was written: the file "
-         "changed on disk. Restore it from a copy, or point weights/latest at an earlier checkpoint whose pair is "
-         "intact (`ggtrain verify RUN_DIR` checks every checkpoint)",
-         state.path());
-}
-
 std::vector<CheckpointCheck> verify_checkpoints(const std::string& run_dir) {
   std::vector<CheckpointCheck> out;
   for (const int64_t step : checkpoint_steps(run_dir)) {
@@ -254,13 +270,8 @@ std::vector<CheckpointCheck> verify_checkpoints(const std::string& run_dir) {
     try {
       const std::string sp = state_path(run_dir, step);
       if (!fs::exists(sp)) fail("{}: missing: the checkpoint has its weights but not its optimizer state", sp);
-      const gguf::GgufFile s(sp);
-      const CheckpointMeta meta = read_state_meta(s, step);
-      const gguf::GgufFile w(weights_path(run_dir, step));
-      if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
-        fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
-      c.has_digests = s.find(kWeightsSha256Key) && s.find(kMomentsSha256Key);
-      verify_checkpoint_files(w.path(), s);
+      const CheckpointPair p(run_dir, step);
+      c.has_digests = p.state.find(kWeightsSha256Key) && p.state.find(kMomentsSha256Key);
     } catch (const Error& e) {
       c.problem = e.what();
     }
@@ -272,13 +283,9 @@ std::vector<CheckpointCheck> verify_checkpoints(const std::string& run_dir) {
 CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) {
   const int64_t step = latest_step(run_dir);
   if (step < 0) fail("{}: no checkpoint to resume from", run_dir);
-  gguf::GgufFile w(weights_path(run_dir, step));
-  gguf::GgufFile s(state_path(run_dir, step));
-  CheckpointMeta meta = read_state_meta(s, step);
-  if (w.get_uint("general.step") != uint64_t(step) || w.get_string("general.run_id") != meta.run_id)
-    fail("{}: general.step/general.run_id do not match the state file {}", w.path(), s.path());
-  verify_checkpoint_files(w.path(), s);
-  d.variant->load(w, s, d);
+  const CheckpointPair p(run_dir, step);
+  const gguf::GgufFile& s = p.state;
+  d.variant->load(p.weights, s, d);
   size_t n_moments = 0;
   for (const auto& ti : s.tensors()) n_moments += ti.name.rfind("adam.m.", 0) == 0;
   if (n_moments != d.grad_layout->tensors().size())
@@ -293,7 +300,7 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
       std::memcpy(dst + t.offset, ti.data, size_t(t.size) * 4);
     }
   }
-  return meta;
+  return p.meta;
 }
 
 }  // namespace ggtrain::train

@@ -54,9 +54,6 @@ std::string state_path(const std::string& run_dir, int64_t step);
 // weights file, and the AdamW moments' data in the order the state holds them.
 inline constexpr const char* kWeightsSha256Key = "ggtrain.weights.sha256";
 inline constexpr const char* kMomentsSha256Key = "ggtrain.adam.sha256";
-// Error naming the file whose bytes no longer have the digest `state`
-// recorded; nothing when they do, or when `state` predates the digests.
-void verify_checkpoint_files(const std::string& weights_path, const gguf::GgufFile& state);
 
 // `ggtrain verify RUN_DIR`: every checkpoint of the run read as a resume
 // would read it, without training.
