@@ -89,24 +89,30 @@ same_counts() { # ANSWERS COUNTS_FILE
 theirs() {
   perplexity_lines $N -m "$1" -f exodus.hellaswag --hellaswag --hellaswag-tasks $N -c 512 -t 2 -fa off | running_counts
 }
-# ggtrain's, in the order drawn (or by FIELD and ORDER given).
-ours() { # MODEL CHOSEN_FIELD SORT(draw|file) [TASK_FILE COUNT]
-  "$GGTRAIN" eval -m "$1" --task "${4:-exodus.hellaswag}" --tasks "${5:-$N}" -t 2 --json |
-    node -e '
-      const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
-      let t = r.per_task;
-      if (process.argv[2] === "file") t = [...t].sort((a, b) => a.index - b.index);
-      process.stdout.write(t.map(x => (x[process.argv[1]] === x.gold ? 1 : 0)).join(""));' "$2" "$3"
+# ggtrain's scores of MODEL on TASK_FILE (COUNT tasks drawn): one `eval --json`
+# into OUT, read by answers() for the check and its controls alike.
+score() { # MODEL TASK_FILE COUNT OUT
+  "$GGTRAIN" eval -m "$1" --task "$2" --tasks "$3" -t 2 --json >"$4"
+}
+# ggtrain's answers in JSON (1 = right), by CHOSEN_FIELD, in the order drawn
+# or in file order.
+answers() { # JSON CHOSEN_FIELD SORT(draw|file)
+  node -e '
+    const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    let t = r.per_task;
+    if (process.argv[3] === "file") t = [...t].sort((a, b) => a.index - b.index);
+    process.stdout.write(t.map(x => (x[process.argv[2]] === x.gold ? 1 : 0)).join(""));' "$1" "$2" "$3"
 }
 for m in small/weights/latest q8_0.gguf; do
   theirs "$m" >counts.txt
-  b=$(ours "$m" chosen draw)
+  score "$m" exodus.hellaswag $N ours.json
+  b=$(answers ours.json chosen draw)
   [[ ${#b} -eq $N ]] || fail "$m: ggtrain scored ${#b} tasks, not $N"
   result=$(same_counts "$b" counts.txt) || fail "$m: answers differ; ggtrain's (1 = right): $b
   llama.cpp's right answers so far, per task: $(tr '\n' ' ' <counts.txt)"
-  same_counts "$(ours "$m" chosen file)" counts.txt >/dev/null &&
+  same_counts "$(answers ours.json chosen file)" counts.txt >/dev/null &&
     fail "control: $m in file order gives llama.cpp's answers: the order is not tested"
-  same_counts "$(ours "$m" chosen_sum draw)" counts.txt >/dev/null &&
+  same_counts "$(answers ours.json chosen_sum draw)" counts.txt >/dev/null &&
     fail "control: $m by summed log-probability gives llama.cpp's answers: the normalisation is not tested"
   echo "$m: the same answers on the ${result% *} of $N tasks llama-perplexity printed (${result#* } right): $b"
 done
@@ -123,11 +129,12 @@ MC=40
 for m in small/weights/latest q8_0.gguf; do
   perplexity_lines $MC -m "$m" -bf exodus.bin --multiple-choice --multiple-choice-tasks $MC -c 512 -t 2 |
     running_counts >counts.txt
-  b=$(ours "$m" chosen draw exodus.bin $MC)
+  score "$m" exodus.bin $MC ours.json
+  b=$(answers ours.json chosen draw)
   [[ ${#b} -eq $MC ]] || fail "$m: ggtrain scored ${#b} multiple-choice tasks, not $MC"
   result=$(same_counts "$b" counts.txt) || fail "$m: multiple-choice answers differ; ggtrain's (1 = right): $b
   llama.cpp's right answers so far, per task: $(tr '\n' ' ' <counts.txt)"
-  same_counts "$(ours "$m" chosen file exodus.bin $MC)" counts.txt >/dev/null &&
+  same_counts "$(answers ours.json chosen file)" counts.txt >/dev/null &&
     fail "control: $m multiple choice in file order gives llama.cpp's answers"
   echo "$m: multiple choice: the same answers on the ${result% *} of $MC tasks llama-perplexity printed" \
     "(${result#* } right): $b"
@@ -153,11 +160,12 @@ for case in small/weights/latest:5e-5 q8_0.gguf:2e-3; do
   # theirs.txt: task number, the two scores, the choice (per printed line)
   perplexity_lines $W -m "$m" -f exodus.csv --winogrande --winogrande-tasks $W -c 512 -t 2 |
     awk -F'\t' '$1 ~ /^[0-9]+$/ && NF >= 3 { s = $3; sub(/^ +/, "", s); split(s, f, / +/); print $1, f[1] + 0, f[2] + 0, f[3] }' >theirs.txt
-  "$GGTRAIN" eval -m "$m" --task exodus-59.csv --tasks $W -t 2 --json |
-    node -e '
-      const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
-      for (const t of r.per_task)
-        console.log(t.logprob[0] / t.scored_tokens[0], t.logprob[1] / t.scored_tokens[1], t.chosen + 1, t.index);' >ours.txt
+  score "$m" exodus-59.csv $W ours.json
+  node -e '
+    const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    for (const t of r.per_task)
+      console.log(t.logprob[0] / t.scored_tokens[0], t.logprob[1] / t.scored_tokens[1], t.chosen + 1, t.index);' \
+    ours.json >ours.txt
   [[ $(wc -l <ours.txt) -eq $W ]] || fail "$m: ggtrain scored $(wc -l <ours.txt) Winogrande tasks, not $W"
   # Each printed task against ggtrain's task of that number (its line).
   awk -v m="$m" -v limit="$limit" -v total=$W '
