@@ -10,6 +10,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/short_conv.h"
 #include "model/checkpoint.h"
 #include "model/family_ops.h"
 #include "model/params.h"
@@ -60,13 +61,25 @@ void Decoder::build(Matrix matrix, Vector vec) {
   const auto embd = matrix("token_embd.weight");
   token_embd_ = nn::Embedding<float>::packed(embd);
   output_ = nn::Linear<float>::packed(cfg_.tied ? embd : matrix("output.weight"));
-  output_norm_ = vec("output_norm.weight");
+  output_norm_ = vec(cfg_.architecture().output_norm);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto n = [&](const char* what) { return model::block_tensor_name(l, what); };
-    auto mat = [&](model::BlockMatrix m) { return nn::Linear<float>::packed(matrix(n(model::block_matrix_name(m)))); };
+    auto mat = [&](model::BlockMatrix m) {
+      if (!model::layer_has_matrix(cfg_, l, m)) return nn::Linear<float>{};
+      return nn::Linear<float>::packed(matrix(n(model::block_matrix_name(m))));
+    };
     layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), mat(model::kAttnQ), mat(model::kAttnK),
                        mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate), mat(model::kFfnUp),
                        mat(model::kFfnDown)});
+    if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
+      layers_.back().conv_in = mat(model::kConvInProj);
+      layers_.back().conv_out = mat(model::kConvOutProj);
+      layers_.back().conv_kernel = vec(n(model::kShortConvKernel));
+      conv_history_.resize(size_t(cfg_.n_layers));
+      conv_history_[size_t(l)].resize(size_t(n_ctx_ * cfg_.d_model));
+      bcx_.resize(size_t(n_ctx_ * 3 * cfg_.d_model));
+      continue;  // no attention tensors
+    }
     if (cfg_.architecture().qkv_bias) {
       auto bias = [&](const char* what) { return vec(model::block_tensor_name(l, what, "bias")); };
       layers_.back().bq = bias("attn_q");
@@ -114,12 +127,16 @@ void Decoder::add_lora(const model::LoraAdapter& adapter_in, double user_scale) 
   float* u = lora_u_.emplace_back(size_t(n_ctx_ * max_rank)).data();
   for (const auto& p : adapter.pairs) {
     int64_t l = -1;
-    char what[32] = {};
-    if (std::sscanf(p.weight.c_str(), "blk.%ld.%31[a-z_].weight", &l, what) != 2 || l < 0 || l >= cfg_.n_layers)
-      fail("LoRA: '{}' is not a block matrix of this model", p.weight);
+    int prefix = 0;
+    const std::string& name = p.weight;
+    if (std::sscanf(name.c_str(), "blk.%ld.%n", &l, &prefix) != 1 || prefix == 0 || l < 0 || l >= cfg_.n_layers ||
+        !name.ends_with(".weight"))
+      fail("LoRA: '{}' is not a block matrix of this model", name);
     Layer& L = layers_[size_t(l)];
+    const std::string what = name.substr(size_t(prefix), name.size() - size_t(prefix) - 7);
     const model::BlockMatrix m = model::block_matrix_from_name(what);
-    if (m == model::kNumBlockMatrices) fail("LoRA: '{}' is not a block matrix of this model", p.weight);
+    if (m == model::kNumBlockMatrices || !model::layer_has_matrix(cfg_, l, m))
+      fail("LoRA: '{}' is not a block matrix of this model", name);
     nn::Linear<float>& w = L.matrix(m);
     if (p.rank <= 0 || int64_t(p.a.size()) != p.rank * w.n_in() || int64_t(p.b.size()) != w.n_out() * p.rank)
       fail("LoRA pair of rank {} does not fit a [{}, {}] matrix", p.rank, w.n_out(), w.n_in());
@@ -158,6 +175,49 @@ void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
   kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
 }
 
+void Decoder::attention_mixer(int64_t l, int64_t n) {
+  const Layer& L = layers_[size_t(l)];
+  const int64_t pos = position(), hd = cfg_.d_head();
+  const float eps = float(cfg_.rms_eps);
+  const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
+  const bool local = cfg_.is_local_layer(l);
+  const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * hd / 2;
+  const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * hd / 2;
+  project(L.wq, h_.data(), q_.data(), n);
+  project(L.wk, h_.data(), k_.data(), n);
+  project(L.wv, h_.data(), v_.data(), n);
+  if (!L.bq.empty()) {
+    kernels::bias_forward(q_.data(), L.bq.data(), n, cfg_.q_dim());
+    kernels::bias_forward(k_.data(), L.bk.data(), n, cfg_.kv_dim());
+    kernels::bias_forward(v_.data(), L.bv.data(), n, cfg_.kv_dim());
+  }
+  if (!L.attn_q_norm.empty()) {  // each head's row normed on its own, in place
+    const int64_t hq = n * cfg_.n_heads, hk = n * cfg_.n_kv_heads;
+    kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, hd, eps);
+    kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, hd, eps);
+  }
+  if (cfg_.uses_rope(l)) {
+    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
+    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
+  }
+  cache_.store(l, k_.data(), v_.data(), pos, n);
+  attention(l, n);
+  project(L.wo, att_out_.data(), tmp_.data(), n);
+}
+
+// The convolution reads the taps - 1 positions before each new one from the
+// layer's history (zeros before position 0), as llama.cpp's conv state.
+void Decoder::conv_mixer(int64_t l, int64_t n) {
+  const Layer& L = layers_[size_t(l)];
+  const int64_t pos = position();
+  project(L.conv_in, h_.data(), bcx_.data(), n);
+  const kernels::ShortConvShape shape{1, pos + n, cfg_.d_model, cfg_.shortconv_l_cache, nullptr, pos};
+  float* no_v = nullptr;  // y goes to h_, free once in_proj has read it
+  kernels::short_conv_forward(h_.data(), no_v, conv_history_[size_t(l)].data(), bcx_.data(), L.conv_kernel.data(),
+                              shape);
+  project(L.conv_out, h_.data(), tmp_.data(), n);
+}
+
 void Decoder::warmup() {
   // 16 tokens: fewer leave oneDNN's GEMM for larger batches cold (measured:
   // a 128-token prompt after a 2-token warmup ran at 2,300-2,500 tokens/s,
@@ -172,9 +232,8 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (n <= 0) fail("decoder: nothing to evaluate");
   const int64_t pos = position();
   if (pos + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos, n_ctx_);
-  const int64_t C = cfg_.d_model, hd = cfg_.d_head();
+  const int64_t C = cfg_.d_model;
   const float eps = float(cfg_.rms_eps);
-  const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
       fail("decoder: token {} is outside the vocabulary of {}", tokens[i], cfg_.vocab);
@@ -183,30 +242,9 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     kernels::scale_inplace(x_.data(), std::sqrt(float(C)), n * C);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const Layer& L = layers_[size_t(l)];
-    const bool local = cfg_.is_local_layer(l);
-    const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * hd / 2;
-    const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * hd / 2;
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.attn_norm.data(), n, C, eps);
-    project(L.wq, h_.data(), q_.data(), n);
-    project(L.wk, h_.data(), k_.data(), n);
-    project(L.wv, h_.data(), v_.data(), n);
-    if (!L.bq.empty()) {
-      kernels::bias_forward(q_.data(), L.bq.data(), n, cfg_.q_dim());
-      kernels::bias_forward(k_.data(), L.bk.data(), n, cfg_.kv_dim());
-      kernels::bias_forward(v_.data(), L.bv.data(), n, cfg_.kv_dim());
-    }
-    if (!L.attn_q_norm.empty()) {  // each head's row normed on its own, in place
-      const int64_t hq = n * cfg_.n_heads, hk = n * cfg_.n_kv_heads;
-      kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, hd, eps);
-      kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, hd, eps);
-    }
-    if (cfg_.uses_rope(l)) {
-      kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
-      kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
-    }
-    cache_.store(l, k_.data(), v_.data(), pos, n);
-    attention(l, n);
-    project(L.wo, att_out_.data(), tmp_.data(), n);
+    if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) conv_mixer(l, n);
+    else attention_mixer(l, n);
     if (L.attn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.attn_post_norm, n);
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);

@@ -64,12 +64,15 @@ class Decoder {
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
-    nn::Linear<float> wq, wk, wv, wo, w_gate, w_up, w_down;
+    nn::Linear<float> wq, wk, wv, wo, w_gate, w_up, w_down;  // wq..wo: attention layers
+    nn::Linear<float> conv_in = {}, conv_out = {};  // short-convolution layers
+    std::vector<float> conv_kernel = {};  // [C, taps]
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
     std::vector<float> bq = {}, bk = {}, bv = {};  // Architecture::qkv_bias, else empty
     std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
     nn::Linear<float>& matrix(model::BlockMatrix m) {
-      nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down};
+      nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq,   &wk,     &wv,      &wo,      &w_gate,
+                                                          &w_up, &w_down, &conv_in, &conv_out};
       return *all[m];
     }
   };
@@ -80,6 +83,9 @@ class Decoder {
   // y[n, p.n_out()] = x p^T (+ its adapters).
   static void project(const nn::Linear<float>& p, float* x, float* y, int64_t n) { p.forward(y, {x, nullptr}, n); }
   void attention(int64_t l, int64_t n);
+  // Layer l's mixer on the n normed rows in h_, its output projection in tmp_.
+  void attention_mixer(int64_t l, int64_t n);
+  void conv_mixer(int64_t l, int64_t n);
   kernels::AttnShape flash_shape(int64_t n) const;
   kernels::DecodeAttnShape decode_shape(int64_t window = 0) const {
     return {cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head(), window};
@@ -110,6 +116,12 @@ class Decoder {
   std::vector<float> head_rstd_;  // [n_ctx * n_heads] the head norms' (qk_norm)
   std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
   std::vector<float> decode_scratch_;  // attention_decode's, for the others
+  // Short-convolution layers: each one's convolution input u for every
+  // cached position [n_ctx, C] (the state a position reads is the taps - 1
+  // rows before it, so a truncated cache needs nothing recomputed), and
+  // in_proj's output for a batch [n_ctx, 3C].
+  std::vector<std::vector<float>> conv_history_;
+  std::vector<float> bcx_;
 };
 
 }  // namespace ggtrain::infer

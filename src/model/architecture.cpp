@@ -5,15 +5,23 @@ namespace ggtrain::model {
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> rows = {
       // name, RoPE pairs, qk_norm, qkv_bias, head size key, feed-forward, post_norms, embedding_scale,
-      // swa pattern, no-RoPE step
-      {"llama", RopeLayout::kAdjacentPairs, false, false, false, FfnActivation::kSilu, false, false, 0, 0,
-       "Llama 1-3.x, SmolLM, SmolLM2, TinyLlama, Mistral 7B"},
-      {"qwen2", RopeLayout::kHalves, false, true, false, FfnActivation::kSilu, false, false, 0, 0, "Qwen2, Qwen2.5"},
-      {"qwen3", RopeLayout::kHalves, true, false, true, FfnActivation::kSilu, false, false, 0, 0, "Qwen3 (dense)"},
-      {"gemma3", RopeLayout::kHalves, true, false, true, FfnActivation::kGeluTanh, true, true, 6, 0, "Gemma 3 (text)"},
+      // swa pattern, no-RoPE step, short-conv layers, final norm
+      {"llama", RopeLayout::kAdjacentPairs, false, false, false, FfnActivation::kSilu, false, false, 0, 0, false,
+       "output_norm.weight", "Llama 1-3.x, SmolLM, SmolLM2, TinyLlama, Mistral 7B"},
+      {"qwen2", RopeLayout::kHalves, false, true, false, FfnActivation::kSilu, false, false, 0, 0, false,
+       "output_norm.weight", "Qwen2, Qwen2.5"},
+      {"qwen3", RopeLayout::kHalves, true, false, true, FfnActivation::kSilu, false, false, 0, 0, false,
+       "output_norm.weight", "Qwen3 (dense)"},
+      {"gemma3", RopeLayout::kHalves, true, false, true, FfnActivation::kGeluTanh, true, true, 6, 0, false,
+       "output_norm.weight", "Gemma 3 (text)"},
       // llama with every fourth layer unrotated; the converter writes it as
       // llama (adjacent pairs, no key for the step).
-      {"smollm3", RopeLayout::kAdjacentPairs, false, false, false, FfnActivation::kSilu, false, false, 0, 4, "SmolLM3"},
+      {"smollm3", RopeLayout::kAdjacentPairs, false, false, false, FfnActivation::kSilu, false, false, 0, 4, false,
+       "output_norm.weight", "SmolLM3"},
+      // attention (qwen3's head norms, NeoX pairs) on the layers
+      // head_count_kv marks, double-gated short convolutions on the others
+      {"lfm2", RopeLayout::kHalves, true, false, false, FfnActivation::kSilu, false, false, 0, 0, true,
+       "token_embd_norm.weight", "LFM2, LFM2.5 (dense)"},
   };
   return rows;
 }

@@ -48,6 +48,13 @@ struct Architecture {
   // (l + 1) % no_rope_layer_step == 0. llama.cpp fixes the step per family
   // (smollm3: 4) and reads no key for it. 0: every layer rotates.
   int64_t no_rope_layer_step;
+  // Layers may be gated short convolutions instead of attention (LFM2):
+  // <arch>.attention.head_count_kv is then a per-layer list, 0 marking a
+  // convolution layer, and <arch>.shortconv.l_cache the kernel width.
+  bool short_conv_layers;
+  // The final norm's tensor: "output_norm.weight", or LFM2's
+  // "token_embd_norm.weight" (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
+  const char* output_norm;
   const char* doc;  // what a user knows it as
 };
 

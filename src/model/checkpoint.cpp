@@ -25,7 +25,14 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
   w.set(c.key("block_count"), u32(c.n_layers));
   w.set(c.key("feed_forward_length"), u32(c.d_ff));
   w.set(c.key("attention.head_count"), u32(c.n_heads));
-  w.set(c.key("attention.head_count_kv"), u32(c.n_kv_heads));
+  if (c.architecture().short_conv_layers) {  // per layer, 0 on convolution layers, as the LFM2 converter writes it
+    std::vector<int32_t> per_layer;
+    for (int64_t n : c.kv_heads_per_layer()) per_layer.push_back(int32_t(n));
+    w.set(c.key("attention.head_count_kv"), Value::i32_array(per_layer));
+    w.set(c.key("shortconv.l_cache"), u32(c.shortconv_l_cache));
+  } else {
+    w.set(c.key("attention.head_count_kv"), u32(c.n_kv_heads));
+  }
   if (c.architecture().writes_head_size || c.head_dim > 0) {
     w.set(c.key("attention.key_length"), u32(c.d_head()));
     w.set(c.key("attention.value_length"), u32(c.d_head()));
@@ -53,7 +60,9 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
     quant::add_float_tensor(w, kRopeFreqsTensor, TensorType::F32, {uint64_t(c.rope_freq_factors.size())},
                             c.rope_freq_factors.data());
   for (const auto& t : layout.tensors()) {
-    TensorType tt = t.shape.size() == 1 ? TensorType::F32 : type;
+    // Vectors, and LFM2's convolution kernels, stay F32 as the converter writes them.
+    const bool conv_kernel = t.name.ends_with(std::string(kShortConvKernel) + ".weight");
+    TensorType tt = t.shape.size() == 1 || conv_kernel ? TensorType::F32 : type;
     if (tt == TensorType::Q8_0 && t.shape.back() % 32 != 0) tt = TensorType::F16;
     quant::add_float_tensor(w, t.name, tt, ggml_ne(t.shape), params + t.offset);
   }

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <type_traits>
 
 #include "gguf/reader.h"
@@ -44,6 +46,9 @@ const std::vector<ConfigField>& config_fields() {
        "gemma3: positions a local layer's attention sees, itself included (0: all layers global)"},
       {"swa_pattern", &C::swa_pattern, "gemma3: every swa_pattern-th layer is global, the others local"},
       {"rope_freq_base_swa", &C::rope_freq_base_swa, "gemma3: RoPE base frequency of the local layers"},
+      {"attention_layers", &C::attention_layers,
+       "lfm2: the layers that attend, as \"2,5,8\"; the others are short convolutions (empty: all attend)"},
+      {"shortconv_l_cache", &C::shortconv_l_cache, "lfm2: taps of each short convolution (<arch>.shortconv.l_cache)"},
   };
   return fields;
 }
@@ -78,6 +83,45 @@ bool Config::uses_rope(int64_t l) const {
   return step == 0 || (l + 1) % step != 0;
 }
 
+namespace {
+// attention_layers as indices; throws naming the first bad entry.
+std::vector<int64_t> parse_layer_list(const std::string& text, int64_t n_layers, const std::string& where) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long long v = item.empty() ? -1 : std::strtoll(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0 || v >= n_layers || (!out.empty() && v <= out.back()))
+      fail("{}: attention_layers \"{}\": '{}' is not a layer index above the previous one and below n_layers {}", where,
+           text, item, n_layers);
+    out.push_back(v);
+    at = end + 1;
+  }
+  return out;
+}
+}  // namespace
+
+bool Config::is_conv_layer(int64_t l) const {
+  if (attention_layers.empty()) return false;
+  for (int64_t a : parse_layer_list(attention_layers, n_layers, "model config"))
+    if (a == l) return false;
+  return true;
+}
+
+bool Config::has_conv_layers() const {
+  for (int64_t l = 0; l < n_layers; ++l)
+    if (is_conv_layer(l)) return true;
+  return false;
+}
+
+std::vector<int64_t> Config::kv_heads_per_layer() const {
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < n_layers; ++l) out.push_back(is_conv_layer(l) ? 0 : n_kv_heads);
+  return out;
+}
+
 void Config::validate(const std::string& where) const {
   if (!find_architecture(arch))
     fail("{}: arch is '{}'; supported architectures: {}", where, arch, architecture_names());
@@ -105,6 +149,12 @@ void Config::validate(const std::string& where) const {
   if (sliding_window > 0 && architecture().default_swa_pattern == 0)
     fail("{}: sliding_window is {} but {} has no sliding-window layers; set it to 0", where, sliding_window, arch);
   if (!(rope_freq_base_swa > 0)) fail("{}: rope_freq_base_swa must be positive", where);
+  if (!attention_layers.empty() && !architecture().short_conv_layers)
+    fail("{}: attention_layers is \"{}\" but {} has no convolution layers; leave it empty", where, attention_layers,
+         arch);
+  parse_layer_list(attention_layers, n_layers, where);
+  if (architecture().short_conv_layers && !(shortconv_l_cache >= 2 && shortconv_l_cache <= 64))
+    fail("{}: shortconv_l_cache must be in [2, 64], is {}", where, shortconv_l_cache);
   // llama.cpp scales Gemma 3 27B's queries by 1/sqrt(d_model / n_heads), a
   // size it recognises by its 62 layers; every other size by 1/sqrt(head size).
   if (arch == "gemma3" && n_layers == 62)
@@ -121,13 +171,18 @@ void Config::validate(const std::string& where) const {
 }
 
 int64_t Config::matmul_params() const {
-  const int64_t per_layer = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model + 3 * d_model * d_ff;
+  const int64_t attention = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model;
+  const int64_t conv = 4 * d_model * d_model;  // in_proj [3C, C] and out_proj [C, C]
+  int64_t blocks = 0;
+  for (int64_t l = 0; l < n_layers; ++l) blocks += (is_conv_layer(l) ? conv : attention) + 3 * d_model * d_ff;
   // + the output head GEMM (+ the lens GEMM of a donor warm start)
-  return n_layers * per_layer + vocab * d_model + donor_dim * d_model;
+  return blocks + vocab * d_model + donor_dim * d_model;
 }
 
 double Config::flops_per_token(int64_t seq_len) const {
-  return 6.0 * double(matmul_params()) + 12.0 * double(n_layers * d_model * seq_len);
+  int64_t attending = 0;
+  for (int64_t l = 0; l < n_layers; ++l) attending += is_conv_layer(l) ? 0 : 1;
+  return 6.0 * double(matmul_params()) + 12.0 * double(attending * d_model * seq_len);
 }
 
 namespace {
@@ -156,6 +211,37 @@ void read_sliding_window(const gguf::GgufFile& f, Config& c) {
   c.rope_freq_base_swa = f.get_float_or(c.key("rope.freq_base_swa"), kDefaultRopeBaseSwa);
 }
 
+// head_count_kv: one count, or (families with convolution layers) one per
+// layer, 0 marking a convolution layer; the attention layers must agree.
+void read_kv_heads(const gguf::GgufFile& f, Config& c) {
+  const std::string k = c.key("attention.head_count_kv");
+  const gguf::Value* v = f.find(k);
+  // llama.cpp's LFM2 loader requires the width, whatever the layers.
+  if (c.architecture().short_conv_layers) c.shortconv_l_cache = int64_t(f.get_uint(c.key("shortconv.l_cache")));
+  if (!v || v->type != gguf::ValueType::ARRAY) {
+    c.n_kv_heads = int64_t(f.get_uint_or(k, uint64_t(c.n_heads)));
+    return;
+  }
+  if (!c.architecture().short_conv_layers)
+    fail("{}: {} is a per-layer list; {} needs one count for every layer", f.path(), k, c.arch);
+  if (int64_t(v->items.size()) != c.n_layers || !std::all_of(v->items.begin(), v->items.end(), [](const auto& i) {
+        return i.is_integer() && i.as_double() >= 0;
+      }))
+    fail("{}: {} must list a count >= 0 for each of the {} layers", f.path(), k, c.n_layers);
+  c.n_kv_heads = 0;
+  for (size_t l = 0; l < v->items.size(); ++l) {
+    const auto n = int64_t(v->items[l].as_double());
+    if (n == 0) continue;
+    if (c.n_kv_heads != 0 && n != c.n_kv_heads)
+      fail("{}: {} gives layer {} {} heads but an earlier layer {}; ggtrain needs one count", f.path(), k, l, n,
+           c.n_kv_heads);
+    c.n_kv_heads = n;
+    c.attention_layers += (c.attention_layers.empty() ? "" : ",") + std::to_string(l);
+  }
+  if (c.n_kv_heads == 0) fail("{}: {} marks no layer as attention; ggtrain needs at least one", f.path(), k);
+  if (!c.has_conv_layers()) c.attention_layers.clear();  // every layer attends
+}
+
 }  // namespace
 
 Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
@@ -172,7 +258,7 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   c.d_model = int64_t(f.get_uint(key("embedding_length")));
   c.n_layers = int64_t(f.get_uint(key("block_count")));
   c.n_heads = int64_t(f.get_uint(key("attention.head_count")));
-  c.n_kv_heads = int64_t(f.get_uint_or(key("attention.head_count_kv"), uint64_t(c.n_heads)));
+  read_kv_heads(f, c);
   c.d_ff = int64_t(f.get_uint(key("feed_forward_length")));
   c.ctx = int64_t(f.get_uint(key("context_length")));
   c.rope_freq_base = f.get_float_or(key("rope.freq_base"), 10000.0);

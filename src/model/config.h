@@ -43,6 +43,11 @@ struct Config {
   int64_t sliding_window = 0;
   int64_t swa_pattern = 6;  // every swa_pattern-th layer is global; 0: all local
   double rope_freq_base_swa = kDefaultRopeBaseSwa;
+  // Families with Architecture::short_conv_layers (LFM2): the layers that
+  // attend, as ascending indices "2,5,8"; every other layer is a gated short
+  // convolution of shortconv_l_cache taps. Empty: every layer attends.
+  std::string attention_layers;
+  int64_t shortconv_l_cache = 3;
   // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
   // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
   // plain RoPE. Not a config key: it comes with init.from's file and is
@@ -96,6 +101,17 @@ struct Config {
   }
   // Whether layer l rotates its queries and keys (Architecture::no_rope_layer_step).
   bool uses_rope(int64_t l) const;
+  // Whether layer l is a short convolution rather than attention
+  // (attention_layers); and whether any layer is.
+  bool is_conv_layer(int64_t l) const;
+  bool has_conv_layers() const;
+  // The mixer of layer l: what its block computes between the first norm and
+  // the first residual add. The training passes and the decoder both branch
+  // on it, and the parameter layout lists each kind's tensors.
+  enum class Mixer { kAttention, kShortConv };
+  Mixer mixer(int64_t l) const { return is_conv_layer(l) ? Mixer::kShortConv : Mixer::kAttention; }
+  // <arch>.attention.head_count_kv per layer: n_kv_heads, 0 on convolution layers.
+  std::vector<int64_t> kv_heads_per_layer() const;
   // The first position a local layer's query at position t sees.
   int64_t window_first_key(int64_t t) const { return t - sliding_window + 1 > 0 ? t - sliding_window + 1 : 0; }
   // Throws Error (prefixed by `where`) naming the first inconsistent field.

@@ -7,8 +7,15 @@
 namespace ggtrain::model {
 
 const char* block_matrix_name(BlockMatrix m) {
-  static const char* names[kNumBlockMatrices] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
-                                                 "ffn_gate", "ffn_up", "ffn_down"};
+  static const char* names[kNumBlockMatrices] = {"attn_q",
+                                                 "attn_k",
+                                                 "attn_v",
+                                                 "attn_output",
+                                                 "ffn_gate",
+                                                 "ffn_up",
+                                                 "ffn_down",
+                                                 "shortconv.in_proj",
+                                                 "shortconv.out_proj"};
   return names[m];
 }
 
@@ -38,9 +45,23 @@ std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m) {
     case kFfnGate:
     case kFfnUp: return {c.d_ff, C};
     case kFfnDown: return {C, c.d_ff};
+    case kConvInProj: return {3 * C, C};
+    case kConvOutProj: return {C, C};
     case kNumBlockMatrices: break;
   }
   fail("model: block matrix {} does not exist", int(m));
+}
+
+bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m) {
+  switch (m) {
+    case kAttnQ:
+    case kAttnK:
+    case kAttnV:
+    case kAttnOutput: return c.mixer(l) == Config::Mixer::kAttention;
+    case kConvInProj:
+    case kConvOutProj: return c.mixer(l) == Config::Mixer::kShortConv;
+    default: return true;
+  }
 }
 
 ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_elsewhere) {
@@ -57,6 +78,13 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       add(n(block_matrix_name(m)), {out, in});
     };
     add(n("attn_norm"), {C});
+    if (c.mixer(l) == Config::Mixer::kShortConv) {
+      add(n(kShortConvKernel), {C, c.shortconv_l_cache});
+      for (BlockMatrix m : {kConvInProj, kConvOutProj}) matrix(m);
+      add(n("ffn_norm"), {C});
+      for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
+      continue;  // the families with convolution layers have no post-norms or biases
+    }
     for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
     if (c.architecture().qkv_bias) {
       add(block_tensor_name(l, "attn_q", "bias"), {c.q_dim()});
@@ -72,14 +100,23 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
     for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
     if (c.architecture().post_norms) add(n("post_ffw_norm"), {C});
   }
-  add("output_norm.weight", {C});
+  add(c.architecture().output_norm, {C});
   if (!c.tied) add("output.weight", {c.vocab, C});
   // LoRA tensors come last, so the base tensors keep the offsets of the
   // plain model's layout (a base GGUF loads into the same places).
+  for (const auto& target : c.lora.targets) {
+    const BlockMatrix m = block_matrix_from_name(target);
+    if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
+    bool anywhere = false;
+    for (int64_t l = 0; l < c.n_layers; ++l) anywhere = anywhere || layer_has_matrix(c, l, m);
+    if (c.lora.rank > 0 && !anywhere)
+      fail("model: LoRA target '{}' is in no layer of this {} model (its layers attend at \"{}\")", target, c.arch,
+           c.attention_layers);
+  }
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
     for (const auto& target : c.lora.targets) {
       const BlockMatrix m = block_matrix_from_name(target);
-      if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
+      if (!layer_has_matrix(c, l, m)) continue;
       const auto [out, in] = block_matrix_shape(c, m);
       const std::string w = block_tensor_name(l, target);
       add(w + ".lora_a", {c.lora.rank, in});
@@ -141,19 +178,25 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
   w.lens = c.donor_dim > 0 ? at("lens.proj.weight") : nullptr;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(block_tensor_name(l, what)); };
-    auto mat = [&](BlockMatrix m) { return n(block_matrix_name(m)); };
+    auto mat = [&](BlockMatrix m) { return layer_has_matrix(c, l, m) ? n(block_matrix_name(m)) : nullptr; };
     LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),   mat(kAttnK), mat(kAttnV),  mat(kAttnOutput),
                        n("ffn_norm"),  mat(kFfnGate), mat(kFfnUp), mat(kFfnDown)};
-    if (c.architecture().qkv_bias) {
+    const bool conv = c.mixer(l) == Config::Mixer::kShortConv;
+    if (conv) {
+      lw.conv_in = mat(kConvInProj);
+      lw.conv_kernel = n(kShortConvKernel);
+      lw.conv_out = mat(kConvOutProj);
+    }
+    if (!conv && c.architecture().qkv_bias) {
       lw.bq = at(block_tensor_name(l, "attn_q", "bias"));
       lw.bk = at(block_tensor_name(l, "attn_k", "bias"));
       lw.bv = at(block_tensor_name(l, "attn_v", "bias"));
     }
-    if (c.architecture().qk_norm) {
+    if (!conv && c.architecture().qk_norm) {
       lw.attn_q_norm = n("attn_q_norm");
       lw.attn_k_norm = n("attn_k_norm");
     }
-    if (c.architecture().post_norms) {
+    if (!conv && c.architecture().post_norms) {
       lw.attn_post_norm = n("post_attention_norm");
       lw.ffn_post_norm = n("post_ffw_norm");
     }
@@ -165,7 +208,7 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
     }
     w.layers.push_back(lw);
   }
-  w.output_norm = at("output_norm.weight");
+  w.output_norm = at(c.architecture().output_norm);
   w.output = c.tied ? w.token_embd : at("output.weight");
   return w;
 }

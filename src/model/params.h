@@ -48,9 +48,22 @@ class ParamLayout {
 };
 
 // Typed pointers into a buffer laid out by ParamLayout (parameters or grads).
-// The seven weight matrices of a block (blk.N.<name>.weight in llama.cpp's
-// names); each can be a LoRA target. This is the one list of them.
-enum BlockMatrix { kAttnQ, kAttnK, kAttnV, kAttnOutput, kFfnGate, kFfnUp, kFfnDown, kNumBlockMatrices };
+// The weight matrices of a block (blk.N.<name>.weight in llama.cpp's
+// names); each can be a LoRA target. This is the one list of them. An
+// attention layer has the four attn_ ones, a short-convolution layer the two
+// shortconv ones (Config::mixer), every layer the three ffn_ ones.
+enum BlockMatrix {
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnOutput,
+  kFfnGate,
+  kFfnUp,
+  kFfnDown,
+  kConvInProj,  // [3C, C]: the gates b, c and the input x of a short convolution
+  kConvOutProj,  // [C, C]
+  kNumBlockMatrices
+};
 const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
 // The matrix called `name` ("attn_q"), or kNumBlockMatrices when none is.
 BlockMatrix block_matrix_from_name(std::string_view name);
@@ -61,10 +74,14 @@ std::string block_matrix_names_text();
 std::string block_tensor_name(int64_t l, std::string_view what, std::string_view kind = "weight");
 // [out, in] of matrix m.
 std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m);
+// Whether block l has matrix m (its mixer's kind decides).
+bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m);
+// The short convolution's kernel: blk.N.shortconv.conv.weight [C, taps].
+inline constexpr const char* kShortConvKernel = "shortconv.conv";
 
 template <typename T>
 struct LayerWeights {
-  T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+  T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;  // wq..wo null on a convolution layer
   // Architecture::qk_norm: [d_head] weights of the query and key head norms; else null.
   T *attn_q_norm = nullptr, *attn_k_norm = nullptr;
   // Architecture::post_norms: [C] norms of the attention and feed-forward
@@ -72,6 +89,9 @@ struct LayerWeights {
   T *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
   // Architecture::qkv_bias: [q_dim], [kv_dim], [kv_dim]; else null.
   T *bq = nullptr, *bk = nullptr, *bv = nullptr;
+  // Short-convolution layers: in_proj [3C, C], the kernel [C, taps],
+  // out_proj [C, C]; their attention matrices are null (and the reverse).
+  T *conv_in = nullptr, *conv_kernel = nullptr, *conv_out = nullptr;
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
 };

@@ -238,6 +238,34 @@ void Transformer<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
   charge_time_to(OpProfile::kNorm);
 }
 
+// x_mid = x_in + out_proj(c * conv(b * x)), (b | c | x) = in_proj(h),
+// h = rmsnorm(x_in) (kernels/short_conv.h), and the feed-forward norm, as
+// attn_block_forward.
+template <typename T>
+void Transformer<T>::conv_block_forward(int64_t l, const T* x_in, T* x_mid) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const auto& w = w_.layers[size_t(l)];
+  auto& a = layer_acts_[size_t(l)];
+  with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
+  charge_time_to(OpProfile::kNorm);
+  project(l, kConvInProj, a.bcx, a.h_attn, OpProfile::kQkv);
+  with_pointer(a.conv_y,
+               [&](auto* y) { short_conv_forward(y, a.conv_v, a.conv_u, a.bcx, w.conv_kernel, conv_shape()); });
+  charge_time_to(OpProfile::kAttention);
+  if (!x_mid) return;
+  project(l, kConvOutProj, x_mid, a.conv_y, OpProfile::kAttnOutput);
+  with_pointer(a.h_ffn, [&](auto* h) {
+    residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
+  });
+  charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+void Transformer<T>::mixer_forward(int64_t l, const T* x_in, T* x_mid) {
+  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_forward(l, x_in, x_mid);
+  else attn_block_forward(l, x_in, x_mid);
+}
+
 // x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
 // by attn_block_forward); GELU for silu and a norm of the W_down output in
 // the families that have them. With x_out null (recomputation for backward)
@@ -292,7 +320,7 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
   embed(inputs);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto& a = layer_acts_[size_t(l)];
-    attn_block_forward(l, residual_[size_t(l)], a.x_mid);
+    mixer_forward(l, residual_[size_t(l)], a.x_mid);
     ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
   }
   with_pointer(h_final_, [&](auto* h) {
@@ -477,7 +505,7 @@ void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   auto& a = layer_acts_[size_t(l)];
   if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
     phase_ = OpProfile::kRecompute;
-    attn_block_forward(l, x_in, a.x_mid);
+    mixer_forward(l, x_in, a.x_mid);
     // A post-norm's backward needs the down projection's output, so the
     // block runs to its end (into d_normed_, free until then).
     ffn_block_forward(l, a.x_mid, post_norms() ? d_normed_ : nullptr);
@@ -486,10 +514,34 @@ void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   ffn_block_backward(l, d_res);
   if (opts_.recompute == Recompute::kAttn) {
     phase_ = OpProfile::kRecompute;
-    attn_block_forward(l, x_in, nullptr);
+    mixer_forward(l, x_in, nullptr);
     phase_ = OpProfile::kBackward;
   }
-  attn_block_backward(l, x_in, d_res);
+  mixer_backward(l, x_in, d_res);
+}
+
+template <typename T>
+void Transformer<T>::mixer_backward(int64_t l, const T* x_in, T* d_res) {
+  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_backward(l, x_in, d_res);
+  else attn_block_backward(l, x_in, d_res);
+}
+
+template <typename T>
+void Transformer<T>::conv_block_backward(int64_t l, const T* x_in, T* d_res) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const auto& w = w_.layers[size_t(l)];
+  const auto& g = g_.layers[size_t(l)];
+  const auto& a = layer_acts_[size_t(l)];
+  // d_res is dL/d(x_mid) and becomes dL/d(x_in)
+  project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_res, d_res_h_, BT * C), d_res, a.conv_y, false,
+              OpProfile::kAttnOutput);
+  short_conv_backward(d_bcx_, g.conv_kernel, d_conv_v_, d_conv_y_, a.bcx, a.conv_v, a.conv_u, w.conv_kernel,
+                      conv_shape());
+  charge_time_to(OpProfile::kAttention);
+  project_bwd(l, kConvInProj, d_normed_, gemm_in(d_bcx_, d_bcx_h_, BT * 3 * C), d_bcx_, a.h_attn, false,
+              OpProfile::kQkv);
+  rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
+  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>

@@ -17,6 +17,7 @@
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
 #include "kernels/quant_linear.h"
+#include "kernels/short_conv.h"
 #include "kernels/tile_gemm_bf16.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -97,6 +98,11 @@ struct LayerActs {
   // outputs [BT, C] before their norms, and the norms' 1/rms; else null.
   T *attn_proj = nullptr, *rstd_attn_post = nullptr, *ffn_proj = nullptr, *rstd_ffn_post = nullptr;
   std::array<T*, kNumBlockMatrices> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
+  // Short-convolution layers (kernels/short_conv.h; h_attn is their normed
+  // input): in_proj's output (b | c | x) [BT, 3C], the convolution's input
+  // u = b x and output v [BT, C], and y = c v [BT, C], out_proj's input.
+  T *bcx = nullptr, *conv_u = nullptr, *conv_v = nullptr;
+  GemmIn<T> conv_y;
 };
 
 template <typename T>
@@ -194,13 +200,31 @@ class Transformer {
   void post_norm_forward(T* out, T* rstd, const T* proj, const T* w);
   void post_norm_backward(T* d_proj, T* dw, const T* d_out, const T* proj, const T* w, const T* rstd);
   FfnActivation ffn_activation() const { return cfg_.architecture().ffn_activation; }
-  void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part);
+  // The mixers whose activations a plan_layer_acts() call lays out.
+  struct Mixers {
+    bool attention, short_conv;
+  };
+  void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part);
+  Mixers mixers_of(int64_t l) const {
+    const bool conv = cfg_.mixer(l) == Config::Mixer::kShortConv;
+    return {!conv, conv};
+  }
+  kernels::ShortConvShape conv_shape() const {
+    return {batch_, seq_len_, cfg_.d_model, cfg_.shortconv_l_cache, attn_shape_.doc_start, 0};
+  }
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
   void embed_and_blocks(const int32_t* inputs, const int32_t* doc_start);
   // Validates and keeps the batch's document starts for attention (both passes).
   void set_documents(const int32_t* doc_start);
+  // Layer l's mixer half (attention or short convolution, Config::mixer):
+  // x_mid from x_in, and the feed-forward norm of x_mid with it; with x_mid
+  // null (recomputation for backward) it stops before the output projection.
+  void mixer_forward(int64_t l, const T* x_in, T* x_mid);
+  void mixer_backward(int64_t l, const T* x_in, T* d_res);
   void attn_block_forward(int64_t l, const T* x_in, T* x_mid);
+  void conv_block_forward(int64_t l, const T* x_in, T* x_mid);
+  void conv_block_backward(int64_t l, const T* x_in, T* d_res);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
   void attn_block_backward(int64_t l, const T* x_in, T* d_res);
   void ffn_block_backward(int64_t l, T* d_res);
@@ -264,6 +288,10 @@ class Transformer {
   // bf16 roundings of gradients that feed GEMMs (bf16 training)
   kernels::bf16 *d_res_h_ = nullptr, *d_q_h_ = nullptr, *d_k_h_ = nullptr, *d_v_h_ = nullptr;
   T* d_lora_u_ = nullptr;  // [BT, rank]
+  // short-convolution layers' backward: d(in_proj output) [BT, 3C] (and its
+  // bf16 rounding), d(v) and d(y) [BT, C]
+  T *d_bcx_ = nullptr, *d_conv_v_ = nullptr, *d_conv_y_ = nullptr;
+  kernels::bf16* d_bcx_h_ = nullptr;
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
   const int32_t* scored_targets_ = nullptr;  // forward_scores()'s, until backward_weighted()

@@ -43,9 +43,10 @@ void Transformer<T>::bind_layers() {
   proj_.assign(size_t(cfg_.n_layers), {});
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const auto &w = w_.layers[size_t(l)], &g = g_.layers[size_t(l)];
-    const T* const ws[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
-    T* const gs[kNumBlockMatrices] = {g.wq, g.wk, g.wv, g.wo, g.w_gate, g.w_up, g.w_down};
+    const T* const ws[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down, w.conv_in, w.conv_out};
+    T* const gs[kNumBlockMatrices] = {g.wq, g.wk, g.wv, g.wo, g.w_gate, g.w_up, g.w_down, g.conv_in, g.conv_out};
     for (int t = 0; t < kNumBlockMatrices; ++t) {
+      if (!layer_has_matrix(cfg_, l, BlockMatrix(t))) continue;
       const auto [n_out, n_in] = block_matrix_shape(cfg_, BlockMatrix(t));
       auto& p = proj_[size_t(l)][size_t(t)];
       p = linear(block_tensor_name(l, block_matrix_name(BlockMatrix(t))), ws[t], gs[t], n_out, n_in);
@@ -76,12 +77,20 @@ GemmIn<T> Transformer<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
 
 // The activations of one block: the attention part and/or the feed-forward part.
 template <typename T>
-void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, bool attn_part, bool ffn_part) {
+void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
-  if (attn_part) {
+  if (mixer_part.attention || mixer_part.short_conv) {
     a.rstd_attn = p.take(BT);
     a.h_attn = take_gemm_in(p, BT * C);
+  }
+  if (mixer_part.short_conv) {
+    a.bcx = p.take(BT * 3 * C);
+    a.conv_u = p.take(BT * C);
+    a.conv_v = p.take(BT * C);
+    a.conv_y = take_gemm_in(p, BT * C);
+  }
+  if (mixer_part.attention) {
     a.q = p.take(BT * QD);
     a.k = p.take(BT * KD);
     a.v = p.take(BT * KD);
@@ -122,15 +131,18 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
   const bool share_attn = opts_.recompute != Recompute::kNone;
   const bool share_ffn = opts_.recompute == Recompute::kAll;
+  const bool conv = cfg_.has_conv_layers();
   LayerActs<T> shared{};
-  plan_layer_acts(p, shared, share_attn, share_ffn);
+  plan_layer_acts(p, shared, {share_attn, share_attn && conv}, share_ffn);
   layer_acts_.assign(size_t(cfg_.n_layers), {});
-  for (auto& a : layer_acts_) {
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    auto& a = layer_acts_[size_t(l)];
     a = shared;
-    plan_layer_acts(p, a, !share_attn, !share_ffn);
+    plan_layer_acts(p, a, share_attn ? Mixers{false, false} : mixers_of(l), !share_ffn);
     for (const auto& target : cfg_.lora.targets)
       for (int t = 0; t < kNumBlockMatrices; ++t)
-        if (target == block_matrix_name(BlockMatrix(t))) a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
+        if (target == block_matrix_name(BlockMatrix(t)) && layer_has_matrix(cfg_, l, BlockMatrix(t)))
+          a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
   }
   rstd_final_ = p.take(BT);
   h_final_ = take_gemm_in(p, BT * C);
@@ -167,6 +179,12 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   d_act_ = p.take(BT * F);
   if (band_scratch_size_ > 0) band_scratch_ = p.take(band_scratch_size_);
   if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
+  if (conv) {
+    d_bcx_ = p.take(BT * 3 * C);
+    d_conv_v_ = p.take(BT * C);
+    d_conv_y_ = p.take(BT * C);
+    if (bf16_) d_bcx_h_ = take_gemm_in(p, BT * 3 * C).bf16;
+  }
 }
 
 // Explicit instantiations of the members defined here (the class itself is
@@ -174,12 +192,12 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
 template void Transformer<float>::size_band_scratch();
 template void Transformer<float>::bind_layers();
 template GemmIn<float> Transformer<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
-template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, bool, bool);
+template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, Mixers, bool);
 template void Transformer<float>::plan(BumpPlan<float>&);
 template void Transformer<double>::size_band_scratch();
 template void Transformer<double>::bind_layers();
 template GemmIn<double> Transformer<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
-template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, bool, bool);
+template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, Mixers, bool);
 template void Transformer<double>::plan(BumpPlan<double>&);
 
 }  // namespace ggtrain::model

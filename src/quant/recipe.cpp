@@ -60,10 +60,12 @@ bool is_float_type(TensorType t) { return gguf::traits(t).block_size == 1; }
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 // llama.cpp quantizes 2-D (and 3-D) tensors whose name ends in "weight",
-// except norms (and tensors other architectures have).
+// except norms, routers and LFM2's small convolution kernels (and tensors
+// other architectures have).
 bool quantizable(const TensorShape& t) {
   return n_dims(t.ne) >= 2 && t.name.size() >= 6 && t.name.compare(t.name.size() - 6, 6, "weight") == 0 &&
-         !contains(t.name, "_norm.weight") && !contains(t.name, "ffn_gate_inp.weight");
+         !contains(t.name, "_norm.weight") && !contains(t.name, "ffn_gate_inp.weight") &&
+         !contains(t.name, "shortconv.conv.weight");
 }
 
 // The layers that get more bits in the _M mixes: the first and last eighth

@@ -190,7 +190,7 @@ optim::LrSchedule lr_schedule_of(const TrainSection& t) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "s15", "smol135", "qwen3-0.6b", "gemma3-270m", "llama3.2-1b", "smollm3-3b"};
+  return {"tiny", "s15", "smol135", "qwen3-0.6b", "gemma3-270m", "llama3.2-1b", "smollm3-3b", "lfm2-350m"};
 }
 
 namespace {
@@ -223,6 +223,11 @@ RunConfig model_family_preset(const std::string& name) {
     c.model = model_shape(2048, 36, 16, 4, 11008, 65536, true, 5e6);
     c.model.arch = "smollm3";
     c.model.rms_eps = 1e-6;
+  } else if (name == "lfm2-350m") {  // LiquidAI/LFM2-350M: ten short-convolution layers, six attending
+    c.model = model_shape(1024, 16, 16, 8, 4608, 128000, true, 1e6);
+    c.model.arch = "lfm2";
+    c.model.attention_layers = "2,5,8,10,12,14";
+    c.model.shortconv_l_cache = 3;
   } else {  // meta-llama/Llama-3.2-1B at its original 8192 context: the
             // "llama3" RoPE scaling (rope_freqs.weight) extends a released
             // model to 128k and comes with init.from, not from scratch
@@ -263,7 +268,8 @@ RunConfig preset(const std::string& name) {
     c.train.lr_min = 3e-5;
     return c;
   }
-  if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b")
+  if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b" ||
+      name == "lfm2-350m")
     return model_family_preset(name);
   fail("unknown preset '{}' ({})", name, fmt::join(preset_names(), ", "));
 }

@@ -2,7 +2,9 @@
 """Rewrites an F32 GGUF as another architecture with llama.cpp's own gguf-py:
 general.architecture set to ARCH, every "<old arch>." key renamed to
 "ARCH.", and the tensors whose names contain one of --drop left out;
---drop-key leaves keys out, --set-u32 KEY=N sets integer ones. A test's
+--drop-key leaves keys out, --set-u32 KEY=N sets integer ones, and
+--reverse-rows reverses each row (ne[0]) of the tensors whose names contain
+one of its entries (a convolution kernel read backwards). A test's
 control: the same weights as a model of another family, or with a key that
 ggtrain could have written wrongly or left out.
 
@@ -20,7 +22,8 @@ import numpy as np  # noqa: E402
 from gguf import GGUFReader, GGUFValueType, GGUFWriter  # noqa: E402
 
 
-def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None, set_u32=None, drop_keys=()):
+def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None, set_u32=None, drop_keys=(),
+                 reverse_rows=()):
     """Copies src to dst with gguf-py: the architecture renamed to `arch`
     (keys too), the f32 keys of `set_f32` and the u32 keys of `set_u32`
     ({name: value}, after renaming) set, the keys in `drop_keys` left out,
@@ -58,7 +61,10 @@ def rewrite_gguf(src, dst, arch=None, set_f32=None, drop=(), first_tensors=None,
             continue
         if t.tensor_type.name != "F32":
             sys.exit(f"{dst}: tensor {t.name} of {src} is {t.tensor_type.name}; give an F32 file")
-        w.add_tensor(t.name, np.array(t.data, dtype=np.float32).reshape(list(reversed(t.shape.tolist()))))
+        data = np.array(t.data, dtype=np.float32).reshape(list(reversed(t.shape.tolist())))
+        if any(r in t.name for r in reverse_rows):
+            data = np.ascontiguousarray(data[..., ::-1])
+        w.add_tensor(t.name, data)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -73,9 +79,11 @@ def main():
     ap.add_argument("--drop", nargs="*", default=[])
     ap.add_argument("--drop-key", nargs="*", default=[])
     ap.add_argument("--set-u32", nargs="*", default=[])
+    ap.add_argument("--reverse-rows", nargs="*", default=[])
     a = ap.parse_args()
     set_u32 = {k: int(v) for k, v in (kv.split("=", 1) for kv in a.set_u32)}
-    rewrite_gguf(a.src, a.dst, arch=a.arch, drop=a.drop, set_u32=set_u32, drop_keys=a.drop_key)
+    rewrite_gguf(a.src, a.dst, arch=a.arch, drop=a.drop, set_u32=set_u32, drop_keys=a.drop_key,
+                 reverse_rows=a.reverse_rows)
 
 
 if __name__ == "__main__":

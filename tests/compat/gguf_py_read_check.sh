@@ -23,10 +23,11 @@ cd "$tmp"
 use_gguf_py
 bible -f Gen1:1-Gen10:32 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 files=()
-for arch in llama qwen2 qwen3 gemma3 smollm3; do
+for arch in llama qwen2 qwen3 gemma3 smollm3 lfm2; do
   shape=()
   [[ $arch == gemma3 ]] && shape=(--set model.sliding_window=16 --set model.swa_pattern=2)
   [[ $arch == smollm3 ]] && shape=(--set model.n_layers=4)
+  [[ $arch == lfm2 ]] && shape=(--set model.attention_layers=1)
   "$GGTRAIN" train --preset tiny --run-dir "$arch" --set data.corpus=corpus.txt --set train.steps=4 \
     --set model.arch="$arch" "${shape[@]}" --quiet >/dev/null
   files+=("$arch/weights/step_4.gguf" "$arch/state/step_4.gguf")

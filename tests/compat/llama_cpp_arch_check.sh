@@ -13,7 +13,12 @@
 #          3 layers (the third global);
 #   smollm3: llama without RoPE on every fourth layer (llama.cpp fixes the
 #          step at 4 and reads no key for it), 5 layers (the fourth
-#          unrotated, the fifth rotated again).
+#          unrotated, the fifth rotated again);
+#   lfm2:  layers 0 and 2 double-gated short convolutions of 4 taps (LFM2's
+#          are 3), 1 and 3 attention with head norms and NeoX RoPE
+#          (head_count_kv a per-layer list, the final norm token_embd_norm);
+#          its control is the same file with each convolution kernel's taps
+#          reversed (a kernel read backwards), as a llama file cannot hold it.
 # Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
 # ggtrain dropped or misnamed would show).
 #   1. A tiny model of ARCH trained from scratch (200 steps): llama.cpp loads
@@ -31,11 +36,11 @@
 #   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
 #      with it agrees (as 4.), and the adapter moves the logits by twice that.
 #
-#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3
+#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2
 #
 # Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3" >&2; exit 2; }
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 ARCH=$2
 case $ARCH in
@@ -46,7 +51,10 @@ case $ARCH in
            --set model.rope_freq_base_swa=20000 --set model.rope_scaling_factor=2)
     extra=(attn_q_norm attn_k_norm post_attention_norm post_ffw_norm) ;;
   smollm3) shape=(--set model.n_layers=5) extra=() ;;
-  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3" >&2; exit 2 ;;
+  lfm2)
+    shape=(--set model.n_layers=4 --set model.attention_layers=1,3 --set model.shortconv_l_cache=4)
+    extra=(attn_q_norm attn_k_norm) ;;
+  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
 CLI="$HERE/node/llama_cpp.mjs"
@@ -67,6 +75,7 @@ M=small/weights/latest
 info=$("$GGTRAIN" inspect "$M")
 grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
 for t in "${extra[@]}"; do grep -q "blk.1.$t" <<<"$info" || fail "the checkpoint lacks blk.1.$t"; done
+[[ $ARCH != lfm2 ]] || grep -q "blk.0.shortconv.conv" <<<"$info" || fail "the checkpoint lacks blk.0.shortconv.conv"
 
 set_prompt_ids "$M"
 
@@ -88,13 +97,24 @@ tol=1e-4 qtol=3e-2 median=1e-5 qmedian=1e-5 q4_lora_lr=1e-2
 # gemma3's medians, measured after ggtrain's RMSNorm summed as ggml's: 5.6e-5
 # float (limit 2e-4), 2.8e-3 quantized (limit 1e-2).
 [[ $ARCH != gemma3 ]] || tol=2e-3 qtol=5e-2 median=2e-4 qmedian=1e-2 q4_lora_lr=3e-2
+# lfm2's default LoRA targets (attn_q, attn_v) sit on its two attention layers
+# only: at 1e-2 its q4_k_m adapter moved the logits by 3.5e-2, under the
+# control's 6e-2, so it trains at 5e-2.
+[[ $ARCH != lfm2 ]] || q4_lora_lr=5e-2
 logits "$M" base
 same base "$tol" "$ARCH checkpoint" "$median"
 # The control: the same weights as a llama file, without the family's tensors
-# (smollm3: the same tensors; llama.cpp then rotates the fourth layer too).
-"$PY" "$HERE/compat/gguf_as_arch.py" "$M" as-llama.gguf llama --drop "${extra[@]}"
-node "$CLI" logits as-llama.gguf "$ids" as-llama-theirs.f32 2>/dev/null
-differ as-llama-theirs.f32 base-theirs.f32 1e-2 "llama.cpp's logits of the weights as $ARCH and as llama"
+# (smollm3: the same tensors; llama.cpp then rotates the fourth layer too);
+# lfm2: its kernels' taps reversed.
+if [[ $ARCH == lfm2 ]]; then
+  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf lfm2 --reverse-rows shortconv.conv
+  node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
+  differ control-theirs.f32 base-ours.f32 1e-2 "llama.cpp's logits with the kernels' taps reversed and ggtrain's"
+else
+  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" as-llama.gguf llama --drop "${extra[@]}"
+  node "$CLI" logits as-llama.gguf "$ids" as-llama-theirs.f32 2>/dev/null
+  differ as-llama-theirs.f32 base-theirs.f32 1e-2 "llama.cpp's logits of the weights as $ARCH and as llama"
+fi
 # gemma3: the same file with each sliding-window key as ggtrain could have
 # got it wrong (an off-by-one window, a key left out so that llama.cpp's
 # default applies) runs differently in llama.cpp by more than the limit.
@@ -115,10 +135,12 @@ fi
 logits ft/weights/latest ft
 same ft "$tol" "full finetune of the $ARCH checkpoint" "$median"
 
-# 3. LoRA.
+# 3. LoRA, on every matrix the architecture has.
+lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down
+[[ $ARCH != lfm2 ]] || lora_targets+=,shortconv.in_proj,shortconv.out_proj
 "$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
   --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 \
-  --set train.lora.targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down --set train.lr_max=1e-2 \
+  --set train.lora.targets="$lora_targets" --set train.lr_max=1e-2 \
   --quiet >/dev/null
 logits "$M" lora lora/weights/latest
 same lora "$tol" "LoRA adapter on the $ARCH checkpoint" "$median"

@@ -39,6 +39,11 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
   c.head_dim = head_dim;
   c.ctx = std::max(c.ctx, T);
   if (arch == "smollm3") c.n_layers = 5;  // layer 3 without RoPE, 4 with it again
+  if (arch == "lfm2") {  // convolution layers 0 and 2 of 4 taps (LFM2's are 3), attention 1 and 3
+    c.n_layers = 4;
+    c.attention_layers = "1,3";
+    c.shortconv_l_cache = 4;
+  }
   if (arch == "gemma3") {  // layers 0 and 2 local, 1 global; none of them at llama.cpp's defaults
     c.n_layers = 3;
     c.sliding_window = window;
@@ -114,6 +119,36 @@ TEST(Decoder, MatchesTrainingForwardGemma3PastTheWindowAndTiles) {
   check_decoder_matches_training_forward(true, 2, "gemma3", 24, 300, 100);
 }
 TEST(Decoder, MatchesTrainingForwardSmollm3) { check_decoder_matches_training_forward(true, 2, "smollm3"); }
+TEST(Decoder, MatchesTrainingForwardLfm2) { check_decoder_matches_training_forward(true, 2, "lfm2"); }
+
+// A cache cut back to a shared prefix (a chat's next turn, a multiple-choice
+// ending) continues the convolution from the kept positions: the logits
+// after the cut equal the training forward's over the whole sequence.
+TEST(Decoder, Lfm2TruncatedCacheContinuesTheConvolution) {
+  TempDir tmp;
+  auto c = small_model_config(true, 2);
+  c.arch = "lfm2";
+  c.n_layers = 3;
+  c.attention_layers = "2";
+  const int64_t T = 30, V = c.vocab;
+  auto p = write_random_model(c, tmp / "m.gguf");
+  const auto toks = spread_tokens(T, V);
+  model::Transformer<float> m(c, 1, T);
+  std::copy(p.begin(), p.end(), m.params());
+  m.forward(toks.data(), nullptr);
+  gguf::GgufFile f(tmp / "m.gguf");
+  infer::Decoder d(f);
+  auto other = toks;
+  for (int64_t i = 12; i < T; ++i) other[size_t(i)] = int32_t((other[size_t(i)] + 5) % V);
+  d.eval(other.data(), T, false);  // a different continuation after position 12
+  d.truncate(12);
+  d.eval(toks.data() + 12, 3, false);  // positions 12..14: read the kept 10 and 11
+  EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + 14 * V, size_t(V)), 1e-5));
+  for (int64_t i = 15; i < T; ++i) {
+    d.eval(&toks[size_t(i)], 1, false);
+    ASSERT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + i * V, size_t(V)), 1e-5)) << "position " << i;
+  }
+}
 
 // SmolLM3's unrotated layers are exactly every fourth: with the same
 // weights, three smollm3 layers give llama's logits to the bit, and four do

@@ -37,6 +37,7 @@ model::Config config_for(const model::Architecture& row) {
   c.n_heads = 8;
   if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;  // one layer without RoPE
   if (row.default_swa_pattern) c.sliding_window = 50, c.swa_pattern = 2;  // cut inside the prompt and the steps
+  if (row.short_conv_layers) c.attention_layers = "1";  // layer 0 a short convolution
   return c;
 }
 

@@ -76,6 +76,8 @@ model::Config config_for(const std::string& arch) {
   if (arch == "gemma3") c.sliding_window = 100, c.swa_pattern = 2;
   // One layer without RoPE among rotated ones (smollm3: the fourth).
   if (const int64_t step = c.architecture().no_rope_layer_step) c.n_layers = step;
+  // A short-convolution layer beside an attention layer (lfm2).
+  if (c.architecture().short_conv_layers) c.attention_layers = "1";
   return c;
 }
 

@@ -39,6 +39,7 @@ TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
     c.ctx = 64;
     if (c.arch == "gemma3") c.sliding_window = 24, c.swa_pattern = 2;
     if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;  // one layer without RoPE
+    if (row.short_conv_layers) c.attention_layers = "1";  // layer 0 a short convolution
     const int64_t B = 2, T = 64;
     model::ModelOptions o;
     o.precision = model::Precision::kBf16;

@@ -24,7 +24,8 @@ TEST(RunConfig, PresetsRoundTripThroughToml) {
 // real vocabulary (data.tokenizer = their tokenizer.json) they count
 // exactly the parameters the released checkpoints hold (Hugging Face's
 // model pages: safetensors parameter counts of Qwen/Qwen3-0.6B,
-// google/gemma-3-270m, meta-llama/Llama-3.2-1B; tied heads).
+// google/gemma-3-270m, meta-llama/Llama-3.2-1B; tied heads). LiquidAI/LFM2-350M's
+// count is its config.json's shape summed tensor by tensor (its page rounds it to 354M).
 TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
   struct Released {
     const char* preset;
@@ -34,7 +35,8 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
   };
   for (const Released& r :
        {Released{"qwen3-0.6b", "qwen3", 151936, 596049920}, Released{"gemma3-270m", "gemma3", 262144, 268098176},
-        Released{"llama3.2-1b", "llama", 128256, 1235814400}, Released{"smollm3-3b", "smollm3", 128256, 3075098624}}) {
+        Released{"llama3.2-1b", "llama", 128256, 1235814400}, Released{"smollm3-3b", "smollm3", 128256, 3075098624},
+        Released{"lfm2-350m", "lfm2", 65536, 354483968}}) {
     SCOPED_TRACE(r.preset);
     const train::RunConfig c = train::preset(r.preset);
     EXPECT_NO_THROW(c.validate());
