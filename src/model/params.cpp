@@ -109,9 +109,17 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
     if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
     bool anywhere = false;
     for (int64_t l = 0; l < c.n_layers; ++l) anywhere = anywhere || layer_has_matrix(c, l, m);
-    if (c.lora.rank > 0 && !anywhere)
-      fail("model: LoRA target '{}' is in no layer of this {} model (its layers attend at \"{}\")", target, c.arch,
-           c.attention_layers);
+    if (c.lora.rank > 0 && !anywhere) {
+      std::string present;
+      for (int t = 0; t < kNumBlockMatrices; ++t)
+        for (int64_t l = 0; l < c.n_layers; ++l)
+          if (layer_has_matrix(c, l, BlockMatrix(t))) {
+            present += std::string(present.empty() ? "" : ", ") + block_matrix_name(BlockMatrix(t));
+            break;
+          }
+      fail("model: LoRA target '{}' is in no layer of this {} model; its block matrices are {}", target, c.arch,
+           present);
+    }
   }
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
     for (const auto& target : c.lora.targets) {

@@ -21,6 +21,7 @@ constexpr std::array kPreTokenizers = {
     PreTokenizer{"llama-bpe", PreSplit::kLlama3, true, true, true},
     PreTokenizer{"llama3", PreSplit::kLlama3, true, true, true},
     PreTokenizer{"llama-v3", PreSplit::kLlama3, true, true, true},
+    PreTokenizer{"lfm2", PreSplit::kLlama3, true, true, true},  // LFM2, LFM2.5: llama.cpp reads it as llama3
     PreTokenizer{"smollm", PreSplit::kSmollm, false, false, false},
     PreTokenizer{"qwen2", PreSplit::kQwen2, false, false, false},
     PreTokenizer{"deepseek-r1-qwen", PreSplit::kQwen2, false, false, false},

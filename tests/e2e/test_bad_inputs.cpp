@@ -595,6 +595,30 @@ std::vector<Case> cases() {
                "`model.sliding_window=16` for a llama model (only gemma3 has local layers)",
                [](Env& e) { return e.fresh({"model.sliding_window=16"}); },
                {"sliding_window", "llama", "set it to 0"}});
+  c.push_back({"attention_layers_not_lfm2",
+               "`model.attention_layers=0` for a llama model (only lfm2 has convolution layers)",
+               [](Env& e) { return e.fresh({"model.attention_layers=0"}); },
+               {"attention_layers", "llama", "leave it empty"}});
+  c.push_back({"attention_layers_out_of_range",
+               "`model.attention_layers=1,9` for a 2-layer lfm2 model",
+               [](Env& e) {
+                 return e.fresh({"model.arch=lfm2", "model.attention_layers=1,9"});
+               },
+               {"attention_layers", "'9'", "n_layers 2"}});
+  c.push_back({"kv_heads_list_not_lfm2",
+               "a llama GGUF whose `llama.attention.head_count_kv` is a per-layer list (`ggtrain eval -m`)",
+               [](Env& e) {
+                 return A{e.bin(),
+                          "eval",
+                          "-m",
+                          gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("kvlist.gguf"),
+                                    [](gguf::GgufWriter& w) {
+                                      w.set("llama.attention.head_count_kv", gguf::Value::i32_array({2, 2}));
+                                    }),
+                          "--tokens",
+                          "1,2,3"};
+               },
+               {"kvlist.gguf", "llama.attention.head_count_kv", "per-layer list"}});
   c.push_back({"config_file_missing",
                "`--config` names no file",
                [](Env& e) {
@@ -888,6 +912,13 @@ std::vector<Case> cases() {
                                  "train.lora.targets=attn_q,attn_x"});
                },
                {"train.lora.targets", "attn_x"}});
+  c.push_back({"lora_target_in_no_layer",
+               "`train.lora.targets=shortconv.in_proj` on a llama base (no convolution layers)",
+               [](Env& e) {
+                 return e.fresh({"init.from=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf", "train.lora.rank=4",
+                                 "train.lora.targets=attn_q,shortconv.in_proj"});
+               },
+               {"shortconv.in_proj", "llama", "attn_q"}});
   // --- run folders and resuming
   c.push_back({"run_dir_is_a_file",
                "`--run-dir` is a file",
