@@ -34,10 +34,10 @@ Runner add_export_command(CLI::App& app) {
     double lora_scale = 1.0;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd =
-      app.add_subcommand("export", "Convert a model GGUF (llama, qwen2, qwen3, gemma3, smollm3) to F32, F16 or BF16 "
-                                   "weights or quantize it as llama-quantize does (q8_0, q4_k_m, ...), "
-                                   "or merge a LoRA adapter into its base");
+  auto* cmd = app.add_subcommand(
+      "export", "Convert a model GGUF (llama, qwen2, qwen3, gemma3, smollm3, lfm2) to F32, F16 or BF16 "
+                "weights or quantize it as llama-quantize does (q8_0, q4_k_m, ...), "
+                "or merge a LoRA adapter into its base");
   cmd->add_option("files", o->files, "IN.gguf OUT.gguf, or with --merge-lora BASE.gguf ADAPTER.gguf OUT.gguf")
       ->required()
       ->expected(2, 3);

@@ -29,7 +29,7 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
-      {"arch", &C::arch, "architecture: llama, qwen2, qwen3, gemma3 or smollm3 (rows of model/architecture.h)"},
+      {"arch", &C::arch, "architecture: llama, qwen2, qwen3, gemma3, smollm3 or lfm2 (rows of model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
       {"n_heads", &C::n_heads, "attention (query) heads"},

@@ -1,6 +1,6 @@
 #pragma once
 // The decoder-only transformer of every architecture in model/architecture
-// (llama, qwen2, qwen3, gemma3, smollm3), written the way llm.c writes GPT-2: explicit
+// (llama, qwen2, qwen3, gemma3, smollm3, lfm2), written the way llm.c writes GPT-2: explicit
 // forward and backward passes over buffers that are planned once, at
 // construction, from (config, batch, seq_len). Nothing is allocated per step.
 //

@@ -12,7 +12,13 @@
 // logits identical at every level and gradients identical at v2 (SSE4.1) and
 // v4 (AMX), up to 1.75e-7 of the largest at v3 (AVX2's sgemm splits the
 // row sum of the weight gradients). Limits: 1e-6 on logits and loss, 1e-5 on
-// gradients (57x the measured).
+// gradients (57x the measured). bf16 gradients where the GEMMs' sums do
+// depend on the thread count (the aarch64 build, under qemu): an activation
+// kept in bf16 can then round to the neighbouring step (2^-8 relative) at one
+// thread count and not the other; measured there up to 3.8e-7 of the
+// largest gradient for the attention-only families and 6.3e-5 for lfm2
+// (identical bits on the Xeon at v4). Limit 3e-4 for bf16 gradients: still
+// far below what a dropped or doubled remainder does (order 1).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -97,7 +103,7 @@ TEST(Threads, ModelForwardAndBackwardAtOneAndThreeThreads) {
                   bf16 ? "bf16" : "f32", one.loss, three.loss, logits.rel_to_max(), grads.rel_to_max());
       EXPECT_TRUE(within_rel_to_max(logits, 1e-6)) << "logits";
       EXPECT_NEAR(three.loss, one.loss, 1e-6 * one.loss);
-      EXPECT_TRUE(within_rel_to_max(grads, 1e-5)) << "gradients";
+      EXPECT_TRUE(within_rel_to_max(grads, bf16 ? 3e-4 : 1e-5)) << "gradients";
     }
   }
 }
