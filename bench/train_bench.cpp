@@ -8,7 +8,7 @@
 // Usage: bench_train [--preset NAME] [--precision fp32|bf16]
 //                    [--recompute none|attn|all] [--steps N]
 //                    [--vocab N] [--batch B] [--seq-len T]
-//                    [--lora RANK]  LoRA on all seven block matrices, base frozen
+//                    [--lora RANK]  LoRA on every block matrix the model has, base frozen
 //                    [--as-llama]   the same shape as plain llama: what the
 //                                   architecture's own operations cost
 //                    [threads...]
@@ -139,13 +139,19 @@ int main(int argc, char** argv) try {
   const Args a = parse(argc, argv);
   const train::RunConfig rc = train::preset(a.preset);
   model::Config c = rc.model_config(a.vocab > 0 ? a.vocab : rc.data.vocab_size);
-  if (a.as_llama) {  // same shape; plain RoPE, no head or post norms, SwiGLU, every layer global
+  if (a.as_llama) {  // same shape; plain RoPE, no head or post norms, SwiGLU, every layer global and attending
     c.arch = "llama";
     c.sliding_window = 0;
+    c.attention_layers.clear();
   }
-  if (a.lora_rank > 0) {
+  if (a.lora_rank > 0) {  // every block matrix some layer has
     std::vector<std::string> all;
-    for (int i = 0; i < model::kNumBlockMatrices; ++i) all.push_back(model::block_matrix_name(model::BlockMatrix(i)));
+    for (int i = 0; i < model::kNumBlockMatrices; ++i)
+      for (int64_t l = 0; l < c.n_layers; ++l)
+        if (model::layer_has_matrix(c, l, model::BlockMatrix(i))) {
+          all.push_back(model::block_matrix_name(model::BlockMatrix(i)));
+          break;
+        }
     c.lora = {a.lora_rank, double(a.lora_rank), all};
   }
   const int64_t B = a.batch > 0 ? a.batch : rc.train.batch, T = a.seq_len > 0 ? a.seq_len : rc.train.seq_len;
@@ -154,14 +160,14 @@ int main(int argc, char** argv) try {
   o.precision = model::precision_from_name(a.precision);
   const bool bf16 = o.precision == model::Precision::kBf16;
   const double fpt = c.flops_per_token(T);
-  std::printf(
-      "%s (%s) %s recompute=%s: vocab %lld, %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), "
-      "batch %lld x %lld%s\n",
-      a.preset.c_str(), c.arch.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.vocab,
-      (long long)c.matmul_params(), fpt / 1e6, (long long)B, (long long)T,
-      a.lora_rank > 0
-          ? fmt::format(", LoRA rank {} on all seven matrices (MFU counts 6N all the same)", a.lora_rank).c_str()
-          : "");
+  std::printf("%s (%s) %s recompute=%s: vocab %lld, %lld matmul params, %.1f MFLOP/token (6N + 12*L*d*T), "
+              "batch %lld x %lld%s\n",
+              a.preset.c_str(), c.arch.c_str(), a.precision.c_str(), a.recompute.c_str(), (long long)c.vocab,
+              (long long)c.matmul_params(), fpt / 1e6, (long long)B, (long long)T,
+              a.lora_rank > 0 ? fmt::format(", LoRA rank {} on all {} block matrices (MFU counts 6N all the same)",
+                                            a.lora_rank, c.lora.targets.size())
+                                    .c_str()
+                              : "");
   for (int threads : a.threads) {
     omp_set_num_threads(threads);
     // measured before the model exists, so that its buffers are not in the peak RSS

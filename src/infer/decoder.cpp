@@ -20,11 +20,20 @@
 
 namespace ggtrain::infer {
 
+namespace {
+// The layers that keep keys and values: the attention ones.
+std::vector<bool> attending_layers(const model::Config& c) {
+  std::vector<bool> out;
+  for (int64_t l = 0; l < c.n_layers; ++l) out.push_back(c.mixer(l) == model::Config::Mixer::kAttention);
+  return out;
+}
+}  // namespace
+
 Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cache)
     : cfg_(model::config_from_gguf(f)),
       n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx),
       threads_(omp_get_max_threads()),
-      cache_(cache, cfg_.n_layers, n_ctx_, decode_shape()) {
+      cache_(cache, attending_layers(cfg_), n_ctx_, decode_shape()) {
   // Every tensor the model reads must have the shape its config implies: a
   // hostile file's smaller matrix would otherwise be read past its end.
   const model::ParamLayout layout(cfg_);
@@ -40,7 +49,7 @@ Decoder::Decoder(const model::Config& cfg, const float* params, const model::Qua
     : cfg_(cfg),
       n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx),
       threads_(omp_get_max_threads()),
-      cache_(cache, cfg_.n_layers, n_ctx_, decode_shape()) {
+      cache_(cache, attending_layers(cfg_), n_ctx_, decode_shape()) {
   if (cfg.donor_dim > 0) fail("decoder: a model with a donor lens runs folded (model::fold_donor_model)");
   const model::ParamLayout layout(cfg, quantized ? quantized->names() : std::set<std::string>{});
   auto at = [&](const std::string& name) { return params + layout.get(name).offset; };
@@ -113,7 +122,8 @@ void Decoder::build(Matrix matrix, Vector vec) {
   if (cfg_.architecture().qk_norm) head_rstd_.resize(size_t(N * cfg_.n_heads));
   lse_.resize(size_t(N * cfg_.n_heads));
   flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
-  decode_scratch_.resize(size_t(kernels::attention_decode_scratch(decode_shape(), cache_.layer(0).n_ctx, threads_)));
+  decode_scratch_.resize(
+      size_t(kernels::attention_decode_scratch(decode_shape(), kernels::cache_positions(n_ctx_), threads_)));
   // One row: generation reads the last position's logits only. eval(...,
   // all_logits) grows it to its rows (perplexity, scoring); sized for the
   // whole context up front it held 4096 x 262144 floats (4 GiB) for Gemma 3.

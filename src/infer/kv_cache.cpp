@@ -5,19 +5,30 @@
 namespace ggtrain::infer {
 
 KvCache::KvCache(kernels::CacheType type, int64_t n_layers, int64_t n_ctx, const kernels::DecodeAttnShape& shape)
+    : KvCache(type, std::vector<bool>(size_t(n_layers), true), n_ctx, shape) {}
+
+KvCache::KvCache(kernels::CacheType type, const std::vector<bool>& attends, int64_t n_ctx,
+                 const kernels::DecodeAttnShape& shape)
     : type_(type), shape_(shape), n_ctx_(kernels::cache_positions(n_ctx)) {
   const int64_t element = type == kernels::CacheType::kF16 ? 2 : 4;
   layer_bytes_ = n_ctx_ * shape.n_kv_heads * shape.d_head * element;
-  k_.assign(size_t(n_layers * layer_bytes_), 0);
+  int64_t n = 0;
+  for (bool a : attends) slot_.push_back(a ? n++ : -1);
+  k_.assign(size_t(n * layer_bytes_), 0);
   v_.assign(k_.size(), 0);
 }
 
+int64_t KvCache::offset(int64_t l) const {
+  if (l < 0 || l >= int64_t(slot_.size()) || slot_[size_t(l)] < 0) fail("KV cache: layer {} keeps no keys", l);
+  return slot_[size_t(l)] * layer_bytes_;
+}
+
 kernels::KvLayerView KvCache::layer(int64_t l) const {
-  return {type_, k_.data() + l * layer_bytes_, v_.data() + l * layer_bytes_, n_ctx_};
+  return {type_, k_.data() + offset(l), v_.data() + offset(l), n_ctx_};
 }
 
 void KvCache::store(int64_t l, float* k, float* v, int64_t pos, int64_t n) {
-  kernels::store_kv(k_.data() + l * layer_bytes_, v_.data() + l * layer_bytes_, type_, n_ctx_, shape_, k, v, pos, n);
+  kernels::store_kv(k_.data() + offset(l), v_.data() + offset(l), type_, n_ctx_, shape_, k, v, pos, n);
 }
 
 kernels::CacheType cache_type_from_name(const std::string& name) {

@@ -16,6 +16,11 @@ namespace ggtrain::infer {
 class KvCache {
  public:
   KvCache(kernels::CacheType type, int64_t n_layers, int64_t n_ctx, const kernels::DecodeAttnShape& shape);
+  // Keys and values for the layers marked in `attends` only (a hybrid
+  // model's convolution layers keep none); the others' layer() and store()
+  // must not be called.
+  KvCache(kernels::CacheType type, const std::vector<bool>& attends, int64_t n_ctx,
+          const kernels::DecodeAttnShape& shape);
   kernels::CacheType type() const { return type_; }
   kernels::KvLayerView layer(int64_t l) const;
   // Stores k, v ([n, n_kv_heads * d_head]) at positions pos.. of layer l,
@@ -37,6 +42,8 @@ class KvCache {
   kernels::DecodeAttnShape shape_;
   int64_t n_ctx_;  // kernels::cache_positions of the context
   int64_t layer_bytes_;  // of keys (and of values) per layer
+  std::vector<int64_t> slot_;  // per model layer: its index in k_ and v_, -1 without a cache
+  int64_t offset(int64_t l) const;
   std::vector<uint8_t> k_, v_;
   std::vector<int32_t> tokens_;
 };

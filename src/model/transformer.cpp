@@ -25,9 +25,9 @@ int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
 }
 
 const char* OpProfile::name(int op) {
-  static const char* const names[kOps] = {"embedding",   "rmsnorm", "q/k/v",  "rope", "attention",
-                                          "attn_output", "gate/up", "swiglu", "down", "residual",
-                                          "lora",        "head",    "loss"};
+  static const char* const names[kOps] = {"embedding",  "rmsnorm",     "q/k/v",   "rope",   "attention",
+                                          "short_conv", "attn_output", "gate/up", "swiglu", "down",
+                                          "residual",   "lora",        "head",    "loss"};
   return op >= 0 && op < kOps ? names[op] : "?";
 }
 
@@ -251,7 +251,7 @@ void Transformer<T>::conv_block_forward(int64_t l, const T* x_in, T* x_mid) {
   project(l, kConvInProj, a.bcx, a.h_attn, OpProfile::kQkv);
   with_pointer(a.conv_y,
                [&](auto* y) { short_conv_forward(y, a.conv_v, a.conv_u, a.bcx, w.conv_kernel, conv_shape()); });
-  charge_time_to(OpProfile::kAttention);
+  charge_time_to(OpProfile::kShortConv);
   if (!x_mid) return;
   project(l, kConvOutProj, x_mid, a.conv_y, OpProfile::kAttnOutput);
   with_pointer(a.h_ffn, [&](auto* h) {
@@ -537,7 +537,7 @@ void Transformer<T>::conv_block_backward(int64_t l, const T* x_in, T* d_res) {
               OpProfile::kAttnOutput);
   short_conv_backward(d_bcx_, g.conv_kernel, d_conv_v_, d_conv_y_, a.bcx, a.conv_v, a.conv_u, w.conv_kernel,
                       conv_shape());
-  charge_time_to(OpProfile::kAttention);
+  charge_time_to(OpProfile::kShortConv);
   project_bwd(l, kConvInProj, d_normed_, gemm_in(d_bcx_, d_bcx_h_, BT * 3 * C), d_bcx_, a.h_attn, false,
               OpProfile::kQkv);
   rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);

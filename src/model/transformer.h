@@ -59,6 +59,7 @@ struct OpProfile {
     kQkv,
     kRope,
     kAttention,
+    kShortConv,  // the convolution of a short-convolution layer (its projections count as kQkv, kAttnOutput)
     kAttnOutput,
     kGateUp,
     kSwiglu,
