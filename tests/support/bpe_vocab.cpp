@@ -61,12 +61,19 @@ KindSpec kind_spec(const std::string& kind) {
     k.name = "tiny-smollm-bpe";
     k.specials = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {" @@ ", 4}, {"<|channel|>", 3}};
     k.bos = "<|im_start|>", k.eos = "<|im_end|>";
+  } else if (kind == "lfm2") {  // LFM2's files: llama3's split and ignore_merges under their own name
+    k.name = "tiny-lfm2-bpe";
+    k.specials = {{"<|pad|>", 3},    {"<|startoftext|>", 3},     {"<|endoftext|>", 3},    {"<|im_start|>", 3},
+                  {"<|im_end|>", 3}, {"<|tool_call_start|>", 3}, {"<|tool_call_end|>", 3}};
+    k.bos = "<|startoftext|>", k.eos = "<|im_end|>";
+    k.add_bos = true;
+    k.whole_words = {"\xc4\xa0xylophone", "Tokenization"};
   } else if (kind == "qwen2") {  // Qwen2.5 and Qwen3 files: no BOS added, digits split one by one
     k.name = "tiny-qwen3-bpe";
     k.specials = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<think>", 4}, {"</think>", 4}};
     k.bos = "<|endoftext|>", k.eos = "<|im_end|>";
   } else {
-    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2)", kind);
+    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2, lfm2)", kind);
   }
   return k;
 }

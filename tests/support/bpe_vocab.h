@@ -26,6 +26,8 @@ namespace ggtrain::test_support {
 //                (llama.cpp makes it user-defined).
 //   "qwen2":     Qwen2.5/Qwen3's: llama3's split with single digits, no
 //                ignore_merges, spaces kept when decoding, <think> tags.
+//   "lfm2":      LFM2's name for llama3's split (ignore_merges, BOS added),
+//                with its chat and tool-call control tokens.
 // `n_merges` merges at most; lines are the training text.
 struct BpeVocabFile {
   std::vector<std::string> tokens, merges;
