@@ -5,7 +5,8 @@
 # its own output) and end with the same weights as the run at the same
 # thread count that was never stopped: the logits both final checkpoints
 # give are the same bytes. The same with train.precision = "bf16" (fp32
-# master weights, bf16 GEMMs).
+# master weights, bf16 GEMMs), and for an lfm2 model (a short-convolution
+# layer beside an attention layer).
 # Controls, with teeth: the same resume from step 12, each losing one piece
 # of its state on purpose (GGTRAIN_INJECT_BROKEN_RESUME: the data position,
 # either AdamW moment, the master weights kept only to bf16), must each give
@@ -22,11 +23,12 @@ fail() { echo "resume_check: $*"; exit 1; }
 
 fox_corpus corpus.txt
 ids=1,5,9,13,17,21,25,29,33,37
-for run_case in 1:fp32 2:fp32 2:bf16; do
-  threads=${run_case%%:*} precision=${run_case#*:}
+for run_case in 1:fp32:llama 2:fp32:llama 2:bf16:llama 2:fp32:lfm2; do
+  IFS=: read -r threads precision arch <<<"$run_case"
   args=(--preset tiny --set data.corpus=corpus.txt --set train.steps=24 --set "train.threads=$threads"
-        --set checkpoint.every=6 --set "train.precision=$precision")
-  whole=whole-$threads-$precision cut=cut-$threads-$precision
+        --set checkpoint.every=6 --set "train.precision=$precision" --set "model.arch=$arch")
+  [[ $arch != lfm2 ]] || args+=(--set model.attention_layers=1)
+  whole=whole-$threads-$precision-$arch cut=cut-$threads-$precision-$arch
   "$bin" train "${args[@]}" --run-dir "$whole" --quiet > whole.out 2>&1 || { cat whole.out; fail "the whole run failed"; }
   "$bin" train "${args[@]}" --run-dir "$cut" --stop-at 12 > cut.out 2>&1 || { cat cut.out; fail "the first part failed"; }
   grep -q "stopped after step 12/24 (--stop-at)" cut.out || { cat cut.out; fail "the first part did not stop at step 12"; }
@@ -39,32 +41,32 @@ for run_case in 1:fp32 2:fp32 2:bf16; do
     "$bin" eval -m "$run/weights/step_24.gguf" --tokens "$ids" --dump-logits "$run.f32" > /dev/null
   done
   cmp -s "$whole.f32" "$cut.f32" ||
-    fail "$threads thread(s), $precision: the resumed run's step-24 logits differ from the uninterrupted run's"
+    fail "$threads thread(s), $precision, $arch: the resumed run's step-24 logits differ from the uninterrupted run's"
 done
 
 # The controls, on the 2-thread fp32 run.
 for piece in data adam_m adam_v master_bf16; do
   broken=broken-$piece
-  cp -a cut-2-fp32-at-12 "$broken"
+  cp -a cut-2-fp32-llama-at-12 "$broken"
   GGTRAIN_INJECT_BROKEN_RESUME=$piece "$bin" train --resume --run-dir "$broken" > broken.out 2>&1 ||
     { cat broken.out; fail "the resume without its $piece failed to run"; }
   grep -q "injected: this resume loses its $piece" broken.out || { cat broken.out; fail "the $piece control was not injected"; }
   "$bin" eval -m "$broken/weights/step_24.gguf" --tokens "$ids" --dump-logits "$broken.f32" > /dev/null
-  if cmp -s whole-2-fp32.f32 "$broken.f32"; then
+  if cmp -s whole-2-fp32-llama.f32 "$broken.f32"; then
     fail "control: a resume that lost its $piece ends with the uninterrupted run's logits: the check would not notice"
   fi
 done
 # `ggtrain verify`: the uninterrupted run's checkpoints are intact; with one
 # bit of its step-24 weights flipped, verify names that step and fails.
-"$bin" verify whole-2-fp32 > verify.out || { cat verify.out; fail "verify fails on an intact run"; }
+"$bin" verify whole-2-fp32-llama > verify.out || { cat verify.out; fail "verify fails on an intact run"; }
 grep -q "^step 24: intact" verify.out || { cat verify.out; fail "verify did not check step 24's digests"; }
-cp -a whole-2-fp32 damaged
+cp -a whole-2-fp32-llama damaged
 last=$(($(stat -c %s damaged/weights/step_24.gguf) - 1))
 byte=$(od -An -tu1 -j "$last" -N1 damaged/weights/step_24.gguf)
 printf "\\x$(printf %02x $((byte ^ 1)))" | dd of=damaged/weights/step_24.gguf bs=1 seek="$last" conv=notrunc status=none
 if "$bin" verify damaged > verify.out; then cat verify.out; fail "verify passed a run whose step-24 weights changed"; fi
 grep -q "^step 24: DAMAGED: .*step_24.gguf" verify.out || { cat verify.out; fail "verify did not name the damaged file"; }
 grep -q "^step 18: intact" verify.out || { cat verify.out; fail "verify did not see step 18 intact"; }
-echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16), step-24 logits" \
+echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16; lfm2), step-24 logits" \
   "identical; a resume losing its data position, AdamW m, AdamW v or fp32 master weights is noticed; verify" \
   "finds the intact checkpoints and names a changed one"
