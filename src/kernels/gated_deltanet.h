@@ -1,0 +1,229 @@
+#pragma once
+// The mixer of a Gated DeltaNet layer (Qwen3.5's linear attention) between
+// its input projections and its output projection, as llama.cpp's qwen35
+// graph computes it (build_layer_attn_linear):
+//   c      = silu(causal depthwise conv of u over `taps` positions)   u = attn_qkv(h)
+//   q, k, v = c split [n_k*d | n_k*d | n_v*d]; q, k L2-normed per head:
+//            x / sqrt(sum x^2 + eps) (ggml: rms_norm(x, eps/d) / sqrt(d))
+//   beta   = sigmoid(b),  g = softplus(alpha + dt_bias) * a            b, alpha: ssm_beta(h), ssm_alpha(h)
+//   o      = the gated delta rule (kernels/gated_delta_rule.h)
+//   y      = rmsnorm(o per head, eps) * norm_w * silu(z)              z = attn_gate(h); then ssm_out(y)
+// with its backward. a is the GGUF's ssm_a (-exp(A_log)), softplus ggml's
+// (x > 20: x). Packed documents start the convolution and the state at zero.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gated_delta_rule.h"
+#include "kernels/parallel.h"
+
+namespace ggtrain::kernels {
+
+struct GdnShape {
+  int64_t batch = 1, seq = 0;
+  int64_t n_v_heads = 0, n_k_heads = 0, d = 0;  // heads of d for keys and values
+  int64_t taps = 4;  // the convolution's width (GGUF <arch>.ssm.conv_kernel)
+  double eps = 1e-6;  // <arch>.attention.layer_norm_rms_epsilon: the L2 norms' and the output norm's
+  int64_t chunk = 64;  // delta-rule checkpoints
+  const int32_t* doc_start = nullptr;
+  int64_t rows() const { return batch * seq; }
+  int64_t key_dim() const { return n_k_heads * d; }
+  int64_t value_dim() const { return n_v_heads * d; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+  DeltaRuleShape rule() const { return {batch, seq, n_v_heads, n_k_heads, d, chunk, doc_start}; }
+};
+
+// What forward keeps for backward, planned by the caller (floats each).
+template <typename T>
+struct GdnActs {
+  T* conv;  // [rows, conv_dim] the convolution's output, before silu
+  T* qkv;  // [rows, conv_dim] silu(conv), q and k then L2-normed in place
+  T* inv_q;  // [rows, n_k] 1 / sqrt(sum q^2 + eps)
+  T* inv_k;  // [rows, n_k]
+  T* beta;  // [rows, n_v] sigmoid(b)
+  T* g;  // [rows, n_v] log-decay
+  T* o;  // [rows, n_v, d] the rule's output
+  T* rstd_o;  // [rows, n_v]
+  T* checkpoints;  // DeltaRuleShape::checkpoint_floats()
+};
+
+namespace detail {
+
+template <typename T>
+T gdn_silu(T x) {
+  return x / (T(1) + std::exp(-x));
+}
+template <typename T>
+T gdn_silu_grad(T x) {
+  const T s = T(1) / (T(1) + std::exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+template <typename T>
+T gdn_softplus(T x) {
+  return x > T(20) ? x : std::log(T(1) + std::exp(x));
+}
+inline bool gdn_in_document(const GdnShape& s, int64_t b, int64_t t, int64_t src) {
+  return src >= 0 && (!s.doc_start || src >= s.doc_start[b * s.seq + t]);
+}
+
+}  // namespace detail
+
+template <typename T>
+void gdn_forward(T* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
+                 const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s) {
+  const int64_t R = s.rows(), CD = s.conv_dim(), KD = s.key_dim(), H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
+  const int64_t L = s.taps;
+  const bool par = R * CD >= kMinParallelWork;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t b = r / s.seq, t = r % s.seq;
+    for (int64_t ch = 0; ch < CD; ++ch) {
+      T acc = T(0);
+      for (int64_t j = 0; j < L; ++j) {
+        const int64_t src = t - (L - 1) + j;
+        if (detail::gdn_in_document(s, b, t, src)) acc += conv_w[ch * L + j] * u[(b * s.seq + src) * CD + ch];
+      }
+      a.conv[r * CD + ch] = acc;
+      a.qkv[r * CD + ch] = detail::gdn_silu(acc);
+    }
+    for (int64_t part = 0; part < 2; ++part)  // q, then k: each head L2-normed
+      for (int64_t h = 0; h < HK; ++h) {
+        T* x = a.qkv + r * CD + part * KD + h * d;
+        T ss = T(0);
+        for (int64_t i = 0; i < d; ++i) ss += x[i] * x[i];
+        const T inv = T(1) / std::sqrt(ss + T(s.eps));
+        (part ? a.inv_k : a.inv_q)[r * HK + h] = inv;
+        for (int64_t i = 0; i < d; ++i) x[i] *= inv;
+      }
+    for (int64_t h = 0; h < H; ++h) {
+      a.beta[r * H + h] = T(1) / (T(1) + std::exp(-b_raw[r * H + h]));
+      a.g[r * H + h] = detail::gdn_softplus(alpha[r * H + h] + dt_bias[h]) * ssm_a[h];
+    }
+  }
+  // q, k, v are strided views of qkv: the rule reads them through copies
+  // laid out as it wants ([rows, heads, d]).
+  std::vector<T> q(size_t(R * KD)), k(size_t(R * KD)), v(size_t(R * s.value_dim()));
+  for (int64_t r = 0; r < R; ++r) {
+    std::copy(a.qkv + r * CD, a.qkv + r * CD + KD, q.begin() + r * KD);
+    std::copy(a.qkv + r * CD + KD, a.qkv + r * CD + 2 * KD, k.begin() + r * KD);
+    std::copy(a.qkv + r * CD + 2 * KD, a.qkv + (r + 1) * CD, v.begin() + r * s.value_dim());
+  }
+  delta_rule_forward(a.o, a.checkpoints, q.data(), k.data(), v.data(), a.g, a.beta, s.rule());
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t h = 0; h < H; ++h) {
+      const T* o = a.o + (r * H + h) * d;
+      T ss = T(0);
+      for (int64_t i = 0; i < d; ++i) ss += o[i] * o[i];
+      const T rstd = T(1) / std::sqrt(ss / T(d) + T(s.eps));
+      a.rstd_o[r * H + h] = rstd;
+      for (int64_t i = 0; i < d; ++i) {
+        const int64_t at = r * s.value_dim() + h * d + i;
+        y[at] = o[i] * rstd * norm_w[i] * detail::gdn_silu(z[at]);
+      }
+    }
+}
+
+// From dy: du, dz, db_raw, dalpha (written); d_conv_w, d_dt_bias, d_ssm_a,
+// d_norm_w (added to; each may be null when frozen). Sums over positions
+// run in a fixed order: the result does not depend on the thread count.
+template <typename T>
+void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias, T* d_ssm_a, T* d_norm_w, const T* dy,
+                  const GdnActs<T>& a, const T* u, const T* z, const T* alpha, const T* conv_w, const T* dt_bias,
+                  const T* ssm_a, const T* norm_w, const GdnShape& s) {
+  const int64_t R = s.rows(), CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim(), H = s.n_v_heads;
+  const int64_t HK = s.n_k_heads, d = s.d, L = s.taps;
+  const bool par = R * CD >= kMinParallelWork;
+  // The gated output norm: y = o rstd w silu(z).
+  std::vector<T> d_o(size_t(R * VD));
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t h = 0; h < H; ++h) {
+      const T* o = a.o + (r * H + h) * d;
+      const T rstd = a.rstd_o[r * H + h];
+      T dot = T(0);
+      for (int64_t i = 0; i < d; ++i) {
+        const int64_t at = r * VD + h * d + i;
+        const T dn = dy[at] * norm_w[i] * detail::gdn_silu(z[at]);  // d(normed o)
+        dz[at] = dy[at] * o[i] * rstd * norm_w[i] * detail::gdn_silu_grad(z[at]);
+        d_o[size_t(at)] = dn;
+        dot += dn * o[i] * rstd;
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        T& g = d_o[size_t(r * VD + h * d + i)];
+        g = rstd * (g - o[i] * rstd * dot / T(d));
+      }
+    }
+  if (d_norm_w)
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < d; ++i) {
+          const int64_t at = r * VD + h * d + i;
+          d_norm_w[i] += dy[at] * a.o[(r * H + h) * d + i] * a.rstd_o[r * H + h] * detail::gdn_silu(z[at]);
+        }
+  // The rule.
+  std::vector<T> q(size_t(R * KD)), k(size_t(R * KD)), v(size_t(R * VD));
+  for (int64_t r = 0; r < R; ++r) {
+    std::copy(a.qkv + r * CD, a.qkv + r * CD + KD, q.begin() + r * KD);
+    std::copy(a.qkv + r * CD + KD, a.qkv + r * CD + 2 * KD, k.begin() + r * KD);
+    std::copy(a.qkv + r * CD + 2 * KD, a.qkv + (r + 1) * CD, v.begin() + r * VD);
+  }
+  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(size_t(R * H)), dbeta(size_t(R * H)),
+      scratch(size_t(delta_rule_backward_scratch(s.rule())));
+  delta_rule_backward(dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), scratch.data(), d_o.data(),
+                      a.checkpoints, q.data(), k.data(), v.data(), a.g, a.beta, s.rule());
+  // The gates.
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t h = 0; h < H; ++h) {
+      const T bt = a.beta[r * H + h], x = alpha[r * H + h] + dt_bias[h];
+      db_raw[r * H + h] = dbeta[size_t(r * H + h)] * bt * (T(1) - bt);
+      const T sig = x > T(20) ? T(1) : T(1) / (T(1) + std::exp(-x));  // softplus' (ggml's threshold)
+      dalpha[r * H + h] = dg[size_t(r * H + h)] * ssm_a[h] * sig;
+      if (d_dt_bias) d_dt_bias[h] += dalpha[r * H + h];
+      if (d_ssm_a) d_ssm_a[h] += dg[size_t(r * H + h)] * detail::gdn_softplus(x);
+    }
+  // Through the L2 norms and silu into d(conv output): dact [rows, conv_dim].
+  std::vector<T> dconv(size_t(R * CD));
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t part = 0; part < 2; ++part)
+      for (int64_t h = 0; h < HK; ++h) {
+        const T* yn = a.qkv + r * CD + part * KD + h * d;  // normed
+        const T* dyn = (part ? dk : dq).data() + (r * HK + h) * d;
+        const T inv = (part ? a.inv_k : a.inv_q)[r * HK + h];
+        T dot = T(0);
+        for (int64_t i = 0; i < d; ++i) dot += dyn[i] * yn[i];
+        for (int64_t i = 0; i < d; ++i) dconv[size_t(r * CD + part * KD + h * d + i)] = inv * (dyn[i] - yn[i] * dot);
+      }
+    for (int64_t i = 0; i < VD; ++i) dconv[size_t(r * CD + 2 * KD + i)] = dv[size_t(r * VD + i)];
+    for (int64_t ch = 0; ch < CD; ++ch) dconv[size_t(r * CD + ch)] *= detail::gdn_silu_grad(a.conv[r * CD + ch]);
+  }
+  // The convolution: du[src] from the outputs that read it, dw over positions.
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t b = r / s.seq, src = r % s.seq;
+    for (int64_t ch = 0; ch < CD; ++ch) {
+      T acc = T(0);
+      for (int64_t j = 0; j < L; ++j) {
+        const int64_t t = src + (L - 1) - j;
+        if (t < s.seq && detail::gdn_in_document(s, b, t, src))
+          acc += conv_w[ch * L + j] * dconv[size_t((b * s.seq + t) * CD + ch)];
+      }
+      du[r * CD + ch] = acc;
+    }
+  }
+  if (!d_conv_w) return;
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t ch = 0; ch < CD; ++ch)
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t b = r / s.seq, t = r % s.seq;
+      for (int64_t j = 0; j < L; ++j) {
+        const int64_t src = t - (L - 1) + j;
+        if (detail::gdn_in_document(s, b, t, src))
+          d_conv_w[ch * L + j] += dconv[size_t(r * CD + ch)] * u[(b * s.seq + src) * CD + ch];
+      }
+    }
+}
+
+}  // namespace ggtrain::kernels
