@@ -42,3 +42,30 @@ TEST(LayerFd, RopeRotatesAdjacentPairsByPositionAngle) {
   EXPECT_NEAR(x[3 * hd + 3], std::sin(0.03), 1e-15);
   EXPECT_EQ(x[3 * hd + 0], 0.0);
 }
+
+// Partial RoPE: the first n_rot dimensions of each head turn (as a rotation:
+// norms kept), the rest pass unchanged; backward undoes forward.
+TEST(Rope, PartialRotatesTheFirstDimensionsOnly) {
+  const int64_t T = 5, H = 3, hd = 10, n_rot = 6;
+  for (bool halves : {false, true}) {
+    Vec cs(T * n_rot / 2), sn(T * n_rot / 2);
+    rope_tables(cs.data(), sn.data(), T, n_rot, 100.0);
+    Vec x(size_t(T * H * hd));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7 * double(i)) + 0.1;
+    Vec y = x;
+    rope_forward(y.data(), cs.data(), sn.data(), 1, T, H, hd, halves, n_rot);
+    bool moved = false;
+    for (int64_t r = 0; r < T * H; ++r) {
+      double nx = 0, ny = 0;
+      for (int64_t i = 0; i < hd; ++i) {
+        const size_t at = size_t(r * hd + i);
+        if (i >= n_rot) EXPECT_EQ(y[at], x[at]) << "dimension " << i << " is past n_rot";
+        else moved = moved || std::fabs(y[at] - x[at]) > 1e-6, nx += x[at] * x[at], ny += y[at] * y[at];
+      }
+      EXPECT_NEAR(nx, ny, 1e-12);
+    }
+    EXPECT_TRUE(moved);
+    rope_backward(y.data(), cs.data(), sn.data(), 1, T, H, hd, halves, n_rot);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], x[i], 1e-12);
+  }
+}
