@@ -100,9 +100,7 @@ TEST(GatedDeltaRule, ForwardIsTheRuleWrittenOut) {
   // and the document start mattered: without it row 1's second document differs
   DeltaRuleShape one_doc = s;
   one_doc.doc_start = nullptr;
-  const auto cmp = compare(forward(in, one_doc), o);
-  ASSERT_TRUE(cmp.finite());
-  EXPECT_GT(cmp.rel_to_max(), 1e-3);
+  EXPECT_TRUE(ggtrain::test_support::differs_by_more_than(compare(forward(in, one_doc), o), 1e-3));
 }
 
 // d(sum w * o) / d(each input) against central differences.
@@ -183,12 +181,13 @@ TEST(GatedDeltaRule, FloatFollowsDouble) {
                                         cp.data(), in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
                                         s);
   double worst = 0;
+  const char* names[] = {"dq", "dk", "dv", "dg", "dbeta"};
+  int i = 0;
   for (const auto& [f, d] : {std::pair{&dqf, &dq}, {&dkf, &dk}, {&dvf, &dv}, {&dgf, &dg}, {&dbf, &db}}) {
     const auto c = compare(std::vector<double>(f->begin(), f->end()), *d);
-    ASSERT_TRUE(c.finite());
+    EXPECT_TRUE(within_rel_to_max(c, 1e-5)) << names[i++];
     worst = std::max(worst, c.rel_to_max());
   }
   std::printf("float vs double: outputs %.2e, worst gradient %.2e (of max)\n", cmp_o.rel_to_max(), worst);
   EXPECT_TRUE(within_rel_to_max(cmp_o, 1e-5));
-  EXPECT_LT(worst, 1e-5);
 }

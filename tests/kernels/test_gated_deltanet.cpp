@@ -136,10 +136,9 @@ TEST(GatedDeltaNet, FloatFollowsDouble) {
   double worst = 0;
   for (size_t i = 0; i < gd.size(); ++i) {
     const auto ci = compare(std::vector<double>(gf[i].begin(), gf[i].end()), gd[i]);
-    ASSERT_TRUE(ci.finite());
+    EXPECT_TRUE(within_rel_to_max(ci, 1e-5)) << "gradient " << i;
     worst = std::max(worst, ci.rel_to_max());
   }
   std::printf("float vs double: outputs %.2e, worst gradient %.2e (of max)\n", cy.rel_to_max(), worst);
   EXPECT_TRUE(within_rel_to_max(cy, 1e-5));
-  EXPECT_LT(worst, 1e-5);
 }
