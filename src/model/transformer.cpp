@@ -189,17 +189,15 @@ void Transformer<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const 
   charge_time_to(OpProfile::kNorm);
 }
 
-// x_mid = x_in + Wo attn(rope(Wq h), rope(Wk h), Wv h), h = rmsnorm(x_in),
-// and the feed-forward half's norm of x_mid with it (one pass). With x_mid
+// out = Wo attn(rope(Wq h), rope(Wk h), Wv h) of the normed input h
+// (h_attn), through its post-norm in the families that have one. With out
 // null (recomputation for backward) it stops after attention.
 template <typename T>
-void Transformer<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+void Transformer<T>::attn_block_forward(int64_t l, T* out) {
+  const int64_t BT = batch_ * seq_len_;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
-  charge_time_to(OpProfile::kNorm);
   project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, OpProfile::kQkv);
   project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, OpProfile::kQkv);
   project(l, kAttnV, a.v, a.h_attn, OpProfile::kQkv);
@@ -225,49 +223,49 @@ void Transformer<T>::attn_block_forward(int64_t l, const T* x_in, T* x_mid) {
     attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
   });
   charge_time_to(OpProfile::kAttention);
-  if (!x_mid) return;
-  if (post_norms()) {  // x_mid = x_in + rmsnorm(attn_out Wo^T)
+  if (!out) return;
+  if (post_norms()) {  // out = rmsnorm(attn_out Wo^T)
     project(l, kAttnOutput, a.attn_proj, a.attn_out, OpProfile::kAttnOutput);
-    post_norm_forward(x_mid, a.rstd_attn_post, a.attn_proj, w.attn_post_norm);
+    post_norm_forward(out, a.rstd_attn_post, a.attn_proj, w.attn_post_norm);
   } else {
-    project(l, kAttnOutput, x_mid, a.attn_out, OpProfile::kAttnOutput);
+    project(l, kAttnOutput, out, a.attn_out, OpProfile::kAttnOutput);
   }
-  with_pointer(a.h_ffn, [&](auto* h) {
-    residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
-  });
-  charge_time_to(OpProfile::kNorm);
 }
 
-// x_mid = x_in + out_proj(c * conv(b * x)), (b | c | x) = in_proj(h),
-// h = rmsnorm(x_in) (kernels/short_conv.h), and the feed-forward norm, as
-// attn_block_forward.
+// out = out_proj(c * conv(b * x)), (b | c | x) = in_proj(h) of the normed
+// input h (kernels/short_conv.h); with out null it stops before out_proj.
 template <typename T>
-void Transformer<T>::conv_block_forward(int64_t l, const T* x_in, T* x_mid) {
+void Transformer<T>::conv_block_forward(int64_t l, T* out) {
+  const auto& w = w_.layers[size_t(l)];
+  auto& a = layer_acts_[size_t(l)];
+  project(l, kConvInProj, a.bcx, a.h_attn, OpProfile::kQkv);
+  with_pointer(a.conv_y,
+               [&](auto* y) { short_conv_forward(y, a.conv_v, a.conv_u, a.bcx, w.conv_kernel, conv_shape()); });
+  charge_time_to(OpProfile::kShortConv);
+  if (!out) return;
+  project(l, kConvOutProj, out, a.conv_y, OpProfile::kAttnOutput);
+}
+
+// x_mid = x_in + mixer(rmsnorm(x_in)), and the feed-forward half's norm of
+// x_mid with it (one pass): the steps every mixer shares around its own.
+template <typename T>
+void Transformer<T>::mixer_forward(int64_t l, const T* x_in, T* x_mid) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
   with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   charge_time_to(OpProfile::kNorm);
-  project(l, kConvInProj, a.bcx, a.h_attn, OpProfile::kQkv);
-  with_pointer(a.conv_y,
-               [&](auto* y) { short_conv_forward(y, a.conv_v, a.conv_u, a.bcx, w.conv_kernel, conv_shape()); });
-  charge_time_to(OpProfile::kShortConv);
+  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_forward(l, x_mid);
+  else attn_block_forward(l, x_mid);
   if (!x_mid) return;
-  project(l, kConvOutProj, x_mid, a.conv_y, OpProfile::kAttnOutput);
   with_pointer(a.h_ffn, [&](auto* h) {
     residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
   });
   charge_time_to(OpProfile::kNorm);
 }
 
-template <typename T>
-void Transformer<T>::mixer_forward(int64_t l, const T* x_in, T* x_mid) {
-  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_forward(l, x_in, x_mid);
-  else attn_block_forward(l, x_in, x_mid);
-}
-
 // x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
-// by attn_block_forward); GELU for silu and a norm of the W_down output in
+// by mixer_forward); GELU for silu and a norm of the W_down output in
 // the families that have them. With x_out null (recomputation for backward)
 // it stops after the activation.
 template <typename T>
@@ -450,13 +448,13 @@ void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
 }
 
 template <typename T>
-void Transformer<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
+void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  // d_res is dL/d(x_mid) and becomes dL/d(x_in); d_proj as d_down above
+  // d_res is dL/d(x_mid); d_proj as d_down above
   T* d_proj = d_res;
   if (post_norms()) {
     post_norm_backward(d_normed_, g.attn_post_norm, d_res, a.attn_proj, w.attn_post_norm, a.rstd_attn_post);
@@ -496,8 +494,6 @@ void Transformer<T>::attn_block_backward(int64_t l, const T* x_in, T* d_res) {
   project_bwd(l, kAttnQ, d_normed_, dq, d_q_proj, a.h_attn, false, OpProfile::kQkv);
   project_bwd(l, kAttnK, d_normed_, dk, d_k_proj, a.h_attn, true, OpProfile::kQkv);
   project_bwd(l, kAttnV, d_normed_, dv, d_v_, a.h_attn, true, OpProfile::kQkv);
-  rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
-  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
@@ -520,19 +516,24 @@ void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   mixer_backward(l, x_in, d_res);
 }
 
+// d_res is dL/d(x_mid) and becomes dL/d(x_in): the mixer's own backward
+// leaves dL/d(its normed input) in d_normed_, the input norm's adds to d_res.
 template <typename T>
 void Transformer<T>::mixer_backward(int64_t l, const T* x_in, T* d_res) {
-  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_backward(l, x_in, d_res);
-  else attn_block_backward(l, x_in, d_res);
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_backward(l, d_res);
+  else attn_block_backward(l, d_res);
+  rmsnorm_backward(d_res, g_.layers[size_t(l)].attn_norm, d_normed_, x_in, w_.layers[size_t(l)].attn_norm,
+                   layer_acts_[size_t(l)].rstd_attn, BT, C);
+  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
-void Transformer<T>::conv_block_backward(int64_t l, const T* x_in, T* d_res) {
+void Transformer<T>::conv_block_backward(int64_t l, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  // d_res is dL/d(x_mid) and becomes dL/d(x_in)
   project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_res, d_res_h_, BT * C), d_res, a.conv_y, false,
               OpProfile::kAttnOutput);
   short_conv_backward(d_bcx_, g.conv_kernel, d_conv_v_, d_conv_y_, a.bcx, a.conv_v, a.conv_u, w.conv_kernel,
@@ -540,8 +541,6 @@ void Transformer<T>::conv_block_backward(int64_t l, const T* x_in, T* d_res) {
   charge_time_to(OpProfile::kShortConv);
   project_bwd(l, kConvInProj, d_normed_, gemm_in(d_bcx_, d_bcx_h_, BT * 3 * C), d_bcx_, a.h_attn, false,
               OpProfile::kQkv);
-  rmsnorm_backward(d_res, g.attn_norm, d_normed_, x_in, w.attn_norm, a.rstd_attn, BT, C);
-  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>

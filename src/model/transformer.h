@@ -218,16 +218,20 @@ class Transformer {
   void embed_and_blocks(const int32_t* inputs, const int32_t* doc_start);
   // Validates and keeps the batch's document starts for attention (both passes).
   void set_documents(const int32_t* doc_start);
-  // Layer l's mixer half (attention or short convolution, Config::mixer):
-  // x_mid from x_in, and the feed-forward norm of x_mid with it; with x_mid
-  // null (recomputation for backward) it stops before the output projection.
+  // Layer l's mixer half: the input norm, the layer's mixer (attention or
+  // short convolution, Config::mixer), the residual add and the
+  // feed-forward norm of x_mid; with x_mid null (recomputation for
+  // backward) it stops before the mixer's output projection.
   void mixer_forward(int64_t l, const T* x_in, T* x_mid);
   void mixer_backward(int64_t l, const T* x_in, T* d_res);
-  void attn_block_forward(int64_t l, const T* x_in, T* x_mid);
-  void conv_block_forward(int64_t l, const T* x_in, T* x_mid);
-  void conv_block_backward(int64_t l, const T* x_in, T* d_res);
+  // The mixers themselves, between the input norm (h_attn) and the residual
+  // add: forward writes the mixer's output to `out`; backward reads
+  // dL/d(out) from d_res and leaves dL/d(h_attn) in d_normed_.
+  void attn_block_forward(int64_t l, T* out);
+  void conv_block_forward(int64_t l, T* out);
+  void attn_block_backward(int64_t l, T* d_res);
+  void conv_block_backward(int64_t l, T* d_res);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
-  void attn_block_backward(int64_t l, const T* x_in, T* d_res);
   void ffn_block_backward(int64_t l, T* d_res);
   void layer_backward(int64_t l, const T* x_in, T* d_res);
   // Loss over chunks of rows of h_final_; with `prepare_backward`, also the
