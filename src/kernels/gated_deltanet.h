@@ -69,6 +69,25 @@ inline bool gdn_in_document(const GdnShape& s, int64_t b, int64_t t, int64_t src
 
 }  // namespace detail
 
+// q, k and v of qkv's rows ([rows, conv_dim], strided views), copied as the
+// rule reads them ([rows, heads, d] each).
+template <typename T>
+struct GdnQkv {
+  std::vector<T> q, k, v;
+};
+template <typename T>
+GdnQkv<T> split_qkv(const T* qkv, const GdnShape& s) {
+  const int64_t CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim();
+  GdnQkv<T> x{std::vector<T>(size_t(s.rows() * KD)), std::vector<T>(size_t(s.rows() * KD)),
+              std::vector<T>(size_t(s.rows() * VD))};
+  for (int64_t r = 0; r < s.rows(); ++r) {
+    std::copy(qkv + r * CD, qkv + r * CD + KD, x.q.begin() + r * KD);
+    std::copy(qkv + r * CD + KD, qkv + r * CD + 2 * KD, x.k.begin() + r * KD);
+    std::copy(qkv + r * CD + 2 * KD, qkv + (r + 1) * CD, x.v.begin() + r * VD);
+  }
+  return x;
+}
+
 template <typename T>
 void gdn_forward(T* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
                  const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s) {
@@ -101,15 +120,8 @@ void gdn_forward(T* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_r
       a.g[r * H + h] = detail::gdn_softplus(alpha[r * H + h] + dt_bias[h]) * ssm_a[h];
     }
   }
-  // q, k, v are strided views of qkv: the rule reads them through copies
-  // laid out as it wants ([rows, heads, d]).
-  std::vector<T> q(size_t(R * KD)), k(size_t(R * KD)), v(size_t(R * s.value_dim()));
-  for (int64_t r = 0; r < R; ++r) {
-    std::copy(a.qkv + r * CD, a.qkv + r * CD + KD, q.begin() + r * KD);
-    std::copy(a.qkv + r * CD + KD, a.qkv + r * CD + 2 * KD, k.begin() + r * KD);
-    std::copy(a.qkv + r * CD + 2 * KD, a.qkv + (r + 1) * CD, v.begin() + r * s.value_dim());
-  }
-  delta_rule_forward(a.o, a.checkpoints, q.data(), k.data(), v.data(), a.g, a.beta, s.rule());
+  const GdnQkv<T> x = split_qkv(a.qkv, s);
+  delta_rule_forward(a.o, a.checkpoints, x.q.data(), x.k.data(), x.v.data(), a.g, a.beta, s.rule());
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
@@ -163,16 +175,11 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
           d_norm_w[i] += dy[at] * a.o[(r * H + h) * d + i] * a.rstd_o[r * H + h] * detail::gdn_silu(z[at]);
         }
   // The rule.
-  std::vector<T> q(size_t(R * KD)), k(size_t(R * KD)), v(size_t(R * VD));
-  for (int64_t r = 0; r < R; ++r) {
-    std::copy(a.qkv + r * CD, a.qkv + r * CD + KD, q.begin() + r * KD);
-    std::copy(a.qkv + r * CD + KD, a.qkv + r * CD + 2 * KD, k.begin() + r * KD);
-    std::copy(a.qkv + r * CD + 2 * KD, a.qkv + (r + 1) * CD, v.begin() + r * VD);
-  }
-  std::vector<T> dq(q.size()), dk(k.size()), dv(v.size()), dg(size_t(R * H)), dbeta(size_t(R * H)),
+  const GdnQkv<T> x = split_qkv(a.qkv, s);
+  std::vector<T> dq(x.q.size()), dk(x.k.size()), dv(x.v.size()), dg(size_t(R * H)), dbeta(size_t(R * H)),
       scratch(size_t(delta_rule_backward_scratch(s.rule())));
   delta_rule_backward(dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), scratch.data(), d_o.data(),
-                      a.checkpoints, q.data(), k.data(), v.data(), a.g, a.beta, s.rule());
+                      a.checkpoints, x.q.data(), x.k.data(), x.v.data(), a.g, a.beta, s.rule());
   // The gates.
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
