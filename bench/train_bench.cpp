@@ -146,12 +146,7 @@ int main(int argc, char** argv) try {
   }
   if (a.lora_rank > 0) {  // every block matrix some layer has
     std::vector<std::string> all;
-    for (int i = 0; i < model::kNumBlockMatrices; ++i)
-      for (int64_t l = 0; l < c.n_layers; ++l)
-        if (model::layer_has_matrix(c, l, model::BlockMatrix(i))) {
-          all.push_back(model::block_matrix_name(model::BlockMatrix(i)));
-          break;
-        }
+    for (model::BlockMatrix m : model::model_block_matrices(c)) all.push_back(model::block_matrix_name(m));
     c.lora = {a.lora_rank, double(a.lora_rank), all};
   }
   const int64_t B = a.batch > 0 ? a.batch : rc.train.batch, T = a.seq_len > 0 ? a.seq_len : rc.train.seq_len;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace ggtrain::model {
@@ -64,6 +66,17 @@ bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m) {
   }
 }
 
+std::vector<BlockMatrix> model_block_matrices(const Config& c) {
+  std::vector<BlockMatrix> out;
+  for (int t = 0; t < kNumBlockMatrices; ++t)
+    for (int64_t l = 0; l < c.n_layers; ++l)
+      if (layer_has_matrix(c, l, BlockMatrix(t))) {
+        out.push_back(BlockMatrix(t));
+        break;
+      }
+  return out;
+}
+
 ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_elsewhere) {
   const int64_t C = c.d_model;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
@@ -104,21 +117,14 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
   if (!c.tied) add("output.weight", {c.vocab, C});
   // LoRA tensors come last, so the base tensors keep the offsets of the
   // plain model's layout (a base GGUF loads into the same places).
+  const std::vector<BlockMatrix> present = model_block_matrices(c);
   for (const auto& target : c.lora.targets) {
     const BlockMatrix m = block_matrix_from_name(target);
     if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
-    bool anywhere = false;
-    for (int64_t l = 0; l < c.n_layers; ++l) anywhere = anywhere || layer_has_matrix(c, l, m);
-    if (c.lora.rank > 0 && !anywhere) {
-      std::string present;
-      for (int t = 0; t < kNumBlockMatrices; ++t)
-        for (int64_t l = 0; l < c.n_layers; ++l)
-          if (layer_has_matrix(c, l, BlockMatrix(t))) {
-            present += std::string(present.empty() ? "" : ", ") + block_matrix_name(BlockMatrix(t));
-            break;
-          }
-      fail("model: LoRA target '{}' is in no layer of this {} model; its block matrices are {}", target, c.arch,
-           present);
+    if (c.lora.rank > 0 && std::find(present.begin(), present.end(), m) == present.end()) {
+      std::string names;
+      for (BlockMatrix p : present) names += std::string(names.empty() ? "" : ", ") + block_matrix_name(p);
+      fail("model: LoRA target '{}' is in no layer of this {} model; its block matrices are {}", target, c.arch, names);
     }
   }
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)

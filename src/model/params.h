@@ -76,6 +76,8 @@ std::string block_tensor_name(int64_t l, std::string_view what, std::string_view
 std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m);
 // Whether block l has matrix m (its mixer's kind decides).
 bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m);
+// The block matrices some layer of the model has, in BlockMatrix order.
+std::vector<BlockMatrix> model_block_matrices(const Config& c);
 // The short convolution's kernel: blk.N.shortconv.conv.weight [C, taps].
 inline constexpr const char* kShortConvKernel = "shortconv.conv";
 
