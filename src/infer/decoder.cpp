@@ -77,9 +77,9 @@ void Decoder::build(Matrix matrix, Vector vec) {
       if (!model::layer_has_matrix(cfg_, l, m)) return nn::Linear<float>{};
       return nn::Linear<float>::packed(matrix(n(model::block_matrix_name(m))));
     };
-    layers_.push_back({vec(n("attn_norm")), vec(n("ffn_norm")), mat(model::kAttnQ), mat(model::kAttnK),
-                       mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate), mat(model::kFfnUp),
-                       mat(model::kFfnDown)});
+    layers_.push_back({vec(n("attn_norm")), vec(n(cfg_.architecture().ffn_norm)), mat(model::kAttnQ),
+                       mat(model::kAttnK), mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate),
+                       mat(model::kFfnUp), mat(model::kFfnDown)});
     if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
       layers_.back().conv_in = mat(model::kConvInProj);
       layers_.back().conv_out = mat(model::kConvOutProj);
@@ -88,6 +88,27 @@ void Decoder::build(Matrix matrix, Vector vec) {
       conv_history_[size_t(l)].resize(size_t(n_ctx_ * cfg_.d_model));
       bcx_.resize(size_t(n_ctx_ * 3 * cfg_.d_model));
       continue;  // no attention tensors
+    }
+    if (cfg_.mixer(l) == model::Config::Mixer::kGatedDeltaNet) {
+      Layer& G = layers_.back();
+      G.gdn_qkv = mat(model::kGdnQkv);
+      G.gdn_gate = mat(model::kGdnGate);
+      G.ssm_beta = mat(model::kSsmBeta);
+      G.ssm_alpha = mat(model::kSsmAlpha);
+      G.ssm_out = mat(model::kSsmOut);
+      G.ssm_conv = vec(n("ssm_conv1d"));
+      G.ssm_dt = vec(model::block_tensor_name(l, "ssm_dt", "bias"));
+      G.ssm_a = vec(model::ssm_a_name(l));
+      G.ssm_norm = vec(n("ssm_norm"));
+      const kernels::GdnShape s = gdn_shape();
+      gdn_state_.resize(size_t(cfg_.n_layers));
+      gdn_conv_state_.resize(size_t(cfg_.n_layers));
+      gdn_state_[size_t(l)].assign(size_t(s.n_v_heads * s.d * s.d), 0.0f);
+      gdn_conv_state_[size_t(l)].assign(size_t((s.taps - 1) * s.conv_dim()), 0.0f);
+      gdn_window_.resize(size_t((s.taps - 1 + n_ctx_) * s.conv_dim()));
+      for (auto* b : {&gdn_z_, &gdn_y_}) b->resize(size_t(n_ctx_ * s.value_dim()));
+      for (auto* b : {&gdn_b_, &gdn_alpha_}) b->resize(size_t(n_ctx_ * s.n_v_heads));
+      continue;
     }
     if (cfg_.architecture().qkv_bias) {
       auto bias = [&](const char* what) { return vec(model::block_tensor_name(l, what, "bias")); };
@@ -109,7 +130,7 @@ void Decoder::build(Matrix matrix, Vector vec) {
     if (local && cfg_.sliding_window == 0) break;
     auto& cs = local ? rope_cos_local_ : rope_cos_;
     auto& sn = local ? rope_sin_local_ : rope_sin_;
-    cs.resize(size_t(N * cfg_.d_head() / 2));
+    cs.resize(size_t(N * cfg_.n_rot() / 2));
     sn.resize(cs.size());
     model::layer_rope_tables(cfg_, local, cs.data(), sn.data(), N);
   }
@@ -119,6 +140,10 @@ void Decoder::build(Matrix matrix, Vector vec) {
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));
   for (auto* b : {&gate_, &up_}) b->resize(size_t(N * F));
   rstd_.resize(size_t(N));
+  if (cfg_.architecture().attn_output_gate) {
+    q_full_.resize(size_t(N * 2 * cfg_.q_dim()));
+    attn_gate_.resize(size_t(N * cfg_.q_dim()));
+  }
   if (cfg_.architecture().qk_norm) head_rstd_.resize(size_t(N * cfg_.n_heads));
   lse_.resize(size_t(N * cfg_.n_heads));
   flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
@@ -191,9 +216,19 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
   const float eps = float(cfg_.rms_eps);
   const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
   const bool local = cfg_.is_local_layer(l);
-  const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * hd / 2;
-  const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * hd / 2;
-  project(L.wq, h_.data(), q_.data(), n);
+  const int64_t n_rot = cfg_.n_rot();
+  const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * n_rot / 2;
+  const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * n_rot / 2;
+  const bool gated = cfg_.architecture().attn_output_gate;
+  if (gated) {  // attn_q yields per head [query | gate]
+    project(L.wq, h_.data(), q_full_.data(), n);
+    for (int64_t r = 0; r < n * cfg_.n_heads; ++r) {
+      std::copy_n(q_full_.data() + 2 * r * hd, hd, q_.data() + r * hd);
+      std::copy_n(q_full_.data() + (2 * r + 1) * hd, hd, attn_gate_.data() + r * hd);
+    }
+  } else {
+    project(L.wq, h_.data(), q_.data(), n);
+  }
   project(L.wk, h_.data(), k_.data(), n);
   project(L.wv, h_.data(), v_.data(), n);
   if (!L.bq.empty()) {
@@ -207,11 +242,13 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
     kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, hd, eps);
   }
   if (cfg_.uses_rope(l)) {
-    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves);
-    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves);
+    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves, n_rot);
+    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves, n_rot);
   }
   cache_.store(l, k_.data(), v_.data(), pos, n);
   attention(l, n);
+  if (gated)
+    for (int64_t i = 0; i < n * cfg_.q_dim(); ++i) att_out_[size_t(i)] /= 1.0f + std::exp(-attn_gate_[size_t(i)]);
   project(L.wo, att_out_.data(), tmp_.data(), n);
 }
 
@@ -228,6 +265,37 @@ void Decoder::conv_mixer(int64_t l, int64_t n) {
   project(L.conv_out, h_.data(), tmp_.data(), n);
 }
 
+// The convolution reads the taps - 1 positions before each new one: the
+// layer's conv state, then this batch's rows, in one window.
+void Decoder::gdn_mixer(int64_t l, int64_t n) {
+  const Layer& L = layers_[size_t(l)];
+  const kernels::GdnShape s = gdn_shape();
+  const int64_t CD = s.conv_dim(), kept = s.taps - 1;
+  std::vector<float>& conv_state = gdn_conv_state_[size_t(l)];
+  std::copy(conv_state.begin(), conv_state.end(), gdn_window_.begin());
+  project(L.gdn_qkv, h_.data(), gdn_window_.data() + kept * CD, n);
+  project(L.gdn_gate, h_.data(), gdn_z_.data(), n);
+  project(L.ssm_beta, h_.data(), gdn_b_.data(), n);
+  project(L.ssm_alpha, h_.data(), gdn_alpha_.data(), n);
+  kernels::gdn_decode(gdn_y_.data(), gdn_state_[size_t(l)].data(), gdn_window_.data(), gdn_z_.data(), gdn_b_.data(),
+                      gdn_alpha_.data(), L.ssm_conv.data(), L.ssm_dt.data(), L.ssm_a.data(), L.ssm_norm.data(), s, kept,
+                      n);
+  std::copy_n(gdn_window_.data() + n * CD, kept * CD, conv_state.begin());
+  project(L.ssm_out, gdn_y_.data(), tmp_.data(), n);
+}
+
+void Decoder::truncate(int64_t pos) { cache_.truncate(pos < 0 ? 0 : pos); }
+
+void Decoder::restore_recurrent_state() {
+  if (gdn_state_.empty() || gdn_position_ == position()) return;
+  const std::vector<int32_t> prefix = cache_.tokens();
+  cache_.truncate(0);
+  for (auto& st : gdn_state_) std::fill(st.begin(), st.end(), 0.0f);
+  for (auto& st : gdn_conv_state_) std::fill(st.begin(), st.end(), 0.0f);
+  gdn_position_ = 0;
+  if (!prefix.empty()) eval(prefix.data(), int64_t(prefix.size()), false);
+}
+
 void Decoder::warmup() {
   // 16 tokens: fewer leave oneDNN's GEMM for larger batches cold (measured:
   // a 128-token prompt after a 2-token warmup ran at 2,300-2,500 tokens/s,
@@ -240,6 +308,7 @@ void Decoder::warmup() {
 
 void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (n <= 0) fail("decoder: nothing to evaluate");
+  restore_recurrent_state();
   const int64_t pos = position();
   if (pos + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos, n_ctx_);
   const int64_t C = cfg_.d_model;
@@ -253,8 +322,11 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const Layer& L = layers_[size_t(l)];
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.attn_norm.data(), n, C, eps);
-    if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) conv_mixer(l, n);
-    else attention_mixer(l, n);
+    switch (cfg_.mixer(l)) {
+      case model::Config::Mixer::kAttention: attention_mixer(l, n); break;
+      case model::Config::Mixer::kShortConv: conv_mixer(l, n); break;
+      case model::Config::Mixer::kGatedDeltaNet: gdn_mixer(l, n); break;
+    }
     if (L.attn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.attn_post_norm, n);
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
@@ -270,6 +342,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first * C, output_norm_.data(), rows, C, eps);
   project(output_, h_.data(), logits_.data(), rows);
   cache_.append(tokens, n);
+  gdn_position_ = position();
 }
 
 }  // namespace ggtrain::infer

@@ -10,6 +10,7 @@
 #include "gguf/reader.h"
 #include "infer/kv_cache.h"
 #include "kernels/attention.h"
+#include "kernels/gated_deltanet.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/params.h"
@@ -42,15 +43,17 @@ class Decoder {
   // How many tokens the cache holds, and which (KvCache::tokens).
   int64_t position() const { return cache_.size(); }
   const std::vector<int32_t>& cached_tokens() const { return cache_.tokens(); }
-  void reset() { cache_.truncate(0); }
+  void reset() { truncate(0); }
   // One throwaway batch of 16 tokens, then an empty cache: the weights are
   // paged in from the memory map and the GEMM kernels generated, so the
   // first real prompt is timed warm (llama.cpp's tools warm up the same way
   // at load, with a batch of two).
   void warmup();
   // Forgets every cached token from position `pos` on (a chat keeps the
-  // prefix its next prompt shares with the last one).
-  void truncate(int64_t pos) { cache_.truncate(pos < 0 ? 0 : pos); }
+  // prefix its next prompt shares with the last one). A Gated DeltaNet
+  // layer's state cannot be cut back: the next eval() recomputes the kept
+  // prefix first (attention and convolution layers keep theirs).
+  void truncate(int64_t pos);
   // Applies a LoRA adapter (read against this model's config) at
   // `user_scale` (llama.cpp's --lora-scale), unmerged, as llama.cpp does.
   void add_lora(const model::LoraAdapter& adapter, double user_scale);
@@ -67,12 +70,16 @@ class Decoder {
     nn::Linear<float> wq, wk, wv, wo, w_gate, w_up, w_down;  // wq..wo: attention layers
     nn::Linear<float> conv_in = {}, conv_out = {};  // short-convolution layers
     std::vector<float> conv_kernel = {};  // [C, taps]
+    // Gated DeltaNet layers: attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out
+    nn::Linear<float> gdn_qkv = {}, gdn_gate = {}, ssm_beta = {}, ssm_alpha = {}, ssm_out = {};
+    std::vector<float> ssm_conv = {}, ssm_dt = {}, ssm_a = {}, ssm_norm = {};
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
     std::vector<float> bq = {}, bk = {}, bv = {};  // Architecture::qkv_bias, else empty
     std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
     nn::Linear<float>& matrix(model::BlockMatrix m) {
-      nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq,   &wk,     &wv,      &wo,      &w_gate,
-                                                          &w_up, &w_down, &conv_in, &conv_out};
+      nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq,       &wk,       &wv,        &wo,       &w_gate,
+                                                          &w_up,     &w_down,   &conv_in,   &conv_out, &gdn_qkv,
+                                                          &gdn_gate, &ssm_beta, &ssm_alpha, &ssm_out};
       return *all[m];
     }
   };
@@ -86,6 +93,14 @@ class Decoder {
   // Layer l's mixer on the n normed rows in h_, its output projection in tmp_.
   void attention_mixer(int64_t l, int64_t n);
   void conv_mixer(int64_t l, int64_t n);
+  void gdn_mixer(int64_t l, int64_t n);
+  kernels::GdnShape gdn_shape() const {
+    return {1,           0, cfg_.ssm_time_step_rank, cfg_.ssm_group_count, cfg_.ssm_state_size, cfg_.ssm_conv_kernel,
+            cfg_.rms_eps};
+  }
+  // Before an eval() after truncate() cut into the Gated DeltaNet states:
+  // zero them and run the kept prefix again.
+  void restore_recurrent_state();
   kernels::AttnShape flash_shape(int64_t n) const;
   kernels::DecodeAttnShape decode_shape(int64_t window = 0) const {
     return {cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head(), window};
@@ -122,6 +137,17 @@ class Decoder {
   // in_proj's output for a batch [n_ctx, 3C].
   std::vector<std::vector<float>> conv_history_;
   std::vector<float> bcx_;
+  // Gated DeltaNet layers: each one's rule state [value heads, d, d] and the
+  // convolution inputs of its last taps - 1 positions [taps - 1, conv_dim]
+  // (zeros before position 0), valid for gdn_position_ tokens; a batch's
+  // convolution window [taps - 1 + n_ctx, conv_dim], and its z [n_ctx,
+  // value_dim], b and alpha [n_ctx, value heads], output y [n_ctx, value_dim].
+  std::vector<std::vector<float>> gdn_state_, gdn_conv_state_;
+  int64_t gdn_position_ = 0;
+  std::vector<float> gdn_window_, gdn_z_, gdn_b_, gdn_alpha_, gdn_y_;
+  // Gated attention (Architecture::attn_output_gate): attn_q's output
+  // [n_ctx, 2 q_dim] and the gate [n_ctx, q_dim].
+  std::vector<float> q_full_, attn_gate_;
 };
 
 }  // namespace ggtrain::infer

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/bf16.h"
 #include "kernels/gated_delta_rule.h"
 #include "kernels/parallel.h"
 
@@ -88,8 +89,8 @@ GdnQkv<T> split_qkv(const T* qkv, const GdnShape& s) {
   return x;
 }
 
-template <typename T>
-void gdn_forward(T* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
+template <typename T, typename Y>
+void gdn_forward(Y* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
                  const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s) {
   const int64_t R = s.rows(), CD = s.conv_dim(), KD = s.key_dim(), H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
   const int64_t L = s.taps;
@@ -132,7 +133,7 @@ void gdn_forward(T* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_r
       a.rstd_o[r * H + h] = rstd;
       for (int64_t i = 0; i < d; ++i) {
         const int64_t at = r * s.value_dim() + h * d + i;
-        y[at] = o[i] * rstd * norm_w[i] * detail::gdn_silu(z[at]);
+        store(y + at, o[i] * rstd * norm_w[i] * detail::gdn_silu(z[at]));
       }
     }
 }
@@ -231,6 +232,57 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
           d_conv_w[ch * L + j] += dconv[size_t(r * CD + ch)] * u[(b * s.seq + src) * CD + ch];
       }
     }
+}
+
+// The recurrent form, for decoding one sequence: the n positions after
+// `pos` cached ones, one state update each, in the training forward's
+// operation order (the same float results). u_history [pos + n, conv_dim]
+// holds the convolution input of every position, the new rows written by
+// the caller; z [n, value_dim], b_raw and alpha [n, n_v_heads] are the new
+// rows' projections; state [n_v_heads, d, d] is the rule's S, carried from
+// call to call (zero before position 0). y [n, value_dim].
+template <typename T>
+void gdn_decode(T* y, T* state, const T* u_history, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
+                const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s, int64_t pos, int64_t n) {
+  const int64_t CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim(), H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
+  const int64_t L = s.taps;
+  const T scale = T(1) / std::sqrt(T(d));
+  std::vector<T> qkv(static_cast<size_t>(CD)), o(static_cast<size_t>(VD));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = pos + i;
+    for (int64_t ch = 0; ch < CD; ++ch) {
+      T acc = T(0);
+      for (int64_t j = 0; j < L; ++j) {
+        const int64_t src = t - (L - 1) + j;
+        if (src >= 0) acc += conv_w[ch * L + j] * u_history[src * CD + ch];
+      }
+      qkv[size_t(ch)] = detail::gdn_silu(acc);
+    }
+    for (int64_t part = 0; part < 2; ++part)
+      for (int64_t h = 0; h < HK; ++h) {
+        T* x = qkv.data() + part * KD + h * d;
+        T ss = T(0);
+        for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
+        const T inv = T(1) / std::sqrt(ss + T(s.eps));
+        for (int64_t e = 0; e < d; ++e) x[e] *= inv;
+      }
+#pragma omp parallel for schedule(static) if (H * d * d >= kMinParallelWork)
+    for (int64_t h = 0; h < H; ++h) {
+      const T beta = T(1) / (T(1) + std::exp(-b_raw[i * H + h]));
+      const T g = detail::gdn_softplus(alpha[i * H + h] + dt_bias[h]) * ssm_a[h];
+      std::vector<T> delta(static_cast<size_t>(d));
+      const int64_t hk = h % HK;
+      detail::delta_rule_step(state + h * d * d, o.data() + h * d, static_cast<T*>(nullptr), qkv.data() + hk * d,
+                              qkv.data() + KD + hk * d, qkv.data() + 2 * KD + h * d, g, beta, scale, d, delta.data());
+      T ss = T(0);
+      for (int64_t e = 0; e < d; ++e) ss += o[size_t(h * d + e)] * o[size_t(h * d + e)];
+      const T rstd = T(1) / std::sqrt(ss / T(d) + T(s.eps));
+      for (int64_t e = 0; e < d; ++e) {
+        const int64_t at = i * VD + h * d + e;
+        y[at] = o[size_t(h * d + e)] * rstd * norm_w[e] * detail::gdn_silu(z[at]);
+      }
+    }
+  }
 }
 
 }  // namespace ggtrain::kernels

@@ -21,6 +21,13 @@ enum class FfnActivation {
   kGeluTanh,  // GeGLU with GELU's tanh approximation (LLM_FFN_GELU, HF gelu_pytorch_tanh)
 };
 
+// What a block computes between its first norm and the first residual add.
+enum class Mixer {
+  kAttention,
+  kShortConv,  // LFM2's double-gated short convolution (kernels/short_conv.h)
+  kGatedDeltaNet,  // Qwen3.5's linear attention (kernels/gated_deltanet.h)
+};
+
 struct Architecture {
   const char* name;  // general.architecture, and the prefix of its keys ("qwen3.block_count")
   RopeLayout rope;
@@ -48,13 +55,27 @@ struct Architecture {
   // (l + 1) % no_rope_layer_step == 0. llama.cpp fixes the step per family
   // (smollm3: 4) and reads no key for it. 0: every layer rotates.
   int64_t no_rope_layer_step;
-  // Layers may be gated short convolutions instead of attention (LFM2):
-  // <arch>.attention.head_count_kv is then a per-layer list, 0 marking a
-  // convolution layer, and <arch>.shortconv.l_cache the kernel width.
-  bool short_conv_layers;
+  // The mixer of the layers that do not attend (Config::attention_layers
+  // lists those that do); kAttention: every layer attends. LFM2 marks its
+  // convolution layers by a per-layer <arch>.attention.head_count_kv of 0
+  // and writes the kernel width as <arch>.shortconv.l_cache; Qwen3.5 writes
+  // <arch>.full_attention_interval (or attention.recurrent_layers) and the
+  // <arch>.ssm.* sizes.
+  Mixer recurrent_mixer;
   // The final norm's tensor: "output_norm.weight", or LFM2's
   // "token_embd_norm.weight" (llama.cpp's LLM_TENSOR_OUTPUT_NORM_LFM2).
   const char* output_norm;
+  // The feed-forward half's input norm: "ffn_norm", or Qwen3.5's
+  // "post_attention_norm" (the converter's name for the same norm).
+  const char* ffn_norm;
+  // Gated attention (Qwen3.5): attn_q yields per head [query | gate], and
+  // the attention output is multiplied by sigmoid(gate) before attn_output.
+  bool attn_output_gate;
+  // RoPE may rotate only the first <arch>.rope.dimension_count dimensions of
+  // each head (Qwen3.5: a quarter); llama.cpp asserts the whole head for
+  // the other families.
+  bool partial_rope;
+  bool has_recurrent_layers() const { return recurrent_mixer != Mixer::kAttention; }
   const char* doc;  // what a user knows it as
 };
 

@@ -29,7 +29,8 @@ Precision precision_from_name(const std::string& name) {
 const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
-      {"arch", &C::arch, "architecture: llama, qwen2, qwen3, gemma3, smollm3 or lfm2 (rows of model/architecture.h)"},
+      {"arch", &C::arch,
+       "architecture: llama, qwen2, qwen3, gemma3, smollm3, lfm2 or qwen35 (rows of model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
       {"n_heads", &C::n_heads, "attention (query) heads"},
@@ -47,8 +48,17 @@ const std::vector<ConfigField>& config_fields() {
       {"swa_pattern", &C::swa_pattern, "gemma3: every swa_pattern-th layer is global, the others local"},
       {"rope_freq_base_swa", &C::rope_freq_base_swa, "gemma3: RoPE base frequency of the local layers"},
       {"attention_layers", &C::attention_layers,
-       "lfm2: the layers that attend, as \"2,5,8\"; the others are short convolutions (empty: all attend)"},
+       "lfm2, qwen35: the layers that attend, as \"2,5,8\"; the others are short convolutions (lfm2) or Gated "
+       "DeltaNet (qwen35) (empty: all attend)"},
       {"shortconv_l_cache", &C::shortconv_l_cache, "lfm2: taps of each short convolution (<arch>.shortconv.l_cache)"},
+      {"ssm_conv_kernel", &C::ssm_conv_kernel,
+       "qwen35: taps of the Gated DeltaNet convolution (<arch>.ssm.conv_kernel)"},
+      {"ssm_state_size", &C::ssm_state_size, "qwen35: Gated DeltaNet head size (<arch>.ssm.state_size)"},
+      {"ssm_group_count", &C::ssm_group_count, "qwen35: Gated DeltaNet key heads (<arch>.ssm.group_count)"},
+      {"ssm_time_step_rank", &C::ssm_time_step_rank,
+       "qwen35: Gated DeltaNet value heads, a multiple of the key heads (<arch>.ssm.time_step_rank)"},
+      {"rope_dim", &C::rope_dim,
+       "qwen35: dimensions of each head RoPE rotates (<arch>.rope.dimension_count; 0: the whole head)"},
   };
   return fields;
 }
@@ -103,22 +113,22 @@ std::vector<int64_t> parse_layer_list(const std::string& text, int64_t n_layers,
 }
 }  // namespace
 
-bool Config::is_conv_layer(int64_t l) const {
+bool Config::is_recurrent_layer(int64_t l) const {
   if (attention_layers.empty()) return false;
   for (int64_t a : parse_layer_list(attention_layers, n_layers, "model config"))
     if (a == l) return false;
   return true;
 }
 
-bool Config::has_conv_layers() const {
+bool Config::has_recurrent_layers() const {
   for (int64_t l = 0; l < n_layers; ++l)
-    if (is_conv_layer(l)) return true;
+    if (is_recurrent_layer(l)) return true;
   return false;
 }
 
 std::vector<int64_t> Config::kv_heads_per_layer() const {
   std::vector<int64_t> out;
-  for (int64_t l = 0; l < n_layers; ++l) out.push_back(is_conv_layer(l) ? 0 : n_kv_heads);
+  for (int64_t l = 0; l < n_layers; ++l) out.push_back(is_recurrent_layer(l) ? 0 : n_kv_heads);
   return out;
 }
 
@@ -149,12 +159,17 @@ void Config::validate(const std::string& where) const {
   if (sliding_window > 0 && architecture().default_swa_pattern == 0)
     fail("{}: sliding_window is {} but {} has no sliding-window layers; set it to 0", where, sliding_window, arch);
   if (!(rope_freq_base_swa > 0)) fail("{}: rope_freq_base_swa must be positive", where);
-  if (!attention_layers.empty() && !architecture().short_conv_layers)
-    fail("{}: attention_layers is \"{}\" but {} has no convolution layers; leave it empty", where, attention_layers,
-         arch);
+  if (!attention_layers.empty() && !architecture().has_recurrent_layers())
+    fail("{}: attention_layers is \"{}\" but {} has no recurrent (convolution or DeltaNet) layers; leave it empty",
+         where, attention_layers, arch);
   parse_layer_list(attention_layers, n_layers, where);
-  if (architecture().short_conv_layers && !(shortconv_l_cache >= 2 && shortconv_l_cache <= 64))
+  if (architecture().recurrent_mixer == Mixer::kShortConv && !(shortconv_l_cache >= 2 && shortconv_l_cache <= 64))
     fail("{}: shortconv_l_cache must be in [2, 64], is {}", where, shortconv_l_cache);
+  if (architecture().recurrent_mixer == Mixer::kGatedDeltaNet) validate_gated_deltanet(where);
+  if (rope_dim < 0 || rope_dim % 2 != 0 || rope_dim > d_head())
+    fail("{}: rope_dim must be even and in [0, head size {}], is {}", where, d_head(), rope_dim);
+  if (rope_dim > 0 && rope_dim != d_head() && !architecture().partial_rope)
+    fail("{}: rope_dim is {} but {} rotates whole heads (llama.cpp asserts it); set it to 0", where, rope_dim, arch);
   // llama.cpp scales Gemma 3 27B's queries by 1/sqrt(d_model / n_heads), a
   // size it recognises by its 62 layers; every other size by 1/sqrt(head size).
   if (arch == "gemma3" && n_layers == 62)
@@ -170,18 +185,37 @@ void Config::validate(const std::string& where) const {
   if (donor_dim > 0 && tied) fail("{}: a donor embedding (donor_dim {}) needs an untied output head", where, donor_dim);
 }
 
+void Config::validate_gated_deltanet(const std::string& where) const {
+  auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) fail("{}: {} must be positive, is {}", where, name, v);
+  };
+  positive(ssm_state_size, "ssm_state_size");
+  positive(ssm_group_count, "ssm_group_count");
+  positive(ssm_time_step_rank, "ssm_time_step_rank");
+  if (ssm_time_step_rank % ssm_group_count != 0)
+    fail("{}: ssm_time_step_rank {} (value heads) is not a multiple of ssm_group_count {} (key heads)", where,
+         ssm_time_step_rank, ssm_group_count);
+  if (!(ssm_conv_kernel >= 2 && ssm_conv_kernel <= 64))
+    fail("{}: ssm_conv_kernel must be in [2, 64], is {}", where, ssm_conv_kernel);
+}
+
 int64_t Config::matmul_params() const {
-  const int64_t attention = d_model * q_dim() + 2 * d_model * kv_dim() + q_dim() * d_model;
+  const int64_t attention = d_model * q_proj_dim() + 2 * d_model * kv_dim() + q_dim() * d_model;
   const int64_t conv = 4 * d_model * d_model;  // in_proj [3C, C] and out_proj [C, C]
+  // attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out
+  const int64_t gdn = d_model * (ssm_conv_dim() + 2 * ssm_value_dim() + 2 * ssm_time_step_rank);
   int64_t blocks = 0;
-  for (int64_t l = 0; l < n_layers; ++l) blocks += (is_conv_layer(l) ? conv : attention) + 3 * d_model * d_ff;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    const Mixer m = mixer(l);
+    blocks += (m == Mixer::kShortConv ? conv : m == Mixer::kGatedDeltaNet ? gdn : attention) + 3 * d_model * d_ff;
+  }
   // + the output head GEMM (+ the lens GEMM of a donor warm start)
   return blocks + vocab * d_model + donor_dim * d_model;
 }
 
 double Config::flops_per_token(int64_t seq_len) const {
   int64_t attending = 0;
-  for (int64_t l = 0; l < n_layers; ++l) attending += is_conv_layer(l) ? 0 : 1;
+  for (int64_t l = 0; l < n_layers; ++l) attending += is_recurrent_layer(l) ? 0 : 1;
   return 6.0 * double(matmul_params()) + 12.0 * double(attending * d_model * seq_len);
 }
 
@@ -217,12 +251,13 @@ void read_kv_heads(const gguf::GgufFile& f, Config& c) {
   const std::string k = c.key("attention.head_count_kv");
   const gguf::Value* v = f.find(k);
   // llama.cpp's LFM2 loader requires the width, whatever the layers.
-  if (c.architecture().short_conv_layers) c.shortconv_l_cache = int64_t(f.get_uint(c.key("shortconv.l_cache")));
+  if (c.architecture().recurrent_mixer == Mixer::kShortConv)
+    c.shortconv_l_cache = int64_t(f.get_uint(c.key("shortconv.l_cache")));
   if (!v || v->type != gguf::ValueType::ARRAY) {
     c.n_kv_heads = int64_t(f.get_uint_or(k, uint64_t(c.n_heads)));
     return;
   }
-  if (!c.architecture().short_conv_layers)
+  if (c.architecture().recurrent_mixer != Mixer::kShortConv)
     fail("{}: {} is a per-layer list; {} needs one count for every layer", f.path(), k, c.arch);
   if (int64_t(v->items.size()) != c.n_layers || !std::all_of(v->items.begin(), v->items.end(), [](const auto& i) {
         return i.is_integer() && i.as_double() >= 0;
@@ -239,7 +274,45 @@ void read_kv_heads(const gguf::GgufFile& f, Config& c) {
     c.attention_layers += (c.attention_layers.empty() ? "" : ",") + std::to_string(l);
   }
   if (c.n_kv_heads == 0) fail("{}: {} marks no layer as attention; ggtrain needs at least one", f.path(), k);
-  if (!c.has_conv_layers()) c.attention_layers.clear();  // every layer attends
+  if (!c.has_recurrent_layers()) c.attention_layers.clear();  // every layer attends
+}
+
+// Qwen3.5: the Gated DeltaNet sizes, and which layers attend:
+// attention.recurrent_layers (one bool per layer, as the converter writes
+// it from the model's layer_types) or else every full_attention_interval-th
+// layer (default 4), as llama.cpp's loader decides.
+void read_gated_deltanet(const gguf::GgufFile& f, Config& c) {
+  if (c.architecture().recurrent_mixer != Mixer::kGatedDeltaNet) return;
+  if (f.get_uint_or(c.key("nextn_predict_layers"), 0) > 0)
+    fail("{}: {} is {}: multi-token-prediction blocks are not supported; convert the model without them", f.path(),
+         c.key("nextn_predict_layers"), f.get_uint(c.key("nextn_predict_layers")));
+  c.ssm_conv_kernel = int64_t(f.get_uint(c.key("ssm.conv_kernel")));
+  c.ssm_state_size = int64_t(f.get_uint(c.key("ssm.state_size")));
+  c.ssm_group_count = int64_t(f.get_uint(c.key("ssm.group_count")));
+  c.ssm_time_step_rank = int64_t(f.get_uint(c.key("ssm.time_step_rank")));
+  const uint64_t inner = f.get_uint(c.key("ssm.inner_size"));
+  if (inner != uint64_t(c.ssm_time_step_rank * c.ssm_state_size))
+    fail("{}: {} is {}, expected ssm.time_step_rank x ssm.state_size = {}", f.path(), c.key("ssm.inner_size"), inner,
+         c.ssm_time_step_rank * c.ssm_state_size);
+  std::vector<bool> recurrent(size_t(c.n_layers));
+  const std::string list_key = c.key("attention.recurrent_layers");
+  if (const gguf::Value* v = f.find(list_key)) {
+    if (v->type != gguf::ValueType::ARRAY || int64_t(v->items.size()) < c.n_layers ||
+        v->elem_type != gguf::ValueType::BOOL)
+      fail("{}: {} must be a list of {} booleans, one per layer", f.path(), list_key, c.n_layers);
+    for (int64_t l = 0; l < c.n_layers; ++l) recurrent[size_t(l)] = v->items[size_t(l)].u != 0;
+  } else {
+    const uint64_t interval = f.get_uint_or(c.key("full_attention_interval"), 4);
+    if (interval == 0) fail("{}: {} is 0; it must be at least 1", f.path(), c.key("full_attention_interval"));
+    for (int64_t l = 0; l < c.n_layers; ++l) recurrent[size_t(l)] = uint64_t(l + 1) % interval != 0;
+  }
+  c.attention_layers.clear();
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    if (!recurrent[size_t(l)]) c.attention_layers += (c.attention_layers.empty() ? "" : ",") + std::to_string(l);
+  if (c.attention_layers.empty())
+    fail("{}: no layer attends ({}); ggtrain needs at least one attention layer", f.path(),
+         f.find(list_key) ? list_key : c.key("full_attention_interval"));
+  if (!c.has_recurrent_layers()) c.attention_layers.clear();
 }
 
 }  // namespace
@@ -265,6 +338,7 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"));
   read_rope_scaling(f, c);
   read_sliding_window(f, c);
+  read_gated_deltanet(f, c);
   if (const gguf::Value* cap = f.find(key("final_logit_softcapping")); cap && cap->as_double() != 0)
     fail("{}: {} is {}; soft-capped logits are not supported", f.path(), key("final_logit_softcapping"),
          cap->as_double());
@@ -284,10 +358,14 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   c.vocab = int64_t(emb.ne[1]);
   c.tied = f.find_tensor("output.weight") == nullptr;
   c.validate(f.path());  // before d_head(): a head count of 0 would divide by zero
-  if (const auto* rd = f.find(key("rope.dimension_count")))
-    if (rd->is_integer() && int64_t(rd->as_double()) != c.d_head())
-      fail("{}: {} {} differs from the head size {}; partial RoPE is not supported", f.path(),
-           key("rope.dimension_count"), int64_t(rd->as_double()), c.d_head());
+  if (const auto* rd = f.find(key("rope.dimension_count")); rd && rd->is_integer()) {
+    const auto n_rot = int64_t(rd->as_double());
+    if (n_rot != c.d_head() && !c.architecture().partial_rope)
+      fail("{}: {} {} differs from the head size {}; {} rotates whole heads", f.path(), key("rope.dimension_count"),
+           n_rot, c.d_head(), c.arch);
+    if (n_rot != c.d_head()) c.rope_dim = n_rot;
+    c.validate(f.path());
+  }
   if (const gguf::TensorInfo* rf = f.find_tensor(kRopeFreqsTensor)) {
     if (rf->n_dims != 1 || rf->ne[0] != uint64_t(c.d_head() / 2))
       fail("{}: tensor '{}' has ne [{}], expected [{}] (head size / 2)", f.path(), kRopeFreqsTensor,

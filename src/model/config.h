@@ -43,11 +43,21 @@ struct Config {
   int64_t sliding_window = 0;
   int64_t swa_pattern = 6;  // every swa_pattern-th layer is global; 0: all local
   double rope_freq_base_swa = kDefaultRopeBaseSwa;
-  // Families with Architecture::short_conv_layers (LFM2): the layers that
-  // attend, as ascending indices "2,5,8"; every other layer is a gated short
-  // convolution of shortconv_l_cache taps. Empty: every layer attends.
+  // Families with recurrent layers (Architecture::recurrent_mixer: LFM2,
+  // Qwen3.5): the layers that attend, as ascending indices "2,5,8"; every
+  // other layer is the family's recurrent mixer. Empty: every layer attends.
   std::string attention_layers;
-  int64_t shortconv_l_cache = 3;
+  int64_t shortconv_l_cache = 3;  // LFM2: the short convolutions' taps
+  // Qwen3.5's Gated DeltaNet layers (GGUF <arch>.ssm.*): the convolution's
+  // taps (conv_kernel), the key and value head size (state_size), the key
+  // heads (group_count) and the value heads (time_step_rank).
+  int64_t ssm_conv_kernel = 4;
+  int64_t ssm_state_size = 128;
+  int64_t ssm_group_count = 16;
+  int64_t ssm_time_step_rank = 16;
+  // The dimensions of each head that RoPE rotates (<arch>.rope.dimension_count,
+  // Architecture::partial_rope); 0: the whole head.
+  int64_t rope_dim = 0;
   // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
   // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
   // plain RoPE. Not a config key: it comes with init.from's file and is
@@ -83,6 +93,14 @@ struct Config {
   int64_t d_head() const { return head_dim > 0 ? head_dim : d_model / n_heads; }
   int64_t q_dim() const { return n_heads * d_head(); }
   int64_t kv_dim() const { return n_kv_heads * d_head(); }
+  int64_t n_rot() const { return rope_dim > 0 ? rope_dim : d_head(); }
+  // attn_q's rows: the queries, and with Architecture::attn_output_gate as
+  // many gate values, per head [query | gate].
+  int64_t q_proj_dim() const { return architecture().attn_output_gate ? 2 * q_dim() : q_dim(); }
+  // A Gated DeltaNet layer's sizes (kernels/gated_deltanet.h's GdnShape).
+  int64_t ssm_key_dim() const { return ssm_group_count * ssm_state_size; }
+  int64_t ssm_value_dim() const { return ssm_time_step_rank * ssm_state_size; }
+  int64_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
   // The RoPE of a global or a local layer: llama.cpp rotates local layers
   // with their own base and without scaling.
   struct Rope {
@@ -101,21 +119,22 @@ struct Config {
   }
   // Whether layer l rotates its queries and keys (Architecture::no_rope_layer_step).
   bool uses_rope(int64_t l) const;
-  // Whether layer l is a short convolution rather than attention
-  // (attention_layers); and whether any layer is.
-  bool is_conv_layer(int64_t l) const;
-  bool has_conv_layers() const;
+  // Whether layer l runs the family's recurrent mixer rather than attention
+  // (attention_layers); and whether any layer does.
+  bool is_recurrent_layer(int64_t l) const;
+  bool has_recurrent_layers() const;
   // The mixer of layer l: what its block computes between the first norm and
   // the first residual add. The training passes and the decoder both branch
   // on it, and the parameter layout lists each kind's tensors.
-  enum class Mixer { kAttention, kShortConv };
-  Mixer mixer(int64_t l) const { return is_conv_layer(l) ? Mixer::kShortConv : Mixer::kAttention; }
-  // <arch>.attention.head_count_kv per layer: n_kv_heads, 0 on convolution layers.
+  using Mixer = model::Mixer;
+  Mixer mixer(int64_t l) const { return is_recurrent_layer(l) ? architecture().recurrent_mixer : Mixer::kAttention; }
+  // <arch>.attention.head_count_kv per layer: n_kv_heads, 0 on recurrent layers.
   std::vector<int64_t> kv_heads_per_layer() const;
   // The first position a local layer's query at position t sees.
   int64_t window_first_key(int64_t t) const { return t - sliding_window + 1 > 0 ? t - sliding_window + 1 : 0; }
   // Throws Error (prefixed by `where`) naming the first inconsistent field.
   void validate(const std::string& where) const;
+  void validate_gated_deltanet(const std::string& where) const;
   // Matmul weights incl. the head (counted again when tied: it is a GEMM).
   int64_t matmul_params() const;
   // 6*N + 12*n_layers*d_model*T: forward+backward FLOPs per trained token.

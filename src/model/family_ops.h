@@ -21,11 +21,11 @@ void ffn_gate_backward(FfnActivation f, Out* dgate, Out* dup, const T* dact, con
   kernels::swiglu_backward(dgate, dup, dact, gate, up, n);
 }
 
-// The RoPE tables [n_pos, d_head/2] of the global or the local layers (Config::rope).
+// The RoPE tables [n_pos, n_rot/2] of the global or the local layers (Config::rope).
 template <typename T>
 void layer_rope_tables(const Config& c, bool local, T* cos_t, T* sin_t, int64_t n_pos) {
   const Config::Rope r = c.rope(local);
-  kernels::rope_tables(cos_t, sin_t, n_pos, c.d_head(), r.base, r.freq_factors, r.linear_factor);
+  kernels::rope_tables(cos_t, sin_t, n_pos, c.n_rot(), r.base, r.freq_factors, r.linear_factor);
 }
 
 }  // namespace ggtrain::model

@@ -17,9 +17,16 @@ const char* block_matrix_name(BlockMatrix m) {
                                                  "ffn_up",
                                                  "ffn_down",
                                                  "shortconv.in_proj",
-                                                 "shortconv.out_proj"};
+                                                 "shortconv.out_proj",
+                                                 "attn_qkv",
+                                                 "attn_gate",
+                                                 "ssm_beta",
+                                                 "ssm_alpha",
+                                                 "ssm_out"};
   return names[m];
 }
+
+std::string ssm_a_name(int64_t l) { return fmt::format("blk.{}.ssm_a", l); }
 
 std::string block_tensor_name(int64_t l, std::string_view what, std::string_view kind) {
   return fmt::format("blk.{}.{}.{}", l, what, kind);
@@ -40,7 +47,7 @@ std::string block_matrix_names_text() {
 std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m) {
   const int64_t C = c.d_model;
   switch (m) {
-    case kAttnQ: return {c.q_dim(), C};
+    case kAttnQ: return {c.q_proj_dim(), C};
     case kAttnK:
     case kAttnV: return {c.kv_dim(), C};
     case kAttnOutput: return {C, c.q_dim()};
@@ -49,6 +56,11 @@ std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m) {
     case kFfnDown: return {C, c.d_ff};
     case kConvInProj: return {3 * C, C};
     case kConvOutProj: return {C, C};
+    case kGdnQkv: return {c.ssm_conv_dim(), C};
+    case kGdnGate: return {c.ssm_value_dim(), C};
+    case kSsmBeta:
+    case kSsmAlpha: return {c.ssm_time_step_rank, C};
+    case kSsmOut: return {C, c.ssm_value_dim()};
     case kNumBlockMatrices: break;
   }
   fail("model: block matrix {} does not exist", int(m));
@@ -62,6 +74,11 @@ bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m) {
     case kAttnOutput: return c.mixer(l) == Config::Mixer::kAttention;
     case kConvInProj:
     case kConvOutProj: return c.mixer(l) == Config::Mixer::kShortConv;
+    case kGdnQkv:
+    case kGdnGate:
+    case kSsmBeta:
+    case kSsmAlpha:
+    case kSsmOut: return c.mixer(l) == Config::Mixer::kGatedDeltaNet;
     default: return true;
   }
 }
@@ -90,13 +107,25 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       const auto [out, in] = block_matrix_shape(c, m);
       add(n(block_matrix_name(m)), {out, in});
     };
+    const char* ffn_norm = c.architecture().ffn_norm;
     add(n("attn_norm"), {C});
     if (c.mixer(l) == Config::Mixer::kShortConv) {
       add(n(kShortConvKernel), {C, c.shortconv_l_cache});
       for (BlockMatrix m : {kConvInProj, kConvOutProj}) matrix(m);
-      add(n("ffn_norm"), {C});
+      add(n(ffn_norm), {C});
       for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
-      continue;  // the families with convolution layers have no post-norms or biases
+      continue;  // the families with recurrent layers have no post-norms or biases
+    }
+    if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {  // in the converter's order
+      add(n(ffn_norm), {C});
+      for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown, kGdnQkv, kGdnGate}) matrix(m);
+      add(n("ssm_conv1d"), {c.ssm_conv_dim(), c.ssm_conv_kernel});
+      add(block_tensor_name(l, "ssm_dt", "bias"), {c.ssm_time_step_rank});
+      add(ssm_a_name(l), {c.ssm_time_step_rank});
+      for (BlockMatrix m : {kSsmBeta, kSsmAlpha}) matrix(m);
+      add(n("ssm_norm"), {c.ssm_state_size});
+      matrix(kSsmOut);
+      continue;
     }
     for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
     if (c.architecture().qkv_bias) {
@@ -109,7 +138,7 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       add(n("attn_k_norm"), {c.d_head()});
     }
     if (c.architecture().post_norms) add(n("post_attention_norm"), {C});
-    add(n("ffn_norm"), {C});
+    add(n(ffn_norm), {C});
     for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
     if (c.architecture().post_norms) add(n("post_ffw_norm"), {C});
   }
@@ -193,10 +222,17 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(block_tensor_name(l, what)); };
     auto mat = [&](BlockMatrix m) { return layer_has_matrix(c, l, m) ? n(block_matrix_name(m)) : nullptr; };
-    LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),   mat(kAttnK), mat(kAttnV),  mat(kAttnOutput),
-                       n("ffn_norm"),  mat(kFfnGate), mat(kFfnUp), mat(kFfnDown)};
-    const bool conv = c.mixer(l) == Config::Mixer::kShortConv;
-    if (conv) {
+    LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),      mat(kAttnK),
+                       mat(kAttnV),    mat(kAttnOutput), n(c.architecture().ffn_norm),
+                       mat(kFfnGate),  mat(kFfnUp),      mat(kFfnDown)};
+    if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {
+      lw.ssm_conv = n("ssm_conv1d");
+      lw.ssm_dt = at(block_tensor_name(l, "ssm_dt", "bias"));
+      lw.ssm_a = at(ssm_a_name(l));
+      lw.ssm_norm = n("ssm_norm");
+    }
+    const bool conv = c.mixer(l) != Config::Mixer::kAttention;  // no attention tensors
+    if (c.mixer(l) == Config::Mixer::kShortConv) {
       lw.conv_in = mat(kConvInProj);
       lw.conv_kernel = n(kShortConvKernel);
       lw.conv_out = mat(kConvOutProj);

@@ -51,7 +51,8 @@ class ParamLayout {
 // The weight matrices of a block (blk.N.<name>.weight in llama.cpp's
 // names); each can be a LoRA target. This is the one list of them. An
 // attention layer has the four attn_ ones, a short-convolution layer the two
-// shortconv ones (Config::mixer), every layer the three ffn_ ones.
+// shortconv ones, a Gated DeltaNet layer the five after them
+// (Config::mixer), every layer the three ffn_ ones.
 enum BlockMatrix {
   kAttnQ,
   kAttnK,
@@ -62,6 +63,11 @@ enum BlockMatrix {
   kFfnDown,
   kConvInProj,  // [3C, C]: the gates b, c and the input x of a short convolution
   kConvOutProj,  // [C, C]
+  kGdnQkv,  // "attn_qkv" [conv_dim, C]: the convolution's input (q | k | v) of a Gated DeltaNet layer
+  kGdnGate,  // "attn_gate" [value_dim, C]: z, the output norm's gate
+  kSsmBeta,  // [value heads, C]: beta before its sigmoid
+  kSsmAlpha,  // [value heads, C]: the decay's input
+  kSsmOut,  // [C, value_dim]
   kNumBlockMatrices
 };
 const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
@@ -80,6 +86,11 @@ bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m);
 std::vector<BlockMatrix> model_block_matrices(const Config& c);
 // The short convolution's kernel: blk.N.shortconv.conv.weight [C, taps].
 inline constexpr const char* kShortConvKernel = "shortconv.conv";
+// A Gated DeltaNet layer's vectors and its convolution kernel, by llama.cpp's
+// names: ssm_conv1d.weight [conv_dim, taps], ssm_dt.bias [value heads],
+// ssm_a [value heads] (no suffix: -exp(A_log), as the converter writes it),
+// ssm_norm.weight [head size].
+std::string ssm_a_name(int64_t l);
 
 template <typename T>
 struct LayerWeights {
@@ -94,6 +105,9 @@ struct LayerWeights {
   // Short-convolution layers: in_proj [3C, C], the kernel [C, taps],
   // out_proj [C, C]; their attention matrices are null (and the reverse).
   T *conv_in = nullptr, *conv_kernel = nullptr, *conv_out = nullptr;
+  // Gated DeltaNet layers: the convolution kernel [conv_dim, taps], dt_bias,
+  // a [value heads], the output norm [head size]; its matrices are in proj_.
+  T *ssm_conv = nullptr, *ssm_dt = nullptr, *ssm_a = nullptr, *ssm_norm = nullptr;
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
 };

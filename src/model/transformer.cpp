@@ -25,9 +25,9 @@ int64_t default_logit_chunk_rows(int64_t vocab, int n_threads, int64_t bt) {
 }
 
 const char* OpProfile::name(int op) {
-  static const char* const names[kOps] = {"embedding",  "rmsnorm",     "q/k/v",   "rope",   "attention",
-                                          "short_conv", "attn_output", "gate/up", "swiglu", "down",
-                                          "residual",   "lora",        "head",    "loss"};
+  static const char* const names[kOps] = {"embedding",  "rmsnorm",        "q/k/v",       "rope",    "attention",
+                                          "short_conv", "gated_deltanet", "attn_output", "gate/up", "swiglu",
+                                          "down",       "residual",       "lora",        "head",    "loss"};
   return op >= 0 && op < kOps ? names[op] : "?";
 }
 
@@ -198,7 +198,12 @@ void Transformer<T>::attn_block_forward(int64_t l, T* out) {
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, OpProfile::kQkv);
+  if (gated_attention()) {  // attn_q yields the queries and the output gate
+    project(l, kAttnQ, a.q_full, a.h_attn, OpProfile::kQkv);
+    split_query_gate(a);
+  } else {
+    project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, OpProfile::kQkv);
+  }
   project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, OpProfile::kQkv);
   project(l, kAttnV, a.v, a.h_attn, OpProfile::kQkv);
   if (w.bq) {  // Architecture::qkv_bias
@@ -212,16 +217,23 @@ void Transformer<T>::attn_block_forward(int64_t l, T* out) {
     charge_time_to(OpProfile::kNorm);
   }
   if (cfg_.uses_rope(l)) {
-    rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
-    rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+    const int64_t n_rot = cfg_.n_rot();
+    rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves(), n_rot);
+    rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves(), n_rot);
     charge_time_to(OpProfile::kRope);
   }
-  with_pointer(a.attn_out, [&](auto* o) {
+  auto attend = [&](auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention()) return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
     }
     attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
-  });
+  };
+  if (gated_attention()) {
+    attend(a.attn_o);
+    apply_output_gate(a);
+  } else {
+    with_pointer(a.attn_out, attend);
+  }
   charge_time_to(OpProfile::kAttention);
   if (!out) return;
   if (post_norms()) {  // out = rmsnorm(attn_out Wo^T)
@@ -246,6 +258,94 @@ void Transformer<T>::conv_block_forward(int64_t l, T* out) {
   project(l, kConvOutProj, out, a.conv_y, OpProfile::kAttnOutput);
 }
 
+template <typename T>
+void Transformer<T>::split_query_gate(LayerActs<T>& a) {
+  const int64_t rows = batch_ * seq_len_ * cfg_.n_heads, hd = cfg_.d_head();
+  T* q = qk_norm() ? a.q_raw : a.q;
+#pragma omp parallel for schedule(static) if (rows * hd >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(a.q_full + 2 * r * hd, a.q_full + (2 * r + 1) * hd, q + r * hd);
+    std::copy(a.q_full + (2 * r + 1) * hd, a.q_full + (2 * r + 2) * hd, a.attn_gate + r * hd);
+  }
+}
+
+template <typename T>
+void Transformer<T>::apply_output_gate(LayerActs<T>& a) {
+  const int64_t n = batch_ * seq_len_ * cfg_.q_dim();
+  with_pointer(a.attn_out, [&](auto* out) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+    for (int64_t i = 0; i < n; ++i) store(out + i, a.attn_o[i] / (T(1) + std::exp(-a.attn_gate[i])));
+  });
+}
+
+// d_attn_out_ holds d(attn_out); it becomes d(o), and d(gate) goes to d_attn_gate_.
+template <typename T>
+void Transformer<T>::output_gate_backward(const LayerActs<T>& a) {
+  const int64_t n = batch_ * seq_len_ * cfg_.q_dim();
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const T sig = T(1) / (T(1) + std::exp(-a.attn_gate[i]));
+    d_attn_gate_[i] = d_attn_out_[i] * a.attn_o[i] * sig * (T(1) - sig);
+    d_attn_out_[i] *= sig;
+  }
+}
+
+template <typename T>
+void Transformer<T>::join_query_gate_grad(const T* d_q) {
+  const int64_t rows = batch_ * seq_len_ * cfg_.n_heads, hd = cfg_.d_head();
+#pragma omp parallel for schedule(static) if (rows * hd >= kMinParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(d_q + r * hd, d_q + (r + 1) * hd, d_q_full_ + 2 * r * hd);
+    std::copy(d_attn_gate_ + r * hd, d_attn_gate_ + (r + 1) * hd, d_q_full_ + (2 * r + 1) * hd);
+  }
+}
+
+// out = ssm_out(gated_deltanet(attn_qkv h, attn_gate h, ssm_beta h,
+// ssm_alpha h)) of the normed input h (kernels/gated_deltanet.h); with out
+// null it stops before ssm_out.
+template <typename T>
+void Transformer<T>::gdn_block_forward(int64_t l, T* out) {
+  const auto& w = w_.layers[size_t(l)];
+  auto& a = layer_acts_[size_t(l)];
+  project(l, kGdnQkv, a.gdn_u, a.h_attn, OpProfile::kQkv);
+  project(l, kGdnGate, a.gdn_z, a.h_attn, OpProfile::kQkv);
+  project(l, kSsmBeta, a.gdn_b, a.h_attn, OpProfile::kQkv);
+  project(l, kSsmAlpha, a.gdn_alpha, a.h_attn, OpProfile::kQkv);
+  with_pointer(a.gdn_y, [&](auto* y) {
+    gdn_forward(y, a.gdn, a.gdn_u, a.gdn_z, a.gdn_b, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a, w.ssm_norm,
+                gdn_shape());
+  });
+  charge_time_to(OpProfile::kGatedDeltaNet);
+  if (!out) return;
+  project(l, kSsmOut, out, a.gdn_y, OpProfile::kAttnOutput);
+}
+
+template <typename T>
+void Transformer<T>::gdn_block_backward(int64_t l, T* d_res) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const kernels::GdnShape s = gdn_shape();
+  const auto& w = w_.layers[size_t(l)];
+  const auto& g = g_.layers[size_t(l)];
+  const auto& a = layer_acts_[size_t(l)];
+  project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_res, d_res_h_, BT * C), d_res, a.gdn_y, false, OpProfile::kAttnOutput);
+  gdn_backward(d_gdn_u_, d_gdn_z_, d_gdn_b_, d_gdn_alpha_, g.ssm_conv, g.ssm_dt, g.ssm_a, g.ssm_norm, d_gdn_y_, a.gdn,
+               a.gdn_u, a.gdn_z, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a, w.ssm_norm, s);
+  charge_time_to(OpProfile::kGatedDeltaNet);
+  const struct {
+    BlockMatrix m;
+    T* d;
+    int64_t width;
+  } inputs[] = {{kGdnQkv, d_gdn_u_, s.conv_dim()},
+                {kGdnGate, d_gdn_z_, s.value_dim()},
+                {kSsmBeta, d_gdn_b_, s.n_v_heads},
+                {kSsmAlpha, d_gdn_alpha_, s.n_v_heads}};
+  bool first = true;
+  for (const auto& in : inputs) {  // one bf16 buffer: each GEMM reads its rounding before the next is made
+    project_bwd(l, in.m, d_normed_, gemm_in(in.d, d_gdn_h_, BT * in.width), in.d, a.h_attn, !first, OpProfile::kQkv);
+    first = false;
+  }
+}
+
 // x_mid = x_in + mixer(rmsnorm(x_in)), and the feed-forward half's norm of
 // x_mid with it (one pass): the steps every mixer shares around its own.
 template <typename T>
@@ -255,8 +355,11 @@ void Transformer<T>::mixer_forward(int64_t l, const T* x_in, T* x_mid) {
   auto& a = layer_acts_[size_t(l)];
   with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
   charge_time_to(OpProfile::kNorm);
-  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_forward(l, x_mid);
-  else attn_block_forward(l, x_mid);
+  switch (cfg_.mixer(l)) {
+    case Config::Mixer::kAttention: attn_block_forward(l, x_mid); break;
+    case Config::Mixer::kShortConv: conv_block_forward(l, x_mid); break;
+    case Config::Mixer::kGatedDeltaNet: gdn_block_forward(l, x_mid); break;
+  }
   if (!x_mid) return;
   with_pointer(a.h_ffn, [&](auto* h) {
     residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
@@ -462,18 +565,25 @@ void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
   }
   project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_proj, d_res_h_, BT * C), d_proj, a.attn_out, false,
               OpProfile::kAttnOutput);
-  with_pointer(a.attn_out, [&](const auto* o) {
+  auto attend_back = [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
         return attention_backward_bf16(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v,
                                        attn_shape(l));
     }
     attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape(l));
-  });
+  };
+  if (gated_attention()) {
+    output_gate_backward(a);
+    attend_back(static_cast<const T*>(a.attn_o));
+  } else {
+    with_pointer(a.attn_out, attend_back);
+  }
   charge_time_to(OpProfile::kAttention);
   if (cfg_.uses_rope(l)) {
-    rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves());
-    rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves());
+    const int64_t n_rot = cfg_.n_rot();
+    rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves(), n_rot);
+    rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves(), n_rot);
     charge_time_to(OpProfile::kRope);
   }
   T *d_q_proj = d_q_, *d_k_proj = d_k_;  // the gradients of the projections' outputs
@@ -489,7 +599,11 @@ void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
   if (g.bq) bias_backward(g.bq, d_q_proj, BT, QD);  // null: no bias, or frozen
   if (g.bk) bias_backward(g.bk, d_k_proj, BT, KD);
   if (g.bv) bias_backward(g.bv, d_v_, BT, KD);
-  const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * QD), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
+  if (gated_attention()) {  // attn_q's output was [query | gate] per head
+    join_query_gate_grad(d_q_proj);
+    d_q_proj = d_q_full_;
+  }
+  const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * cfg_.q_proj_dim()), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
                   dv = gemm_in(d_v_, d_v_h_, BT * KD);
   project_bwd(l, kAttnQ, d_normed_, dq, d_q_proj, a.h_attn, false, OpProfile::kQkv);
   project_bwd(l, kAttnK, d_normed_, dk, d_k_proj, a.h_attn, true, OpProfile::kQkv);
@@ -521,8 +635,11 @@ void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
 template <typename T>
 void Transformer<T>::mixer_backward(int64_t l, const T* x_in, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
-  if (cfg_.mixer(l) == Config::Mixer::kShortConv) conv_block_backward(l, d_res);
-  else attn_block_backward(l, d_res);
+  switch (cfg_.mixer(l)) {
+    case Config::Mixer::kAttention: attn_block_backward(l, d_res); break;
+    case Config::Mixer::kShortConv: conv_block_backward(l, d_res); break;
+    case Config::Mixer::kGatedDeltaNet: gdn_block_backward(l, d_res); break;
+  }
   rmsnorm_backward(d_res, g_.layers[size_t(l)].attn_norm, d_normed_, x_in, w_.layers[size_t(l)].attn_norm,
                    layer_acts_[size_t(l)].rstd_attn, BT, C);
   charge_time_to(OpProfile::kNorm);

@@ -16,6 +16,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/gated_deltanet.h"
 #include "kernels/quant_linear.h"
 #include "kernels/short_conv.h"
 #include "kernels/tile_gemm_bf16.h"
@@ -60,6 +61,7 @@ struct OpProfile {
     kRope,
     kAttention,
     kShortConv,  // the convolution of a short-convolution layer (its projections count as kQkv, kAttnOutput)
+    kGatedDeltaNet,  // a Gated DeltaNet layer between its projections (likewise)
     kAttnOutput,
     kGateUp,
     kSwiglu,
@@ -104,6 +106,17 @@ struct LayerActs {
   // u = b x and output v [BT, C], and y = c v [BT, C], out_proj's input.
   T *bcx = nullptr, *conv_u = nullptr, *conv_v = nullptr;
   GemmIn<T> conv_y;
+  // Architecture::attn_output_gate: attn_q's output [BT, 2 q_dim] (per head
+  // query | gate), the gate [BT, q_dim] and attention's output before it
+  // [BT, q_dim]; attn_out is then o * sigmoid(gate).
+  T *q_full = nullptr, *attn_gate = nullptr, *attn_o = nullptr;
+  // Gated DeltaNet layers (kernels/gated_deltanet.h; h_attn is their normed
+  // input): the projections u (attn_qkv) [BT, conv_dim], z (attn_gate)
+  // [BT, value_dim], b (ssm_beta) and alpha (ssm_alpha) [BT, value heads],
+  // what the kernel keeps, and its output y, ssm_out's input [BT, value_dim].
+  T *gdn_u = nullptr, *gdn_z = nullptr, *gdn_b = nullptr, *gdn_alpha = nullptr;
+  kernels::GdnActs<T> gdn{};
+  GemmIn<T> gdn_y;
 };
 
 template <typename T>
@@ -203,16 +216,39 @@ class Transformer {
   FfnActivation ffn_activation() const { return cfg_.architecture().ffn_activation; }
   // The mixers whose activations a plan_layer_acts() call lays out.
   struct Mixers {
-    bool attention, short_conv;
+    bool attention, short_conv, gated_deltanet;
+    bool any() const { return attention || short_conv || gated_deltanet; }
   };
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part);
+  void plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a);
   Mixers mixers_of(int64_t l) const {
-    const bool conv = cfg_.mixer(l) == Config::Mixer::kShortConv;
-    return {!conv, conv};
+    const Config::Mixer m = cfg_.mixer(l);
+    return {m == Config::Mixer::kAttention, m == Config::Mixer::kShortConv, m == Config::Mixer::kGatedDeltaNet};
+  }
+  // The mixers some layer has (the shared recomputation buffers serve all).
+  Mixers model_mixers() const {
+    Mixers all{false, false, false};
+    for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+      const Mixers m = mixers_of(l);
+      all = {all.attention || m.attention, all.short_conv || m.short_conv, all.gated_deltanet || m.gated_deltanet};
+    }
+    return all;
   }
   kernels::ShortConvShape conv_shape() const {
     return {batch_, seq_len_, cfg_.d_model, cfg_.shortconv_l_cache, attn_shape_.doc_start, 0};
   }
+  kernels::GdnShape gdn_shape() const {
+    return {batch_,
+            seq_len_,
+            cfg_.ssm_time_step_rank,
+            cfg_.ssm_group_count,
+            cfg_.ssm_state_size,
+            cfg_.ssm_conv_kernel,
+            cfg_.rms_eps,
+            64,
+            attn_shape_.doc_start};
+  }
+  bool gated_attention() const { return cfg_.architecture().attn_output_gate; }
   void embed(const int32_t* inputs);
   // Embedding, every block and the final norm: h_final_ from the inputs.
   void embed_and_blocks(const int32_t* inputs, const int32_t* doc_start);
@@ -229,8 +265,18 @@ class Transformer {
   // dL/d(out) from d_res and leaves dL/d(h_attn) in d_normed_.
   void attn_block_forward(int64_t l, T* out);
   void conv_block_forward(int64_t l, T* out);
+  void gdn_block_forward(int64_t l, T* out);
   void attn_block_backward(int64_t l, T* d_res);
   void conv_block_backward(int64_t l, T* d_res);
+  void gdn_block_backward(int64_t l, T* d_res);
+  // Gated attention's two steps around attention (Architecture::attn_output_gate):
+  // attn_q's output split into q_raw and the gate; attn_out = o sigmoid(gate).
+  // Their backward turns d(attn_out) into d(o) (in place) and d(gate), and
+  // joins d(q_raw) and d(gate) into d_q_full_.
+  void split_query_gate(LayerActs<T>& a);
+  void apply_output_gate(LayerActs<T>& a);
+  void output_gate_backward(const LayerActs<T>& a);
+  void join_query_gate_grad(const T* d_q);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
   void ffn_block_backward(int64_t l, T* d_res);
   void layer_backward(int64_t l, const T* x_in, T* d_res);
@@ -297,6 +343,13 @@ class Transformer {
   // bf16 rounding), d(v) and d(y) [BT, C]
   T *d_bcx_ = nullptr, *d_conv_v_ = nullptr, *d_conv_y_ = nullptr;
   kernels::bf16* d_bcx_h_ = nullptr;
+  // gated attention's backward: d(attn_q's output) [BT, 2 q_dim], d(gate) [BT, q_dim]
+  T *d_q_full_ = nullptr, *d_attn_gate_ = nullptr;
+  // Gated DeltaNet layers' backward: d(y) and d(z) [BT, value_dim], d(u)
+  // [BT, conv_dim], d(b) and d(alpha) [BT, value heads], and one bf16
+  // rounding buffer that each of them passes through on its way to a GEMM.
+  T *d_gdn_y_ = nullptr, *d_gdn_z_ = nullptr, *d_gdn_u_ = nullptr, *d_gdn_b_ = nullptr, *d_gdn_alpha_ = nullptr;
+  kernels::bf16* d_gdn_h_ = nullptr;
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
   const int32_t* scored_targets_ = nullptr;  // forward_scores()'s, until backward_weighted()

@@ -40,16 +40,21 @@ void Transformer<T>::bind_layers() {
     }
     return nn::Linear<T>::dense(w, grad, n_out, n_in, bf16_shadow(w));
   };
+  // A matrix's weights and gradient by name: null when held quantized
+  // (no weights here) or frozen (no gradient).
+  auto in = [](const ParamLayout& layout, T* base, const std::string& name) -> T* {
+    const ParamTensor* t = layout.find(name);
+    return t ? base + t->offset : nullptr;
+  };
   proj_.assign(size_t(cfg_.n_layers), {});
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const auto &w = w_.layers[size_t(l)], &g = g_.layers[size_t(l)];
-    const T* const ws[kNumBlockMatrices] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down, w.conv_in, w.conv_out};
-    T* const gs[kNumBlockMatrices] = {g.wq, g.wk, g.wv, g.wo, g.w_gate, g.w_up, g.w_down, g.conv_in, g.conv_out};
     for (int t = 0; t < kNumBlockMatrices; ++t) {
       if (!layer_has_matrix(cfg_, l, BlockMatrix(t))) continue;
       const auto [n_out, n_in] = block_matrix_shape(cfg_, BlockMatrix(t));
+      const std::string name = block_tensor_name(l, block_matrix_name(BlockMatrix(t)));
       auto& p = proj_[size_t(l)][size_t(t)];
-      p = linear(block_tensor_name(l, block_matrix_name(BlockMatrix(t))), ws[t], gs[t], n_out, n_in);
+      p = linear(name, in(layout_, params_.data(), name), in(grad_layout_, grads_.data(), name), n_out, n_in);
       if (w.lora_a[t])
         p.add_lora({w.lora_a[t], w.lora_b[t], cfg_.lora.rank, T(cfg_.lora.scale()), layer_acts_[size_t(l)].lora_u[t],
                     g.lora_a[t], g.lora_b[t], d_lora_u_});
@@ -80,10 +85,11 @@ template <typename T>
 void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
-  if (mixer_part.attention || mixer_part.short_conv) {
+  if (mixer_part.any()) {
     a.rstd_attn = p.take(BT);
     a.h_attn = take_gemm_in(p, BT * C);
   }
+  if (mixer_part.gated_deltanet) plan_gdn_acts(p, a);
   if (mixer_part.short_conv) {
     a.bcx = p.take(BT * 3 * C);
     a.conv_u = p.take(BT * C);
@@ -102,6 +108,11 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
       a.rstd_q = p.take(BT * cfg_.n_heads);
       a.rstd_k = p.take(BT * cfg_.n_kv_heads);
     }
+    if (gated_attention()) {
+      a.q_full = p.take(BT * 2 * QD);
+      a.attn_gate = p.take(BT * QD);
+      a.attn_o = p.take(BT * QD);
+    }
   }
   if (ffn_part) {
     a.x_mid = p.take(BT * C);
@@ -119,6 +130,20 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
   }
 }
 
+template <typename T>
+void Transformer<T>::plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a) {
+  const kernels::GdnShape s = gdn_shape();
+  const int64_t BT = s.rows(), CD = s.conv_dim(), VD = s.value_dim(), H = s.n_v_heads, HK = s.n_k_heads;
+  a.gdn_u = p.take(BT * CD);
+  a.gdn_z = p.take(BT * VD);
+  a.gdn_b = p.take(BT * H);
+  a.gdn_alpha = p.take(BT * H);
+  a.gdn = {p.take(BT * CD), p.take(BT * CD), p.take(BT * HK),
+           p.take(BT * HK), p.take(BT * H),  p.take(BT * H),
+           p.take(BT * VD), p.take(BT * H),  p.take(s.rule().checkpoint_floats())};
+  a.gdn_y = take_gemm_in(p, BT * VD);
+}
+
 // Lays out every activation and scratch buffer. Called twice: to size the
 // single allocation, then to point into it. Buffers that backward recomputes
 // are planned once and shared by every block.
@@ -131,14 +156,14 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
   const bool share_attn = opts_.recompute != Recompute::kNone;
   const bool share_ffn = opts_.recompute == Recompute::kAll;
-  const bool conv = cfg_.has_conv_layers();
+  const Mixers present = model_mixers();
   LayerActs<T> shared{};
-  plan_layer_acts(p, shared, {share_attn, share_attn && conv}, share_ffn);
+  plan_layer_acts(p, shared, share_attn ? present : Mixers{false, false, false}, share_ffn);
   layer_acts_.assign(size_t(cfg_.n_layers), {});
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto& a = layer_acts_[size_t(l)];
     a = shared;
-    plan_layer_acts(p, a, share_attn ? Mixers{false, false} : mixers_of(l), !share_ffn);
+    plan_layer_acts(p, a, share_attn ? Mixers{false, false, false} : mixers_of(l), !share_ffn);
     for (const auto& target : cfg_.lora.targets)
       for (int t = 0; t < kNumBlockMatrices; ++t)
         if (target == block_matrix_name(BlockMatrix(t)) && layer_has_matrix(cfg_, l, BlockMatrix(t)))
@@ -151,10 +176,11 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   logit_chunk_ = p.take(chunk_rows_ * V);
   if (bf16_) logit_chunk_h_ = take_gemm_in(p, chunk_rows_ * V).bf16;
   if (g_.output) d_head_ = p.take(V * C);
-  rope_cos_ = p.take(seq_len_ * cfg_.d_head() / 2);
-  rope_sin_ = p.take(seq_len_ * cfg_.d_head() / 2);
-  rope_cos_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_cos_;
-  rope_sin_local_ = cfg_.sliding_window > 0 ? p.take(seq_len_ * cfg_.d_head() / 2) : rope_sin_;
+  const int64_t rope_floats = seq_len_ * cfg_.n_rot() / 2;
+  rope_cos_ = p.take(rope_floats);
+  rope_sin_ = p.take(rope_floats);
+  rope_cos_local_ = cfg_.sliding_window > 0 ? p.take(rope_floats) : rope_cos_;
+  rope_sin_local_ = cfg_.sliding_window > 0 ? p.take(rope_floats) : rope_sin_;
   attn_scratch_ = p.take(int64_t(n_threads_) * (bf16_attention() ? attention_bf16_scratch_per_thread(attn_shape_)
                                                                  : attention_scratch_per_thread(attn_shape_)));
   d_res_ = p.take(BT * C);
@@ -170,16 +196,29 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   }
   d_gate_ = take_gemm_in(p, BT * F);
   d_up_ = take_gemm_in(p, BT * F);
+  if (gated_attention()) {
+    d_q_full_ = p.take(BT * 2 * QD);
+    d_attn_gate_ = p.take(BT * QD);
+  }
   if (bf16_) {
     d_res_h_ = take_gemm_in(p, BT * C).bf16;
-    d_q_h_ = take_gemm_in(p, BT * QD).bf16;
+    d_q_h_ = take_gemm_in(p, BT * cfg_.q_proj_dim()).bf16;
     d_k_h_ = take_gemm_in(p, BT * KD).bf16;
     d_v_h_ = take_gemm_in(p, BT * KD).bf16;
   }
   d_act_ = p.take(BT * F);
   if (band_scratch_size_ > 0) band_scratch_ = p.take(band_scratch_size_);
   if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
-  if (conv) {
+  if (present.gated_deltanet) {
+    const kernels::GdnShape s = gdn_shape();
+    d_gdn_y_ = p.take(BT * s.value_dim());
+    d_gdn_z_ = p.take(BT * s.value_dim());
+    d_gdn_u_ = p.take(BT * s.conv_dim());
+    d_gdn_b_ = p.take(BT * s.n_v_heads);
+    d_gdn_alpha_ = p.take(BT * s.n_v_heads);
+    if (bf16_) d_gdn_h_ = take_gemm_in(p, BT * s.conv_dim()).bf16;
+  }
+  if (present.short_conv) {
     d_bcx_ = p.take(BT * 3 * C);
     d_conv_v_ = p.take(BT * C);
     d_conv_y_ = p.take(BT * C);
@@ -193,11 +232,13 @@ template void Transformer<float>::size_band_scratch();
 template void Transformer<float>::bind_layers();
 template GemmIn<float> Transformer<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
 template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, Mixers, bool);
+template void Transformer<float>::plan_gdn_acts(BumpPlan<float>&, LayerActs<float>&);
 template void Transformer<float>::plan(BumpPlan<float>&);
 template void Transformer<double>::size_band_scratch();
 template void Transformer<double>::bind_layers();
 template GemmIn<double> Transformer<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
 template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, Mixers, bool);
+template void Transformer<double>::plan_gdn_acts(BumpPlan<double>&, LayerActs<double>&);
 template void Transformer<double>::plan(BumpPlan<double>&);
 
 }  // namespace ggtrain::model

@@ -60,16 +60,22 @@ bool is_float_type(TensorType t) { return gguf::traits(t).block_size == 1; }
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 // llama.cpp quantizes 2-D (and 3-D) tensors whose name ends in "weight",
-// except norms, routers and LFM2's small convolution kernels (and tensors
-// other architectures have).
+// except norms, routers and LFM2's and Qwen3.5's small convolution kernels
+// (and tensors other architectures have).
 bool quantizable(const TensorShape& t) {
   return n_dims(t.ne) >= 2 && t.name.size() >= 6 && t.name.compare(t.name.size() - 6, 6, "weight") == 0 &&
          !contains(t.name, "_norm.weight") && !contains(t.name, "ffn_gate_inp.weight") &&
-         !contains(t.name, "shortconv.conv.weight");
+         !contains(t.name, "shortconv.conv.weight") && !contains(t.name, "ssm_conv1d");
 }
 
 // The layers that get more bits in the _M mixes: the first and last eighth
 // and every third layer between.
+// llama.cpp's "attention-v-like" tensors, which the mixes give more bits:
+// attn_v, and the fused attn_qkv (Qwen3.5's Gated DeltaNet input).
+bool is_attn_v_like(const std::string& name) {
+  return contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight");
+}
+
 bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 // A 256-block type on rows that are not a multiple of 256 falls back to a
@@ -113,7 +119,7 @@ bool llama_cpp_tensor_before(const std::string& a, const std::string& b) {
 TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers)
     : ft_(ft), default_(row(ft).default_type), n_layers_(n_layers) {
   for (const auto& t : tensors) {
-    if (contains(t.name, "attn_v.weight")) ++n_attn_v_;
+    if (is_attn_v_like(t.name)) ++n_attn_v_;
     if (t.name == "output.weight") tied_embeddings_ = false;
   }
 }
@@ -134,7 +140,7 @@ TensorType TypeRecipe::mix_choice(const TensorShape& t) {
     if (t.ne[0] % gguf::traits(default_).block_size != 0) return TensorType::Q8_0;
     return default_ == TensorType::Q8_0 ? TensorType::Q8_0 : TensorType::Q6_K;
   }
-  if (contains(t.name, "attn_v.weight")) {
+  if (is_attn_v_like(t.name)) {
     const int i = i_attn_v_++;
     if (mix_m && use_more_bits(i, n_attn_v_)) return TensorType::Q6_K;
     if (ft_ == FileType::Q4_K_S && i < 4) return TensorType::Q5_K;

@@ -190,7 +190,8 @@ optim::LrSchedule lr_schedule_of(const TrainSection& t) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "s15", "smol135", "qwen3-0.6b", "gemma3-270m", "llama3.2-1b", "smollm3-3b", "lfm2-350m"};
+  return {"tiny",        "s15",        "smol135",   "qwen3-0.6b",  "gemma3-270m",
+          "llama3.2-1b", "smollm3-3b", "lfm2-350m", "qwen3.5-0.8b"};
 }
 
 namespace {
@@ -228,6 +229,17 @@ RunConfig model_family_preset(const std::string& name) {
     c.model.arch = "lfm2";
     c.model.attention_layers = "2,5,8,10,12,14";
     c.model.shortconv_l_cache = 3;
+  } else if (name == "qwen3.5-0.8b") {  // Qwen/Qwen3.5-0.8B (text): Gated DeltaNet, gated attention every fourth layer
+    c.model = model_shape(1024, 24, 8, 2, 3584, 262144, true, 1e7);
+    c.model.arch = "qwen35";
+    c.model.head_dim = 256;
+    c.model.rope_dim = 64;
+    c.model.rms_eps = 1e-6;
+    c.model.attention_layers = "3,7,11,15,19,23";
+    c.model.ssm_conv_kernel = 4;
+    c.model.ssm_state_size = 128;
+    c.model.ssm_group_count = 16;
+    c.model.ssm_time_step_rank = 16;
   } else {  // meta-llama/Llama-3.2-1B at its original 8192 context: the
             // "llama3" RoPE scaling (rope_freqs.weight) extends a released
             // model to 128k and comes with init.from, not from scratch
@@ -269,7 +281,7 @@ RunConfig preset(const std::string& name) {
     return c;
   }
   if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b" ||
-      name == "lfm2-350m")
+      name == "lfm2-350m" || name == "qwen3.5-0.8b")
     return model_family_preset(name);
   fail("unknown preset '{}' ({})", name, fmt::join(preset_names(), ", "));
 }

@@ -18,7 +18,14 @@
 #          are 3), 1 and 3 attention with head norms and NeoX RoPE
 #          (head_count_kv a per-layer list, the final norm token_embd_norm);
 #          its control is the same file with each convolution kernel's taps
-#          reversed (a kernel read backwards), as a llama file cannot hold it.
+#          reversed (a kernel read backwards), as a llama file cannot hold it;
+#   qwen35: layers 0 and 2 Gated DeltaNet (a 3-tap convolution where
+#          Qwen3.5's has 4; 2 key heads and 4 value heads of 16, so value
+#          heads share key heads as ggml tiles them), 1 and 3 gated attention
+#          (attn_q yields the output gate) with head norms, NeoX RoPE on 8 of
+#          each head's 16 dimensions (Qwen3.5 rotates a quarter); the
+#          feed-forward norm post_attention_norm. Its control reverses the
+#          taps of each ssm_conv1d kernel.
 # Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
 # ggtrain dropped or misnamed would show).
 #   1. A tiny model of ARCH trained from scratch (200 steps): llama.cpp loads
@@ -40,7 +47,7 @@
 #
 # Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2" >&2; exit 2; }
+[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 ARCH=$2
 case $ARCH in
@@ -54,7 +61,12 @@ case $ARCH in
   lfm2)
     shape=(--set model.n_layers=4 --set model.attention_layers=1,3 --set model.shortconv_l_cache=4)
     extra=(attn_q_norm attn_k_norm) ;;
-  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2" >&2; exit 2 ;;
+  qwen35)
+    shape=(--set model.n_layers=4 --set model.attention_layers=1,3 --set model.rope_dim=8
+           --set model.ssm_conv_kernel=3 --set model.ssm_state_size=16 --set model.ssm_group_count=2
+           --set model.ssm_time_step_rank=4)
+    extra=(attn_q_norm attn_k_norm post_attention_norm) ;;
+  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
 CLI="$HERE/node/llama_cpp.mjs"
@@ -76,6 +88,11 @@ info=$("$GGTRAIN" inspect "$M")
 grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
 for t in "${extra[@]}"; do grep -q "blk.1.$t" <<<"$info" || fail "the checkpoint lacks blk.1.$t"; done
 [[ $ARCH != lfm2 ]] || grep -q "blk.0.shortconv.conv" <<<"$info" || fail "the checkpoint lacks blk.0.shortconv.conv"
+if [[ $ARCH == qwen35 ]]; then
+  for t in attn_qkv attn_gate ssm_conv1d ssm_dt ssm_a ssm_beta ssm_alpha ssm_norm ssm_out; do
+    grep -q "blk.0.$t" <<<"$info" || fail "the checkpoint lacks blk.0.$t"
+  done
+fi
 
 set_prompt_ids "$M"
 
@@ -100,14 +117,16 @@ tol=1e-4 qtol=3e-2 median=1e-5 qmedian=1e-5 q4_lora_lr=1e-2
 # lfm2's default LoRA targets (attn_q, attn_v) sit on its two attention layers
 # only: at 1e-2 its q4_k_m adapter moved the logits by 3.5e-2, under the
 # control's 6e-2, so it trains at 5e-2.
-[[ $ARCH != lfm2 ]] || q4_lora_lr=5e-2
+[[ $ARCH != lfm2 && $ARCH != qwen35 ]] || q4_lora_lr=5e-2
 logits "$M" base
 same base "$tol" "$ARCH checkpoint" "$median"
 # The control: the same weights as a llama file, without the family's tensors
 # (smollm3: the same tensors; llama.cpp then rotates the fourth layer too);
 # lfm2: its kernels' taps reversed.
-if [[ $ARCH == lfm2 ]]; then
-  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf lfm2 --reverse-rows shortconv.conv
+if [[ $ARCH == lfm2 || $ARCH == qwen35 ]]; then
+  kernel=shortconv.conv
+  [[ $ARCH != qwen35 ]] || kernel=ssm_conv1d
+  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf "$ARCH" --reverse-rows "$kernel"
   node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
   differ control-theirs.f32 base-ours.f32 1e-2 "llama.cpp's logits with the kernels' taps reversed and ggtrain's"
 else
@@ -129,6 +148,16 @@ if [[ $ARCH == gemma3 ]]; then
   done
 fi
 
+# qwen35: the same file with the whole head rotated (rope.dimension_count
+# as ggtrain could have got it wrong) runs differently in llama.cpp by more
+# than the limit. (A wrong full_attention_interval does not load: the layers'
+# tensors then disagree with their kinds.)
+if [[ $ARCH == qwen35 ]]; then
+  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf qwen35 --set-u32 qwen35.rope.dimension_count=16
+  node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
+  differ control-theirs.f32 base-ours.f32 "$tol" "llama.cpp's logits of the checkpoint rotating whole heads and ggtrain's"
+fi
+
 # 2. A full finetune.
 "$GGTRAIN" train --run-dir ft --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
   --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --quiet >/dev/null
@@ -138,6 +167,7 @@ same ft "$tol" "full finetune of the $ARCH checkpoint" "$median"
 # 3. LoRA, on every matrix the architecture has.
 lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down
 [[ $ARCH != lfm2 ]] || lora_targets+=,shortconv.in_proj,shortconv.out_proj
+[[ $ARCH != qwen35 ]] || lora_targets+=,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out
 "$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
   --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 \
   --set train.lora.targets="$lora_targets" --set train.lr_max=1e-2 \

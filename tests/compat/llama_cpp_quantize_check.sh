@@ -58,7 +58,10 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 # layers, qwen2 with its biases, smollm3 (llama's tensors under its own
 # architecture name) with K-quant rows, lfm2 with short-convolution layers
 # (their kernels stay F32; in_proj and out_proj quantize) and attn_v on two
-# layers of four (the _M mixes count attn_v tensors, not layers).
+# layers of four (the _M mixes count attn_v tensors, not layers), qwen35
+# with Gated DeltaNet layers (ssm_conv1d stays F32; attn_qkv counts as
+# attn_v in the _M mixes; attn_gate, ssm_beta, ssm_alpha, ssm_out quantize)
+# and gated attention on layers 1 and 3.
 "$GGTRAIN" train --preset tiny --run-dir qwen3 --set data.corpus=corpus.txt --set train.steps=10 \
   --set model.arch=qwen3 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=8 \
   --set model.n_kv_heads=2 --set model.head_dim=64 --set model.tied=true --set train.threads=2 --quiet
@@ -73,12 +76,16 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir lfm2 --set data.corpus=corpus.txt --set train.steps=10 \
   --set model.arch=lfm2 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=4 \
   --set model.attention_layers=1,3 --set model.tied=true --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir qwen35 --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=qwen35 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=4 \
+  --set model.attention_layers=1,3 --set model.rope_dim=16 --set model.ssm_state_size=64 \
+  --set model.ssm_group_count=2 --set model.ssm_time_step_rank=4 --set model.tied=true --set train.threads=2 --quiet
 echo "In the beginning God created the heaven and the earth." >prompt.txt
 ids="1,$("$GGTRAIN" tokenize -m small/weights/latest --lines prompt.txt)"
 
 # llama_ftype numbers of the file types ggtrain offers
 declare -A FTYPE=([f32]=0 [f16]=1 [bf16]=32 [q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
-for model in k256 small qwen3 gemma3 qwen2 smollm3 lfm2; do
+for model in k256 small qwen3 gemma3 qwen2 smollm3 lfm2 qwen35; do
   M=$model/weights/latest
   for type in f32 f16 bf16 q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
     ./llama_quantize "$M" "theirs-$model-$type.gguf" "${FTYPE[$type]}" >/dev/null 2>"quantize-$model-$type.log" ||

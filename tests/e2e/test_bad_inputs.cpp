@@ -61,9 +61,10 @@ class Env {
   std::vector<std::string> resume(const std::vector<std::string>& sets = {}, const std::string& run = "run") const {
     return resume_args(bin(), t(run), sets);
   }
-  // A run with its latest checkpoint at step 2 (of 4).
-  std::string base_run(const std::string& run = "run") const {
-    auto a = fresh({"checkpoint.every=2"}, run);
+  // A run with its latest checkpoint at step 2 (of 4), + sets.
+  std::string base_run(const std::string& run = "run", std::vector<std::string> sets = {}) const {
+    sets.push_back("checkpoint.every=2");
+    auto a = fresh(sets, run);
     a.insert(a.end(), {"--stop-at", "2"});
     const auto r = run_cli(a, t(run + ".out"));
     if (r.status != 0 || train::latest_step(t(run)) != 2) throw std::runtime_error("base run failed: " + r.output);
@@ -142,6 +143,32 @@ std::string gguf_with(const std::string& in, const std::string& out,
   }
   w.write(out);
   return out;
+}
+
+// A copy of `in` without metadata key `key` and without tensor `tensor`
+// (either may be empty).
+std::string gguf_without(const std::string& in, const std::string& out, const std::string& key,
+                         const std::string& tensor) {
+  gguf::GgufFile f(in);
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : f.metadata())
+    if (k != key) w.set(k, v);
+  std::vector<std::vector<float>> keep;
+  for (const auto& ti : f.tensors()) {
+    if (ti.name == tensor) continue;
+    keep.push_back(quant::tensor_floats(f, ti));
+    quant::add_float_tensor(w, ti.name, ti.type, ti.shape(), keep.back().data());
+  }
+  w.write(out);
+  return out;
+}
+
+// The step-2 checkpoint of a tiny qwen35 run: Gated DeltaNet layer 0,
+// gated attention layer 1.
+std::string qwen35_checkpoint(Env& e) {
+  return e.base_run("qwen35", {"model.arch=qwen35", "model.attention_layers=1", "model.rope_dim=8",
+                               "model.ssm_state_size=16", "model.ssm_group_count=2", "model.ssm_time_step_rank=4"}) +
+         "/weights/step_2.gguf";
 }
 
 // The step-2 checkpoint with a rope_freqs.weight of these values (tiny: 8).
@@ -596,7 +623,7 @@ std::vector<Case> cases() {
                [](Env& e) { return e.fresh({"model.sliding_window=16"}); },
                {"sliding_window", "llama", "set it to 0"}});
   c.push_back({"attention_layers_not_lfm2",
-               "`model.attention_layers=0` for a llama model (only lfm2 has convolution layers)",
+               "`model.attention_layers=0` for a llama model (only lfm2 and qwen35 have recurrent layers)",
                [](Env& e) { return e.fresh({"model.attention_layers=0"}); },
                {"attention_layers", "llama", "leave it empty"}});
   c.push_back({"attention_layers_out_of_range",
@@ -605,6 +632,48 @@ std::vector<Case> cases() {
                  return e.fresh({"model.arch=lfm2", "model.attention_layers=1,9"});
                },
                {"attention_layers", "'9'", "n_layers 2"}});
+  c.push_back({"qwen35_missing_ssm_key",
+               "a qwen35 GGUF without `qwen35.ssm.state_size` (`ggtrain eval -m`)",
+               [](Env& e) {
+                 return A{
+                     e.bin(),    "eval",
+                     "-m",       gguf_without(qwen35_checkpoint(e), e.t("nokey.gguf"), "qwen35.ssm.state_size", ""),
+                     "--tokens", "1,2,3"};
+               },
+               {"nokey.gguf", "qwen35.ssm.state_size"}});
+  c.push_back({"qwen35_missing_conv_tensor",
+               "a qwen35 GGUF without its layer-0 convolution kernel `blk.0.ssm_conv1d.weight` (`ggtrain eval -m`)",
+               [](Env& e) {
+                 return A{
+                     e.bin(),    "eval",
+                     "-m",       gguf_without(qwen35_checkpoint(e), e.t("noconv.gguf"), "", "blk.0.ssm_conv1d.weight"),
+                     "--tokens", "1,2,3"};
+               },
+               {"noconv.gguf", "blk.0.ssm_conv1d.weight"}});
+  c.push_back({"qwen35_mtp_blocks",
+               "a qwen35 GGUF with multi-token-prediction blocks (`qwen35.nextn_predict_layers=1`)",
+               [](Env& e) {
+                 return A{
+                     e.bin(),
+                     "eval",
+                     "-m",
+                     gguf_with(qwen35_checkpoint(e), e.t("mtp.gguf"),
+                               [](gguf::GgufWriter& w) { w.set("qwen35.nextn_predict_layers", gguf::Value::u32(1)); }),
+                     "--tokens",
+                     "1,2,3"};
+               },
+               {"mtp.gguf", "nextn_predict_layers", "multi-token-prediction"}});
+  c.push_back({"qwen35_value_heads_not_multiple",
+               "`model.ssm_time_step_rank=3` with `model.ssm_group_count=2` for a qwen35 model",
+               [](Env& e) {
+                 return e.fresh({"model.arch=qwen35", "model.attention_layers=1", "model.ssm_state_size=16",
+                                 "model.ssm_group_count=2", "model.ssm_time_step_rank=3"});
+               },
+               {"ssm_time_step_rank 3", "not a multiple", "ssm_group_count 2"}});
+  c.push_back({"rope_dim_whole_heads_only",
+               "`model.rope_dim=8` for a llama model (only qwen35 rotates part of each head)",
+               [](Env& e) { return e.fresh({"model.rope_dim=8"}); },
+               {"rope_dim", "llama", "whole heads"}});
   c.push_back({"kv_heads_list_not_lfm2",
                "a llama GGUF whose `llama.attention.head_count_kv` is a per-layer list (`ggtrain eval -m`)",
                [](Env& e) {

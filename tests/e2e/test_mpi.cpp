@@ -187,6 +187,7 @@ class MpiTest : public ::testing::Test {
     return tiny_train_args(GGTRAIN_BIN, dir(name), corpus_, s);
   }
   std::string out(const std::string& name) const { return tmp_ / (name + ".out"); }
+  void hybrid_with_zero1_follows_one_process(const std::string& arch, std::vector<std::string> model_sets);
 
   TempDir tmp_;
   std::string corpus_ = tmp_ / "corpus.txt";
@@ -435,31 +436,41 @@ TEST_F(MpiTest, FrozenTensorsWithZero1FollowOneProcess) {
 }
 
 // A hybrid model (lfm2: a short-convolution layer, its kernel a 2-D tensor
-// of 3 taps, beside an attention layer): two ranks with ZeRO-1 follow one
+// of 3 taps, beside an attention layer; qwen35: a Gated DeltaNet layer
+// beside a gated attention layer): two ranks with ZeRO-1 follow one
 // process: the losses within 1e-5 as llama's; the weights within 1e-3 of
 // each tensor's largest, not kWeightLimit: AdamW's
 // first steps move a weight whose gradient nearly cancels by up to lr_max
 // whatever its size, so the split batch's rounding shows there (measured
-// blk.0.ffn_down: 1.9e-4 after 2 steps, 1.7e-4 after 10, 1.0e-4 after 50;
+// lfm2 blk.0.ffn_down: 1.9e-4 after 2 steps, 1.7e-4 after 10, 1.0e-4 after 50;
 // the logits after 50 steps 2.1e-5 of the largest, llama's 9.5e-6). The
 // control: the same run with lr_max 1% higher differs by more than 1e-3.
-TEST_F(MpiTest, Lfm2WithZero1FollowsOneProcess) {
-  const std::vector<std::string> s = sets(0, {"model.arch=lfm2", "model.attention_layers=1"});
+void MpiTest::hybrid_with_zero1_follows_one_process(const std::string& arch, std::vector<std::string> model_sets) {
+  model_sets.insert(model_sets.begin(), "model.arch=" + arch);
+  const std::vector<std::string> s = sets(0, model_sets);
   auto zero = s, nearby = s;
   zero.push_back("train.zero=1");
   nearby.push_back("train.lr_max=0.00303");
   run_ok(train("one", s), out("one"));
   run_ok(under_mpirun(2, train("zero", zero)), out("zero"));
   run_ok(train("nearby", nearby), out("nearby"));
-  expect_close(read_losses(dir("one")).train, read_losses(dir("zero")).train, 1e-5, "lfm2, ZeRO-1");
-  constexpr double kLfm2WeightLimit = 1e-3;
+  expect_close(read_losses(dir("one")).train, read_losses(dir("zero")).train, 1e-5, arch + ", ZeRO-1");
+  constexpr double kHybridWeightLimit = 1e-3;
   expect_same_tensors(train::weights_path(dir("one"), kSteps), train::weights_path(dir("zero"), kSteps),
-                      kLfm2WeightLimit, "lfm2, ZeRO-1 weights");
+                      kHybridWeightLimit, arch + ", ZeRO-1 weights");
   const auto failed = test_support::failures_of([&] {
     expect_same_tensors(train::weights_path(dir("one"), kSteps), train::weights_path(dir("nearby"), kSteps),
-                        kLfm2WeightLimit, "lfm2 weights, lr_max 1% higher");
+                        kHybridWeightLimit, arch + " weights, lr_max 1% higher");
   });
   EXPECT_TRUE(test_support::any_contains(failed, "lr_max 1% higher")) << failed.size() << " failures";
+}
+TEST_F(MpiTest, Lfm2WithZero1FollowsOneProcess) {
+  hybrid_with_zero1_follows_one_process("lfm2", {"model.attention_layers=1"});
+}
+TEST_F(MpiTest, Qwen35WithZero1FollowsOneProcess) {
+  hybrid_with_zero1_follows_one_process(
+      "qwen35", {"model.attention_layers=1", "model.rope_dim=8", "model.ssm_state_size=16", "model.ssm_group_count=2",
+                 "model.ssm_time_step_rank=4"});
 }
 
 // A rank count that does not divide train.batch is refused up front, with

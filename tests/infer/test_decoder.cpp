@@ -30,6 +30,19 @@ using test_support::write_random_model;
 
 namespace {
 
+// Gated DeltaNet layers 0 and 2 (2 key heads shared by 4 value heads of
+// 16, 3 taps), gated attention 1 and 3 rotating 8 of each head's 16
+// dimensions.
+void qwen35_layers(model::Config& c) {
+  c.n_layers = 4;
+  c.attention_layers = "1,3";
+  c.ssm_state_size = 16;
+  c.ssm_group_count = 2;
+  c.ssm_time_step_rank = 4;
+  c.ssm_conv_kernel = 3;
+  c.rope_dim = 8;
+}
+
 // T tokens (gemma3: local layers with a window of `window`).
 void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const std::string& arch = "llama",
                                             int64_t head_dim = 0, int64_t T = 40, int64_t window = 11) {
@@ -44,6 +57,7 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
     c.attention_layers = "1,3";
     c.shortconv_l_cache = 4;
   }
+  if (arch == "qwen35") qwen35_layers(c);
   if (arch == "gemma3") {  // layers 0 and 2 local, 1 global; none of them at llama.cpp's defaults
     c.n_layers = 3;
     c.sliding_window = window;
@@ -120,6 +134,39 @@ TEST(Decoder, MatchesTrainingForwardGemma3PastTheWindowAndTiles) {
 }
 TEST(Decoder, MatchesTrainingForwardSmollm3) { check_decoder_matches_training_forward(true, 2, "smollm3"); }
 TEST(Decoder, MatchesTrainingForwardLfm2) { check_decoder_matches_training_forward(true, 2, "lfm2"); }
+// 150 positions: the training forward's delta rule crosses two state
+// checkpoints (every 64) and ends inside a chunk; the decoder's recurrent
+// form, as one prompt and token by token, must follow it.
+TEST(Decoder, MatchesTrainingForwardQwen35) { check_decoder_matches_training_forward(false, 2, "qwen35", 0, 150); }
+
+// A cache cut back to a shared prefix cannot cut the Gated DeltaNet state
+// back: the next eval recomputes the kept prefix, and the logits after the
+// cut equal the training forward's over the whole sequence.
+TEST(Decoder, Qwen35TruncatedCacheRecomputesTheState) {
+  TempDir tmp;
+  auto c = small_model_config(true, 2);
+  c.arch = "qwen35";
+  qwen35_layers(c);
+  const int64_t T = 40, V = c.vocab;
+  auto p = write_random_model(c, tmp / "m.gguf");
+  const auto toks = spread_tokens(T, V);
+  model::Transformer<float> m(c, 1, T);
+  std::copy(p.begin(), p.end(), m.params());
+  m.forward(toks.data(), nullptr);
+  gguf::GgufFile f(tmp / "m.gguf");
+  infer::Decoder d(f);
+  auto other = toks;
+  for (int64_t i = 12; i < T; ++i) other[size_t(i)] = int32_t((other[size_t(i)] + 5) % V);
+  d.eval(other.data(), T, false);  // a different continuation after position 12
+  d.truncate(12);
+  EXPECT_EQ(d.position(), 12);
+  d.eval(toks.data() + 12, 3, false);  // positions 12..14
+  EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + 14 * V, size_t(V)), 1e-5));
+  for (int64_t i = 15; i < T; ++i) {
+    d.eval(&toks[size_t(i)], 1, false);
+    ASSERT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + i * V, size_t(V)), 1e-5)) << "position " << i;
+  }
+}
 
 // A cache cut back to a shared prefix (a chat's next turn, a multiple-choice
 // ending) continues the convolution from the kept positions: the logits

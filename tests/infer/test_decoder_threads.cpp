@@ -15,6 +15,7 @@
 #include "infer/decoder.h"
 #include "model/architecture.h"
 #include "support/compare.h"
+#include "support/family_shapes.h"
 #include "support/random_model.h"
 #include "support/spread_tokens.h"
 #include "support/temp_dir.h"
@@ -35,9 +36,8 @@ model::Config config_for(const model::Architecture& row) {
   // at 3 threads (attention_decode's key_parts); at 1 thread, one part.
   c.d_model = 256;
   c.n_heads = 8;
-  if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;  // one layer without RoPE
   if (row.default_swa_pattern) c.sliding_window = 50, c.swa_pattern = 2;  // cut inside the prompt and the steps
-  if (row.short_conv_layers) c.attention_layers = "1";  // layer 0 a short convolution
+  test_support::shape_family_layers(c);  // one layer without RoPE; layer 0 recurrent
   return c;
 }
 

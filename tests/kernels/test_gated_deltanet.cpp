@@ -142,3 +142,42 @@ TEST(GatedDeltaNet, FloatFollowsDouble) {
   std::printf("float vs double: outputs %.2e, worst gradient %.2e (of max)\n", cy.rel_to_max(), worst);
   EXPECT_TRUE(within_rel_to_max(cy, 1e-5));
 }
+
+// The decoder's recurrent form against the training forward: one row of 150
+// positions (past two checkpoints of 64, ending inside a chunk), fed as one
+// prompt, then token by token, then in uneven batches. The same operations
+// in the same order: equal to the bit.
+TEST(GatedDeltaNet, RecurrentDecodeEqualsTheTrainingForward) {
+  GdnShape s;
+  s.seq = 150;
+  s.n_v_heads = 4;
+  s.n_k_heads = 2;
+  s.d = 8;
+  s.taps = 4;
+  s.chunk = 64;
+  const Model<double> md = random_model(s);
+  Model<float> m;
+  for (auto [to, from] : {std::pair{&m.u, &md.u},
+                          {&m.z, &md.z},
+                          {&m.b, &md.b},
+                          {&m.alpha, &md.alpha},
+                          {&m.conv_w, &md.conv_w},
+                          {&m.dt, &md.dt},
+                          {&m.a, &md.a},
+                          {&m.norm_w, &md.norm_w}})
+    to->assign(from->begin(), from->end());
+  Buffers<float> buf(s);
+  const std::vector<float> want = run_forward(m, s, buf);
+  const int64_t VD = s.value_dim(), H = s.n_v_heads;
+  for (const int64_t step : {int64_t(150), int64_t(1), int64_t(7)}) {
+    SCOPED_TRACE(step);
+    std::vector<float> state(size_t(H * s.d * s.d), 0.0f), y(want.size());
+    for (int64_t pos = 0; pos < s.seq; pos += step) {
+      const int64_t n = std::min(step, s.seq - pos);
+      ggtrain::kernels::gdn_decode(y.data() + pos * VD, state.data(), m.u.data(), m.z.data() + pos * VD,
+                                   m.b.data() + pos * H, m.alpha.data() + pos * H, m.conv_w.data(), m.dt.data(),
+                                   m.a.data(), m.norm_w.data(), s, pos, n);
+    }
+    EXPECT_TRUE(within_rel_to_max(compare(y, want), 0.0));
+  }
+}

@@ -30,6 +30,7 @@
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "support/compare.h"
+#include "support/family_shapes.h"
 
 using namespace ggtrain;
 using test_support::compare;
@@ -80,10 +81,9 @@ model::Config config_for(const std::string& arch) {
   c.ctx = 160;
   // A window shorter than T and an attention longer than one 64-row tile.
   if (arch == "gemma3") c.sliding_window = 100, c.swa_pattern = 2;
-  // One layer without RoPE among rotated ones (smollm3: the fourth).
-  if (const int64_t step = c.architecture().no_rope_layer_step) c.n_layers = step;
-  // A short-convolution layer beside an attention layer (lfm2).
-  if (c.architecture().short_conv_layers) c.attention_layers = "1";
+  // One layer without RoPE among rotated ones (smollm3: the fourth); a
+  // recurrent layer beside an attention layer (lfm2, qwen35).
+  test_support::shape_family_layers(c);
   return c;
 }
 

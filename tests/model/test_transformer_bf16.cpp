@@ -13,6 +13,7 @@
 #include "model/init.h"
 #include "model/transformer.h"
 #include "support/compare.h"
+#include "support/family_shapes.h"
 
 using namespace ggtrain;
 using test_support::compare;
@@ -38,8 +39,7 @@ TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
     c.d_ff = 160;
     c.ctx = 64;
     if (c.arch == "gemma3") c.sliding_window = 24, c.swa_pattern = 2;
-    if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;  // one layer without RoPE
-    if (row.short_conv_layers) c.attention_layers = "1";  // layer 0 a short convolution
+    test_support::shape_family_layers(c);  // one layer without RoPE; layer 0 recurrent
     const int64_t B = 2, T = 64;
     model::ModelOptions o;
     o.precision = model::Precision::kBf16;
