@@ -25,6 +25,7 @@ constexpr std::array kPreTokenizers = {
     PreTokenizer{"smollm", PreSplit::kSmollm, false, false, false},
     PreTokenizer{"qwen2", PreSplit::kQwen2, false, false, false},
     PreTokenizer{"deepseek-r1-qwen", PreSplit::kQwen2, false, false, false},
+    PreTokenizer{"qwen35", PreSplit::kQwen35, false, false, false},
     PreTokenizer{"starcoder", PreSplit::kSmollm, false, true, false},
 };
 
@@ -110,9 +111,12 @@ void split_gpt2_span(const Span& s, Pieces& out) {
   }
 }
 
-// unicode_regex_split_custom_llama3 (max_digits 3) and _qwen2 (1): the llama3
-// regex, written out by hand; qwen2's differs only in \p{N} for \p{N}{1,3}.
-void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits) {
+// unicode_regex_split_custom_llama3 (max_digits 3), _qwen2 (1) and _qwen35
+// (1, `letters` with combining marks): the llama3 regex, written out by
+// hand; qwen2's differs only in \p{N} for \p{N}{1,3}, qwen35's in
+// [\p{L}\p{M}] for \p{L} (in the punctuation class's complement too).
+void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits, uint16_t letters = uc::kLetter) {
+  const uint16_t ws_letter_number = uc::kWhitespace | letters | uc::kNumber;
   Cutter cut{out, s.begin};
   for (size_t pos = s.begin; pos < s.end;) {
     const uint32_t c = s.cpt(pos);
@@ -122,9 +126,9 @@ void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits) {
       continue;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (!is_cr_lf(c) && !(f & uc::kNumber) && ((f & uc::kLetter) || (s.flags(pos + 1) & uc::kLetter))) {
+    if (!is_cr_lf(c) && !(f & uc::kNumber) && ((f & letters) || (s.flags(pos + 1) & letters))) {
       ++pos;
-      while (s.flags(pos) & uc::kLetter) ++pos;
+      while (s.flags(pos) & letters) ++pos;
       cut.cut(pos);
       continue;
     }
@@ -138,9 +142,9 @@ void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits) {
     // ` ?[^\s\p{L}\p{N}]+[\r\n]*` (llama.cpp tests the first code point's own
     // flags for "is something", which any code point is).
     uint16_t f2 = c == ' ' ? s.flags(pos + 1) : f;
-    if (!(f2 & kWsLetterNumber) && f != 0) {
+    if (!(f2 & ws_letter_number) && f != 0) {
       pos += c == ' ';
-      while (!(f2 & kWsLetterNumber) && f2 != 0) f2 = s.flags(++pos);
+      while (!(f2 & ws_letter_number) && f2 != 0) f2 = s.flags(++pos);
       while (is_cr_lf(s.cpt(pos))) ++pos;
       cut.cut(pos);
       continue;
@@ -159,6 +163,7 @@ void split_llama3_like_span(const Span& s, Pieces& out, size_t max_digits) {
 
 void split_llama3_span(const Span& s, Pieces& out) { split_llama3_like_span(s, out, 3); }
 void split_qwen2_span(const Span& s, Pieces& out) { split_llama3_like_span(s, out, 1); }
+void split_qwen35_span(const Span& s, Pieces& out) { split_llama3_like_span(s, out, 1, uc::kLetter | uc::kMark); }
 
 // A std::regex_iterator pass of a single-class regex: `greedy` takes maximal
 // runs of the class (X+), otherwise each member alone (X); the text between
@@ -238,6 +243,7 @@ Pieces split(const Cpts& cpts, PreSplit kind) {
     case PreSplit::kGpt2: gpt2(); break;
     case PreSplit::kLlama3: p = refine(cpts, p, split_llama3_span); break;
     case PreSplit::kQwen2: p = refine(cpts, p, split_qwen2_span); break;
+    case PreSplit::kQwen35: p = refine(cpts, p, split_qwen35_span); break;
     case PreSplit::kSmollm:
       runs(is_number, false);
       gpt2();

@@ -18,6 +18,7 @@ enum class PreSplit {
             // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
   kSmollm,  // \p{N} (every digit alone), then GPT-2's
   kQwen2,  // kLlama3's with \p{N} for \p{N}{1,3} (Qwen2, Qwen2.5, Qwen3)
+  kQwen35,  // kQwen2's with combining marks in letter runs: [\p{L}\p{M}]+ (Qwen3.5)
 };
 
 // What a tokenizer.ggml.pre name selects in llama.cpp's llama_vocab::load.

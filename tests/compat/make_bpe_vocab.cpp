@@ -3,7 +3,7 @@
 //       N lines of varied text (tests/support/varied_text.h).
 //   make_bpe_vocab vocab KIND CORPUS.txt N_MERGES OUT.gguf
 //       A gpt2 vocabulary with tokenizer.ggml.pre = KIND (default, gpt-2,
-//       llama-bpe, smollm, qwen2, lfm2) learned on CORPUS, as a llama model llama.cpp loads
+//       llama-bpe, smollm, qwen2, lfm2, qwen35) learned on CORPUS, as a llama model llama.cpp loads
 //       (tests/support/bpe_vocab.h).
 //   make_bpe_vocab model VOCAB.gguf OUT.gguf
 //       VOCAB's tokenizer.* keys (`ggtrain tokenizer import`'s output) in a

@@ -29,6 +29,7 @@ struct KindSpec {
   std::string bos, eos;
   bool add_bos = false;
   std::vector<std::string> whole_words;  // normal tokens no merge builds
+  std::vector<std::string> extra_lines;  // learned from besides the corpus
 };
 
 KindSpec kind_spec(const std::string& kind) {
@@ -72,8 +73,17 @@ KindSpec kind_spec(const std::string& kind) {
     k.name = "tiny-qwen3-bpe";
     k.specials = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3}, {"<think>", 4}, {"</think>", 4}};
     k.bos = "<|endoftext|>", k.eos = "<|im_end|>";
+  } else if (kind == "qwen35") {  // Qwen3.5 files: qwen2's, with combining marks in letter runs
+    k.name = "tiny-qwen35-bpe";
+    k.specials = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3},
+                  {"<think>", 4},       {"</think>", 4},     {"<tool_call>", 4}};
+    k.bos = "<|endoftext|>", k.eos = "<|im_end|>";
+    // Letters followed by combining marks, often enough that merges join
+    // them: a split that cut the mark off (qwen2's) would give other ids.
+    for (int i = 0; i < 40; ++i)
+      k.extra_lines.push_back("e\u0301te\u0301 cafe\u0301 nai\u0308ve Ame\u0301lie nin\u0303o");
   } else {
-    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2, lfm2)", kind);
+    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2, lfm2, qwen35)", kind);
   }
   return k;
 }
@@ -174,6 +184,7 @@ BpeVocabFile build_bpe_vocab(const std::string& kind, const std::vector<std::str
   const tokenizer::PreTokenizer* pre = tokenizer::find_pre_tokenizer(kind);
   MergeLearner learner(spec.missing);
   learner.add_words(lines, pre->split);
+  learner.add_words(spec.extra_lines, pre->split);
   BpeVocabFile v;
   for (int i = 0; i < n_merges && learner.merge_once(v.merges); ++i) {
   }

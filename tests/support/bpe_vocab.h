@@ -28,6 +28,8 @@ namespace ggtrain::test_support {
 //                ignore_merges, spaces kept when decoding, <think> tags.
 //   "lfm2":      LFM2's name for llama3's split (ignore_merges, BOS added),
 //                with its chat and tool-call control tokens.
+//   "qwen35":    Qwen3.5's: qwen2's split with combining marks (\p{M}) in
+//                letter runs and out of punctuation runs.
 // `n_merges` merges at most; lines are the training text.
 struct BpeVocabFile {
   std::vector<std::string> tokens, merges;
