@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Writes a small Qwen3.5 model with llama.cpp's own gguf-py, laid out as its
+convert_hf_to_gguf.py (conversion/qwen.py, Qwen3_5TextModel) writes one, not
+by ggtrain: the ssm.* sizes, attention.recurrent_layers from the model's
+layer_types (and full_attention_interval beside it, as the converter writes
+both), rope.dimension_count a quarter of the head, the rope sections
+[11, 11, 10, 0], key_length/value_length; Gated DeltaNet layers with
+attn_qkv, attn_gate, ssm_conv1d squeezed to [conv_dim, taps], ssm_dt.bias,
+ssm_a (= -exp(A_log), no .weight), ssm_beta, ssm_alpha, ssm_norm, ssm_out;
+gated attention layers whose attn_q yields [query | gate] per head; the
+feed-forward norm post_attention_norm; an untied head; random weights; and
+a real byte-level BPE vocabulary read from a tokenizer.json under the
+pre-tokenizer name "qwen35".
+
+  GGUF_PY=llama-src/gguf-py python3 make_qwen35_gguf.py TOKENIZER.json OUT.gguf
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.environ["GGUF_PY"])
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402
+
+# Away from llama.cpp's and ggtrain's defaults, so a key one side dropped shows:
+# attention on layers 1 and 4 (not every fourth), 2 key heads shared by 4
+# value heads of 16, 3 taps (Qwen3.5's are 4), heads of 32 rotating 8.
+D_MODEL, N_HEADS, N_KV_HEADS, HEAD, N_ROT, D_FF, CTX = 64, 4, 2, 32, 8, 160, 256
+LAYER_TYPES = ["linear_attention", "full_attention", "linear_attention", "linear_attention", "full_attention"]
+K_HEADS, V_HEADS, STATE, TAPS = 2, 4, 16, 3
+ROPE_BASE, EPS = 300000.0, 3e-6
+
+
+def vocabulary(path):
+    t = json.load(open(path, encoding="utf-8"))
+    model = t["model"]
+    if model["type"] != "BPE":
+        sys.exit(f"{path}: model type {model['type']}, expected BPE")
+    n = max(max(model["vocab"].values()), max(a["id"] for a in t["added_tokens"])) + 1
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    types = [gguf.TokenType.UNUSED] * n
+    for piece, i in model["vocab"].items():
+        tokens[i], types[i] = piece, gguf.TokenType.NORMAL
+    for a in t["added_tokens"]:
+        tokens[a["id"]] = a["content"]
+        types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    ids = {a["content"]: a["id"] for a in t["added_tokens"]}
+    return tokens, types, merges, ids
+
+
+def main():
+    tok_path, out = sys.argv[1], sys.argv[2]
+    tokens, types, merges, ids = vocabulary(tok_path)
+    rng = np.random.default_rng(11)
+    w = gguf.GGUFWriter(out, "qwen35")
+    w.add_name("qwen35-gguf-py")
+    w.add_context_length(CTX)
+    w.add_embedding_length(D_MODEL)
+    w.add_block_count(len(LAYER_TYPES))
+    w.add_feed_forward_length(D_FF)
+    w.add_head_count(N_HEADS)
+    w.add_head_count_kv(N_KV_HEADS)
+    w.add_rope_freq_base(ROPE_BASE)
+    w.add_layer_norm_rms_eps(EPS)
+    w.add_key_length(HEAD)
+    w.add_value_length(HEAD)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_ssm_conv_kernel(TAPS)
+    w.add_ssm_state_size(STATE)
+    w.add_ssm_group_count(K_HEADS)
+    w.add_ssm_time_step_rank(V_HEADS)
+    w.add_ssm_inner_size(V_HEADS * STATE)
+    w.add_recurrent_layers([t == "linear_attention" for t in LAYER_TYPES])
+    w.add_full_attention_interval(4)
+    w.add_rope_dimension_count(N_ROT)
+    w.add_rope_dimension_sections([11, 11, 10, 0])
+    w.add_vocab_size(len(tokens))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen35")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(ids["<|endoftext|>"])
+    w.add_eos_token_id(ids["<|im_end|>"])
+    w.add_add_bos_token(False)
+
+    def rand(*shape, scale=0.08):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    def norm(n):
+        return (1.0 + rng.standard_normal(n) * 0.05).astype(np.float32)
+
+    key_dim, value_dim = K_HEADS * STATE, V_HEADS * STATE
+    conv_dim = 2 * key_dim + value_dim
+    w.add_tensor("token_embd.weight", rand(len(tokens), D_MODEL, scale=0.5))
+    for i, kind in enumerate(LAYER_TYPES):
+        p = f"blk.{i}."
+        w.add_tensor(p + "attn_norm.weight", norm(D_MODEL))
+        if kind == "linear_attention":
+            w.add_tensor(p + "attn_qkv.weight", rand(conv_dim, D_MODEL, scale=0.2))
+            w.add_tensor(p + "attn_gate.weight", rand(value_dim, D_MODEL, scale=0.2))
+            w.add_tensor(p + "ssm_conv1d.weight", rand(conv_dim, TAPS, scale=0.4))
+            w.add_tensor(p + "ssm_dt.bias", rand(V_HEADS, scale=0.5))
+            w.add_tensor(p + "ssm_a", -np.exp(rng.uniform(0.0, 1.5, V_HEADS)).astype(np.float32))
+            w.add_tensor(p + "ssm_beta.weight", rand(V_HEADS, D_MODEL, scale=0.2))
+            w.add_tensor(p + "ssm_alpha.weight", rand(V_HEADS, D_MODEL, scale=0.2))
+            w.add_tensor(p + "ssm_norm.weight", norm(STATE))
+            w.add_tensor(p + "ssm_out.weight", rand(D_MODEL, value_dim))
+        else:
+            w.add_tensor(p + "attn_q.weight", rand(2 * N_HEADS * HEAD, D_MODEL))
+            w.add_tensor(p + "attn_k.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
+            w.add_tensor(p + "attn_v.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
+            w.add_tensor(p + "attn_output.weight", rand(D_MODEL, N_HEADS * HEAD))
+            w.add_tensor(p + "attn_q_norm.weight", norm(HEAD))
+            w.add_tensor(p + "attn_k_norm.weight", norm(HEAD))
+        w.add_tensor(p + "post_attention_norm.weight", norm(D_MODEL))
+        w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
+        w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
+        w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+    w.add_tensor("output_norm.weight", norm(D_MODEL))
+    w.add_tensor("output.weight", rand(len(tokens), D_MODEL, scale=0.2))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__":
+    main()
