@@ -39,25 +39,48 @@ struct DeltaRuleShape {
 namespace detail {
 
 // One position of one head: S (d x d, row-major [i][j]) advanced in place;
-// writes o (d) unless null, and `recalled` (m, d) unless null.
+// writes o (d) unless null, and `recalled` (m, d) unless null. Two passes
+// over S: decay and recall, then update and read-out. Each sum is one
+// multiply and one add, so a compiler that fuses them into an FMA has one
+// way to do it: the forward, the backward's recomputation and the decoder
+// get the same bits.
 template <typename T>
 void delta_rule_step(T* S, T* o, T* recalled, const T* q, const T* k, const T* v, T g, T beta, T scale, int64_t d,
                      T* delta) {
   const T a = std::exp(g);
-  for (int64_t x = 0; x < d * d; ++x) S[x] *= a;
   for (int64_t j = 0; j < d; ++j) delta[j] = T(0);
-  for (int64_t i = 0; i < d; ++i)
-    for (int64_t j = 0; j < d; ++j) delta[j] += S[i * d + j] * k[i];
+  for (int64_t i = 0; i < d; ++i) {
+    const T ki = k[i];
+    T* Si = S + i * d;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) {
+      Si[j] *= a;
+      delta[j] += Si[j] * ki;
+    }
+  }
   for (int64_t j = 0; j < d; ++j) {
     if (recalled) recalled[j] = delta[j];
     delta[j] = (v[j] - delta[j]) * beta;
   }
-  for (int64_t i = 0; i < d; ++i)
-    for (int64_t j = 0; j < d; ++j) S[i * d + j] += k[i] * delta[j];
-  if (!o) return;
+  if (!o) {
+    for (int64_t i = 0; i < d; ++i) {
+      const T ki = k[i];
+      T* Si = S + i * d;
+#pragma omp simd
+      for (int64_t j = 0; j < d; ++j) Si[j] += ki * delta[j];
+    }
+    return;
+  }
   for (int64_t j = 0; j < d; ++j) o[j] = T(0);
-  for (int64_t i = 0; i < d; ++i)
-    for (int64_t j = 0; j < d; ++j) o[j] += S[i * d + j] * q[i];
+  for (int64_t i = 0; i < d; ++i) {
+    const T ki = k[i], qi = q[i];
+    T* Si = S + i * d;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) {
+      Si[j] += ki * delta[j];
+      o[j] += Si[j] * qi;
+    }
+  }
   for (int64_t j = 0; j < d; ++j) o[j] *= scale;
 }
 
@@ -136,11 +159,16 @@ void delta_rule_backward(T* dq, T* dk, T* dv, T* dg, T* dbeta, T* scratch, const
         T* dqt = dq_h + (r * H + h) * d;
         T* dkt = dk_h + (r * H + h) * d;
         // o = scale S_t^T q
+        // The sums over j below run in SIMD lanes (omp simd reduction):
+        // a fixed order, whatever the thread count.
         for (int64_t i = 0; i < d; ++i) {
           T acc = T(0);
+          T* dSi = dS.data() + i * d;
+          const T* Sti = St + i * d;
+#pragma omp simd reduction(+ : acc)
           for (int64_t j = 0; j < d; ++j) {
-            dS[size_t(i * d + j)] += scale * qt[i] * dot[j];
-            acc += St[i * d + j] * dot[j];
+            dSi[j] += scale * qt[i] * dot[j];
+            acc += Sti[j] * dot[j];
           }
           dqt[i] = scale * acc;
         }
@@ -148,9 +176,13 @@ void delta_rule_backward(T* dq, T* dk, T* dv, T* dg, T* dbeta, T* scratch, const
         for (int64_t j = 0; j < d; ++j) delta[size_t(j)] = (vt[j] - m[j]) * bt, ddelta[size_t(j)] = T(0);
         for (int64_t i = 0; i < d; ++i) {
           T acc = T(0);
+          const T* dSi = dS.data() + i * d;
+          T* ddl = ddelta.data();
+          const T* dl = delta.data();
+#pragma omp simd reduction(+ : acc)
           for (int64_t j = 0; j < d; ++j) {
-            ddelta[size_t(j)] += dS[size_t(i * d + j)] * kt[i];
-            acc += dS[size_t(i * d + j)] * delta[size_t(j)];
+            ddl[j] += dSi[j] * kt[i];
+            acc += dSi[j] * dl[j];
           }
           dkt[i] = acc;
         }
@@ -163,14 +195,22 @@ void delta_rule_backward(T* dq, T* dk, T* dv, T* dg, T* dbeta, T* scratch, const
         }
         dbeta[r * H + h] = db;
         T da = T(0);
+        const T* dmv = dm.data();
         for (int64_t i = 0; i < d; ++i) {
+          T* dSp = dS_prev.data() + i * d;
+          const T* dSi = dS.data() + i * d;
+          if (reset) {  // S' = 0: no gradient reaches S_{t-1}, k's recall term is 0
+            std::fill(dSp, dSp + d, T(0));
+            continue;
+          }
+          const T* Sp = Sprev + i * d;
           T acc = T(0);
+#pragma omp simd reduction(+ : acc, da)
           for (int64_t j = 0; j < d; ++j) {
-            const T sp = reset ? T(0) : a * Sprev[i * d + j];  // S'
-            acc += sp * dm[size_t(j)];
-            const T dsp = dS[size_t(i * d + j)] + kt[i] * dm[size_t(j)];  // dS'
-            if (!reset) da += dsp * Sprev[i * d + j];
-            dS_prev[size_t(i * d + j)] = reset ? T(0) : a * dsp;
+            acc += a * Sp[j] * dmv[j];  // S' = a S_{t-1}
+            const T dsp = dSi[j] + kt[i] * dmv[j];  // dS'
+            da += dsp * Sp[j];
+            dSp[j] = a * dsp;
           }
           dkt[i] += acc;
         }

@@ -70,28 +70,53 @@ inline bool gdn_in_document(const GdnShape& s, int64_t b, int64_t t, int64_t src
 
 }  // namespace detail
 
-// q, k and v of qkv's rows ([rows, conv_dim], strided views), copied as the
-// rule reads them ([rows, heads, d] each).
+// Scratch of the forward and backward passes, planned by the caller once
+// and shared by every layer (gdn_scratch_floats(s) floats): q, k and v as
+// the rule reads them ([rows, heads, d] each), and the backward's gradients.
 template <typename T>
-struct GdnQkv {
-  std::vector<T> q, k, v;
+struct GdnScratch {
+  T *q, *k, *v;  // [rows, n_k, d], [rows, n_k, d], [rows, n_v, d]
+  T *d_o, *dq, *dk, *dv, *dg, *dbeta, *rule, *dconv;
 };
+inline int64_t gdn_scratch_floats(const GdnShape& s) {
+  const int64_t R = s.rows();
+  return R * (2 * s.key_dim() + s.value_dim()) + R * (2 * s.value_dim() + 2 * s.key_dim() + 2 * s.n_v_heads) +
+         delta_rule_backward_scratch(s.rule()) + R * s.conv_dim();
+}
 template <typename T>
-GdnQkv<T> split_qkv(const T* qkv, const GdnShape& s) {
-  const int64_t CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim();
-  GdnQkv<T> x{std::vector<T>(size_t(s.rows() * KD)), std::vector<T>(size_t(s.rows() * KD)),
-              std::vector<T>(size_t(s.rows() * VD))};
-  for (int64_t r = 0; r < s.rows(); ++r) {
-    std::copy(qkv + r * CD, qkv + r * CD + KD, x.q.begin() + r * KD);
-    std::copy(qkv + r * CD + KD, qkv + r * CD + 2 * KD, x.k.begin() + r * KD);
-    std::copy(qkv + r * CD + 2 * KD, qkv + (r + 1) * CD, x.v.begin() + r * VD);
-  }
+GdnScratch<T> gdn_scratch(T* base, const GdnShape& s) {
+  const int64_t R = s.rows(), KD = s.key_dim(), VD = s.value_dim(), H = s.n_v_heads;
+  auto take = [&](int64_t n) {
+    T* p = base;
+    base += n;
+    return p;
+  };
+  GdnScratch<T> x;
+  x.q = take(R * KD), x.k = take(R * KD), x.v = take(R * VD);
+  x.d_o = take(R * VD), x.dq = take(R * KD), x.dk = take(R * KD), x.dv = take(R * VD);
+  x.dg = take(R * H), x.dbeta = take(R * H);
+  x.rule = take(delta_rule_backward_scratch(s.rule()));
+  x.dconv = take(R * s.conv_dim());
   return x;
 }
 
+// q, k and v of qkv's rows ([rows, conv_dim], strided views), copied into
+// x.q, x.k, x.v as the rule reads them.
+template <typename T>
+void split_qkv(const GdnScratch<T>& x, const T* qkv, const GdnShape& s) {
+  const int64_t CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim();
+#pragma omp parallel for schedule(static) if (s.rows() * CD >= kMinParallelWork)
+  for (int64_t r = 0; r < s.rows(); ++r) {
+    std::copy(qkv + r * CD, qkv + r * CD + KD, x.q + r * KD);
+    std::copy(qkv + r * CD + KD, qkv + r * CD + 2 * KD, x.k + r * KD);
+    std::copy(qkv + r * CD + 2 * KD, qkv + (r + 1) * CD, x.v + r * VD);
+  }
+}
+
 template <typename T, typename Y>
-void gdn_forward(Y* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
-                 const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s) {
+void gdn_forward(Y* y, const GdnActs<T>& a, const GdnScratch<T>& x, const T* u, const T* z, const T* b_raw,
+                 const T* alpha, const T* conv_w, const T* dt_bias, const T* ssm_a, const T* norm_w,
+                 const GdnShape& s) {
   const int64_t R = s.rows(), CD = s.conv_dim(), KD = s.key_dim(), H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
   const int64_t L = s.taps;
   const bool par = R * CD >= kMinParallelWork;
@@ -121,8 +146,8 @@ void gdn_forward(Y* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_r
       a.g[r * H + h] = detail::gdn_softplus(alpha[r * H + h] + dt_bias[h]) * ssm_a[h];
     }
   }
-  const GdnQkv<T> x = split_qkv(a.qkv, s);
-  delta_rule_forward(a.o, a.checkpoints, x.q.data(), x.k.data(), x.v.data(), a.g, a.beta, s.rule());
+  split_qkv(x, a.qkv, s);
+  delta_rule_forward(a.o, a.checkpoints, x.q, x.k, x.v, a.g, a.beta, s.rule());
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
@@ -143,13 +168,13 @@ void gdn_forward(Y* y, const GdnActs<T>& a, const T* u, const T* z, const T* b_r
 // run in a fixed order: the result does not depend on the thread count.
 template <typename T>
 void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias, T* d_ssm_a, T* d_norm_w, const T* dy,
-                  const GdnActs<T>& a, const T* u, const T* z, const T* alpha, const T* conv_w, const T* dt_bias,
-                  const T* ssm_a, const T* norm_w, const GdnShape& s) {
+                  const GdnActs<T>& a, const GdnScratch<T>& x, const T* u, const T* z, const T* alpha, const T* conv_w,
+                  const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s) {
   const int64_t R = s.rows(), CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim(), H = s.n_v_heads;
   const int64_t HK = s.n_k_heads, d = s.d, L = s.taps;
   const bool par = R * CD >= kMinParallelWork;
   // The gated output norm: y = o rstd w silu(z).
-  std::vector<T> d_o(size_t(R * VD));
+  T* d_o = x.d_o;
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
@@ -160,11 +185,11 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
         const int64_t at = r * VD + h * d + i;
         const T dn = dy[at] * norm_w[i] * detail::gdn_silu(z[at]);  // d(normed o)
         dz[at] = dy[at] * o[i] * rstd * norm_w[i] * detail::gdn_silu_grad(z[at]);
-        d_o[size_t(at)] = dn;
+        d_o[at] = dn;
         dot += dn * o[i] * rstd;
       }
       for (int64_t i = 0; i < d; ++i) {
-        T& g = d_o[size_t(r * VD + h * d + i)];
+        T& g = d_o[r * VD + h * d + i];
         g = rstd * (g - o[i] * rstd * dot / T(d));
       }
     }
@@ -176,29 +201,27 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
           d_norm_w[i] += dy[at] * a.o[(r * H + h) * d + i] * a.rstd_o[r * H + h] * detail::gdn_silu(z[at]);
         }
   // The rule.
-  const GdnQkv<T> x = split_qkv(a.qkv, s);
-  std::vector<T> dq(x.q.size()), dk(x.k.size()), dv(x.v.size()), dg(size_t(R * H)), dbeta(size_t(R * H)),
-      scratch(size_t(delta_rule_backward_scratch(s.rule())));
-  delta_rule_backward(dq.data(), dk.data(), dv.data(), dg.data(), dbeta.data(), scratch.data(), d_o.data(),
-                      a.checkpoints, x.q.data(), x.k.data(), x.v.data(), a.g, a.beta, s.rule());
+  split_qkv(x, a.qkv, s);
+  T *dq = x.dq, *dk = x.dk, *dv = x.dv, *dg = x.dg, *dbeta = x.dbeta;
+  delta_rule_backward(dq, dk, dv, dg, dbeta, x.rule, d_o, a.checkpoints, x.q, x.k, x.v, a.g, a.beta, s.rule());
   // The gates.
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
-      const T bt = a.beta[r * H + h], x = alpha[r * H + h] + dt_bias[h];
+      const T bt = a.beta[r * H + h], pre = alpha[r * H + h] + dt_bias[h];
       db_raw[r * H + h] = dbeta[size_t(r * H + h)] * bt * (T(1) - bt);
-      const T sig = x > T(20) ? T(1) : T(1) / (T(1) + std::exp(-x));  // softplus' (ggml's threshold)
+      const T sig = pre > T(20) ? T(1) : T(1) / (T(1) + std::exp(-pre));  // softplus' (ggml's threshold)
       dalpha[r * H + h] = dg[size_t(r * H + h)] * ssm_a[h] * sig;
       if (d_dt_bias) d_dt_bias[h] += dalpha[r * H + h];
-      if (d_ssm_a) d_ssm_a[h] += dg[size_t(r * H + h)] * detail::gdn_softplus(x);
+      if (d_ssm_a) d_ssm_a[h] += dg[size_t(r * H + h)] * detail::gdn_softplus(pre);
     }
   // Through the L2 norms and silu into d(conv output): dact [rows, conv_dim].
-  std::vector<T> dconv(size_t(R * CD));
+  T* dconv = x.dconv;
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < R; ++r) {
     for (int64_t part = 0; part < 2; ++part)
       for (int64_t h = 0; h < HK; ++h) {
         const T* yn = a.qkv + r * CD + part * KD + h * d;  // normed
-        const T* dyn = (part ? dk : dq).data() + (r * HK + h) * d;
+        const T* dyn = (part ? dk : dq) + (r * HK + h) * d;
         const T inv = (part ? a.inv_k : a.inv_q)[r * HK + h];
         T dot = T(0);
         for (int64_t i = 0; i < d; ++i) dot += dyn[i] * yn[i];

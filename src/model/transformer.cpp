@@ -312,8 +312,8 @@ void Transformer<T>::gdn_block_forward(int64_t l, T* out) {
   project(l, kSsmBeta, a.gdn_b, a.h_attn, OpProfile::kQkv);
   project(l, kSsmAlpha, a.gdn_alpha, a.h_attn, OpProfile::kQkv);
   with_pointer(a.gdn_y, [&](auto* y) {
-    gdn_forward(y, a.gdn, a.gdn_u, a.gdn_z, a.gdn_b, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a, w.ssm_norm,
-                gdn_shape());
+    gdn_forward(y, a.gdn, kernels::gdn_scratch(gdn_scratch_, gdn_shape()), a.gdn_u, a.gdn_z, a.gdn_b, a.gdn_alpha,
+                w.ssm_conv, w.ssm_dt, w.ssm_a, w.ssm_norm, gdn_shape());
   });
   charge_time_to(OpProfile::kGatedDeltaNet);
   if (!out) return;
@@ -329,7 +329,8 @@ void Transformer<T>::gdn_block_backward(int64_t l, T* d_res) {
   const auto& a = layer_acts_[size_t(l)];
   project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_res, d_res_h_, BT * C), d_res, a.gdn_y, false, OpProfile::kAttnOutput);
   gdn_backward(d_gdn_u_, d_gdn_z_, d_gdn_b_, d_gdn_alpha_, g.ssm_conv, g.ssm_dt, g.ssm_a, g.ssm_norm, d_gdn_y_, a.gdn,
-               a.gdn_u, a.gdn_z, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a, w.ssm_norm, s);
+               kernels::gdn_scratch(gdn_scratch_, s), a.gdn_u, a.gdn_z, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a,
+               w.ssm_norm, s);
   charge_time_to(OpProfile::kGatedDeltaNet);
   const struct {
     BlockMatrix m;

@@ -1,6 +1,6 @@
 #pragma once
 // The decoder-only transformer of every architecture in model/architecture
-// (llama, qwen2, qwen3, gemma3, smollm3, lfm2), written the way llm.c writes GPT-2: explicit
+// (llama, qwen2, qwen3, gemma3, smollm3, lfm2, qwen35), written the way llm.c writes GPT-2: explicit
 // forward and backward passes over buffers that are planned once, at
 // construction, from (config, batch, seq_len). Nothing is allocated per step.
 //
@@ -350,6 +350,7 @@ class Transformer {
   // rounding buffer that each of them passes through on its way to a GEMM.
   T *d_gdn_y_ = nullptr, *d_gdn_z_ = nullptr, *d_gdn_u_ = nullptr, *d_gdn_b_ = nullptr, *d_gdn_alpha_ = nullptr;
   kernels::bf16* d_gdn_h_ = nullptr;
+  T* gdn_scratch_ = nullptr;  // kernels::gdn_scratch_floats: shared by every layer's forward and backward
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
   const int32_t* scored_targets_ = nullptr;  // forward_scores()'s, until backward_weighted()

@@ -217,6 +217,7 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
     d_gdn_b_ = p.take(BT * s.n_v_heads);
     d_gdn_alpha_ = p.take(BT * s.n_v_heads);
     if (bf16_) d_gdn_h_ = take_gemm_in(p, BT * s.conv_dim()).bf16;
+    gdn_scratch_ = p.take(kernels::gdn_scratch_floats(s));
   }
   if (present.short_conv) {
     d_bcx_ = p.take(BT * 3 * C);

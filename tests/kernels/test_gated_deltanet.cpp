@@ -57,7 +57,7 @@ Model<double> random_model(const GdnShape& s) {
 
 template <typename T>
 struct Buffers {
-  std::vector<T> conv, qkv, inv_q, inv_k, beta, g, o, rstd_o, cp;
+  std::vector<T> conv, qkv, inv_q, inv_k, beta, g, o, rstd_o, cp, scratch;
   explicit Buffers(const GdnShape& s)
       : conv(size_t(s.rows() * s.conv_dim())),
         qkv(conv.size()),
@@ -67,7 +67,9 @@ struct Buffers {
         g(beta.size()),
         o(size_t(s.rows() * s.value_dim())),
         rstd_o(beta.size()),
-        cp(size_t(s.rule().checkpoint_floats())) {}
+        cp(size_t(s.rule().checkpoint_floats())),
+        scratch(size_t(ggtrain::kernels::gdn_scratch_floats(s))) {}
+  ggtrain::kernels::GdnScratch<T> sc(const GdnShape& s) { return ggtrain::kernels::gdn_scratch(scratch.data(), s); }
   GdnActs<T> acts() {
     return {conv.data(), qkv.data(), inv_q.data(),  inv_k.data(), beta.data(),
             g.data(),    o.data(),   rstd_o.data(), cp.data()};
@@ -77,7 +79,7 @@ struct Buffers {
 template <typename T>
 std::vector<T> run_forward(const Model<T>& m, const GdnShape& s, Buffers<T>& buf) {
   std::vector<T> y(size_t(s.rows() * s.value_dim()));
-  ggtrain::kernels::gdn_forward(y.data(), buf.acts(), m.u.data(), m.z.data(), m.b.data(), m.alpha.data(),
+  ggtrain::kernels::gdn_forward(y.data(), buf.acts(), buf.sc(s), m.u.data(), m.z.data(), m.b.data(), m.alpha.data(),
                                 m.conv_w.data(), m.dt.data(), m.a.data(), m.norm_w.data(), s);
   return y;
 }
@@ -92,8 +94,8 @@ std::vector<std::vector<T>> run_backward(const Model<T>& m, const GdnShape& s, c
                                 std::vector<T>(m.conv_w.size()), std::vector<T>(m.dt.size()),
                                 std::vector<T>(m.a.size()),      std::vector<T>(m.norm_w.size())};
   ggtrain::kernels::gdn_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), g[4].data(), g[5].data(),
-                                 g[6].data(), g[7].data(), w.data(), buf.acts(), m.u.data(), m.z.data(), m.alpha.data(),
-                                 m.conv_w.data(), m.dt.data(), m.a.data(), m.norm_w.data(), s);
+                                 g[6].data(), g[7].data(), w.data(), buf.acts(), buf.sc(s), m.u.data(), m.z.data(),
+                                 m.alpha.data(), m.conv_w.data(), m.dt.data(), m.a.data(), m.norm_w.data(), s);
   return g;
 }
 
