@@ -143,6 +143,7 @@ int main(int argc, char** argv) try {
     c.arch = "llama";
     c.sliding_window = 0;
     c.attention_layers.clear();
+    c.rope_dim = 0;
   }
   if (a.lora_rank > 0) {  // every block matrix some layer has
     std::vector<std::string> all;

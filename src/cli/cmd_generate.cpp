@@ -41,7 +41,8 @@ Runner add_generate_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "generate", "Generate text from a model GGUF: llama, qwen2, qwen3, gemma3, smollm3 or lfm2 (KV cache, streamed)");
+      "generate",
+      "Generate text from a model GGUF: llama, qwen2, qwen3, gemma3, smollm3, lfm2 or qwen35 (KV cache, streamed)");
   add_inference_options(cmd, o->model);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added as the model asks)");
   auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt text from FILE");

@@ -221,10 +221,9 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
   w.lens = c.donor_dim > 0 ? at("lens.proj.weight") : nullptr;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(block_tensor_name(l, what)); };
-    auto mat = [&](BlockMatrix m) { return layer_has_matrix(c, l, m) ? n(block_matrix_name(m)) : nullptr; };
-    LayerWeights<T> lw{n("attn_norm"), mat(kAttnQ),      mat(kAttnK),
-                       mat(kAttnV),    mat(kAttnOutput), n(c.architecture().ffn_norm),
-                       mat(kFfnGate),  mat(kFfnUp),      mat(kFfnDown)};
+    LayerWeights<T> lw;
+    lw.attn_norm = n("attn_norm");
+    lw.ffn_norm = n(c.architecture().ffn_norm);
     if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {
       lw.ssm_conv = n("ssm_conv1d");
       lw.ssm_dt = at(block_tensor_name(l, "ssm_dt", "bias"));
@@ -232,11 +231,7 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
       lw.ssm_norm = n("ssm_norm");
     }
     const bool conv = c.mixer(l) != Config::Mixer::kAttention;  // no attention tensors
-    if (c.mixer(l) == Config::Mixer::kShortConv) {
-      lw.conv_in = mat(kConvInProj);
-      lw.conv_kernel = n(kShortConvKernel);
-      lw.conv_out = mat(kConvOutProj);
-    }
+    if (c.mixer(l) == Config::Mixer::kShortConv) lw.conv_kernel = n(kShortConvKernel);
     if (!conv && c.architecture().qkv_bias) {
       lw.bq = at(block_tensor_name(l, "attn_q", "bias"));
       lw.bk = at(block_tensor_name(l, "attn_k", "bias"));

@@ -92,9 +92,12 @@ inline constexpr const char* kShortConvKernel = "shortconv.conv";
 // ssm_norm.weight [head size].
 std::string ssm_a_name(int64_t l);
 
+// A block's vectors and small tensors by role. Its matrices (BlockMatrix)
+// are bound by name where they are used (Transformer::bind_layers), as they
+// may be held quantized.
 template <typename T>
 struct LayerWeights {
-  T *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;  // wq..wo null on a convolution layer
+  T *attn_norm = nullptr, *ffn_norm = nullptr;
   // Architecture::qk_norm: [d_head] weights of the query and key head norms; else null.
   T *attn_q_norm = nullptr, *attn_k_norm = nullptr;
   // Architecture::post_norms: [C] norms of the attention and feed-forward
@@ -102,11 +105,10 @@ struct LayerWeights {
   T *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
   // Architecture::qkv_bias: [q_dim], [kv_dim], [kv_dim]; else null.
   T *bq = nullptr, *bk = nullptr, *bv = nullptr;
-  // Short-convolution layers: in_proj [3C, C], the kernel [C, taps],
-  // out_proj [C, C]; their attention matrices are null (and the reverse).
-  T *conv_in = nullptr, *conv_kernel = nullptr, *conv_out = nullptr;
+  // Short-convolution layers: the kernel [C, taps].
+  T* conv_kernel = nullptr;
   // Gated DeltaNet layers: the convolution kernel [conv_dim, taps], dt_bias,
-  // a [value heads], the output norm [head size]; its matrices are in proj_.
+  // a [value heads], the output norm [head size].
   T *ssm_conv = nullptr, *ssm_dt = nullptr, *ssm_a = nullptr, *ssm_norm = nullptr;
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
