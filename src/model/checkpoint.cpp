@@ -60,8 +60,8 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
   w.set(c.key("block_count"), u32(c.n_layers));
   w.set(c.key("feed_forward_length"), u32(c.d_ff));
   w.set(c.key("attention.head_count"), u32(c.n_heads));
-  if (c.architecture().recurrent_mixer ==
-      Mixer::kShortConv) {  // per layer, 0 on convolution layers, as the LFM2 converter writes it
+  // LFM2: per layer, 0 on convolution layers, as its converter writes it.
+  if (c.architecture().recurrent_mixer == Mixer::kShortConv) {
     std::vector<int32_t> per_layer;
     for (int64_t n : c.kv_heads_per_layer()) per_layer.push_back(int32_t(n));
     w.set(c.key("attention.head_count_kv"), Value::i32_array(per_layer));
