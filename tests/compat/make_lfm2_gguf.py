@@ -9,36 +9,18 @@ tokens typed as the converter types them), its pre-tokenizer named "lfm2".
 
   GGUF_PY=llama-src/gguf-py python3 make_lfm2_gguf.py TOKENIZER.json OUT.gguf
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.environ["GGUF_PY"])
 import numpy as np  # noqa: E402
 import gguf  # noqa: E402
+from hf_vocabulary import vocabulary  # noqa: E402  (beside this script)
 
 # Away from llama.cpp's and ggtrain's defaults, so a key one side dropped shows.
 D_MODEL, N_HEADS, N_KV_HEADS, D_FF, CTX, TAPS = 64, 4, 2, 160, 256, 3
 LAYER_TYPES = ["conv", "full_attention", "conv", "conv", "full_attention"]
 ROPE_BASE, EPS = 300000.0, 3e-6
-
-
-def vocabulary(path):
-    t = json.load(open(path, encoding="utf-8"))
-    model = t["model"]
-    if model["type"] != "BPE":
-        sys.exit(f"{path}: model type {model['type']}, expected BPE")
-    n = max(max(model["vocab"].values()), max(a["id"] for a in t["added_tokens"])) + 1
-    tokens = [f"[PAD{i}]" for i in range(n)]
-    types = [gguf.TokenType.UNUSED] * n
-    for piece, i in model["vocab"].items():
-        tokens[i], types[i] = piece, gguf.TokenType.NORMAL
-    for a in t["added_tokens"]:
-        tokens[a["id"]] = a["content"]
-        types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
-    ids = {a["content"]: a["id"] for a in t["added_tokens"]}
-    return tokens, types, merges, ids
 
 
 def main():
