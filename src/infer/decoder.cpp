@@ -222,10 +222,7 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
   const bool gated = cfg_.architecture().attn_output_gate;
   if (gated) {  // attn_q yields per head [query | gate]
     project(L.wq, h_.data(), q_full_.data(), n);
-    for (int64_t r = 0; r < n * cfg_.n_heads; ++r) {
-      std::copy_n(q_full_.data() + 2 * r * hd, hd, q_.data() + r * hd);
-      std::copy_n(q_full_.data() + (2 * r + 1) * hd, hd, attn_gate_.data() + r * hd);
-    }
+    model::split_query_gate(q_.data(), attn_gate_.data(), q_full_.data(), n * cfg_.n_heads, hd);
   } else {
     project(L.wq, h_.data(), q_.data(), n);
   }
@@ -247,8 +244,7 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
   }
   cache_.store(l, k_.data(), v_.data(), pos, n);
   attention(l, n);
-  if (gated)
-    for (int64_t i = 0; i < n * cfg_.q_dim(); ++i) att_out_[size_t(i)] /= 1.0f + std::exp(-attn_gate_[size_t(i)]);
+  if (gated) model::apply_output_gate(att_out_.data(), att_out_.data(), attn_gate_.data(), n * cfg_.q_dim());
   project(L.wo, att_out_.data(), tmp_.data(), n);
 }
 

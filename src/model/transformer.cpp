@@ -200,7 +200,7 @@ void Transformer<T>::attn_block_forward(int64_t l, T* out) {
   auto& a = layer_acts_[size_t(l)];
   if (gated_attention()) {  // attn_q yields the queries and the output gate
     project(l, kAttnQ, a.q_full, a.h_attn, OpProfile::kQkv);
-    split_query_gate(a);
+    split_query_gate(qk_norm() ? a.q_raw : a.q, a.attn_gate, a.q_full, BT * cfg_.n_heads, hd);
   } else {
     project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, OpProfile::kQkv);
   }
@@ -230,7 +230,7 @@ void Transformer<T>::attn_block_forward(int64_t l, T* out) {
   };
   if (gated_attention()) {
     attend(a.attn_o);
-    apply_output_gate(a);
+    with_pointer(a.attn_out, [&](auto* out) { apply_output_gate(out, a.attn_o, a.attn_gate, BT * QD); });
   } else {
     with_pointer(a.attn_out, attend);
   }
@@ -256,26 +256,6 @@ void Transformer<T>::conv_block_forward(int64_t l, T* out) {
   charge_time_to(OpProfile::kShortConv);
   if (!out) return;
   project(l, kConvOutProj, out, a.conv_y, OpProfile::kAttnOutput);
-}
-
-template <typename T>
-void Transformer<T>::split_query_gate(LayerActs<T>& a) {
-  const int64_t rows = batch_ * seq_len_ * cfg_.n_heads, hd = cfg_.d_head();
-  T* q = qk_norm() ? a.q_raw : a.q;
-#pragma omp parallel for schedule(static) if (rows * hd >= kMinParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy(a.q_full + 2 * r * hd, a.q_full + (2 * r + 1) * hd, q + r * hd);
-    std::copy(a.q_full + (2 * r + 1) * hd, a.q_full + (2 * r + 2) * hd, a.attn_gate + r * hd);
-  }
-}
-
-template <typename T>
-void Transformer<T>::apply_output_gate(LayerActs<T>& a) {
-  const int64_t n = batch_ * seq_len_ * cfg_.q_dim();
-  with_pointer(a.attn_out, [&](auto* out) {
-#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
-    for (int64_t i = 0; i < n; ++i) store(out + i, a.attn_o[i] / (T(1) + std::exp(-a.attn_gate[i])));
-  });
 }
 
 // d_attn_out_ holds d(attn_out); it becomes d(o), and d(gate) goes to d_attn_gate_.

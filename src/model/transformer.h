@@ -269,12 +269,9 @@ class Transformer {
   void attn_block_backward(int64_t l, T* d_res);
   void conv_block_backward(int64_t l, T* d_res);
   void gdn_block_backward(int64_t l, T* d_res);
-  // Gated attention's two steps around attention (Architecture::attn_output_gate):
-  // attn_q's output split into q_raw and the gate; attn_out = o sigmoid(gate).
-  // Their backward turns d(attn_out) into d(o) (in place) and d(gate), and
-  // joins d(q_raw) and d(gate) into d_q_full_.
-  void split_query_gate(LayerActs<T>& a);
-  void apply_output_gate(LayerActs<T>& a);
+  // The backward of gated attention's two steps (model/family_ops.h's
+  // split_query_gate and apply_output_gate): d(attn_out) becomes d(o) (in
+  // place) and d(gate); d(q_raw) and d(gate) join into d_q_full_.
   void output_gate_backward(const LayerActs<T>& a);
   void join_query_gate_grad(const T* d_q);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
