@@ -4,31 +4,60 @@ namespace ggtrain::model {
 
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> rows = {
-      // name, RoPE pairs, qk_norm, qkv_bias, head size key, feed-forward, post_norms, embedding_scale,
-      // swa pattern, no-RoPE step, the mixer of the layers that do not attend, final norm, feed-forward norm,
-      // gated attention, partial RoPE
-      {"llama", RopeLayout::kAdjacentPairs, false, false, false, FfnActivation::kSilu, false, false, 0, 0,
-       Mixer::kAttention, "output_norm.weight", "ffn_norm", false, false,
-       "Llama 1-3.x, SmolLM, SmolLM2, TinyLlama, Mistral 7B"},
-      {"qwen2", RopeLayout::kHalves, false, true, false, FfnActivation::kSilu, false, false, 0, 0, Mixer::kAttention,
-       "output_norm.weight", "ffn_norm", false, false, "Qwen2, Qwen2.5"},
-      {"qwen3", RopeLayout::kHalves, true, false, true, FfnActivation::kSilu, false, false, 0, 0, Mixer::kAttention,
-       "output_norm.weight", "ffn_norm", false, false, "Qwen3 (dense)"},
-      {"gemma3", RopeLayout::kHalves, true, false, true, FfnActivation::kGeluTanh, true, true, 6, 0, Mixer::kAttention,
-       "output_norm.weight", "ffn_norm", false, false, "Gemma 3 (text)"},
+      {.name = "llama", .doc = "Llama 1-3.x, SmolLM, SmolLM2, TinyLlama, Mistral 7B"},
+      {.name = "qwen2", .rope = RopeLayout::kHalves, .qkv_bias = true, .doc = "Qwen2, Qwen2.5"},
+      {.name = "qwen3", .rope = RopeLayout::kHalves, .qk_norm = true, .writes_head_size = true, .doc = "Qwen3 (dense)"},
+      {.name = "gemma3",
+       .rope = RopeLayout::kHalves,
+       .qk_norm = true,
+       .writes_head_size = true,
+       .ffn_activation = FfnActivation::kGeluTanh,
+       .post_norms = true,
+       .embedding_scale = true,
+       .default_swa_pattern = 6,
+       .doc = "Gemma 3 (text)"},
       // llama with every fourth layer unrotated; the converter writes it as
       // llama (adjacent pairs, no key for the step).
-      {"smollm3", RopeLayout::kAdjacentPairs, false, false, false, FfnActivation::kSilu, false, false, 0, 4,
-       Mixer::kAttention, "output_norm.weight", "ffn_norm", false, false, "SmolLM3"},
+      {.name = "smollm3", .no_rope_layer_step = 4, .doc = "SmolLM3"},
       // attention (qwen3's head norms, NeoX pairs) on the layers
       // head_count_kv marks, double-gated short convolutions on the others
-      {"lfm2", RopeLayout::kHalves, true, false, false, FfnActivation::kSilu, false, false, 0, 0, Mixer::kShortConv,
-       "token_embd_norm.weight", "ffn_norm", false, false, "LFM2, LFM2.5 (dense)"},
+      {.name = "lfm2",
+       .rope = RopeLayout::kHalves,
+       .qk_norm = true,
+       .recurrent_mixer = Mixer::kShortConv,
+       .output_norm = "token_embd_norm.weight",
+       .doc = "LFM2, LFM2.5 (dense)"},
       // Gated DeltaNet layers with gated attention (qwen3's head norms, NeoX
       // pairs on the first rope.dimension_count dimensions) every
       // full_attention_interval-th layer
-      {"qwen35", RopeLayout::kHalves, true, false, true, FfnActivation::kSilu, false, false, 0, 0,
-       Mixer::kGatedDeltaNet, "output_norm.weight", "post_attention_norm", true, true, "Qwen3.5 (dense)"},
+      {.name = "qwen35",
+       .rope = RopeLayout::kHalves,
+       .qk_norm = true,
+       .writes_head_size = true,
+       .recurrent_mixer = Mixer::kGatedDeltaNet,
+       .ffn_norm = "post_attention_norm",
+       .attn_output_gate = true,
+       .partial_rope = true,
+       .doc = "Qwen3.5 (dense)"},
+      // qwen3's attention, experts in every layer
+      {.name = "qwen3moe",
+       .rope = RopeLayout::kHalves,
+       .qk_norm = true,
+       .writes_head_size = true,
+       .feed_forward = FeedForward::kExperts,
+       .renormalize_expert_weights = true,
+       .expert_width_key = true,
+       .router_aux_loss_coef = 0.001,
+       .doc = "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)"},
+      // llama's attention with NeoX pairs and norms over the whole query
+      // and key rows, experts in every layer
+      {.name = "olmoe",
+       .rope = RopeLayout::kHalves,
+       .qk_norm = true,
+       .qk_norm_whole = true,
+       .feed_forward = FeedForward::kExperts,
+       .router_aux_loss_coef = 0.01,
+       .doc = "OLMoE (OLMoE-1B-7B)"},
   };
   return rows;
 }

@@ -74,6 +74,11 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
     w.set(c.key("attention.value_length"), u32(c.d_head()));
   }
   if (c.architecture().recurrent_mixer == Mixer::kGatedDeltaNet) add_gated_deltanet_keys(w, c);
+  if (c.has_experts()) {
+    w.set(c.key("expert_count"), u32(c.n_experts));
+    w.set(c.key("expert_used_count"), u32(c.n_experts_used));
+    if (c.architecture().expert_width_key) w.set(c.key("expert_feed_forward_length"), u32(c.expert_ff()));
+  }
   w.set(c.key("rope.dimension_count"), u32(c.n_rot()));
   w.set(c.key("rope.freq_base"), Value::f32(float(c.rope_freq_base)));
   w.set(c.key("attention.layer_norm_rms_epsilon"), Value::f32(float(c.rms_eps)));
@@ -97,10 +102,11 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
     quant::add_float_tensor(w, kRopeFreqsTensor, TensorType::F32, {uint64_t(c.rope_freq_factors.size())},
                             c.rope_freq_factors.data());
   for (const auto& t : layout.tensors()) {
-    // Vectors, and LFM2's and Qwen3.5's convolution kernels, stay F32 as the converter writes them.
-    const bool conv_kernel =
-        t.name.ends_with(std::string(kShortConvKernel) + ".weight") || t.name.ends_with(".ssm_conv1d.weight");
-    TensorType tt = t.shape.size() == 1 || conv_kernel ? TensorType::F32 : type;
+    // Vectors, LFM2's and Qwen3.5's convolution kernels and the experts'
+    // routers stay F32 as the converter writes them.
+    const bool f32_matrix = t.name.ends_with(std::string(kShortConvKernel) + ".weight") ||
+                            t.name.ends_with(".ssm_conv1d.weight") || t.name.ends_with(".ffn_gate_inp.weight");
+    TensorType tt = t.shape.size() == 1 || f32_matrix ? TensorType::F32 : type;
     if (tt == TensorType::Q8_0 && t.shape.back() % 32 != 0) tt = TensorType::F16;
     quant::add_float_tensor(w, t.name, tt, ggml_ne(t.shape), params + t.offset);
   }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "gguf/reader.h"
+#include "kernels/expert_routing.h"
 #include "quant/gguf_floats.h"
 #include "util/error.h"
 
@@ -30,7 +31,8 @@ const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
       {"arch", &C::arch,
-       "architecture: llama, qwen2, qwen3, gemma3, smollm3, lfm2 or qwen35 (rows of model/architecture.h)"},
+       "architecture: llama, qwen2, qwen3, gemma3, smollm3, lfm2, qwen35, qwen3moe or olmoe (rows of "
+       "model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
       {"n_heads", &C::n_heads, "attention (query) heads"},
@@ -57,6 +59,10 @@ const std::vector<ConfigField>& config_fields() {
       {"ssm_group_count", &C::ssm_group_count, "qwen35: Gated DeltaNet key heads (<arch>.ssm.group_count)"},
       {"ssm_time_step_rank", &C::ssm_time_step_rank,
        "qwen35: Gated DeltaNet value heads, a multiple of the key heads (<arch>.ssm.time_step_rank)"},
+      {"n_experts", &C::n_experts, "qwen3moe, olmoe: experts per layer (<arch>.expert_count)"},
+      {"n_experts_used", &C::n_experts_used, "qwen3moe, olmoe: experts each token runs (<arch>.expert_used_count)"},
+      {"d_ff_expert", &C::d_ff_expert,
+       "qwen3moe: hidden width of each expert (<arch>.expert_feed_forward_length; 0: d_ff)"},
       {"rope_dim", &C::rope_dim,
        "qwen35: dimensions of each head RoPE rotates (<arch>.rope.dimension_count; 0: the whole head)"},
   };
@@ -166,6 +172,7 @@ void Config::validate(const std::string& where) const {
   if (architecture().recurrent_mixer == Mixer::kShortConv && !(shortconv_l_cache >= 2 && shortconv_l_cache <= 64))
     fail("{}: shortconv_l_cache must be in [2, 64], is {}", where, shortconv_l_cache);
   if (architecture().recurrent_mixer == Mixer::kGatedDeltaNet) validate_gated_deltanet(where);
+  validate_experts(where);
   if (rope_dim < 0 || rope_dim % 2 != 0 || rope_dim > d_head())
     fail("{}: rope_dim must be even and in [0, head size {}], is {}", where, d_head(), rope_dim);
   if (rope_dim > 0 && rope_dim != d_head() && !architecture().partial_rope)
@@ -199,6 +206,29 @@ void Config::validate_gated_deltanet(const std::string& where) const {
     fail("{}: ssm_conv_kernel must be in [2, 64], is {}", where, ssm_conv_kernel);
 }
 
+void Config::validate_experts(const std::string& where) const {
+  if (!has_experts()) {
+    if (n_experts != 0 || n_experts_used != 0 || d_ff_expert != 0)
+      fail("{}: n_experts, n_experts_used and d_ff_expert are for mixture-of-experts families; {} has none: set them "
+           "to 0",
+           where, arch);
+    return;
+  }
+  if (n_experts > kernels::kMaxExperts)
+    fail("{}: n_experts is {}; ggtrain routes at most {} experts", where, n_experts, kernels::kMaxExperts);
+  if (n_experts < 1 || n_experts_used < 1 || n_experts_used > n_experts)
+    fail("{}: n_experts_used ({}) must be in [1, n_experts ({})]", where, n_experts_used, n_experts);
+  if (d_ff_expert < 0) fail("{}: d_ff_expert must be >= 0 (0: d_ff), is {}", where, d_ff_expert);
+  if (d_ff_expert > 0 && !architecture().expert_width_key && d_ff_expert != d_ff)
+    fail("{}: d_ff_expert is {} but {}'s experts are d_ff ({}) wide; set it to 0", where, d_ff_expert, arch, d_ff);
+  // llama.cpp's OLMoE norms take [d_model]-wide weights for both rows.
+  if (architecture().qk_norm_whole && (q_dim() != d_model || kv_dim() != d_model))
+    fail("{}: {} needs n_heads x head size == n_kv_heads x head size == d_model ({}), has {} and {}", where, arch,
+         d_model, q_dim(), kv_dim());
+  if (architecture().qk_norm_whole && tied)
+    fail("{}: {} has an untied output head (llama.cpp requires output.weight); set tied = false", where, arch);
+}
+
 int64_t Config::matmul_params() const {
   const int64_t attention = d_model * q_proj_dim() + 2 * d_model * kv_dim() + q_dim() * d_model;
   const int64_t conv = 4 * d_model * d_model;  // in_proj [3C, C] and out_proj [C, C]
@@ -207,7 +237,9 @@ int64_t Config::matmul_params() const {
   int64_t blocks = 0;
   for (int64_t l = 0; l < n_layers; ++l) {
     const Mixer m = mixer(l);
-    blocks += (m == Mixer::kShortConv ? conv : m == Mixer::kGatedDeltaNet ? gdn : attention) + 3 * d_model * d_ff;
+    blocks += m == Mixer::kShortConv ? conv : m == Mixer::kGatedDeltaNet ? gdn : attention;
+    // the router and the experts a token runs: what it multiplies, not what is held
+    blocks += has_experts() ? d_model * n_experts + n_experts_used * 3 * d_model * expert_ff() : 3 * d_model * d_ff;
   }
   // + the output head GEMM (+ the lens GEMM of a donor warm start)
   return blocks + vocab * d_model + donor_dim * d_model;
@@ -315,6 +347,25 @@ void read_gated_deltanet(const gguf::GgufFile& f, Config& c) {
   if (!c.has_recurrent_layers()) c.attention_layers.clear();
 }
 
+// The experts' counts, and their width where the family has a key for it
+// (llama.cpp's qwen3moe falls back to feed_forward_length / expert_used_count).
+void read_experts(const gguf::GgufFile& f, Config& c) {
+  if (!c.has_experts()) return;
+  c.n_experts = int64_t(f.get_uint(c.key("expert_count")));
+  const std::string used_key = c.key("expert_used_count");
+  if (const gguf::Value* v = f.find(used_key); v && !v->is_integer())
+    fail("{}: {} is not one integer; per-layer expert counts are not supported", f.path(), used_key);
+  c.n_experts_used = int64_t(f.get_uint(used_key));
+  if (c.n_experts_used < 1 || c.n_experts_used > c.n_experts)
+    fail("{}: {} is {}; it must be in [1, {} ({})]", f.path(), used_key, c.n_experts_used, c.key("expert_count"),
+         c.n_experts);
+  if (!c.architecture().expert_width_key) return;
+  const std::string width_key = c.key("expert_feed_forward_length");
+  if (const gguf::Value* v = f.find(width_key); v && !v->is_integer())
+    fail("{}: {} is not one integer; per-layer expert widths are not supported", f.path(), width_key);
+  c.d_ff_expert = int64_t(f.get_uint_or(width_key, uint64_t(c.d_ff / c.n_experts_used)));
+}
+
 }  // namespace
 
 Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
@@ -333,6 +384,7 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   c.n_heads = int64_t(f.get_uint(key("attention.head_count")));
   read_kv_heads(f, c);
   c.d_ff = int64_t(f.get_uint(key("feed_forward_length")));
+  read_experts(f, c);
   c.ctx = int64_t(f.get_uint(key("context_length")));
   c.rope_freq_base = f.get_float_or(key("rope.freq_base"), 10000.0);
   c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"));

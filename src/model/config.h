@@ -58,6 +58,13 @@ struct Config {
   // The dimensions of each head that RoPE rotates (<arch>.rope.dimension_count,
   // Architecture::partial_rope); 0: the whole head.
   int64_t rope_dim = 0;
+  // Mixture-of-experts families (Architecture::has_experts): the experts
+  // (<arch>.expert_count), how many each token runs (expert_used_count) and
+  // their width (expert_feed_forward_length where the family reads it;
+  // 0: d_ff, which is then the experts' width).
+  int64_t n_experts = 0;
+  int64_t n_experts_used = 0;
+  int64_t d_ff_expert = 0;
   // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
   // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
   // plain RoPE. Not a config key: it comes with init.from's file and is
@@ -101,6 +108,13 @@ struct Config {
   int64_t ssm_key_dim() const { return ssm_group_count * ssm_state_size; }
   int64_t ssm_value_dim() const { return ssm_time_step_rank * ssm_state_size; }
   int64_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+  // The width of each expert's feed-forward (has_experts()).
+  int64_t expert_ff() const { return d_ff_expert > 0 ? d_ff_expert : d_ff; }
+  bool has_experts() const { return architecture().has_experts(); }
+  // The width of a query or key head norm's weights: a head, or the whole
+  // row (Architecture::qk_norm_whole).
+  int64_t q_norm_dim() const { return architecture().qk_norm_whole ? q_dim() : d_head(); }
+  int64_t k_norm_dim() const { return architecture().qk_norm_whole ? kv_dim() : d_head(); }
   // The RoPE of a global or a local layer: llama.cpp rotates local layers
   // with their own base and without scaling.
   struct Rope {
@@ -135,6 +149,7 @@ struct Config {
   // Throws Error (prefixed by `where`) naming the first inconsistent field.
   void validate(const std::string& where) const;
   void validate_gated_deltanet(const std::string& where) const;
+  void validate_experts(const std::string& where) const;
   // Matmul weights incl. the head (counted again when tied: it is a GEMM).
   int64_t matmul_params() const;
   // 6*N + 12*n_layers*d_model*T: forward+backward FLOPs per trained token.

@@ -22,8 +22,19 @@ const char* block_matrix_name(BlockMatrix m) {
                                                  "attn_gate",
                                                  "ssm_beta",
                                                  "ssm_alpha",
-                                                 "ssm_out"};
+                                                 "ssm_out",
+                                                 "ffn_gate_inp"};
   return names[m];
+}
+
+const char* expert_matrix_name(ExpertMatrix m) {
+  static const char* names[kNumExpertMatrices] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+  return names[m];
+}
+
+std::pair<int64_t, int64_t> expert_matrix_shape(const Config& c, ExpertMatrix m) {
+  if (m == kExpDown) return {c.d_model, c.expert_ff()};
+  return {c.expert_ff(), c.d_model};
 }
 
 std::string ssm_a_name(int64_t l) { return fmt::format("blk.{}.ssm_a", l); }
@@ -61,6 +72,7 @@ std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m) {
     case kSsmBeta:
     case kSsmAlpha: return {c.ssm_time_step_rank, C};
     case kSsmOut: return {C, c.ssm_value_dim()};
+    case kFfnGateInp: return {c.n_experts, C};
     case kNumBlockMatrices: break;
   }
   fail("model: block matrix {} does not exist", int(m));
@@ -79,6 +91,10 @@ bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m) {
     case kSsmBeta:
     case kSsmAlpha:
     case kSsmOut: return c.mixer(l) == Config::Mixer::kGatedDeltaNet;
+    case kFfnGate:
+    case kFfnUp:
+    case kFfnDown: return !c.has_experts();
+    case kFfnGateInp: return c.has_experts();
     default: return true;
   }
 }
@@ -127,6 +143,17 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       matrix(kSsmOut);
       continue;
     }
+    auto feed_forward = [&] {  // the dense one, or the router and the experts
+      if (!c.has_experts()) {
+        for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
+        return;
+      }
+      matrix(kFfnGateInp);
+      for (int e = 0; e < kNumExpertMatrices; ++e) {
+        const auto [out, in] = expert_matrix_shape(c, ExpertMatrix(e));
+        add(n(expert_matrix_name(ExpertMatrix(e))), {c.n_experts, out, in});
+      }
+    };
     for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
     if (c.architecture().qkv_bias) {
       add(block_tensor_name(l, "attn_q", "bias"), {c.q_dim()});
@@ -134,12 +161,12 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       add(block_tensor_name(l, "attn_v", "bias"), {c.kv_dim()});
     }
     if (c.architecture().qk_norm) {
-      add(n("attn_q_norm"), {c.d_head()});
-      add(n("attn_k_norm"), {c.d_head()});
+      add(n("attn_q_norm"), {c.q_norm_dim()});
+      add(n("attn_k_norm"), {c.k_norm_dim()});
     }
     if (c.architecture().post_norms) add(n("post_attention_norm"), {C});
     add(n(ffn_norm), {C});
-    for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
+    feed_forward();
     if (c.architecture().post_norms) add(n("post_ffw_norm"), {C});
   }
   add(c.architecture().output_norm, {C});
@@ -172,7 +199,7 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
   t.name = name;
   t.size = 1;
   for (auto d : shape) t.size *= d;
-  t.decay = shape.size() == 2;
+  t.decay = shape.size() >= 2;  // matrices, and the experts' stacks of them
   t.shape = std::move(shape);
   // Keep every tensor 64-byte aligned (16 floats) for vector loads.
   t.offset = (total_ + 15) / 16 * 16;
@@ -245,6 +272,8 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
       lw.attn_post_norm = n("post_attention_norm");
       lw.ffn_post_norm = n("post_ffw_norm");
     }
+    for (int e = 0; c.has_experts() && e < kNumExpertMatrices; ++e)
+      lw.experts[size_t(e)] = n(expert_matrix_name(ExpertMatrix(e)));
     for (int t = 0; c.lora.rank > 0 && t < kNumBlockMatrices; ++t) {
       const std::string w = block_tensor_name(l, block_matrix_name(BlockMatrix(t)));
       if (!layout.find(w + ".lora_a")) continue;  // not a target

@@ -23,7 +23,7 @@ struct ParamTensor {
   // gradient and optimizer-moment buffers.
   int64_t source_offset = 0;
   int64_t size = 0;
-  bool decay = false;  // AdamW weight decay: 2-D matrices only
+  bool decay = false;  // AdamW weight decay: matrices (and the experts' stacks of them) only
 };
 
 class ParamLayout {
@@ -52,7 +52,9 @@ class ParamLayout {
 // names); each can be a LoRA target. This is the one list of them. An
 // attention layer has the four attn_ ones, a short-convolution layer the two
 // shortconv ones, a Gated DeltaNet layer the five after them
-// (Config::mixer), every layer the three ffn_ ones.
+// (Config::mixer); every layer of a dense family the three ffn_ ones, every
+// layer of a mixture-of-experts family the router ffn_gate_inp (its experts
+// are ExpertMatrix).
 enum BlockMatrix {
   kAttnQ,
   kAttnK,
@@ -68,9 +70,17 @@ enum BlockMatrix {
   kSsmBeta,  // [value heads, C]: beta before its sigmoid
   kSsmAlpha,  // [value heads, C]: the decay's input
   kSsmOut,  // [C, value_dim]
+  kFfnGateInp,  // [experts, C]: the router's logits
   kNumBlockMatrices
 };
 const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
+// A mixture-of-experts layer's experts: one 3-D tensor
+// blk.N.ffn_<gate|up|down>_exps.weight per kind, [experts, out, in] (ggml ne
+// [in, out, experts]); expert e's matrix is its e-th [out, in] slice.
+enum ExpertMatrix { kExpGate, kExpUp, kExpDown, kNumExpertMatrices };
+const char* expert_matrix_name(ExpertMatrix m);  // "ffn_gate_exps", ...
+// [out, in] of each expert's matrix m.
+std::pair<int64_t, int64_t> expert_matrix_shape(const Config& c, ExpertMatrix m);
 // The matrix called `name` ("attn_q"), or kNumBlockMatrices when none is.
 BlockMatrix block_matrix_from_name(std::string_view name);
 // "attn_q, attn_k, ..., ffn_down", for messages.
@@ -110,6 +120,8 @@ struct LayerWeights {
   // Gated DeltaNet layers: the convolution kernel [conv_dim, taps], dt_bias,
   // a [value heads], the output norm [head size].
   T *ssm_conv = nullptr, *ssm_dt = nullptr, *ssm_a = nullptr, *ssm_norm = nullptr;
+  // Mixture-of-experts layers: the experts' stacked matrices [experts, out, in].
+  std::array<T*, kNumExpertMatrices> experts{};
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
 };

@@ -32,14 +32,6 @@ const char* OpProfile::name(int op) {
 }
 
 namespace {
-// Calls fn with the pointer a GemmIn holds: kernels that write or read it
-// are templated on the element type.
-template <typename T, typename Fn>
-void with_pointer(const GemmIn<T>& g, Fn&& fn) {
-  if (g.bf16) fn(g.bf16);
-  else fn(g.fp32);
-}
-
 std::set<std::string> held_names(const ModelOptions& o) {
   return o.quantized ? o.quantized->names() : std::set<std::string>{};
 }
@@ -88,6 +80,8 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
   BumpPlan<T> carve(acts_.data());
   plan(carve);
   bind_layers();
+  expert_picks_.assign(size_t(cfg_.n_experts), 0.0);
+  expert_prob_sums_.assign(size_t(cfg_.n_experts), 0.0);
   layer_rope_tables(cfg_, false, rope_cos_, rope_sin_, seq_len_);
   if (cfg_.sliding_window > 0) layer_rope_tables(cfg_, true, rope_cos_local_, rope_sin_local_, seq_len_);
   local_attn_shape_ = attn_shape_;
@@ -211,9 +205,10 @@ void Transformer<T>::attn_block_forward(int64_t l, T* out) {
     bias_forward(qk_norm() ? a.k_raw : a.k, w.bk, BT, KD);
     bias_forward(a.v, w.bv, BT, KD);
   }
-  if (qk_norm()) {  // each head's row of d_head normed on its own
-    rmsnorm_forward(a.q, a.rstd_q, a.q_raw, w.attn_q_norm, BT * cfg_.n_heads, hd, T(cfg_.rms_eps));
-    rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * cfg_.n_kv_heads, hd, T(cfg_.rms_eps));
+  if (qk_norm()) {  // each head's row of d_head normed on its own (or each token's whole row)
+    const int64_t qn = cfg_.q_norm_dim(), kn = cfg_.k_norm_dim();
+    rmsnorm_forward(a.q, a.rstd_q, a.q_raw, w.attn_q_norm, BT * QD / qn, qn, T(cfg_.rms_eps));
+    rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * KD / kn, kn, T(cfg_.rms_eps));
     charge_time_to(OpProfile::kNorm);
   }
   if (cfg_.uses_rope(l)) {
@@ -354,6 +349,7 @@ void Transformer<T>::mixer_forward(int64_t l, const T* x_in, T* x_mid) {
 // it stops after the activation.
 template <typename T>
 void Transformer<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
+  if (cfg_.has_experts()) return experts_forward(l, x_mid, x_out);
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
   project(l, kFfnGate, a.gate, a.h_ffn, OpProfile::kGateUp);
@@ -400,15 +396,27 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
     }
   }
   embed(inputs);
+  std::fill(expert_picks_.begin(), expert_picks_.end(), 0.0);
+  std::fill(expert_prob_sums_.begin(), expert_prob_sums_.end(), 0.0);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto& a = layer_acts_[size_t(l)];
     mixer_forward(l, residual_[size_t(l)], a.x_mid);
     ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
   }
+  aux_loss_ = load_balancing_loss();
   with_pointer(h_final_, [&](auto* h) {
     rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
   });
   charge_time_to(OpProfile::kNorm);
+}
+
+template <typename T>
+T Transformer<T>::load_balancing_loss() const {
+  if (!cfg_.has_experts()) return T(0);
+  const double n_all = double(batch_ * seq_len_) * double(cfg_.n_layers);
+  double sum = 0;
+  for (size_t e = 0; e < expert_picks_.size(); ++e) sum += expert_picks_[e] / n_all * (expert_prob_sums_[e] / n_all);
+  return T(double(cfg_.n_experts) * sum);
 }
 
 template <typename T>
@@ -512,6 +520,11 @@ void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
+  if (cfg_.has_experts()) {
+    experts_backward(l, d_res);
+    rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
+    return charge_time_to(OpProfile::kNorm);
+  }
   // d_res is dL/d(x_out) and becomes dL/d(x_mid). d_down: dL/d(the down
   // projection's output), through its post-norm where there is one (in
   // d_normed_, free until the gate/up backward).
@@ -571,8 +584,9 @@ void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
   if (qk_norm()) {
     std::fill(d_q_raw_, d_q_raw_ + BT * QD, T(0));
     std::fill(d_k_raw_, d_k_raw_ + BT * KD, T(0));
-    rmsnorm_backward(d_q_raw_, g.attn_q_norm, d_q_, a.q_raw, w.attn_q_norm, a.rstd_q, BT * cfg_.n_heads, hd);
-    rmsnorm_backward(d_k_raw_, g.attn_k_norm, d_k_, a.k_raw, w.attn_k_norm, a.rstd_k, BT * cfg_.n_kv_heads, hd);
+    const int64_t qn = cfg_.q_norm_dim(), kn = cfg_.k_norm_dim();
+    rmsnorm_backward(d_q_raw_, g.attn_q_norm, d_q_, a.q_raw, w.attn_q_norm, a.rstd_q, BT * QD / qn, qn);
+    rmsnorm_backward(d_k_raw_, g.attn_k_norm, d_k_, a.k_raw, w.attn_k_norm, a.rstd_k, BT * KD / kn, kn);
     d_q_proj = d_q_raw_;
     d_k_proj = d_k_raw_;
     charge_time_to(OpProfile::kNorm);
@@ -648,6 +662,7 @@ void Transformer<T>::backward(T loss_scale) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   phase_ = OpProfile::kBackward;
   if (profile_) last_charge_s_ = now_seconds();
+  loss_scale_ = loss_scale;  // the load-balancing loss's gradient scales with it
   // forward() left the head's gradients at unit loss scale; both are linear in it
   if (d_head_) axpy(g_.output, loss_scale, d_head_, V * C);
   if (loss_scale != T(1)) scale_inplace(d_h_final_, loss_scale, BT * C);

@@ -16,6 +16,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
+#include "kernels/expert_routing.h"
 #include "kernels/gated_deltanet.h"
 #include "kernels/quant_linear.h"
 #include "kernels/short_conv.h"
@@ -49,6 +50,9 @@ struct ModelOptions {
   // absent from params() and layout(); every GEMM dequantizes a band of
   // rows into a scratch buffer. Float models only; must outlive the model.
   const QuantizedBase* quantized = nullptr;
+  // Mixture-of-experts families: the weight of the load-balancing loss that
+  // backward() adds to the objective (Transformer::aux_loss); 0: none.
+  double router_aux_loss_coef = 0;
 };
 
 // Wall time per operation, summed over layers and steps, when attached with
@@ -78,6 +82,7 @@ struct OpProfile {
 };
 
 using nn::GemmIn;
+using nn::with_pointer;
 
 template <typename T>
 struct LayerActs {
@@ -97,6 +102,16 @@ struct LayerActs {
   T* gate;  // [BT, F]
   T* up;  // [BT, F]
   GemmIn<T> act;  // [BT, F]   silu(gate) * up (gelu_tanh(gate) * up: FfnActivation::kGeluTanh)
+  // Mixture-of-experts layers (kernels/expert_routing.h): the router's
+  // probabilities [BT, E], each token's k experts and their weights
+  // [BT, k], the (token, slot) pairs grouped by expert; then per pair, in
+  // grouped order, the expert's gate, up, act [BT k, F_exp] and output
+  // [BT k, C] before its weight.
+  T *moe_probs = nullptr, *moe_weights = nullptr;
+  int32_t* moe_chosen = nullptr;
+  kernels::ExpertGroups moe_groups{};
+  T *moe_gate = nullptr, *moe_up = nullptr, *moe_y = nullptr;
+  GemmIn<T> moe_act;
   // Architecture::post_norms: the attention and feed-forward projections'
   // outputs [BT, C] before their norms, and the norms' 1/rms; else null.
   T *attn_proj = nullptr, *rstd_attn_post = nullptr, *ffn_proj = nullptr, *rstd_ffn_post = nullptr;
@@ -158,6 +173,13 @@ class Transformer {
   T forward(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start = nullptr);
   // The mean loss only, for evaluation: no preparation for backward().
   T evaluate(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start = nullptr);
+  // The load-balancing loss of the last forward pass (mixture-of-experts
+  // families; 0 otherwise), unweighted: E sum_e f_e P_e over every layer's
+  // tokens together, f_e the share of (token, slot) picks of expert e and
+  // P_e its mean router probability, as Hugging Face's
+  // load_balancing_loss_func defines it. backward() adds
+  // options().router_aux_loss_coef times its gradient.
+  T aux_loss() const { return aux_loss_; }
   // Targets of the last forward()/evaluate() that carried loss: what the
   // mean divided by (callers weight micro-batches by it).
   int64_t counted_targets() const { return counted_targets_; }
@@ -276,6 +298,25 @@ class Transformer {
   void join_query_gate_grad(const T* d_q);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
   void ffn_block_backward(int64_t l, T* d_res);
+  // A mixture-of-experts layer's feed-forward (h_ffn in, x_out = x_mid +
+  // the experts' weighted sum; x_out null: stop before the sum) and its
+  // backward (d_res: dL/d(x_out); leaves dL/d(h_ffn) in d_normed_).
+  kernels::RoutingShape routing_shape() const {
+    return {batch_ * seq_len_, cfg_.n_experts, cfg_.n_experts_used, cfg_.architecture().renormalize_expert_weights};
+  }
+  void experts_forward(int64_t l, const T* x_mid, T* x_out);
+  T load_balancing_loss() const;  // aux_loss() from the picks and probabilities forward counted
+  void experts_backward(int64_t l, const T* d_res);
+  // Copies each pair's token row of h_ffn into moe_x_ in grouped order.
+  void gather_expert_inputs(const LayerActs<T>& a);
+  // Expert e's matrix m of layer l: a view of its slice of the stacked tensor.
+  const nn::Linear<T>& expert(int64_t l, int64_t e, ExpertMatrix m) const {
+    return experts_[size_t(l)][size_t(m)][size_t(e)];
+  }
+  void plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a);
+  int32_t* take_ints(BumpPlan<T>& p, int64_t n) const {
+    return reinterpret_cast<int32_t*>(p.take((n * 4 + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
+  }
   void layer_backward(int64_t l, const T* x_in, T* d_res);
   // Loss over chunks of rows of h_final_; with `prepare_backward`, also the
   // gradients of the head at unit loss scale (d_h_final_, d_head_).
@@ -302,6 +343,13 @@ class Transformer {
   AlignedBuffer<kernels::bf16> wbf16_;  // bf16 copy of params_ (bf16 training)
   ModelWeights<T> w_, g_;
   std::vector<std::array<nn::Linear<T>, kNumBlockMatrices>> proj_;  // per block, per BlockMatrix
+  // per block, per ExpertMatrix, per expert: views of the stacked tensors
+  std::vector<std::array<std::vector<nn::Linear<T>>, kNumExpertMatrices>> experts_;
+  // the load-balancing loss: over every layer of the last forward, each
+  // expert's picks and summed router probability
+  std::vector<double> expert_picks_, expert_prob_sums_;
+  T aux_loss_ = T(0);
+  T loss_scale_ = T(1);  // backward()'s
   nn::Embedding<T> token_embd_;  // unused with a donor table
   nn::Linear<T> lens_;  // the donor lens (Config::donor_dim > 0)
   nn::Linear<T> head_;  // its gradient goes to d_head_ (at unit loss scale)
@@ -348,6 +396,12 @@ class Transformer {
   T *d_gdn_y_ = nullptr, *d_gdn_z_ = nullptr, *d_gdn_u_ = nullptr, *d_gdn_b_ = nullptr, *d_gdn_alpha_ = nullptr;
   kernels::bf16* d_gdn_h_ = nullptr;
   T* gdn_scratch_ = nullptr;  // kernels::gdn_scratch_floats: shared by every layer's forward and backward
+  // Mixture-of-experts layers: the gathered inputs [BT k, C] (forward and
+  // backward), d(expert output) then d(expert input) [BT k, C] (with a bf16
+  // rounding), d(weights) [BT, k], d(router logits) [BT, E].
+  GemmIn<T> moe_x_;
+  T *d_moe_rows_ = nullptr, *d_moe_weights_ = nullptr, *d_moe_logits_ = nullptr;
+  kernels::bf16* d_moe_rows_h_ = nullptr;
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;
   const int32_t* scored_targets_ = nullptr;  // forward_scores()'s, until backward_weighted()

@@ -11,6 +11,7 @@
 #include "kernels/attention_bf16.h"
 #include "model/quantized_base.h"
 #include "model/transformer.h"
+#include "util/error.h"
 
 namespace ggtrain::model {
 
@@ -60,6 +61,19 @@ void Transformer<T>::bind_layers() {
                     g.lora_a[t], g.lora_b[t], d_lora_u_});
     }
   }
+  experts_.assign(size_t(cfg_.n_layers), {});
+  for (int64_t l = 0; cfg_.has_experts() && l < cfg_.n_layers; ++l)
+    for (int m = 0; m < kNumExpertMatrices; ++m) {
+      const auto [n_out, n_in] = expert_matrix_shape(cfg_, ExpertMatrix(m));
+      const std::string name = block_tensor_name(l, expert_matrix_name(ExpertMatrix(m)));
+      T *w = in(layout_, params_.data(), name), *g = in(grad_layout_, grads_.data(), name);
+      if (!w) fail("model: {} is held quantized; experts train from float weights only", name);
+      for (int64_t e = 0; e < cfg_.n_experts; ++e) {
+        const int64_t at = e * n_out * n_in;
+        experts_[size_t(l)][size_t(m)].push_back(
+            nn::Linear<T>::dense(w + at, g ? g + at : nullptr, n_out, n_in, bf16_shadow(w + at)));
+      }
+    }
   if (cfg_.donor_dim > 0) {  // the lens runs in fp32 whatever the precision
     lens_ = nn::Linear<T>::dense(w_.lens, g_.lens, C, cfg_.donor_dim);
   } else if (const auto* m = held_rows(opts_, "token_embd.weight")) {
@@ -118,9 +132,13 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
     a.x_mid = p.take(BT * C);
     a.rstd_ffn = p.take(BT);
     a.h_ffn = take_gemm_in(p, BT * C);
-    a.gate = p.take(BT * F);
-    a.up = p.take(BT * F);
-    a.act = take_gemm_in(p, BT * F);
+    if (cfg_.has_experts()) {
+      plan_expert_acts(p, a);
+    } else {
+      a.gate = p.take(BT * F);
+      a.up = p.take(BT * F);
+      a.act = take_gemm_in(p, BT * F);
+    }
     if (cfg_.architecture().post_norms) {
       a.attn_proj = p.take(BT * C);
       a.rstd_attn_post = p.take(BT);
@@ -144,13 +162,29 @@ void Transformer<T>::plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a) {
   a.gdn_y = take_gemm_in(p, BT * VD);
 }
 
+template <typename T>
+void Transformer<T>::plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a) {
+  const kernels::RoutingShape s = routing_shape();
+  const int64_t pairs = s.pairs(), F = cfg_.expert_ff();
+  a.moe_probs = p.take(s.rows * s.n_experts);
+  a.moe_weights = p.take(pairs);
+  a.moe_chosen = take_ints(p, pairs);
+  a.moe_groups = {take_ints(p, s.n_experts + 1), take_ints(p, pairs), take_ints(p, pairs)};
+  a.moe_gate = p.take(pairs * F);
+  a.moe_up = p.take(pairs * F);
+  a.moe_act = take_gemm_in(p, pairs * F);
+  a.moe_y = p.take(pairs * cfg_.d_model);
+}
+
 // Lays out every activation and scratch buffer. Called twice: to size the
 // single allocation, then to point into it. Buffers that backward recomputes
 // are planned once and shared by every block.
 template <typename T>
 void Transformer<T>::plan(BumpPlan<T>& p) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff, V = cfg_.vocab;
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
+  // the feed-forward's hidden values per token: d_ff, or k experts' worth
+  const int64_t F = cfg_.has_experts() ? cfg_.n_experts_used * cfg_.expert_ff() : cfg_.d_ff;
   residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
   for (auto& r : residual_) r = p.take(BT * C);
   if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
@@ -219,6 +253,14 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
     if (bf16_) d_gdn_h_ = take_gemm_in(p, BT * s.conv_dim()).bf16;
     gdn_scratch_ = p.take(kernels::gdn_scratch_floats(s));
   }
+  if (cfg_.has_experts()) {
+    const kernels::RoutingShape s = routing_shape();
+    moe_x_ = take_gemm_in(p, s.pairs() * C);
+    d_moe_rows_ = p.take(s.pairs() * C);
+    if (bf16_) d_moe_rows_h_ = take_gemm_in(p, std::max(s.pairs() * C, BT * s.n_experts)).bf16;  // d(rows), d(logits)
+    d_moe_weights_ = p.take(s.pairs());
+    d_moe_logits_ = p.take(BT * s.n_experts);
+  }
   if (present.short_conv) {
     d_bcx_ = p.take(BT * 3 * C);
     d_conv_v_ = p.take(BT * C);
@@ -234,12 +276,14 @@ template void Transformer<float>::bind_layers();
 template GemmIn<float> Transformer<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
 template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, Mixers, bool);
 template void Transformer<float>::plan_gdn_acts(BumpPlan<float>&, LayerActs<float>&);
+template void Transformer<float>::plan_expert_acts(BumpPlan<float>&, LayerActs<float>&);
 template void Transformer<float>::plan(BumpPlan<float>&);
 template void Transformer<double>::size_band_scratch();
 template void Transformer<double>::bind_layers();
 template GemmIn<double> Transformer<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
 template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, Mixers, bool);
 template void Transformer<double>::plan_gdn_acts(BumpPlan<double>&, LayerActs<double>&);
+template void Transformer<double>::plan_expert_acts(BumpPlan<double>&, LayerActs<double>&);
 template void Transformer<double>::plan(BumpPlan<double>&);
 
 }  // namespace ggtrain::model

@@ -33,6 +33,14 @@ struct GemmIn {
   GemmIn at(int64_t offset) const { return {fp32 ? fp32 + offset : nullptr, bf16 ? bf16 + offset : nullptr}; }
 };
 
+// Calls fn with the pointer a GemmIn holds: kernels that write or read it
+// are templated on the element type.
+template <typename T, typename Fn>
+void with_pointer(const GemmIn<T>& g, Fn&& fn) {
+  if (g.bf16) fn(g.bf16);
+  else fn(g.fp32);
+}
+
 template <typename T>
 class Linear {
  public:

@@ -101,9 +101,19 @@ TEST(Threads, ModelForwardAndBackwardAtOneAndThreeThreads) {
       const Comparison logits = compare(three.logits, one.logits), grads = compare(three.grads, one.grads);
       std::printf("%s %s, 1 vs 3 threads: loss %.9g vs %.9g, logits %.2e, gradients %.2e (of max)\n", arch,
                   bf16 ? "bf16" : "f32", one.loss, three.loss, logits.rel_to_max(), grads.rel_to_max());
-      EXPECT_TRUE(within_rel_to_max(logits, 1e-6)) << "logits";
-      EXPECT_NEAR(three.loss, one.loss, 1e-6 * one.loss);
-      EXPECT_TRUE(within_rel_to_max(grads, bf16 ? 3e-4 : 1e-5)) << "gradients";
+      // Mixture of experts: each expert multiplies its own, uneven number of
+      // rows, and oneDNN splits such products over 1 and 3 threads in other
+      // orders (f32, measured on the Xeon: logits 5.9e-7, gradients 7.5e-7
+      // of max); in bf16 a last-bit difference then rounds an activation to
+      // the neighbouring bf16 value (2^-8 apart) here and there: measured
+      // 2.0e-3 logits, 1.9e-3 gradients, loss 2.0e-6. Limits 1e-5 / 1e-2
+      // and 1e-5 (loss); a race or a lost expert moves them by far more.
+      const bool experts = row.has_experts();
+      const double logit_limit = experts ? (bf16 ? 1e-2 : 1e-5) : 1e-6;
+      const double grad_limit = experts && bf16 ? 1e-2 : bf16 ? 3e-4 : 1e-5;
+      EXPECT_TRUE(within_rel_to_max(logits, logit_limit)) << "logits";
+      EXPECT_NEAR(three.loss, one.loss, (experts ? 1e-5 : 1e-6) * one.loss);
+      EXPECT_TRUE(within_rel_to_max(grads, grad_limit)) << "gradients";
     }
   }
 }

@@ -40,6 +40,11 @@ TEST(Bf16, ModelLogitsAndGradientsFollowFp32) {
     c.ctx = 64;
     if (c.arch == "gemma3") c.sliding_window = 24, c.swa_pattern = 2;
     test_support::shape_family_layers(c);  // one layer without RoPE; layer 0 recurrent
+    // Every token runs every expert: bf16's rounding of the router flips
+    // some near-tied choices of 2 of 4 (measured: 0.43 of the largest logit
+    // on olmoe), a step no tolerance covers; the choice itself is tested in
+    // fp32 and double (ModelFd).
+    if (row.has_experts()) c.n_experts_used = c.n_experts;
     const int64_t B = 2, T = 64;
     model::ModelOptions o;
     o.precision = model::Precision::kBf16;

@@ -39,12 +39,17 @@ Config tiny_config(int64_t n_heads, int64_t n_kv_heads, bool tied) {
 // row, and `masked` takes the loss off a few targets (a prompt's).
 struct BatchShape {
   bool packed = false, masked = false;
+  // Mixture-of-experts models: the weight of the load-balancing loss added
+  // to the objective.
+  double router_aux = 0;
 };
 
 // `only`: check just the tensors whose name contains one of these (all: empty).
 void check_model(const Config& c, const std::vector<std::string>& only = {}, BatchShape shape = {}) {
   const int64_t B = 2, T = 5;
-  Transformer<double> m(c, B, T);
+  ModelOptions opts;
+  opts.router_aux_loss_coef = shape.router_aux;
+  Transformer<double> m(c, B, T, {}, opts);
   if (c.donor_dim > 0) {  // the frozen donor table of a lens warm start
     auto e = ggtrain::test_support::random_vector(size_t(c.vocab * c.donor_dim), 7, 1.0);
     std::copy(e.begin(), e.end(), m.donor_table());
@@ -68,7 +73,8 @@ void check_model(const Config& c, const std::vector<std::string>& only = {}, Bat
     for (int64_t i : {0, 1, 5, 7}) targets[size_t(i)] = ggtrain::corpus::kNoTarget;
   auto loss = [&] {
     std::copy(p.begin(), p.end(), m.params());
-    return m.forward(inputs.data(), targets.data(), shape.packed ? doc_start.data() : nullptr);
+    const double ce = m.forward(inputs.data(), targets.data(), shape.packed ? doc_start.data() : nullptr);
+    return ce + shape.router_aux * m.aux_loss();
   };
   loss();
   m.zero_grad();
@@ -178,6 +184,25 @@ TEST(ModelFd, Qwen35LoraOnDeltaNetAndAttention) {
   auto c = qwen35_tiny();
   c.lora = {3, 3.0, {"attn_qkv", "attn_gate", "ssm_beta", "ssm_alpha", "ssm_out", "attn_q"}};
   check_model(c, {"lora", "blk.0.attn_norm"});
+}
+// Mixture of experts: the router's softmax, the top-2 of 4 experts (away
+// from ties: a random router separates them by far more than h), each
+// expert's SwiGLU, the weighted sum, and the load-balancing loss at a weight
+// large enough to matter. qwen3moe renormalises the chosen weights; olmoe
+// does not, and norms whole query and key rows.
+Config moe_tiny(const char* arch) {
+  auto c = tiny_config(2, 2, false);
+  c.arch = arch;
+  ggtrain::test_support::shape_family_layers(c);
+  return c;
+}
+TEST(ModelFd, Qwen3MoeRouterExpertsAndBalancingLoss) {
+  check_model(moe_tiny("qwen3moe"), {}, {.router_aux = 0.5});
+  check_model(moe_tiny("qwen3moe"), {}, {true, true, 0.5});
+}
+TEST(ModelFd, OlmoeUnnormalisedWeightsWholeRowNorms) {
+  check_model(moe_tiny("olmoe"), {}, {.router_aux = 0.5});
+  check_model(moe_tiny("olmoe"));
 }
 // Qwen2: biases on the query, key and value projections, NeoX RoPE pairs.
 TEST(ModelFd, Qwen2BiasesNeoxRope) {

@@ -14,7 +14,8 @@ namespace ggtrain::test_support {
 // smollm3: one unrotated layer among rotated ones (the fourth); lfm2,
 // qwen35: layer 1 attends, the others (0, and 2 when there are 3) are the
 // family's recurrent mixer; qwen35: 2 key heads and 4 value heads of 8, a
-// 3-tap convolution, RoPE on half of each head.
+// 3-tap convolution, RoPE on half of each head; qwen3moe, olmoe: 4 experts,
+// 2 per token; olmoe: as many key as query heads, an untied head.
 inline void shape_family_layers(model::Config& c) {
   const model::Architecture& row = c.architecture();
   if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;
@@ -28,6 +29,16 @@ inline void shape_family_layers(model::Config& c) {
     c.ssm_time_step_rank = 4;
     c.ssm_conv_kernel = 3;
     c.rope_dim = c.d_head() / 2;
+  }
+  if (row.has_experts()) {  // 4 experts, 2 a token (qwen3moe: of their own width)
+    c.n_experts = 4;
+    c.n_experts_used = 2;
+    if (row.expert_width_key) c.d_ff_expert = c.d_ff / 2 + 2;
+  }
+  if (row.qk_norm_whole) {  // OLMoE's norms span d_model; its head is untied
+    c.n_kv_heads = c.n_heads;
+    c.head_dim = 0;
+    c.tied = false;
   }
 }
 

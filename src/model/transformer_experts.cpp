@@ -1,0 +1,151 @@
+// The feed-forward half of a mixture-of-experts layer, as llama.cpp's
+// build_moe_ffn computes it: the router picks each token's k experts
+// (kernels/expert_routing.h), the (token, slot) pairs are grouped by expert
+// so that each expert runs one GEMM over all of its tokens, and each token
+// sums its experts' outputs weighted by the router.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/elementwise.h"
+#include "kernels/rmsnorm.h"
+#include "model/family_ops.h"
+#include "model/transformer.h"
+
+namespace ggtrain::model {
+
+using namespace ggtrain::kernels;
+
+template <typename T>
+void Transformer<T>::gather_expert_inputs(const LayerActs<T>& a) {
+  const RoutingShape s = routing_shape();
+  const int64_t C = cfg_.d_model, k = s.n_used;
+  auto gather = [&](auto* dst, const auto* src) {
+#pragma omp parallel for schedule(static) if (s.pairs() * C >= kMinParallelWork)
+    for (int64_t i = 0; i < s.pairs(); ++i)
+      std::copy(src + (i / k) * C, src + (i / k + 1) * C, dst + int64_t(a.moe_groups.row_of[i]) * C);
+  };
+  if (moe_x_.bf16) gather(moe_x_.bf16, a.h_ffn.bf16);
+  else gather(moe_x_.fp32, a.h_ffn.fp32);
+}
+
+template <typename T>
+void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
+  const RoutingShape s = routing_shape();
+  const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = s.n_used, E = s.n_experts;
+  auto& a = layer_acts_[size_t(l)];
+  project(l, kFfnGateInp, a.moe_probs, a.h_ffn, OpProfile::kGateUp);  // the logits, softmaxed in place
+  route_forward(a.moe_probs, a.moe_chosen, a.moe_weights, s);
+  group_by_expert(a.moe_groups, a.moe_chosen, s);
+  if (phase_ == OpProfile::kForward) {  // the load-balancing loss counts each forward once
+    for (int64_t i = 0; i < s.pairs(); ++i) expert_picks_[size_t(a.moe_chosen[i])] += 1;
+    for (int64_t t = 0; t < s.rows; ++t)
+      for (int64_t e = 0; e < E; ++e) expert_prob_sums_[size_t(e)] += double(a.moe_probs[t * E + e]);
+  }
+  gather_expert_inputs(a);
+  charge_time_to(OpProfile::kGateUp);
+  const int32_t* off = a.moe_groups.offsets;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = off[e + 1] - off[e];
+    if (n == 0) continue;
+    expert(l, e, kExpGate).forward_base(a.moe_gate + off[e] * F, moe_x_.at(off[e] * C), n);
+    expert(l, e, kExpUp).forward_base(a.moe_up + off[e] * F, moe_x_.at(off[e] * C), n);
+  }
+  charge_time_to(OpProfile::kGateUp);
+  with_pointer(a.moe_act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.moe_gate, a.moe_up, s.pairs() * F); });
+  charge_time_to(OpProfile::kSwiglu);
+  // Backward needs each expert's output before its weight, so the down
+  // projections run even when recomputation stops before the sum.
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = off[e + 1] - off[e];
+    if (n > 0) expert(l, e, kExpDown).forward_base(a.moe_y + off[e] * C, a.moe_act.at(off[e] * F), n);
+  }
+  charge_time_to(OpProfile::kDown);
+  if (!x_out) return;
+#pragma omp parallel for schedule(static) if (s.rows * C >= kMinParallelWork)
+  for (int64_t t = 0; t < s.rows; ++t) {
+    // the experts' sum in slot order, then the residual, as llama.cpp adds them
+    const T* w = a.moe_weights + t * k;
+    const int32_t* row = a.moe_groups.row_of + t * k;
+    for (int64_t c = 0; c < C; ++c) {
+      T sum = T(0);
+      for (int64_t j = 0; j < k; ++j) sum += w[j] * a.moe_y[int64_t(row[j]) * C + c];
+      x_out[t * C + c] = x_mid[t * C + c] + sum;
+    }
+  }
+  charge_time_to(OpProfile::kResidual);
+}
+
+template <typename T>
+void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
+  const RoutingShape s = routing_shape();
+  const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = s.n_used, E = s.n_experts;
+  const auto& a = layer_acts_[size_t(l)];
+  const int32_t* off = a.moe_groups.offsets;
+  // Each pair's weight and its expert's output: d(weight) = d(x_out) . y,
+  // d(y) = weight d(x_out), in grouped rows.
+#pragma omp parallel for schedule(static) if (s.pairs() * C >= kMinParallelWork)
+  for (int64_t i = 0; i < s.pairs(); ++i) {
+    const int64_t r = a.moe_groups.row_of[i];
+    const T *dx = d_res + (i / k) * C, *y = a.moe_y + r * C;
+    T* dy = d_moe_rows_ + r * C;
+    T dot = T(0);
+    for (int64_t c = 0; c < C; ++c) {
+      dot += dx[c] * y[c];
+      dy[c] = a.moe_weights[i] * dx[c];
+    }
+    d_moe_weights_[i] = dot;
+  }
+  const GemmIn<T> dy = gemm_in(d_moe_rows_, d_moe_rows_h_, s.pairs() * C);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = off[e + 1] - off[e];
+    if (n > 0)
+      expert(l, e, kExpDown).backward_base(d_act_ + off[e] * F, dy.at(off[e] * C), a.moe_act.at(off[e] * F), n, false);
+  }
+  charge_time_to(OpProfile::kDown);
+  if (d_gate_.bf16) ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
+  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
+  charge_time_to(OpProfile::kSwiglu);
+  gather_expert_inputs(a);  // d_moe_rows_ is free again: it takes d(expert input)
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = off[e + 1] - off[e];
+    if (n == 0) continue;
+    T* dx = d_moe_rows_ + off[e] * C;
+    expert(l, e, kExpGate).backward_base(dx, d_gate_.at(off[e] * F), moe_x_.at(off[e] * C), n, false);
+    expert(l, e, kExpUp).backward_base(dx, d_up_.at(off[e] * F), moe_x_.at(off[e] * C), n, true);
+  }
+  charge_time_to(OpProfile::kGateUp);
+#pragma omp parallel for schedule(static) if (s.rows * C >= kMinParallelWork)
+  for (int64_t t = 0; t < s.rows; ++t) {  // each token's slots in order: the same sum for any thread count
+    T* dh = d_normed_ + t * C;
+    std::fill(dh, dh + C, T(0));
+    for (int64_t j = 0; j < k; ++j) {
+      const T* dx = d_moe_rows_ + int64_t(a.moe_groups.row_of[t * k + j]) * C;
+      for (int64_t c = 0; c < C; ++c) dh[c] += dx[c];
+    }
+  }
+  // The router: the weights' gradient, and the load-balancing loss's,
+  // d(coef aux)/d(p_e) = coef E picks_e / N^2 over the N tokens of all layers.
+  std::vector<T> d_probs_all;
+  if (opts_.router_aux_loss_coef != 0 && loss_scale_ != T(0)) {
+    const double n_all = double(s.rows) * double(cfg_.n_layers);
+    d_probs_all.resize(size_t(E));
+    for (int64_t e = 0; e < E; ++e)
+      d_probs_all[size_t(e)] = T(double(loss_scale_) * opts_.router_aux_loss_coef * double(E) * expert_picks_[size_t(e)] / (n_all * n_all));
+  }
+  route_backward(d_moe_logits_, d_moe_weights_, a.moe_probs, a.moe_chosen,
+                 d_probs_all.empty() ? nullptr : d_probs_all.data(), s);
+  charge_time_to(OpProfile::kGateUp);
+  const GemmIn<T> d_logits = gemm_in(d_moe_logits_, d_moe_rows_h_, s.rows * E);
+  project_bwd(l, kFfnGateInp, d_normed_, d_logits, d_moe_logits_, a.h_ffn, true, OpProfile::kGateUp);
+}
+
+template void Transformer<float>::gather_expert_inputs(const LayerActs<float>&);
+template void Transformer<float>::experts_forward(int64_t, const float*, float*);
+template void Transformer<float>::experts_backward(int64_t, const float*);
+template void Transformer<double>::gather_expert_inputs(const LayerActs<double>&);
+template void Transformer<double>::experts_forward(int64_t, const double*, double*);
+template void Transformer<double>::experts_backward(int64_t, const double*);
+
+}  // namespace ggtrain::model
