@@ -8,6 +8,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/expert_routing.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/short_conv.h"
@@ -16,6 +17,7 @@
 #include "model/params.h"
 #include "model/quantized_base.h"
 #include "quant/gguf_floats.h"
+#include "quant/type_traits.h"
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -41,7 +43,16 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
     return model::tensor_of_shape(f, layout.get(name));
   };
   build([&](const std::string& name) { return std::make_shared<const nn::PackedMatrix>(f, checked(name)); },
-        [&](const std::string& name) { return quant::tensor_floats(f, checked(name)); });
+        [&](const std::string& name) { return quant::tensor_floats(f, checked(name)); },
+        [&](const std::string& name, int64_t e) {
+          const gguf::TensorInfo& t = checked(name);
+          if (!nn::PackedMatrix::readable(t.type))
+            fail("{}: tensor '{}' has type {}; inference reads {}", f.path(), name, gguf::type_name(t.type),
+                 quant::codec_type_names());
+          const auto rows = int64_t(t.ne[1]), cols = int64_t(t.ne[0]);
+          const size_t bytes = gguf::storage_bytes(t.type, size_t(rows * cols));
+          return std::make_shared<const nn::PackedMatrix>(t.type, t.data + size_t(e) * bytes, rows, cols);
+        });
 }
 
 Decoder::Decoder(const model::Config& cfg, const float* params, const model::QuantizedBase* quantized, int64_t n_ctx,
@@ -60,13 +71,17 @@ Decoder::Decoder(const model::Config& cfg, const float* params, const model::Qua
         const auto& t = layout.get(name);
         return std::make_shared<const nn::PackedMatrix>(at(name), t.shape[0], t.shape[1]);
       },
-      [&](const std::string& name) { return std::vector<float>(at(name), at(name) + layout.get(name).size); });
+      [&](const std::string& name) { return std::vector<float>(at(name), at(name) + layout.get(name).size); },
+      [&](const std::string& name, int64_t e) {
+        const auto& t = layout.get(name);  // [experts, rows, cols]
+        return std::make_shared<const nn::PackedMatrix>(at(name) + e * t.shape[1] * t.shape[2], t.shape[1], t.shape[2]);
+      });
   // A LoRA run's adapters, applied as a file's are (unmerged).
   if (cfg.lora.rank > 0) add_lora(model::lora_adapter_of(cfg, layout, params), 1.0);
 }
 
-template <typename Matrix, typename Vector>
-void Decoder::build(Matrix matrix, Vector vec) {
+template <typename Matrix, typename Vector, typename Expert>
+void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
   const auto embd = matrix("token_embd.weight");
   token_embd_ = nn::Embedding<float>::packed(embd);
   output_ = nn::Linear<float>::packed(cfg_.tied ? embd : matrix("output.weight"));
@@ -80,6 +95,13 @@ void Decoder::build(Matrix matrix, Vector vec) {
     layers_.push_back({vec(n("attn_norm")), vec(n(cfg_.architecture().ffn_norm)), mat(model::kAttnQ),
                        mat(model::kAttnK), mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate),
                        mat(model::kFfnUp), mat(model::kFfnDown)});
+    if (cfg_.has_experts()) {
+      layers_.back().router = mat(model::kFfnGateInp);
+      for (int m = 0; m < model::kNumExpertMatrices; ++m)
+        for (int64_t e = 0; e < cfg_.n_experts; ++e)
+          layers_.back().experts[size_t(m)].push_back(
+              nn::Linear<float>::packed(expert(n(model::expert_matrix_name(model::ExpertMatrix(m))), e)));
+    }
     if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
       layers_.back().conv_in = mat(model::kConvInProj);
       layers_.back().conv_out = mat(model::kConvOutProj);
@@ -139,6 +161,15 @@ void Decoder::build(Matrix matrix, Vector vec) {
   for (auto* b : {&q_, &att_out_}) b->resize(size_t(N * cfg_.q_dim()));
   for (auto* b : {&k_, &v_}) b->resize(size_t(N * cfg_.kv_dim()));
   for (auto* b : {&gate_, &up_}) b->resize(size_t(N * F));
+  if (cfg_.has_experts()) {
+    const int64_t rows = std::min(N, kExpertChunk), pairs = rows * cfg_.n_experts_used;
+    moe_probs_.resize(size_t(rows * cfg_.n_experts));
+    for (auto* b : {&moe_weights_}) b->resize(size_t(pairs));
+    for (auto* b : {&moe_x_, &moe_y_}) b->resize(size_t(pairs * C));
+    for (auto* b : {&moe_gate_, &moe_up_}) b->resize(size_t(pairs * cfg_.expert_ff()));
+    for (auto* b : {&moe_chosen_, &moe_pair_of_, &moe_row_of_}) b->resize(size_t(pairs));
+    moe_offsets_.resize(size_t(cfg_.n_experts + 1));
+  }
   rstd_.resize(size_t(N));
   if (cfg_.architecture().attn_output_gate) {
     q_full_.resize(size_t(N * 2 * cfg_.q_dim()));
@@ -233,10 +264,11 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
     kernels::bias_forward(k_.data(), L.bk.data(), n, cfg_.kv_dim());
     kernels::bias_forward(v_.data(), L.bv.data(), n, cfg_.kv_dim());
   }
-  if (!L.attn_q_norm.empty()) {  // each head's row normed on its own, in place
-    const int64_t hq = n * cfg_.n_heads, hk = n * cfg_.n_kv_heads;
-    kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, hd, eps);
-    kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, hd, eps);
+  if (!L.attn_q_norm.empty()) {  // each head's row (or each token's whole row) normed on its own, in place
+    const int64_t qn = cfg_.q_norm_dim(), kn = cfg_.k_norm_dim();
+    const int64_t hq = n * cfg_.q_dim() / qn, hk = n * cfg_.kv_dim() / kn;
+    kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, qn, eps);
+    kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, kn, eps);
   }
   if (cfg_.uses_rope(l)) {
     kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves, n_rot);
@@ -278,6 +310,53 @@ void Decoder::gdn_mixer(int64_t l, int64_t n) {
                       n);
   std::copy_n(gdn_window_.data() + n * CD, kept * CD, conv_state.begin());
   project(L.ssm_out, gdn_y_.data(), tmp_.data(), n);
+}
+
+void Decoder::feed_forward(int64_t l, int64_t n) {
+  const Layer& L = layers_[size_t(l)];
+  if (cfg_.has_experts()) {
+    const int64_t C = cfg_.d_model;
+    for (int64_t t = 0; t < n; t += kExpertChunk)
+      experts_chunk(l, h_.data() + t * C, tmp_.data() + t * C, std::min(kExpertChunk, n - t));
+    return;
+  }
+  project(L.w_gate, h_.data(), gate_.data(), n);
+  project(L.w_up, h_.data(), up_.data(), n);
+  model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
+  project(L.w_down, gate_.data(), tmp_.data(), n);
+}
+
+// As the training forward (model/transformer_experts.cpp): route, group the
+// (token, slot) pairs by expert, one product per expert over its rows, then
+// each token's weighted sum in slot order.
+void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
+  const Layer& L = layers_[size_t(l)];
+  const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = cfg_.n_experts_used;
+  const kernels::RoutingShape s{n, cfg_.n_experts, k, cfg_.architecture().renormalize_expert_weights};
+  L.router.forward(moe_probs_.data(), {const_cast<float*>(h), nullptr}, n);
+  kernels::route_forward(moe_probs_.data(), moe_chosen_.data(), moe_weights_.data(), s);
+  const kernels::ExpertGroups g{moe_offsets_.data(), moe_pair_of_.data(), moe_row_of_.data()};
+  kernels::group_by_expert(g, moe_chosen_.data(), s);
+  for (int64_t i = 0; i < s.pairs(); ++i) std::copy_n(h + (i / k) * C, C, moe_x_.data() + int64_t(g.row_of[i]) * C);
+  for (int64_t e = 0; e < cfg_.n_experts; ++e) {
+    const int64_t first = g.offsets[e], rows = g.offsets[e + 1] - first;
+    if (rows == 0) continue;  // its weights are not read
+    float* x = moe_x_.data() + first * C;
+    float *gate = moe_gate_.data() + first * F, *up = moe_up_.data() + first * F;
+    project(L.experts[model::kExpGate][size_t(e)], x, gate, rows);
+    project(L.experts[model::kExpUp][size_t(e)], x, up, rows);
+    model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate, gate, up, rows * F);
+    project(L.experts[model::kExpDown][size_t(e)], gate, moe_y_.data() + first * C, rows);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    const float* w = moe_weights_.data() + t * k;
+    const int32_t* row = g.row_of + t * k;
+    for (int64_t c = 0; c < C; ++c) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < k; ++j) sum += w[j] * moe_y_[size_t(int64_t(row[j]) * C + c)];
+      out[t * C + c] = sum;
+    }
+  }
 }
 
 void Decoder::truncate(int64_t pos) { cache_.truncate(pos < 0 ? 0 : pos); }
@@ -326,10 +405,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     if (L.attn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.attn_post_norm, n);
     kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
-    project(L.w_gate, h_.data(), gate_.data(), n);
-    project(L.w_up, h_.data(), up_.data(), n);
-    model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
-    project(L.w_down, gate_.data(), tmp_.data(), n);
+    feed_forward(l, n);
     if (L.ffn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.ffn_post_norm, n);
   }

@@ -2,6 +2,7 @@
 // Inference over a llama GGUF with a KV cache: tokens are fed in order (a
 // prompt as one batch, then one token at a time), each layer's keys and
 // values are kept, so the prefix is never recomputed.
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -76,17 +77,29 @@ class Decoder {
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
     std::vector<float> bq = {}, bk = {}, bv = {};  // Architecture::qkv_bias, else empty
     std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
+    // Mixture-of-experts layers: the router, and per ExpertMatrix each
+    // expert's slice of the stacked tensor.
+    nn::Linear<float> router = {};
+    std::array<std::vector<nn::Linear<float>>, model::kNumExpertMatrices> experts = {};
     nn::Linear<float>& matrix(model::BlockMatrix m) {
       nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq,       &wk,       &wv,        &wo,       &w_gate,
                                                           &w_up,     &w_down,   &conv_in,   &conv_out, &gdn_qkv,
-                                                          &gdn_gate, &ssm_beta, &ssm_alpha, &ssm_out};
+                                                          &gdn_gate, &ssm_beta, &ssm_alpha, &ssm_out,  &router};
       return *all[m];
     }
   };
   // The weights, by llama.cpp name (`matrix` gives a shared PackedMatrix),
   // and the buffers for n_ctx_ tokens.
-  template <typename Matrix, typename Vector>
-  void build(Matrix matrix, Vector vec);
+  // `expert(name, e)` gives expert e's slice of a stacked expert tensor.
+  template <typename Matrix, typename Vector, typename Expert>
+  void build(Matrix matrix, Vector vec, Expert expert);
+  // Layer l's feed-forward of the n normed rows in h_, into tmp_: the dense
+  // one, or the router's experts (chunks of kExpertChunk tokens grouped by
+  // expert, so each expert multiplies its tokens at once and a decoded
+  // token reads only its k experts' weights).
+  void feed_forward(int64_t l, int64_t n);
+  void experts_chunk(int64_t l, const float* h, float* out, int64_t n);
+  static constexpr int64_t kExpertChunk = 256;
   // y[n, p.n_out()] = x p^T (+ its adapters).
   static void project(const nn::Linear<float>& p, float* x, float* y, int64_t n) { p.forward(y, {x, nullptr}, n); }
   void attention(int64_t l, int64_t n);
@@ -148,6 +161,11 @@ class Decoder {
   // Gated attention (Architecture::attn_output_gate): attn_q's output
   // [n_ctx, 2 q_dim] and the gate [n_ctx, q_dim].
   std::vector<float> q_full_, attn_gate_;
+  // Mixture-of-experts layers, for a chunk of tokens: router probabilities
+  // [chunk, E], choices and weights [chunk, k], the grouping, gathered
+  // inputs and outputs [chunk k, C], gate and up [chunk k, F_exp].
+  std::vector<float> moe_probs_, moe_weights_, moe_x_, moe_y_, moe_gate_, moe_up_;
+  std::vector<int32_t> moe_chosen_, moe_offsets_, moe_pair_of_, moe_row_of_;
 };
 
 }  // namespace ggtrain::infer

@@ -58,6 +58,12 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
     c.shortconv_l_cache = 4;
   }
   if (arch == "qwen35") qwen35_layers(c);
+  if (c.has_experts()) {  // 8 experts, 3 a token, none at a family's size
+    c.n_experts = 8;
+    c.n_experts_used = 3;
+    if (c.architecture().expert_width_key) c.d_ff_expert = 40;
+  }
+  if (c.architecture().qk_norm_whole) c.n_kv_heads = c.n_heads;
   if (arch == "gemma3") {  // layers 0 and 2 local, 1 global; none of them at llama.cpp's defaults
     c.n_layers = 3;
     c.sliding_window = window;
@@ -138,6 +144,12 @@ TEST(Decoder, MatchesTrainingForwardLfm2) { check_decoder_matches_training_forwa
 // checkpoints (every 64) and ends inside a chunk; the decoder's recurrent
 // form, as one prompt and token by token, must follow it.
 TEST(Decoder, MatchesTrainingForwardQwen35) { check_decoder_matches_training_forward(false, 2, "qwen35", 0, 150); }
+
+// 300 positions: the decoder routes a prompt in chunks of 256 tokens, each
+// grouped by expert; one token at a time it runs 1-row products of the 3
+// chosen experts. Both must follow the training forward's grouped GEMMs.
+TEST(Decoder, MatchesTrainingForwardQwen3Moe) { check_decoder_matches_training_forward(true, 2, "qwen3moe", 24, 300); }
+TEST(Decoder, MatchesTrainingForwardOlmoe) { check_decoder_matches_training_forward(false, 4, "olmoe", 0, 300); }
 
 // A cache cut back to a shared prefix cannot cut the Gated DeltaNet state
 // back: the next eval recomputes the kept prefix, and the logits after the
