@@ -48,7 +48,7 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
   w.set("general.quantization_version", gguf::Value::u32(2));  // ggml's GGML_QNT_VERSION
   w.set("general.file_type", gguf::Value::u32(uint32_t(ft)));
 
-  quant::TypeRecipe recipe(ft, shapes, c.n_layers);
+  quant::TypeRecipe recipe(ft, shapes, c.n_layers, int(c.n_experts));
   std::deque<std::vector<float>> values;  // kept until write()
   for (const auto* t : order) {
     const auto type = recipe.next({t->name, t->shape()}, t->type);

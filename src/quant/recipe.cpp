@@ -116,8 +116,8 @@ bool llama_cpp_tensor_before(const std::string& a, const std::string& b) {
   return la != lb ? la < lb : a < b;
 }
 
-TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers)
-    : ft_(ft), default_(row(ft).default_type), n_layers_(n_layers) {
+TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers, int n_experts)
+    : ft_(ft), default_(row(ft).default_type), n_layers_(n_layers), n_experts_(n_experts) {
   for (const auto& t : tensors) {
     if (is_attn_v_like(t.name)) ++n_attn_v_;
     if (t.name == "output.weight") tied_embeddings_ = false;
@@ -140,12 +140,20 @@ TensorType TypeRecipe::mix_choice(const TensorShape& t) {
     if (t.ne[0] % gguf::traits(default_).block_size != 0) return TensorType::Q8_0;
     return default_ == TensorType::Q8_0 ? TensorType::Q8_0 : TensorType::Q6_K;
   }
+  // llama.cpp gives a model of exactly 8 experts (Mixtral's count) more bits
+  // in its attention: K and V (or fused QKV) as Q8_0, the output as Q5_K in
+  // the Q4_K mixes.
+  const bool eight_experts = n_experts_ == 8;
   if (is_attn_v_like(t.name)) {
     const int i = i_attn_v_++;
+    if (eight_experts) return TensorType::Q8_0;
     if (mix_m && use_more_bits(i, n_attn_v_)) return TensorType::Q6_K;
     if (ft_ == FileType::Q4_K_S && i < 4) return TensorType::Q5_K;
     return default_;
   }
+  if (eight_experts && contains(t.name, "attn_k.weight")) return TensorType::Q8_0;
+  if (eight_experts && contains(t.name, "attn_output.weight") && (ft_ == FileType::Q4_K_S || ft_ == FileType::Q4_K_M))
+    return TensorType::Q5_K;
   if (contains(t.name, "ffn_down")) {
     const int i = i_ffn_down_++;
     if (mix_m && use_more_bits(i, n_layers_)) return TensorType::Q6_K;

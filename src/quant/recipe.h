@@ -47,8 +47,9 @@ struct TensorShape {
 
 class TypeRecipe {
  public:
-  // `tensors`: every tensor of the model, `n_layers` its block count.
-  TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers);
+  // `tensors`: every tensor of the model, `n_layers` its block count,
+  // `n_experts` its experts per layer (0: dense).
+  TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers, int n_experts = 0);
   // The type of the next tensor, called in llama_cpp_tensor_before order
   // (attn_v and ffn_down choices depend on how many came before); `current`
   // is kept for tensors llama.cpp does not quantize (norms, 1-D).
@@ -63,7 +64,7 @@ class TypeRecipe {
   FileType ft_;
   gguf::TensorType default_;
   bool tied_embeddings_ = true;
-  int n_layers_ = 0, n_attn_v_ = 0, i_attn_v_ = 0, i_ffn_down_ = 0;
+  int n_layers_ = 0, n_experts_ = 0, n_attn_v_ = 0, i_attn_v_ = 0, i_ffn_down_ = 0;
   int quantized_ = 0, fallbacks_ = 0;
   gguf::TensorType mix_choice(const TensorShape& t);
 };
