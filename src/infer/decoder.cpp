@@ -44,12 +44,11 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
   };
   build([&](const std::string& name) { return std::make_shared<const nn::PackedMatrix>(f, checked(name)); },
         [&](const std::string& name) { return quant::tensor_floats(f, checked(name)); },
-        [&](const std::string& name, int64_t e) {
-          const gguf::TensorInfo& t = checked(name);
+        [&](const std::string& name, int64_t e, int64_t rows, int64_t cols) {
+          const gguf::TensorInfo& t = checked(name);  // [experts, rows, cols]
           if (!nn::PackedMatrix::readable(t.type))
             fail("{}: tensor '{}' has type {}; inference reads {}", f.path(), name, gguf::type_name(t.type),
                  quant::codec_type_names());
-          const auto rows = int64_t(t.ne[1]), cols = int64_t(t.ne[0]);
           const size_t bytes = gguf::storage_bytes(t.type, size_t(rows * cols));
           return std::make_shared<const nn::PackedMatrix>(t.type, t.data + size_t(e) * bytes, rows, cols);
         });
@@ -72,9 +71,10 @@ Decoder::Decoder(const model::Config& cfg, const float* params, const model::Qua
         return std::make_shared<const nn::PackedMatrix>(at(name), t.shape[0], t.shape[1]);
       },
       [&](const std::string& name) { return std::vector<float>(at(name), at(name) + layout.get(name).size); },
-      [&](const std::string& name, int64_t e) {
-        const auto& t = layout.get(name);  // [experts, rows, cols]
-        return std::make_shared<const nn::PackedMatrix>(at(name) + e * t.shape[1] * t.shape[2], t.shape[1], t.shape[2]);
+      [&](const std::string& name, int64_t e, int64_t rows, int64_t cols) {
+        if (const model::HeldMatrix* h = quantized ? quantized->find(name) : nullptr)
+          return std::make_shared<const nn::PackedMatrix>(h->type, h->expert(e, rows).data, rows, cols);
+        return std::make_shared<const nn::PackedMatrix>(at(name) + e * rows * cols, rows, cols);
       });
   // A LoRA run's adapters, applied as a file's are (unmerged).
   if (cfg.lora.rank > 0) add_lora(model::lora_adapter_of(cfg, layout, params), 1.0);
@@ -100,7 +100,9 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
       for (int m = 0; m < model::kNumExpertMatrices; ++m)
         for (int64_t e = 0; e < cfg_.n_experts; ++e)
           layers_.back().experts[size_t(m)].push_back(
-              nn::Linear<float>::packed(expert(n(model::expert_matrix_name(model::ExpertMatrix(m))), e)));
+              nn::Linear<float>::packed(expert(n(model::expert_matrix_name(model::ExpertMatrix(m))), e,
+                                               model::expert_matrix_shape(cfg_, model::ExpertMatrix(m)).first,
+                                               model::expert_matrix_shape(cfg_, model::ExpertMatrix(m)).second)));
     }
     if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
       layers_.back().conv_in = mat(model::kConvInProj);
@@ -190,7 +192,9 @@ void Decoder::add_lora(const model::LoraAdapter& adapter_in, double user_scale) 
   const model::LoraAdapter& adapter = adapters_.emplace_back(adapter_in);
   int64_t max_rank = 0;
   for (const auto& p : adapter.pairs) max_rank = std::max(max_rank, p.rank);
-  float* u = lora_u_.emplace_back(size_t(n_ctx_ * max_rank)).data();
+  // rows of x A^T: a batch's tokens, or a chunk's (token, expert) pairs
+  const int64_t rows = std::max(n_ctx_, cfg_.has_experts() ? std::min(n_ctx_, kExpertChunk) * cfg_.n_experts_used : 0);
+  float* u = lora_u_.emplace_back(size_t(rows * max_rank)).data();
   for (const auto& p : adapter.pairs) {
     int64_t l = -1;
     int prefix = 0;
@@ -200,13 +204,27 @@ void Decoder::add_lora(const model::LoraAdapter& adapter_in, double user_scale) 
       fail("LoRA: '{}' is not a block matrix of this model", name);
     Layer& L = layers_[size_t(l)];
     const std::string what = name.substr(size_t(prefix), name.size() - size_t(prefix) - 7);
+    const double scale = adapter.scale_of(p, user_scale);
+    if (const model::ExpertMatrix em = model::expert_matrix_from_name(what); em != model::kNumExpertMatrices) {
+      auto& experts = L.experts[size_t(em)];
+      if (experts.empty()) fail("LoRA: '{}' is not a matrix of this model", name);
+      const int64_t in = experts[0].n_in(), out = experts[0].n_out(), E = int64_t(experts.size());
+      if (p.rank <= 0 || p.experts != E || int64_t(p.a.size()) != E * p.rank * in ||
+          int64_t(p.b.size()) != E * out * p.rank)
+        fail("LoRA pair of rank {} for {} experts does not fit {} experts' [{}, {}] matrices", p.rank, p.experts, E,
+             out, in);
+      for (int64_t e = 0; e < E; ++e)  // each expert's own pair
+        experts[size_t(e)].add_lora(
+            {p.a.data() + e * p.rank * in, p.b.data() + e * out * p.rank, p.rank, float(scale), u});
+      continue;
+    }
     const model::BlockMatrix m = model::block_matrix_from_name(what);
     if (m == model::kNumBlockMatrices || !model::layer_has_matrix(cfg_, l, m))
       fail("LoRA: '{}' is not a block matrix of this model", name);
     nn::Linear<float>& w = L.matrix(m);
     if (p.rank <= 0 || int64_t(p.a.size()) != p.rank * w.n_in() || int64_t(p.b.size()) != w.n_out() * p.rank)
       fail("LoRA pair of rank {} does not fit a [{}, {}] matrix", p.rank, w.n_out(), w.n_in());
-    w.add_lora({p.a.data(), p.b.data(), p.rank, float(adapter.scale_of(p, user_scale)), u});
+    w.add_lora({p.a.data(), p.b.data(), p.rank, float(scale), u});
   }
 }
 

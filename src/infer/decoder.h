@@ -90,7 +90,8 @@ class Decoder {
   };
   // The weights, by llama.cpp name (`matrix` gives a shared PackedMatrix),
   // and the buffers for n_ctx_ tokens.
-  // `expert(name, e)` gives expert e's slice of a stacked expert tensor.
+  // `expert(name, e, rows, cols)` gives expert e's [rows, cols] slice of a
+  // stacked expert tensor.
   template <typename Matrix, typename Vector, typename Expert>
   void build(Matrix matrix, Vector vec, Expert expert);
   // Layer l's feed-forward of the n normed rows in h_, into tmp_: the dense

@@ -48,7 +48,8 @@ void route_forward(T* probs, int32_t* chosen, T* weights, const RoutingShape& s)
     int32_t* c = chosen + t * k;
     int32_t order[kMaxExperts];
     std::iota(order, order + E, 0);
-    std::partial_sort(order, order + k, order + E, [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::partial_sort(order, order + k, order + E,
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     T total = T(0);
     for (int64_t i = 0; i < k; ++i) total += p[c[i] = order[i]];
     const T norm = s.renormalize ? std::max(total, T(kMinExpertWeightSum)) : T(1);

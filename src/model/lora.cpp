@@ -26,7 +26,7 @@ void init_lora(const ParamLayout& layout, float* params, uint64_t seed) {
     if (ends_with(t.name, ".lora_b")) {
       std::fill(p, p + t.size, 0.0f);
     } else if (ends_with(t.name, ".lora_a")) {
-      const double bound = 1.0 / std::sqrt(double(t.shape[1]));
+      const double bound = 1.0 / std::sqrt(double(t.shape.back()));  // [rank, in] or [experts, rank, in]
       for (int64_t i = 0; i < t.size; ++i) p[i] = float((rng.uniform() * 2.0 - 1.0) * bound);
     }
   }
@@ -55,9 +55,11 @@ LoraAdapter lora_adapter_of(const Config& c, const ParamLayout& layout, const fl
       p.weight = block_tensor_name(l, target);
       const ParamTensor& a = layout.get(p.weight + ".lora_a");
       const ParamTensor& b = layout.get(p.weight + ".lora_b");
-      p.rank = a.shape[0];
-      p.in = a.shape[1];
-      p.out = b.shape[0];
+      const size_t d = a.shape.size();  // 3 for an expert stack: [experts, rank, in]
+      p.experts = d == 3 ? a.shape[0] : 1;
+      p.rank = a.shape[d - 2];
+      p.in = a.shape[d - 1];
+      p.out = b.shape[d - 2];
       p.a = copy(a);
       p.b = copy(b);
       out.pairs.push_back(std::move(p));
@@ -98,17 +100,23 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const Config& base) {
     LoraPair p;
     p.weight = m[1];
     const auto* wt = layout.find(p.weight);
-    if (!wt || wt->shape.size() != 2 || p.weight == "token_embd.weight")
+    if (!wt || wt->shape.size() < 2 || p.weight == "token_embd.weight")
       fail("{}: tensor '{}' adapts '{}', which is no matrix of this model", f.path(), ta.name, p.weight);
-    p.out = wt->shape[0];
-    p.in = wt->shape[1];
+    const size_t d = wt->shape.size();  // 3: a stack of experts' matrices, one pair per expert
+    p.experts = d == 3 ? wt->shape[0] : 1;
+    p.out = wt->shape[d - 2];
+    p.in = wt->shape[d - 1];
     const auto* tb = f.find_tensor(p.weight + ".lora_b");
     if (!tb) fail("{}: '{}' has no '{}.lora_b'", f.path(), ta.name, p.weight);
-    if (ta.n_dims != 2 || tb->n_dims != 2 || ta.ne[0] != uint64_t(p.in) || tb->ne[1] != uint64_t(p.out) ||
-        ta.ne[1] != tb->ne[0] || ta.ne[1] == 0)
-      fail("{}: '{}' / '.lora_b' have ne [{}] / [{}]; expected [{}, r] / [r, {}]: the adapter was trained on "
+    const uint64_t experts_a = d == 3 ? ta.ne[2] : 1, experts_b = d == 3 ? tb->ne[2] : 1;
+    if (ta.n_dims != uint32_t(d) || tb->n_dims != uint32_t(d) || ta.ne[0] != uint64_t(p.in) ||
+        tb->ne[1] != uint64_t(p.out) || ta.ne[1] != tb->ne[0] || ta.ne[1] == 0 || experts_a != uint64_t(p.experts) ||
+        experts_b != uint64_t(p.experts))
+      fail("{}: '{}' / '.lora_b' have ne [{}] / [{}]; expected [{}, r{}] / [r, {}{}]: the adapter was trained on "
            "another base model{}; give that one",
-           f.path(), ta.name, fmt::join(ta.shape(), ", "), fmt::join(tb->shape(), ", "), p.in, p.out, trained_on(f));
+           f.path(), ta.name, fmt::join(ta.shape(), ", "), fmt::join(tb->shape(), ", "), p.in,
+           d == 3 ? fmt::format(", {}", p.experts) : "", p.out, d == 3 ? fmt::format(", {}", p.experts) : "",
+           trained_on(f));
     p.rank = int64_t(ta.ne[1]);
     p.a = quant::tensor_floats(f, ta);
     p.b = quant::tensor_floats(f, *tb);
@@ -124,15 +132,17 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const Config& base) {
 void merge_lora(const LoraAdapter& adapter, double user_scale, const ParamLayout& layout, float* params) {
   for (const auto& p : adapter.pairs) {
     const double s = adapter.scale_of(p, user_scale);
-    float* w = params + layout.get(p.weight).offset;
+    for (int64_t e = 0; e < p.experts; ++e) {  // each expert's matrix by its own pair
+      float* w = params + layout.get(p.weight).offset + e * p.out * p.in;
+      const float *a = p.a.data() + e * p.rank * p.in, *b = p.b.data() + e * p.out * p.rank;
 #pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < p.out; ++o)
-      for (int64_t i = 0; i < p.in; ++i) {
-        double acc = 0;
-        for (int64_t k = 0; k < p.rank; ++k)
-          acc += double(p.b[size_t(o * p.rank + k)]) * double(p.a[size_t(k * p.in + i)]);
-        w[o * p.in + i] = float(double(w[o * p.in + i]) + s * acc);
-      }
+      for (int64_t o = 0; o < p.out; ++o)
+        for (int64_t i = 0; i < p.in; ++i) {
+          double acc = 0;
+          for (int64_t k = 0; k < p.rank; ++k) acc += double(b[o * p.rank + k]) * double(a[k * p.in + i]);
+          w[o * p.in + i] = float(double(w[o * p.in + i]) + s * acc);
+        }
+    }
   }
 }
 

@@ -32,8 +32,12 @@ void add_lora_adapter(gguf::GgufWriter& w, const Config& c, const ParamLayout& l
 struct LoraPair {
   std::string weight;  // base tensor name, e.g. "blk.0.attn_q.weight"
   int64_t rank = 0, in = 0, out = 0;
-  std::vector<float> a;  // [rank, in]
-  std::vector<float> b;  // [out, rank]
+  // A stack of experts' matrices ("blk.0.ffn_up_exps.weight"): one pair per
+  // expert, stacked as the experts are (ggml ne [in, rank, experts] and
+  // [rank, out, experts]); 1 for a plain matrix.
+  int64_t experts = 1;
+  std::vector<float> a;  // [experts, rank, in]
+  std::vector<float> b;  // [experts, out, rank]
 };
 
 struct LoraAdapter {

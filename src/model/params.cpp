@@ -32,6 +32,22 @@ const char* expert_matrix_name(ExpertMatrix m) {
   return names[m];
 }
 
+ExpertMatrix expert_matrix_from_name(std::string_view name) {
+  for (int m = 0; m < kNumExpertMatrices; ++m)
+    if (name == expert_matrix_name(ExpertMatrix(m))) return ExpertMatrix(m);
+  return kNumExpertMatrices;
+}
+
+bool is_lora_target(std::string_view name) {
+  return block_matrix_from_name(name) != kNumBlockMatrices || expert_matrix_from_name(name) != kNumExpertMatrices;
+}
+
+std::string lora_target_names_text() {
+  std::string out = block_matrix_names_text();
+  for (int m = 0; m < kNumExpertMatrices; ++m) out += std::string(", ") + expert_matrix_name(ExpertMatrix(m));
+  return out;
+}
+
 std::pair<int64_t, int64_t> expert_matrix_shape(const Config& c, ExpertMatrix m) {
   if (m == kExpDown) return {c.d_model, c.expert_ff()};
   return {c.expert_ff(), c.d_model};
@@ -175,20 +191,31 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
   // plain model's layout (a base GGUF loads into the same places).
   const std::vector<BlockMatrix> present = model_block_matrices(c);
   for (const auto& target : c.lora.targets) {
+    if (!is_lora_target(target)) fail("model: '{}' is not a LoRA target ({})", target, lora_target_names_text());
     const BlockMatrix m = block_matrix_from_name(target);
-    if (m == kNumBlockMatrices) fail("model: '{}' is not a LoRA target ({})", target, block_matrix_names_text());
-    if (c.lora.rank > 0 && std::find(present.begin(), present.end(), m) == present.end()) {
+    const bool in_model =
+        m == kNumBlockMatrices ? c.has_experts() : std::find(present.begin(), present.end(), m) != present.end();
+    if (c.lora.rank > 0 && !in_model) {
       std::string names;
       for (BlockMatrix p : present) names += std::string(names.empty() ? "" : ", ") + block_matrix_name(p);
+      for (int e = 0; c.has_experts() && e < kNumExpertMatrices; ++e)
+        names += std::string(", ") + expert_matrix_name(ExpertMatrix(e));
       fail("model: LoRA target '{}' is in no layer of this {} model; its block matrices are {}", target, c.arch, names);
     }
   }
   for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
     for (const auto& target : c.lora.targets) {
+      const std::string w = block_tensor_name(l, target);
+      const ExpertMatrix e = expert_matrix_from_name(target);
+      if (e != kNumExpertMatrices) {  // one adapter per expert, stacked as the experts are
+        const auto [out, in] = expert_matrix_shape(c, e);
+        add(w + ".lora_a", {c.n_experts, c.lora.rank, in});
+        add(w + ".lora_b", {c.n_experts, out, c.lora.rank});
+        continue;
+      }
       const BlockMatrix m = block_matrix_from_name(target);
       if (!layer_has_matrix(c, l, m)) continue;
       const auto [out, in] = block_matrix_shape(c, m);
-      const std::string w = block_tensor_name(l, target);
       add(w + ".lora_a", {c.lora.rank, in});
       add(w + ".lora_b", {out, c.lora.rank});
     }
@@ -274,6 +301,12 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
     }
     for (int e = 0; c.has_experts() && e < kNumExpertMatrices; ++e)
       lw.experts[size_t(e)] = n(expert_matrix_name(ExpertMatrix(e)));
+    for (int e = 0; c.lora.rank > 0 && c.has_experts() && e < kNumExpertMatrices; ++e) {
+      const std::string w = block_tensor_name(l, expert_matrix_name(ExpertMatrix(e)));
+      if (!layout.find(w + ".lora_a")) continue;  // not a target
+      lw.expert_lora_a[size_t(e)] = at(w + ".lora_a");
+      lw.expert_lora_b[size_t(e)] = at(w + ".lora_b");
+    }
     for (int t = 0; c.lora.rank > 0 && t < kNumBlockMatrices; ++t) {
       const std::string w = block_tensor_name(l, block_matrix_name(BlockMatrix(t)));
       if (!layout.find(w + ".lora_a")) continue;  // not a target

@@ -79,6 +79,13 @@ const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
 // [in, out, experts]); expert e's matrix is its e-th [out, in] slice.
 enum ExpertMatrix { kExpGate, kExpUp, kExpDown, kNumExpertMatrices };
 const char* expert_matrix_name(ExpertMatrix m);  // "ffn_gate_exps", ...
+// The matrix called `name` ("ffn_up_exps"), or kNumExpertMatrices when none is.
+ExpertMatrix expert_matrix_from_name(std::string_view name);
+// What train.lora.targets may name: a block matrix, or an expert stack
+// (each expert then gets its own A and B: lora_a [experts, rank, in],
+// lora_b [experts, out, rank], as llama.cpp's build_lora_mm_id reads them).
+bool is_lora_target(std::string_view name);
+std::string lora_target_names_text();  // "attn_q, ..., ffn_down_exps", for messages
 // [out, in] of each expert's matrix m.
 std::pair<int64_t, int64_t> expert_matrix_shape(const Config& c, ExpertMatrix m);
 // The matrix called `name` ("attn_q"), or kNumBlockMatrices when none is.
@@ -124,6 +131,8 @@ struct LayerWeights {
   std::array<T*, kNumExpertMatrices> experts{};
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
+  // The experts' LoRA stacks, A [experts, rank, in] and B [experts, out, rank].
+  std::array<T*, kNumExpertMatrices> expert_lora_a{}, expert_lora_b{};
 };
 
 template <typename T>

@@ -26,16 +26,18 @@ QuantizedBase::QuantizedBase(const gguf::GgufFile& f, const Config& c) {
   for (const auto& t : base.tensors()) {
     const auto* ti = f.find_tensor(t.name);
     const quant::DecodeFn decode = ti ? held_decoder(ti->type) : nullptr;
-    if (!decode || t.shape.size() != 2) continue;
+    if (!decode || t.shape.size() < 2) continue;
     if (ti->shape() != ggml_ne(t.shape))
       fail("{}: tensor '{}' has ne [{}], expected [{}]", f.path(), t.name, fmt::join(ti->shape(), ", "),
            fmt::join(ggml_ne(t.shape), ", "));
     const auto& tt = gguf::traits(ti->type);
-    const int64_t block = int64_t(tt.block_size), row_bytes = t.shape[1] / block * int64_t(tt.type_size);
-    if (t.shape[1] % block != 0 || uint64_t(t.shape[0] * row_bytes) != ti->n_bytes)
+    // [out, in], or [experts, out, in]: rows of `in` weights either way
+    const int64_t cols = t.shape.back(), rows = t.size / cols;
+    const int64_t block = int64_t(tt.block_size), row_bytes = cols / block * int64_t(tt.type_size);
+    if (cols % block != 0 || uint64_t(rows * row_bytes) != ti->n_bytes)
       fail("{}: {} tensor '{}' holds {} bytes, not {} rows of {} blocks", f.path(), gguf::type_name(ti->type), t.name,
-           ti->n_bytes, t.shape[0], t.shape[1] / block);
-    held_[t.name] = {ti->type, {ti->data, t.shape[0], t.shape[1], row_bytes, decode}};
+           ti->n_bytes, rows, cols / block);
+    held_[t.name] = {ti->type, {ti->data, rows, cols, row_bytes, decode}};
     names_.insert(t.name);
     bytes_ += int64_t(ti->n_bytes);
   }

@@ -22,15 +22,19 @@ namespace ggtrain::model {
 // rows as the training layers read them.
 struct HeldMatrix {
   gguf::TensorType type;
-  kernels::QuantRows rows;
+  kernels::QuantRows rows;  // a stack of experts' matrices: all of them, expert after expert
+  // Expert e's matrix of a stack of experts' matrices of `out` rows each.
+  kernels::QuantRows expert(int64_t e, int64_t out) const {
+    return {rows.data + e * out * rows.row_bytes, out, rows.cols, rows.row_bytes, rows.dequantize};
+  }
 };
 
 class QuantizedBase {
  public:
   QuantizedBase() = default;
-  // The 2-D quantized tensors of `f` among the base tensors of `c` (LoRA
-  // tensors aside), shapes and sizes checked against the model's. `f` must
-  // outlive this.
+  // The quantized matrices of `f` among the base tensors of `c` (LoRA
+  // tensors aside), and the experts' stacks of them, shapes and sizes
+  // checked against the model's. `f` must outlive this.
   QuantizedBase(const gguf::GgufFile& f, const Config& c);
   const HeldMatrix* find(const std::string& name) const;
   const std::set<std::string>& names() const { return names_; }

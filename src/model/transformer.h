@@ -116,6 +116,7 @@ struct LayerActs {
   // outputs [BT, C] before their norms, and the norms' 1/rms; else null.
   T *attn_proj = nullptr, *rstd_attn_post = nullptr, *ffn_proj = nullptr, *rstd_ffn_post = nullptr;
   std::array<T*, kNumBlockMatrices> lora_u{};  // [BT, rank] x A^T per LoRA target, or null
+  std::array<T*, kNumExpertMatrices> expert_lora_u{};  // [BT k, rank] in grouped rows, per expert target
   // Short-convolution layers (kernels/short_conv.h; h_attn is their normed
   // input): in_proj's output (b | c | x) [BT, 3C], the convolution's input
   // u = b x and output v [BT, C], and y = c v [BT, C], out_proj's input.
@@ -310,9 +311,12 @@ class Transformer {
   // Copies each pair's token row of h_ffn into moe_x_ in grouped order.
   void gather_expert_inputs(const LayerActs<T>& a);
   // Expert e's matrix m of layer l: a view of its slice of the stacked tensor.
-  const nn::Linear<T>& expert(int64_t l, int64_t e, ExpertMatrix m) const {
-    return experts_[size_t(l)][size_t(m)][size_t(e)];
-  }
+  nn::Linear<T>& expert(int64_t l, int64_t e, ExpertMatrix m) { return experts_[size_t(l)][size_t(m)][size_t(e)]; }
+  // Expert e's matrix m on its n grouped rows from `first` on (and its
+  // adapter, where the experts are a LoRA target), and the backward.
+  void expert_project(int64_t l, int64_t e, ExpertMatrix m, int64_t first, int64_t n, T* out, const GemmIn<T>& in);
+  void expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, int64_t n, T* din, const GemmIn<T>& dout,
+                          const T* dout_fp32, const GemmIn<T>& in, bool accumulate);
   void plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a);
   int32_t* take_ints(BumpPlan<T>& p, int64_t n) const {
     return reinterpret_cast<int32_t*>(p.take((n * 4 + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));

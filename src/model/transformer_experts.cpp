@@ -31,6 +31,24 @@ void Transformer<T>::gather_expert_inputs(const LayerActs<T>& a) {
 }
 
 template <typename T>
+void Transformer<T>::expert_project(int64_t l, int64_t e, ExpertMatrix m, int64_t first, int64_t n, T* out,
+                                    const GemmIn<T>& in) {
+  nn::Linear<T>& p = expert(l, e, m);
+  p.forward_base(out, in, n);
+  if (!p.has_lora()) return;
+  p.set_lora_rows(layer_acts_[size_t(l)].expert_lora_u[size_t(m)] + first * cfg_.lora.rank);
+  p.forward_lora(out, in.fp32, n);  // LoRA runs are fp32
+}
+
+template <typename T>
+void Transformer<T>::expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, int64_t n, T* din, const GemmIn<T>& dout,
+                                        const T* dout_fp32, const GemmIn<T>& in, bool accumulate) {
+  const nn::Linear<T>& p = expert(l, e, m);
+  p.backward_base(din, dout, in, n, accumulate);
+  if (p.has_lora()) p.backward_lora(din, dout_fp32, in.fp32, n);  // its rows: set by the forward
+}
+
+template <typename T>
 void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
   const RoutingShape s = routing_shape();
   const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = s.n_used, E = s.n_experts;
@@ -49,17 +67,18 @@ void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = off[e + 1] - off[e];
     if (n == 0) continue;
-    expert(l, e, kExpGate).forward_base(a.moe_gate + off[e] * F, moe_x_.at(off[e] * C), n);
-    expert(l, e, kExpUp).forward_base(a.moe_up + off[e] * F, moe_x_.at(off[e] * C), n);
+    expert_project(l, e, kExpGate, off[e], n, a.moe_gate + off[e] * F, moe_x_.at(off[e] * C));
+    expert_project(l, e, kExpUp, off[e], n, a.moe_up + off[e] * F, moe_x_.at(off[e] * C));
   }
   charge_time_to(OpProfile::kGateUp);
-  with_pointer(a.moe_act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.moe_gate, a.moe_up, s.pairs() * F); });
+  with_pointer(a.moe_act,
+               [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.moe_gate, a.moe_up, s.pairs() * F); });
   charge_time_to(OpProfile::kSwiglu);
   // Backward needs each expert's output before its weight, so the down
   // projections run even when recomputation stops before the sum.
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = off[e + 1] - off[e];
-    if (n > 0) expert(l, e, kExpDown).forward_base(a.moe_y + off[e] * C, a.moe_act.at(off[e] * F), n);
+    if (n > 0) expert_project(l, e, kExpDown, off[e], n, a.moe_y + off[e] * C, a.moe_act.at(off[e] * F));
   }
   charge_time_to(OpProfile::kDown);
   if (!x_out) return;
@@ -101,10 +120,12 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = off[e + 1] - off[e];
     if (n > 0)
-      expert(l, e, kExpDown).backward_base(d_act_ + off[e] * F, dy.at(off[e] * C), a.moe_act.at(off[e] * F), n, false);
+      expert_project_bwd(l, e, kExpDown, n, d_act_ + off[e] * F, dy.at(off[e] * C), d_moe_rows_ + off[e] * C,
+                         a.moe_act.at(off[e] * F), false);
   }
   charge_time_to(OpProfile::kDown);
-  if (d_gate_.bf16) ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
+  if (d_gate_.bf16)
+    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
   else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
   charge_time_to(OpProfile::kSwiglu);
   gather_expert_inputs(a);  // d_moe_rows_ is free again: it takes d(expert input)
@@ -112,8 +133,10 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
     const int64_t n = off[e + 1] - off[e];
     if (n == 0) continue;
     T* dx = d_moe_rows_ + off[e] * C;
-    expert(l, e, kExpGate).backward_base(dx, d_gate_.at(off[e] * F), moe_x_.at(off[e] * C), n, false);
-    expert(l, e, kExpUp).backward_base(dx, d_up_.at(off[e] * F), moe_x_.at(off[e] * C), n, true);
+    expert_project_bwd(l, e, kExpGate, n, dx, d_gate_.at(off[e] * F),
+                       d_gate_.fp32 ? d_gate_.fp32 + off[e] * F : nullptr, moe_x_.at(off[e] * C), false);
+    expert_project_bwd(l, e, kExpUp, n, dx, d_up_.at(off[e] * F), d_up_.fp32 ? d_up_.fp32 + off[e] * F : nullptr,
+                       moe_x_.at(off[e] * C), true);
   }
   charge_time_to(OpProfile::kGateUp);
 #pragma omp parallel for schedule(static) if (s.rows * C >= kMinParallelWork)
@@ -132,7 +155,8 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
     const double n_all = double(s.rows) * double(cfg_.n_layers);
     d_probs_all.resize(size_t(E));
     for (int64_t e = 0; e < E; ++e)
-      d_probs_all[size_t(e)] = T(double(loss_scale_) * opts_.router_aux_loss_coef * double(E) * expert_picks_[size_t(e)] / (n_all * n_all));
+      d_probs_all[size_t(e)] =
+          T(double(loss_scale_) * opts_.router_aux_loss_coef * double(E) * expert_picks_[size_t(e)] / (n_all * n_all));
   }
   route_backward(d_moe_logits_, d_moe_weights_, a.moe_probs, a.moe_chosen,
                  d_probs_all.empty() ? nullptr : d_probs_all.data(), s);
@@ -142,9 +166,18 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
 }
 
 template void Transformer<float>::gather_expert_inputs(const LayerActs<float>&);
+template void Transformer<float>::expert_project(int64_t, int64_t, ExpertMatrix, int64_t, int64_t, float*,
+                                                 const GemmIn<float>&);
+template void Transformer<float>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, float*,
+                                                     const GemmIn<float>&, const float*, const GemmIn<float>&, bool);
 template void Transformer<float>::experts_forward(int64_t, const float*, float*);
 template void Transformer<float>::experts_backward(int64_t, const float*);
 template void Transformer<double>::gather_expert_inputs(const LayerActs<double>&);
+template void Transformer<double>::expert_project(int64_t, int64_t, ExpertMatrix, int64_t, int64_t, double*,
+                                                  const GemmIn<double>&);
+template void Transformer<double>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, double*,
+                                                      const GemmIn<double>&, const double*, const GemmIn<double>&,
+                                                      bool);
 template void Transformer<double>::experts_forward(int64_t, const double*, double*);
 template void Transformer<double>::experts_backward(int64_t, const double*);
 

@@ -28,6 +28,12 @@ void Transformer<T>::size_band_scratch() {
     for (int t = 0; t < kNumBlockMatrices; ++t)
       if (const auto* m = held_rows(opts_, block_tensor_name(l, block_matrix_name(BlockMatrix(t)))))
         band_scratch_size_ = std::max(band_scratch_size_, m->rows * m->cols);
+  for (int64_t l = 0; cfg_.has_experts() && l < cfg_.n_layers; ++l)
+    for (int m = 0; m < kNumExpertMatrices; ++m)
+      if (held_rows(opts_, block_tensor_name(l, expert_matrix_name(ExpertMatrix(m))))) {
+        const auto [n_out, n_in] = expert_matrix_shape(cfg_, ExpertMatrix(m));
+        band_scratch_size_ = std::max(band_scratch_size_, n_out * n_in);  // one expert's matrix
+      }
   const auto* head = held_rows(opts_, cfg_.tied ? "token_embd.weight" : "output.weight");
   if (head) band_scratch_size_ = std::max(band_scratch_size_, std::min<int64_t>(head->rows, 1024) * head->cols);
 }
@@ -67,12 +73,29 @@ void Transformer<T>::bind_layers() {
       const auto [n_out, n_in] = expert_matrix_shape(cfg_, ExpertMatrix(m));
       const std::string name = block_tensor_name(l, expert_matrix_name(ExpertMatrix(m)));
       T *w = in(layout_, params_.data(), name), *g = in(grad_layout_, grads_.data(), name);
-      if (!w) fail("model: {} is held quantized; experts train from float weights only", name);
+      const HeldMatrix* held = opts_.quantized ? opts_.quantized->find(name) : nullptr;
       for (int64_t e = 0; e < cfg_.n_experts; ++e) {
         const int64_t at = e * n_out * n_in;
-        experts_[size_t(l)][size_t(m)].push_back(
-            nn::Linear<T>::dense(w + at, g ? g + at : nullptr, n_out, n_in, bf16_shadow(w + at)));
+        auto& views = experts_[size_t(l)][size_t(m)];
+        if constexpr (std::is_same_v<T, float>) {
+          if (held) {  // the expert's rows stay in their blocks, like any held matrix
+            views.push_back(nn::Linear<T>::held(held->expert(e, n_out), band_scratch_, band_scratch_size_));
+            continue;
+          }
+        }
+        views.push_back(nn::Linear<T>::dense(w + at, g ? g + at : nullptr, n_out, n_in, bf16_shadow(w + at)));
       }
+      // Each expert's own adapter: its slices of the stacked A and B (its
+      // rows of x A^T move with each batch's grouping: expert_project).
+      const auto &wl = w_.layers[size_t(l)], &gl = g_.layers[size_t(l)];
+      T *la = wl.expert_lora_a[size_t(m)], *lb = wl.expert_lora_b[size_t(m)];
+      T *ga = gl.expert_lora_a[size_t(m)], *gb = gl.expert_lora_b[size_t(m)];
+      const int64_t r = cfg_.lora.rank;
+      for (int64_t e = 0; la && e < cfg_.n_experts; ++e)
+        experts_[size_t(l)][size_t(m)][size_t(e)].add_lora(
+            {la + e * r * n_in, lb + e * n_out * r, r, T(cfg_.lora.scale()),
+             layer_acts_[size_t(l)].expert_lora_u[size_t(m)], ga ? ga + e * r * n_in : nullptr,
+             gb ? gb + e * n_out * r : nullptr, d_lora_u_});
     }
   if (cfg_.donor_dim > 0) {  // the lens runs in fp32 whatever the precision
     lens_ = nn::Linear<T>::dense(w_.lens, g_.lens, C, cfg_.donor_dim);
@@ -198,10 +221,13 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
     auto& a = layer_acts_[size_t(l)];
     a = shared;
     plan_layer_acts(p, a, share_attn ? Mixers{false, false, false} : mixers_of(l), !share_ffn);
-    for (const auto& target : cfg_.lora.targets)
+    for (const auto& target : cfg_.lora.targets) {
       for (int t = 0; t < kNumBlockMatrices; ++t)
         if (target == block_matrix_name(BlockMatrix(t)) && layer_has_matrix(cfg_, l, BlockMatrix(t)))
           a.lora_u[size_t(t)] = p.take(BT * cfg_.lora.rank);
+      const ExpertMatrix e = expert_matrix_from_name(target);
+      if (e != kNumExpertMatrices) a.expert_lora_u[size_t(e)] = p.take(routing_shape().pairs() * cfg_.lora.rank);
+    }
   }
   rstd_final_ = p.take(BT);
   h_final_ = take_gemm_in(p, BT * C);
@@ -242,7 +268,8 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   }
   d_act_ = p.take(BT * F);
   if (band_scratch_size_ > 0) band_scratch_ = p.take(band_scratch_size_);
-  if (cfg_.lora.rank > 0) d_lora_u_ = p.take(BT * cfg_.lora.rank);
+  if (cfg_.lora.rank > 0)  // [BT, rank], or an expert target's [BT k, rank]
+    d_lora_u_ = p.take((cfg_.has_experts() ? routing_shape().pairs() : BT) * cfg_.lora.rank);
   if (present.gated_deltanet) {
     const kernels::GdnShape s = gdn_shape();
     d_gdn_y_ = p.take(BT * s.value_dim());

@@ -58,6 +58,12 @@ class Linear {
   int64_t n_out() const { return n_out_; }
   bool has_lora() const { return !loras_.empty(); }
   void add_lora(const LoraBranch<T>& branch);
+  // Points the branches' x A^T at `u` ([M, rank] for the next forward and
+  // its backward): an expert's rows move within its layer's buffer from one
+  // batch to the next.
+  void set_lora_rows(T* u) {
+    for (auto& b : loras_) b.u = u;
+  }
 
   // y[M, n_out] = x W^T (+ every LoRA branch).
   void forward(T* y, const GemmIn<T>& x, int64_t M) const {

@@ -137,6 +137,8 @@ TEST(Lora, RunWritesAdaptersThatTheDecoderAndMergeReproduce) {
 // LoRA gradients and logits, the vocabulary matrix in several bands, tied
 // and untied; the held matrices take no room in params(). Every type the
 // decoder reads as blocks; rows of 256 and 512 for the K-quants' blocks.
+// A qwen3moe model too: each expert's slice of the stacked tensors is held
+// (4 experts, 2 a token), the router stays F32 and takes an adapter.
 class HeldBase : public ::testing::TestWithParam<gguf::TensorType> {};
 
 TEST_P(HeldBase, ComputesTheDequantizedModel) {
@@ -144,7 +146,13 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
   const gguf::TensorType type = GetParam();
   model::Config c;
   c.vocab = 2100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
-  for (bool tied : {true, false}) {
+  model::Config moe = c;
+  moe.arch = "qwen3moe", moe.n_experts = 4, moe.n_experts_used = 2, moe.d_ff_expert = 256;
+  for (const auto& [arch_config, tied] : {std::pair{c, true}, std::pair{c, false}, std::pair{moe, true}}) {
+    c = arch_config;
+    const bool experts = c.has_experts();
+    const std::string down = experts ? "ffn_down_exps" : "ffn_down";
+    SCOPED_TRACE(c.arch);
     c.tied = tied;
     const model::ParamLayout plain_layout(c);
     std::vector<float> w(size_t(plain_layout.total()));
@@ -154,18 +162,22 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
     model::add_model_tensors(gw, c, plain_layout, w.data(), type);
     gw.write(tmp / "base.gguf");
     const gguf::GgufFile f(tmp / "base.gguf");
-    ASSERT_EQ(f.tensor("blk.0.ffn_down.weight").type, type);
+    ASSERT_EQ(f.tensor("blk.0." + down + ".weight").type, type);
 
     model::Config lc = c;
     lc.lora = {4, 8.0, {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}};
+    if (experts)
+      lc.lora.targets = {"attn_q", "attn_output", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     const model::QuantizedBase q(f, lc);
-    EXPECT_EQ(q.names().size(), size_t(7 * 2 + (tied ? 1 : 2)));  // block matrices, token_embd, output
+    // 7 matrices a layer (attention's 4 and the feed-forward's 3, or the
+    // experts' 3 stacks), token_embd, output
+    EXPECT_EQ(q.names().size(), size_t(7 * 2 + (tied ? 1 : 2)));
     const std::set<std::string> frozen = plain_layout.names();
     model::ModelOptions held_opts;
     held_opts.quantized = &q;
     const int64_t B = 2, T = 16;
     model::Transformer<float> held(lc, B, T, frozen, held_opts), plain(lc, B, T, frozen);
-    EXPECT_EQ(held.layout().find("blk.1.ffn_down.weight"), nullptr);
+    EXPECT_EQ(held.layout().find("blk.1." + down + ".weight"), nullptr);
     EXPECT_LT(held.n_params() * 10, plain.n_params());  // norms and LoRA tensors only
     for (auto* m : {&held, &plain}) {
       model::load_base_params(f, lc, m->layout(), m->params());

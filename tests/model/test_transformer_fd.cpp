@@ -200,6 +200,13 @@ TEST(ModelFd, Qwen3MoeRouterExpertsAndBalancingLoss) {
   check_model(moe_tiny("qwen3moe"), {}, {.router_aux = 0.5});
   check_model(moe_tiny("qwen3moe"), {}, {true, true, 0.5});
 }
+// Each expert's own adapter (A and B stacked per expert, as llama.cpp's
+// build_lora_mm_id reads them), the router's and attention's.
+TEST(ModelFd, Qwen3MoeLoraOnEachExpertAndTheRouter) {
+  auto c = moe_tiny("qwen3moe");
+  c.lora = {3, 3.0, {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_inp", "attn_q"}};
+  check_model(c, {"lora", "blk.0.attn_norm"}, {.router_aux = 0.5});
+}
 TEST(ModelFd, OlmoeUnnormalisedWeightsWholeRowNorms) {
   check_model(moe_tiny("olmoe"), {}, {.router_aux = 0.5});
   check_model(moe_tiny("olmoe"));
