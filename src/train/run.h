@@ -40,6 +40,10 @@ struct StepResult {
   int64_t step = 0;  // steps done, counting this one (from 1)
   double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
   bool finite = true;
+  // Mixture-of-experts models: the load-balancing loss (unweighted), the
+  // mean over this rank's micro-batches; the objective adds
+  // train.router_aux_loss_coef times it.
+  double router_aux = 0;
   PreferenceTotals pref;  // a preference objective's sums over the step's pairs (all ranks)
 };
 
@@ -52,6 +56,7 @@ class Run {
   // The constructor's steps, in order.
   void check_run_folder();
   int64_t check_resume();  // the step the run resumes from, or -1
+  void print_lora_targets(const model::ParamLayout& all) const;
   void load_tokenizer(int64_t resume_step);
   void load_eval_tasks();
   void prepare_data();

@@ -80,8 +80,8 @@ void check_init_and_lora(const RunConfig& c) {
     if (!(train.lora.alpha > 0)) fail("config: train.lora.alpha must be positive, got {}", train.lora.alpha);
     if (train.lora.targets.empty()) fail("config: train.lora.targets is empty");
     for (const auto& t : train.lora.targets)
-      if (model::block_matrix_from_name(t) == model::kNumBlockMatrices)
-        fail("config: train.lora.targets: '{}' is not one of {}", t, model::block_matrix_names_text());
+      if (!model::is_lora_target(t))
+        fail("config: train.lora.targets: '{}' is not one of {}", t, model::lora_target_names_text());
     if (!train.freeze.empty())
       fail("config: train.freeze does not apply to a LoRA run (the whole base model is frozen)");
   }
@@ -190,8 +190,8 @@ optim::LrSchedule lr_schedule_of(const TrainSection& t) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny",        "s15",        "smol135",   "qwen3-0.6b",  "gemma3-270m",
-          "llama3.2-1b", "smollm3-3b", "lfm2-350m", "qwen3.5-0.8b"};
+  return {"tiny",       "s15",       "smol135",      "qwen3-0.6b",    "gemma3-270m", "llama3.2-1b",
+          "smollm3-3b", "lfm2-350m", "qwen3.5-0.8b", "qwen3-30b-a3b", "olmoe-1b-7b"};
 }
 
 namespace {
@@ -240,6 +240,19 @@ RunConfig model_family_preset(const std::string& name) {
     c.model.ssm_state_size = 128;
     c.model.ssm_group_count = 16;
     c.model.ssm_time_step_rank = 16;
+  } else if (name == "qwen3-30b-a3b") {  // Qwen/Qwen3-30B-A3B: 128 experts of 768, 8 a token
+    c.model = model_shape(2048, 48, 32, 4, 6144, 40960, false, 1e6);
+    c.model.arch = "qwen3moe";
+    c.model.head_dim = 128;
+    c.model.rms_eps = 1e-6;
+    c.model.n_experts = 128;
+    c.model.n_experts_used = 8;
+    c.model.d_ff_expert = 768;
+  } else if (name == "olmoe-1b-7b") {  // allenai/OLMoE-1B-7B-0924: 64 experts of 1024, 8 a token
+    c.model = model_shape(2048, 16, 16, 16, 1024, 4096, false, 10000.0);
+    c.model.arch = "olmoe";
+    c.model.n_experts = 64;
+    c.model.n_experts_used = 8;
   } else {  // meta-llama/Llama-3.2-1B at its original 8192 context: the
             // "llama3" RoPE scaling (rope_freqs.weight) extends a released
             // model to 128k and comes with init.from, not from scratch
@@ -281,7 +294,7 @@ RunConfig preset(const std::string& name) {
     return c;
   }
   if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b" ||
-      name == "lfm2-350m" || name == "qwen3.5-0.8b")
+      name == "lfm2-350m" || name == "qwen3.5-0.8b" || name == "qwen3-30b-a3b" || name == "olmoe-1b-7b")
     return model_family_preset(name);
   fail("unknown preset '{}' ({})", name, fmt::join(preset_names(), ", "));
 }

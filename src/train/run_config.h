@@ -113,6 +113,9 @@ struct TrainSection {
   // weights, gradients, optimizer state, norms, softmax and loss stay float,
   // and checkpoints stay F32. "fp32": everything in float.
   model::Precision precision = model::Precision::kFp32;
+  // Mixture-of-experts models: the weight of the load-balancing loss added
+  // to the objective; negative: the family's (Architecture::router_aux_loss_coef).
+  double router_aux_loss_coef = -1;
   // Tensors that keep their values (no gradient, no optimizer state), e.g.
   // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
   std::vector<std::string> freeze;

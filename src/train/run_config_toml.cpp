@@ -487,6 +487,9 @@ const std::vector<Key>& keys() {
                    "activations recomputed in backward to save memory: none, attn or all"),
         choice_key("train.precision", &RunConfig::train, &T::precision, kPrecisions,
                    "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
+        float_key("train.router_aux_loss_coef", &RunConfig::train, &T::router_aux_loss_coef,
+                  "qwen3moe, olmoe: weight of the experts' load-balancing loss (-1: the family's, 0.001 and 0.01; "
+                  "0 off)"),
         choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives,
                    "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
         float_key("train.beta", &RunConfig::train, &T::beta,

@@ -190,6 +190,8 @@ void Run::build_model() {
   model::ModelOptions model_opts;
   model_opts.recompute = c_.train.recompute;
   model_opts.precision = c_.train.precision;
+  model_opts.router_aux_loss_coef =
+      c_.train.router_aux_loss_coef >= 0 ? c_.train.router_aux_loss_coef : mc_.architecture().router_aux_loss_coef;
   variant_->hold(mc_, model_opts, quiet_);
   if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !quiet_)
     fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
@@ -203,7 +205,26 @@ void Run::build_model() {
     const model::ParamLayout all(mc_);  // model_->layout() lacks what a LoRA base holds quantized
     fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(), all.tensors().size(),
                model_->grad_layout().total(), all.total());
+    if (mc_.lora.rank > 0) print_lora_targets(all);
   }
+}
+
+// Each LoRA target's adapter parameters beside the base weights it adapts,
+// so that a run adapting a sliver of the model (a mixture of experts' router
+// but not its experts) says so before it trains.
+void Run::print_lora_targets(const model::ParamLayout& all) const {
+  std::string parts;
+  for (const auto& target : mc_.lora.targets) {
+    int64_t adapter = 0, base = 0;
+    for (const auto& t : all.tensors()) {
+      const std::string weight = "." + target + ".weight";
+      if (t.name.ends_with(weight)) base += t.size;
+      if (t.name.ends_with(weight + ".lora_a") || t.name.ends_with(weight + ".lora_b")) adapter += t.size;
+    }
+    parts += fmt::format("{}{} {} (of {})", parts.empty() ? "" : ", ", target, adapter, base);
+  }
+  fmt::print(stderr, "lora: rank {} on {}; {:.3g}% of the model's {} parameters train\n", mc_.lora.rank, parts,
+             100.0 * double(model_->grad_layout().total()) / double(all.total()), all.total());
 }
 
 void Run::resume_state() {

@@ -114,6 +114,7 @@ void Run::sft_micro_batches(StepResult& r) {
                                        documents_ ? dp_->local(doc_start_.data() + k * micro) : nullptr);
     const float weight = counted > 0 ? float(model_->counted_targets()) / float(counted) : 0.f;
     r.loss += double(mean) * double(weight);
+    r.router_aux += double(model_->aux_loss()) / double(t.grad_accum);
     model_->backward(weight);
   }
 }
@@ -151,6 +152,7 @@ void Run::log_step(const StepResult& r) {
                         {"tokens_per_s", tps}, {"elapsed_s", now_seconds() - loop_start_s_}};
   if (r.step == start_step_ + 1) record["cpu_level"] = built_cpu_level();  // which build of the engine ran
   log_preference(record, r.pref, "");
+  if (mc_.has_experts()) record["router_aux"] = r.router_aux;
   if (!r.finite) {  // NaN/Inf are written as null; the counters say why
     record["skipped"] = true;
     record["nonfinite_in_a_row"] = nonfinite_in_a_row_;
@@ -168,8 +170,9 @@ void Run::log_step(const StepResult& r) {
                                                                r.pref.reward_accuracy / double(r.pref.pairs),
                                                                r.pref.reward_margin / double(r.pref.pairs))
                                                  : "";
-    fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
-               tty_ ? "\r" : "", r.step, t.steps, r.loss, rewards, r.lr, r.grad_norm, tps, duration_text(eta),
+    const std::string aux = mc_.has_experts() ? fmt::format(" | router aux {:.4f}", r.router_aux) : "";
+    fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f}{}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
+               tty_ ? "\r" : "", r.step, t.steps, r.loss, rewards, aux, r.lr, r.grad_norm, tps, duration_text(eta),
                tty_ ? "   " : "\n");
   }
 }

@@ -47,6 +47,32 @@ TEST(RunConfig, ModelFamilyPresetsCountTheReleasedModelsParameters) {
   }
 }
 
+// The MoE presets against their model cards: Qwen3-30B-A3B 30.5 B (3.3 B
+// active), OLMoE-1B-7B 6.9 B (1.3 B active), with their own vocabularies.
+// The cards give one decimal, rounded one way or the other (counted here:
+// 30.53 and 3.35, 6.92 and 1.28), hence 0.06.
+TEST(RunConfig, MoePresetsMatchTheirModelCards) {
+  struct Card {
+    const char* preset;
+    int64_t vocab;
+    double total_b, active_b;
+  };
+  for (const Card& r : {Card{"qwen3-30b-a3b", 151936, 30.5, 3.3}, Card{"olmoe-1b-7b", 50304, 6.9, 1.3}}) {
+    SCOPED_TRACE(r.preset);
+    const model::Config m = train::preset(r.preset).model_config(r.vocab);
+    EXPECT_NO_THROW(m.validate("preset"));
+    const model::ParamLayout layout(m);
+    int64_t experts = 0;  // the experts' weights, of which a token reads n_experts_used / n_experts
+    for (const auto& t : layout.tensors())
+      if (t.name.ends_with("_exps.weight")) experts += t.size;
+    const double total = double(layout.total()) / 1e9;
+    const double active =
+        (double(layout.total() - experts) + double(experts) * double(m.n_experts_used) / double(m.n_experts)) / 1e9;
+    EXPECT_NEAR(total, r.total_b, 0.06);
+    EXPECT_NEAR(active, r.active_b, 0.06);
+  }
+}
+
 // train.eval_tasks entries: paths, or tables with their own format, every
 // and limit; TOML and --set forms read the same and the saved form reads back.
 TEST(RunConfig, EvalTaskEntriesRoundTrip) {
