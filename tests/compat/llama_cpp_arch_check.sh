@@ -25,7 +25,14 @@
 #          (attn_q yields the output gate) with head norms, NeoX RoPE on 8 of
 #          each head's 16 dimensions (Qwen3.5 rotates a quarter); the
 #          feed-forward norm post_attention_norm. Its control reverses the
-#          taps of each ssm_conv1d kernel.
+#          taps of each ssm_conv1d kernel;
+#   qwen3moe: qwen3's attention, and in every layer a router over 6 experts
+#          of width 40 (expert_feed_forward_length; feed_forward_length
+#          stays the dense 160), 3 a token, their weights renormalised;
+#   olmoe: NeoX RoPE with norms over each token's whole query and key rows,
+#          6 experts of 3 a token, weights not renormalised, an untied head.
+#          The MoE controls are the same file with expert_used_count 2 (a
+#          token reading one expert fewer).
 # Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
 # ggtrain dropped or misnamed would show).
 #   1. A tiny model of ARCH trained from scratch (200 steps): llama.cpp loads
@@ -43,13 +50,16 @@
 #   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
 #      with it agrees (as 4.), and the adapter moves the logits by twice that.
 #
-#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2
+#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35|qwen3moe|olmoe
 #
 # Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
 set -euo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35" >&2; exit 2; }
+usage="usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35|qwen3moe|olmoe"
+[[ $# -eq 2 ]] || { echo "$usage" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 ARCH=$2
+tied=true
+experts=(ffn_gate_inp ffn_gate_exps ffn_up_exps ffn_down_exps)
 case $ARCH in
   qwen3) shape=(--set model.head_dim=24) extra=(attn_q_norm attn_k_norm) ;;
   qwen2) shape=() extra=(attn_q.bias attn_k.bias attn_v.bias) ;;
@@ -66,7 +76,13 @@ case $ARCH in
            --set model.ssm_conv_kernel=3 --set model.ssm_state_size=16 --set model.ssm_group_count=2
            --set model.ssm_time_step_rank=4)
     extra=(attn_q_norm attn_k_norm post_attention_norm) ;;
-  *) echo "usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35" >&2; exit 2 ;;
+  qwen3moe)
+    shape=(--set model.head_dim=24 --set model.n_experts=6 --set model.n_experts_used=3 --set model.d_ff_expert=40)
+    extra=(attn_q_norm attn_k_norm "${experts[@]}") ;;
+  olmoe)
+    shape=(--set model.n_kv_heads=4 --set model.n_experts=6 --set model.n_experts_used=3)
+    extra=(attn_q_norm attn_k_norm "${experts[@]}") tied=false ;;
+  *) echo "$usage" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
 CLI="$HERE/node/llama_cpp.mjs"
@@ -82,7 +98,7 @@ use_gguf_py
 bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=200 \
   --set model.arch="$ARCH" "${shape[@]}" --set model.rope_freq_base=50000 --set model.rms_eps=1e-6 \
-  --set model.tied=true --set train.threads=1 --quiet >/dev/null
+  --set model.tied=$tied --set train.threads=1 --quiet >/dev/null
 M=small/weights/latest
 info=$("$GGTRAIN" inspect "$M")
 grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
@@ -123,7 +139,11 @@ same base "$tol" "$ARCH checkpoint" "$median"
 # The control: the same weights as a llama file, without the family's tensors
 # (smollm3: the same tensors; llama.cpp then rotates the fourth layer too);
 # lfm2: its kernels' taps reversed.
-if [[ $ARCH == lfm2 || $ARCH == qwen35 ]]; then
+if [[ $ARCH == qwen3moe || $ARCH == olmoe ]]; then
+  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf "$ARCH" --set-u32 "$ARCH.expert_used_count=2"
+  node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
+  differ control-theirs.f32 base-ours.f32 1e-2 "llama.cpp's logits with 2 experts a token and ggtrain's with 3"
+elif [[ $ARCH == lfm2 || $ARCH == qwen35 ]]; then
   kernel=shortconv.conv
   [[ $ARCH != qwen35 ]] || kernel=ssm_conv1d
   "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf "$ARCH" --reverse-rows "$kernel"
@@ -166,6 +186,9 @@ same ft "$tol" "full finetune of the $ARCH checkpoint" "$median"
 
 # 3. LoRA, on every matrix the architecture has.
 lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down
+# MoE: each expert's own pair (stacked, as build_lora_mm_id reads them) and the router's
+[[ $ARCH != qwen3moe && $ARCH != olmoe ]] ||
+  lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate_inp,ffn_gate_exps,ffn_up_exps,ffn_down_exps
 [[ $ARCH != lfm2 ]] || lora_targets+=,shortconv.in_proj,shortconv.out_proj
 [[ $ARCH != qwen35 ]] || lora_targets+=,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out
 "$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
@@ -175,6 +198,20 @@ lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down
 logits "$M" lora lora/weights/latest
 same lora "$tol" "LoRA adapter on the $ARCH checkpoint" "$median"
 differ lora-ours.f32 base-ours.f32 1e-2 "the logits with and without the adapter"
+# MoE: the experts' pairs are what llama.cpp would most easily skip (a
+# stacked adapter it did not apply to mul_mat_id): the same adapter without
+# them runs differently in llama.cpp.
+if [[ $ARCH == qwen3moe || $ARCH == olmoe ]]; then
+  "$PY" "$HERE/compat/gguf_as_arch.py" lora/weights/latest no-experts.gguf "$ARCH" --drop _exps.weight.lora
+  node "$CLI" logits "$M" "$ids" no-experts-theirs.f32 no-experts.gguf 2>/dev/null
+  differ no-experts-theirs.f32 lora-ours.f32 1e-3 "llama.cpp's logits without the experts' adapters and ggtrain's with them"
+  # merged into the base (each expert's W + s B_e A_e), llama.cpp runs the
+  # merged file as it ran the base with the adapter
+  "$GGTRAIN" export --merge-lora "$M" lora/weights/latest merged.gguf --type f32 >/dev/null
+  node "$CLI" logits merged.gguf "$ids" merged-theirs.f32 2>/dev/null
+  cp lora-theirs.f32 merged-ours.f32
+  same merged "$tol" "the merged $ARCH adapter (llama.cpp: merged file vs base + adapter)" "$median"
+fi
 
 # 4. Quantized exports. Both sides round the activations to the weights'
 # dot type, from F32 activations that differ in their last bits (GEMM

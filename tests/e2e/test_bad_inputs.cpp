@@ -171,6 +171,12 @@ std::string qwen35_checkpoint(Env& e) {
          "/weights/step_2.gguf";
 }
 
+std::string qwen3moe_checkpoint(Env& e) {
+  return e.base_run("qwen3moe",
+                    {"model.arch=qwen3moe", "model.n_experts=4", "model.n_experts_used=2", "model.d_ff_expert=32"}) +
+         "/weights/step_2.gguf";
+}
+
 // The step-2 checkpoint with a rope_freqs.weight of these values (tiny: 8).
 std::string with_rope_freqs(Env& e, std::vector<float> factors) {
   auto keep = std::make_shared<std::vector<float>>(std::move(factors));
@@ -670,6 +676,63 @@ std::vector<Case> cases() {
                                  "model.ssm_group_count=2", "model.ssm_time_step_rank=3"});
                },
                {"ssm_time_step_rank 3", "not a multiple", "ssm_group_count 2"}});
+  c.push_back({"moe_used_over_count",
+               "a qwen3moe GGUF whose `qwen3moe.expert_used_count` (9) exceeds its `expert_count` (4)",
+               [](Env& e) {
+                 return A{
+                     e.bin(),
+                     "eval",
+                     "-m",
+                     gguf_with(qwen3moe_checkpoint(e), e.t("used.gguf"),
+                               [](gguf::GgufWriter& w) { w.set("qwen3moe.expert_used_count", gguf::Value::u32(9)); }),
+                     "--tokens",
+                     "1,2,3"};
+               },
+               {"used.gguf", "qwen3moe.expert_used_count", "is 9", "qwen3moe.expert_count (4)"}});
+  c.push_back({"moe_count_disagrees_with_tensors",
+               "a qwen3moe GGUF whose `qwen3moe.expert_count` (5) disagrees with its expert tensors (4 experts)",
+               [](Env& e) {
+                 return A{e.bin(),
+                          "eval",
+                          "-m",
+                          gguf_with(qwen3moe_checkpoint(e), e.t("count.gguf"),
+                                    [](gguf::GgufWriter& w) { w.set("qwen3moe.expert_count", gguf::Value::u32(5)); }),
+                          "--tokens",
+                          "1,2,3"};
+               },
+               {"count.gguf", "blk.0.ffn_gate_inp.weight", "expected [64, 5]"}});
+  c.push_back({"lora_for_other_experts",
+               "`generate --lora` with an adapter of 4 experts' pairs (`ffn_up_exps`) on a qwen3moe base of 6 experts",
+               [](Env& e) {
+                 auto a = tiny_train_args(e.bin(), e.t("moe_lora"), e.corpus(),
+                                          {"train.steps=2", "init.from=" + qwen3moe_checkpoint(e), "train.lora.rank=2",
+                                           "train.lora.targets=ffn_up_exps"});
+                 const auto r = run_cli(a, e.t("moe_lora.out"));
+                 if (r.status != 0) throw std::runtime_error("MoE LoRA run failed: " + r.output);
+                 const std::string six = e.base_run("qwen3moe6", {"model.arch=qwen3moe", "model.n_experts=6",
+                                                                  "model.n_experts_used=2", "model.d_ff_expert=32"}) +
+                                         "/weights/step_2.gguf";
+                 return A{e.bin(), "generate", "-m", six, "--lora", train::weights_path(e.t("moe_lora"), 2), "-p", "a"};
+               },
+               {"moe_lora/weights/step_2.gguf", "blk.0.ffn_up_exps.weight.lora_a", "expected [64, r, 6]",
+                "trained on another base model"}});
+  c.push_back({"moe_used_over_experts",
+               "`model.n_experts_used=5` with `model.n_experts=4` for a qwen3moe model",
+               [](Env& e) {
+                 return e.fresh({"model.arch=qwen3moe", "model.n_experts=4", "model.n_experts_used=5"});
+               },
+               {"n_experts_used (5)", "n_experts (4)"}});
+  c.push_back({"experts_on_a_dense_family",
+               "`model.n_experts=4` for a llama model (a dense family)",
+               [](Env& e) { return e.fresh({"model.n_experts=4"}); },
+               {"n_experts", "llama has none", "set them to 0"}});
+  c.push_back({"olmoe_grouped_kv_heads",
+               "`model.n_kv_heads=2` of 4 query heads for an olmoe model (its norms span d_model)",
+               [](Env& e) {
+                 return e.fresh({"model.arch=olmoe", "model.n_experts=4", "model.n_experts_used=2", "model.tied=false",
+                                 "model.n_kv_heads=2"});
+               },
+               {"olmoe", "d_model (64)"}});
   c.push_back({"rope_dim_whole_heads_only",
                "`model.rope_dim=8` for a llama model (only qwen35 rotates part of each head)",
                [](Env& e) { return e.fresh({"model.rope_dim=8"}); },
