@@ -7,7 +7,8 @@
 # give are the same bytes. The same with train.precision = "bf16" (fp32
 # master weights, bf16 GEMMs), and for an lfm2 model (a short-convolution
 # layer beside an attention layer) and a qwen35 one in bf16 (a Gated
-# DeltaNet layer beside a gated attention layer).
+# DeltaNet layer beside a gated attention layer), and a qwen3moe one (4
+# experts, 2 a token, with the load-balancing loss).
 # Controls, with teeth: the same resume from step 12, each losing one piece
 # of its state on purpose (GGTRAIN_INJECT_BROKEN_RESUME: the data position,
 # either AdamW moment, the master weights kept only to bf16), must each give
@@ -24,13 +25,14 @@ fail() { echo "resume_check: $*"; exit 1; }
 
 fox_corpus corpus.txt
 ids=1,5,9,13,17,21,25,29,33,37
-for run_case in 1:fp32:llama 2:fp32:llama 2:bf16:llama 2:fp32:lfm2 2:bf16:qwen35; do
+for run_case in 1:fp32:llama 2:fp32:llama 2:bf16:llama 2:fp32:lfm2 2:bf16:qwen35 2:fp32:qwen3moe; do
   IFS=: read -r threads precision arch <<<"$run_case"
   args=(--preset tiny --set data.corpus=corpus.txt --set train.steps=24 --set "train.threads=$threads"
         --set checkpoint.every=6 --set "train.precision=$precision" --set "model.arch=$arch")
   [[ $arch != lfm2 ]] || args+=(--set model.attention_layers=1)
   [[ $arch != qwen35 ]] || args+=(--set model.attention_layers=1 --set model.rope_dim=8 --set model.ssm_state_size=16
                                   --set model.ssm_group_count=2 --set model.ssm_time_step_rank=4)
+  [[ $arch != qwen3moe ]] || args+=(--set model.n_experts=4 --set model.n_experts_used=2 --set model.d_ff_expert=48)
   whole=whole-$threads-$precision-$arch cut=cut-$threads-$precision-$arch
   "$bin" train "${args[@]}" --run-dir "$whole" --quiet > whole.out 2>&1 || { cat whole.out; fail "the whole run failed"; }
   "$bin" train "${args[@]}" --run-dir "$cut" --stop-at 12 > cut.out 2>&1 || { cat cut.out; fail "the first part failed"; }
@@ -70,6 +72,6 @@ printf "\\x$(printf %02x $((byte ^ 1)))" | dd of=damaged/weights/step_24.gguf bs
 if "$bin" verify damaged > verify.out; then cat verify.out; fail "verify passed a run whose step-24 weights changed"; fi
 grep -q "^step 24: DAMAGED: .*step_24.gguf" verify.out || { cat verify.out; fail "verify did not name the damaged file"; }
 grep -q "^step 18: intact" verify.out || { cat verify.out; fail "verify did not see step 18 intact"; }
-echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16; lfm2; qwen35 bf16), step-24 logits" \
+echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16; lfm2; qwen35 bf16; qwen3moe), step-24 logits" \
   "identical; a resume losing its data position, AdamW m, AdamW v or fp32 master weights is noticed; verify" \
   "finds the intact checkpoints and names a changed one"

@@ -467,6 +467,14 @@ void MpiTest::hybrid_with_zero1_follows_one_process(const std::string& arch, std
 TEST_F(MpiTest, Lfm2WithZero1FollowsOneProcess) {
   hybrid_with_zero1_follows_one_process("lfm2", {"model.attention_layers=1"});
 }
+// Mixture of experts: every rank routes its own tokens, grouped by expert.
+// The load-balancing loss is off here: each rank balances its own share of
+// the batch (as Hugging Face's under DDP), which one process over the whole
+// batch does not reproduce.
+TEST_F(MpiTest, Qwen3MoeWithZero1FollowsOneProcess) {
+  hybrid_with_zero1_follows_one_process("qwen3moe", {"model.n_experts=4", "model.n_experts_used=2",
+                                                     "model.d_ff_expert=48", "train.router_aux_loss_coef=0"});
+}
 TEST_F(MpiTest, Qwen35WithZero1FollowsOneProcess) {
   hybrid_with_zero1_follows_one_process(
       "qwen35", {"model.attention_layers=1", "model.rope_dim=8", "model.ssm_state_size=16", "model.ssm_group_count=2",
