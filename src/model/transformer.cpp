@@ -40,6 +40,19 @@ std::set<std::string> held_names(const ModelOptions& o) {
 template <typename T>
 Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
                             const ModelOptions& opts)
+    : Transformer(cfg, batch, seq_len, frozen, opts, true) {}
+
+template <typename T>
+size_t Transformer<T>::planned_activation_bytes(const Config& cfg, int64_t batch, int64_t seq_len,
+                                                const std::set<std::string>& frozen, const ModelOptions& opts) {
+  return Transformer(cfg, batch, seq_len, frozen, opts, false).activation_bytes();
+}
+
+// allocate = false: only the checks and the activations' sizing pass
+// (planned_activation_bytes), nothing allocated.
+template <typename T>
+Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
+                            const ModelOptions& opts, bool allocate)
     : cfg_(cfg),
       opts_(opts),
       layout_(cfg, held_names(opts)),
@@ -60,7 +73,6 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
   if (opts_.attn_tile_cols > 0) attn_shape_.tile_cols = opts_.attn_tile_cols;
   chunk_rows_ = opts_.logit_chunk_rows > 0 ? std::min(opts_.logit_chunk_rows, batch_ * seq_len_)
                                            : default_logit_chunk_rows(cfg_.vocab, n_threads_, batch_ * seq_len_);
-  params_ = AlignedBuffer<T>(size_t(layout_.total()));
   const auto held = held_names(opts_);
   for (const auto& name : frozen)
     if (!layout_.find(name) && !held.count(name)) fail("model: cannot freeze '{}': no such parameter", name);
@@ -68,15 +80,18 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
     if (!frozen.count(name)) fail("model: '{}' is held quantized, so it must be frozen", name);
   if (!held.empty() && (!std::is_same_v<T, float> || bf16_))
     fail("model: quantized weights need a float model in fp32 precision");
+  size_band_scratch();
+  BumpPlan<T> sizing;
+  plan(sizing);
+  planned_act_floats_ = sizing.used();
+  if (!allocate) return;
+  params_ = AlignedBuffer<T>(size_t(layout_.total()));
   grads_ = AlignedBuffer<T>(size_t(std::max<int64_t>(grad_layout_.total(), 1)));
   w_ = ModelWeights<T>::bind(layout_, cfg_, params_.data(), /*allow_missing=*/!held.empty());
-  size_band_scratch();
   g_ = ModelWeights<T>::bind(grad_layout_, cfg_, grads_.data(), /*allow_missing=*/true);
   if (cfg_.donor_dim > 0) donor_ = AlignedBuffer<T>(size_t(cfg_.vocab * cfg_.donor_dim));
   if (bf16_) wbf16_ = AlignedBuffer<kernels::bf16>(size_t(layout_.total()));
-  BumpPlan<T> sizing;
-  plan(sizing);
-  acts_ = AlignedBuffer<T>(size_t(sizing.used()));
+  acts_ = AlignedBuffer<T>(size_t(planned_act_floats_));
   BumpPlan<T> carve(acts_.data());
   plan(carve);
   bind_layers();

@@ -161,7 +161,11 @@ class Transformer {
   T* donor_table() { return donor_.size() ? donor_.data() : nullptr; }
   // Activations and scratch planned at construction (the full logits of
   // forward(inputs, nullptr) come on top, allocated on first use).
-  size_t activation_bytes() const { return acts_.size() * sizeof(T); }
+  size_t activation_bytes() const { return size_t(planned_act_floats_) * sizeof(T); }
+  // What activation_bytes() would be for a model of these arguments,
+  // planned without allocating anything (a run's memory plan).
+  static size_t planned_activation_bytes(const Config& cfg, int64_t batch, int64_t seq_len,
+                                         const std::set<std::string>& frozen = {}, const ModelOptions& opts = {});
 
   // inputs, targets: [B, T] token ids; a target may be kernels::kNoTarget
   // (no loss there). With targets: returns the mean cross-entropy over the
@@ -207,6 +211,9 @@ class Transformer {
   void set_profile(OpProfile* p) { profile_ = p; }
 
  private:
+  Transformer(const Config& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
+              const ModelOptions& opts, bool allocate);
+  int64_t planned_act_floats_ = 0;
   void plan(BumpPlan<T>& p);
   GemmIn<T> take_gemm_in(BumpPlan<T>& p, int64_t n) const;
   // The layers' weights in their forms (float, bf16 shadow, held quantized)

@@ -57,6 +57,7 @@ class Run {
   void check_run_folder();
   int64_t check_resume();  // the step the run resumes from, or -1
   void print_lora_targets(const model::ParamLayout& all) const;
+  void check_memory(const std::set<std::string>& frozen, const model::ModelOptions& opts) const;
   void load_tokenizer(int64_t resume_step);
   void load_eval_tasks();
   void prepare_data();

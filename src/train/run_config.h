@@ -116,6 +116,10 @@ struct TrainSection {
   // Mixture-of-experts models: the weight of the load-balancing loss added
   // to the objective; negative: the family's (Architecture::router_aux_loss_coef).
   double router_aux_loss_coef = -1;
+  // The memory a run may plan for, in GiB; 0: the machine's MemAvailable.
+  // A run whose weights, gradients, AdamW moments and activations need more
+  // is refused before it allocates anything.
+  double memory_limit = 0;
   // Tensors that keep their values (no gradient, no optimizer state), e.g.
   // "token_embd", "output", "blk.0-3", "blk.5.ffn_up", "attn_norm" (every block).
   std::vector<std::string> freeze;

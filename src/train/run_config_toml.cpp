@@ -490,6 +490,8 @@ const std::vector<Key>& keys() {
         float_key("train.router_aux_loss_coef", &RunConfig::train, &T::router_aux_loss_coef,
                   "qwen3moe, olmoe: weight of the experts' load-balancing loss (-1: the family's, 0.001 and 0.01; "
                   "0 off)"),
+        float_key("train.memory_limit", &RunConfig::train, &T::memory_limit,
+                  "GiB a run may plan for (weights, gradients, AdamW moments, activations); 0: MemAvailable"),
         choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives,
                    "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
         float_key("train.beta", &RunConfig::train, &T::beta,

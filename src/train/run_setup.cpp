@@ -8,7 +8,9 @@
 #include "eval/choice_score.h"
 #include "kernels/gemm_bf16.h"
 #include "model/freeze.h"
+#include "model/quantized_base.h"
 #include "train/finetune.h"
+#include "train/memory_plan.h"
 #include "train/run.h"
 #include "train/run_folder.h"
 #include "util/atomic_file.h"
@@ -183,6 +185,25 @@ void Run::report_plan() const {
                tokens_.val ? tokens_.val->size() : 0, t.batch, t.seq_len, c_.data.val_fraction);
 }
 
+// The run's memory plan, printed and checked before the model allocates
+// or loads anything.
+void Run::check_memory(const std::set<std::string>& frozen, const model::ModelOptions& opts) const {
+  const int64_t f = sizeof(float);
+  const model::ParamLayout layout(mc_, opts.quantized ? opts.quantized->names() : std::set<std::string>{});
+  const int64_t trainable = layout.trainable(frozen).total();
+  MemoryPlan plan;
+  plan.float_weights = layout.total() * f + mc_.vocab * mc_.donor_dim * f;  // + a warm start's donor table
+  if (opts.precision == model::Precision::kBf16) plan.float_weights += layout.total() * 2;  // the bf16 copy
+  plan.held_weights = opts.quantized ? opts.quantized->bytes() : 0;
+  plan.gradients = trainable * f;
+  plan.moments = 2 * trainable * f / (c_.train.zero ? dp_->size() : 1);
+  plan.activations = int64_t(
+      model::Transformer<float>::planned_activation_bytes(mc_, dp_->local_batch(), c_.train.seq_len, frozen, opts));
+  const int64_t available = memory_available(c_.train.memory_limit);
+  if (!quiet_) fmt::print(stderr, "{}\n", memory_plan_text(plan, available));
+  check_memory_plan(plan, available, c_.train.memory_limit);
+}
+
 void Run::build_model() {
   mc_ = c_.model_config(tok_->vocab_size());
   variant_->shape(mc_, *tok_, quiet_);
@@ -193,6 +214,7 @@ void Run::build_model() {
   model_opts.router_aux_loss_coef =
       c_.train.router_aux_loss_coef >= 0 ? c_.train.router_aux_loss_coef : mc_.architecture().router_aux_loss_coef;
   variant_->hold(mc_, model_opts, quiet_);
+  check_memory(frozen, model_opts);
   if (model_opts.precision == model::Precision::kBf16 && !kernels::bf16_gemm_is_native() && !quiet_)
     fmt::print(stderr, "warning: oneDNN finds no AVX512_BF16 on this CPU: bf16 GEMMs are emulated, "
                        "slower than train.precision = \"fp32\"\n");

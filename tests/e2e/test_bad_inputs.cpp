@@ -716,6 +716,10 @@ std::vector<Case> cases() {
                },
                {"moe_lora/weights/step_2.gguf", "blk.0.ffn_up_exps.weight.lora_a", "expected [64, r, 6]",
                 "trained on another base model"}});
+  c.push_back({"memory_plan_does_not_fit",
+               "a run whose memory plan exceeds `train.memory_limit=0.001` (GiB)",
+               [](Env& e) { return e.fresh({"train.memory_limit=0.001"}); },
+               {"needs about", "activations", "train.memory_limit = 0.001", "train.batch", "train.recompute"}});
   c.push_back({"moe_used_over_experts",
                "`model.n_experts_used=5` with `model.n_experts=4` for a qwen3moe model",
                [](Env& e) {

@@ -178,6 +178,9 @@ TEST_P(HeldBase, ComputesTheDequantizedModel) {
     const int64_t B = 2, T = 16;
     model::Transformer<float> held(lc, B, T, frozen, held_opts), plain(lc, B, T, frozen);
     EXPECT_EQ(held.layout().find("blk.1." + down + ".weight"), nullptr);
+    // a run's memory plan sizes the activations without building the model
+    EXPECT_EQ(model::Transformer<float>::planned_activation_bytes(lc, B, T, frozen, held_opts),
+              held.activation_bytes());
     EXPECT_LT(held.n_params() * 10, plain.n_params());  // norms and LoRA tensors only
     for (auto* m : {&held, &plain}) {
       model::load_base_params(f, lc, m->layout(), m->params());
