@@ -2,8 +2,10 @@
 // SmolLM2-135M shape) with a synthetic SPM vocabulary of the preset's size:
 // 3 specials, 256 byte pieces, then filler pieces. For memory/speed
 // measurements of finetuning (bench/lora_memory.sh), never for quality.
+// KEY=VALUE arguments change the preset's config keys (model.n_layers=4: a
+// released shape at reduced depth).
 //
-//   make_random_model OUT.gguf [PRESET]
+//   make_random_model OUT.gguf [PRESET] [KEY=VALUE ...]
 #include <fmt/core.h>
 
 #include <string>
@@ -17,11 +19,13 @@
 using namespace ggtrain;
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    fmt::print(stderr, "usage: make_random_model OUT.gguf [PRESET]\n");
+  if (argc < 2) {
+    fmt::print(stderr, "usage: make_random_model OUT.gguf [PRESET] [KEY=VALUE ...]\n");
     return 2;
   }
-  const auto rc = train::preset(argc == 3 ? argv[2] : "smol135");
+  const std::string preset = argc >= 3 ? argv[2] : "smol135";
+  auto rc = train::preset(preset);
+  for (int i = 3; i < argc; ++i) train::apply_override(rc, argv[i]);
   const model::Config c = rc.model_config(rc.data.vocab_size);
   const model::ParamLayout layout(c);
   std::vector<float> params(size_t(layout.total()));
@@ -34,7 +38,7 @@ int main(int argc, char** argv) {
   std::vector<float> scores(pieces.size());
   for (size_t i = 0; i < scores.size(); ++i) scores[i] = -float(i);
   gguf::GgufWriter w;
-  w.set("general.name", gguf::Value::str("random-" + std::string(argc == 3 ? argv[2] : "smol135")));
+  w.set("general.name", gguf::Value::str("random-" + preset));
   model::add_model_tensors(w, c, layout, params.data());
   w.set("tokenizer.ggml.model", gguf::Value::str("llama"));
   w.set("tokenizer.ggml.tokens", gguf::Value::string_array(pieces));
