@@ -95,6 +95,12 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
     layers_.push_back({vec(n("attn_norm")), vec(n(cfg_.architecture().ffn_norm)), mat(model::kAttnQ),
                        mat(model::kAttnK), mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate),
                        mat(model::kFfnUp), mat(model::kFfnDown)});
+    if (cfg_.has_shared_expert()) {
+      layers_.back().shared_gate = mat(model::kFfnGateShexp);
+      layers_.back().shared_up = mat(model::kFfnUpShexp);
+      layers_.back().shared_down = mat(model::kFfnDownShexp);
+      layers_.back().shared_expert_gate = vec(n(model::kSharedExpertGate));
+    }
     if (cfg_.has_experts()) {
       layers_.back().router = mat(model::kFfnGateInp);
       for (int m = 0; m < model::kNumExpertMatrices; ++m)
@@ -171,6 +177,10 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
     for (auto* b : {&moe_gate_, &moe_up_}) b->resize(size_t(pairs * cfg_.expert_ff()));
     for (auto* b : {&moe_chosen_, &moe_pair_of_, &moe_row_of_}) b->resize(size_t(pairs));
     moe_offsets_.resize(size_t(cfg_.n_experts + 1));
+    if (cfg_.has_shared_expert()) {
+      for (auto* b : {&shared_gate_, &shared_up_}) b->resize(size_t(rows * cfg_.shared_ff()));
+      shared_y_.resize(size_t(rows * C));
+    }
   }
   rstd_.resize(size_t(N));
   if (cfg_.architecture().attn_output_gate) {
@@ -366,12 +376,28 @@ void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
     model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate, gate, up, rows * F);
     project(L.experts[model::kExpDown][size_t(e)], gate, moe_y_.data() + first * C, rows);
   }
+  const bool shared = cfg_.has_shared_expert();
+  if (shared) {  // every token's shared expert
+    const int64_t FS = cfg_.shared_ff();
+    project(L.shared_gate, const_cast<float*>(h), shared_gate_.data(), n);
+    project(L.shared_up, const_cast<float*>(h), shared_up_.data(), n);
+    model::ffn_gate_forward(cfg_.architecture().ffn_activation, shared_gate_.data(), shared_gate_.data(),
+                            shared_up_.data(), n * FS);
+    project(L.shared_down, shared_gate_.data(), shared_y_.data(), n);
+  }
   for (int64_t t = 0; t < n; ++t) {
     const float* w = moe_weights_.data() + t * k;
     const int32_t* row = g.row_of + t * k;
+    float gate = 0.0f;  // sigmoid(g . h), the shared expert's share
+    if (shared) {
+      float dot = 0.0f;
+      for (int64_t c = 0; c < C; ++c) dot += h[t * C + c] * L.shared_expert_gate[size_t(c)];
+      gate = 1.0f / (1.0f + std::exp(-dot));
+    }
     for (int64_t c = 0; c < C; ++c) {
       float sum = 0.0f;
       for (int64_t j = 0; j < k; ++j) sum += w[j] * moe_y_[size_t(int64_t(row[j]) * C + c)];
+      if (shared) sum += shared_y_[size_t(t * C + c)] * gate;
       out[t * C + c] = sum;
     }
   }

@@ -81,10 +81,13 @@ class Decoder {
     // expert's slice of the stacked tensor.
     nn::Linear<float> router = {};
     std::array<std::vector<nn::Linear<float>>, model::kNumExpertMatrices> experts = {};
+    // the shared expert (Architecture::shared_expert) and its gate [C]
+    nn::Linear<float> shared_gate = {}, shared_up = {}, shared_down = {};
+    std::vector<float> shared_expert_gate = {};
     nn::Linear<float>& matrix(model::BlockMatrix m) {
-      nn::Linear<float>* all[model::kNumBlockMatrices] = {&wq,       &wk,       &wv,        &wo,       &w_gate,
-                                                          &w_up,     &w_down,   &conv_in,   &conv_out, &gdn_qkv,
-                                                          &gdn_gate, &ssm_beta, &ssm_alpha, &ssm_out,  &router};
+      nn::Linear<float>* all[model::kNumBlockMatrices] = {
+          &wq,      &wk,       &wv,       &wo,        &w_gate,  &w_up,   &w_down,      &conv_in,   &conv_out,
+          &gdn_qkv, &gdn_gate, &ssm_beta, &ssm_alpha, &ssm_out, &router, &shared_gate, &shared_up, &shared_down};
       return *all[m];
     }
   };
@@ -166,6 +169,8 @@ class Decoder {
   // [chunk, E], choices and weights [chunk, k], the grouping, gathered
   // inputs and outputs [chunk k, C], gate and up [chunk k, F_exp].
   std::vector<float> moe_probs_, moe_weights_, moe_x_, moe_y_, moe_gate_, moe_up_;
+  // the shared expert's gate and up [chunk, F_sh], output [chunk, C]
+  std::vector<float> shared_gate_, shared_up_, shared_y_;
   std::vector<int32_t> moe_chosen_, moe_offsets_, moe_pair_of_, moe_row_of_;
 };
 

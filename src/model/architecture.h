@@ -102,6 +102,10 @@ struct Architecture {
   // kExperts: the load-balancing loss's default weight in training (the
   // family's router_aux_loss_coef).
   double router_aux_loss_coef = 0;
+  // kExperts: a shared expert beside the routed ones, a gated feed-forward
+  // every token runs (ffn_{gate,up,down}_shexp, <arch>.expert_shared_feed_forward_length
+  // wide), scaled by sigmoid(ffn_gate_inp_shexp . h) (Qwen3-Next, Qwen3.5-MoE).
+  bool shared_expert = false;
   const char* doc = "";  // what a user knows it as
   bool has_recurrent_layers() const { return recurrent_mixer != Mixer::kAttention; }
   bool has_experts() const { return feed_forward == FeedForward::kExperts; }

@@ -78,6 +78,7 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
     w.set(c.key("expert_count"), u32(c.n_experts));
     w.set(c.key("expert_used_count"), u32(c.n_experts_used));
     if (c.architecture().expert_width_key) w.set(c.key("expert_feed_forward_length"), u32(c.expert_ff()));
+    if (c.has_shared_expert()) w.set(c.key("expert_shared_feed_forward_length"), u32(c.shared_ff()));
   }
   w.set(c.key("rope.dimension_count"), u32(c.n_rot()));
   w.set(c.key("rope.freq_base"), Value::f32(float(c.rope_freq_base)));

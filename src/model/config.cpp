@@ -31,7 +31,7 @@ const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
       {"arch", &C::arch,
-       "architecture: llama, qwen2, qwen3, gemma3, smollm3, lfm2, qwen35, qwen3moe or olmoe (rows of "
+       "architecture: llama, qwen2, qwen3, gemma3, smollm3, lfm2, qwen35, qwen35moe, qwen3moe or olmoe (rows of "
        "model/architecture.h)"},
       {"d_model", &C::d_model, "width of the residual stream (embedding size)"},
       {"n_layers", &C::n_layers, "transformer blocks"},
@@ -59,10 +59,13 @@ const std::vector<ConfigField>& config_fields() {
       {"ssm_group_count", &C::ssm_group_count, "qwen35: Gated DeltaNet key heads (<arch>.ssm.group_count)"},
       {"ssm_time_step_rank", &C::ssm_time_step_rank,
        "qwen35: Gated DeltaNet value heads, a multiple of the key heads (<arch>.ssm.time_step_rank)"},
-      {"n_experts", &C::n_experts, "qwen3moe, olmoe: experts per layer (<arch>.expert_count)"},
-      {"n_experts_used", &C::n_experts_used, "qwen3moe, olmoe: experts each token runs (<arch>.expert_used_count)"},
+      {"n_experts", &C::n_experts, "qwen3moe, qwen35moe, olmoe: experts per layer (<arch>.expert_count)"},
+      {"n_experts_used", &C::n_experts_used,
+       "qwen3moe, qwen35moe, olmoe: experts each token runs (<arch>.expert_used_count)"},
       {"d_ff_expert", &C::d_ff_expert,
-       "qwen3moe: hidden width of each expert (<arch>.expert_feed_forward_length; 0: d_ff)"},
+       "qwen3moe, qwen35moe: hidden width of each expert (<arch>.expert_feed_forward_length; 0: d_ff)"},
+      {"d_ff_shared", &C::d_ff_shared,
+       "qwen35moe: hidden width of the shared expert (<arch>.expert_shared_feed_forward_length; 0: d_ff)"},
       {"rope_dim", &C::rope_dim,
        "qwen35: dimensions of each head RoPE rotates (<arch>.rope.dimension_count; 0: the whole head)"},
   };
@@ -207,6 +210,9 @@ void Config::validate_gated_deltanet(const std::string& where) const {
 }
 
 void Config::validate_experts(const std::string& where) const {
+  if (d_ff_shared < 0) fail("{}: d_ff_shared must be >= 0 (0: d_ff), is {}", where, d_ff_shared);
+  if (d_ff_shared > 0 && !has_shared_expert())
+    fail("{}: d_ff_shared is {} but {} has no shared expert; set it to 0", where, d_ff_shared, arch);
   if (!has_experts()) {
     if (n_experts != 0 || n_experts_used != 0 || d_ff_expert != 0)
       fail("{}: n_experts, n_experts_used and d_ff_expert are for mixture-of-experts families; {} has none: set them "
@@ -240,6 +246,7 @@ int64_t Config::matmul_params() const {
     blocks += m == Mixer::kShortConv ? conv : m == Mixer::kGatedDeltaNet ? gdn : attention;
     // the router and the experts a token runs: what it multiplies, not what is held
     blocks += has_experts() ? d_model * n_experts + n_experts_used * 3 * d_model * expert_ff() : 3 * d_model * d_ff;
+    if (has_shared_expert()) blocks += 3 * d_model * shared_ff() + d_model;
   }
   // + the output head GEMM (+ the lens GEMM of a donor warm start)
   return blocks + vocab * d_model + donor_dim * d_model;
@@ -364,6 +371,7 @@ void read_experts(const gguf::GgufFile& f, Config& c) {
   if (const gguf::Value* v = f.find(width_key); v && !v->is_integer())
     fail("{}: {} is not one integer; per-layer expert widths are not supported", f.path(), width_key);
   c.d_ff_expert = int64_t(f.get_uint_or(width_key, uint64_t(c.d_ff / c.n_experts_used)));
+  if (c.has_shared_expert()) c.d_ff_shared = int64_t(f.get_uint_or(c.key("expert_shared_feed_forward_length"), 0));
 }
 
 }  // namespace

@@ -65,6 +65,9 @@ struct Config {
   int64_t n_experts = 0;
   int64_t n_experts_used = 0;
   int64_t d_ff_expert = 0;
+  // Architecture::shared_expert: the shared expert's width
+  // (<arch>.expert_shared_feed_forward_length; 0: d_ff, as llama.cpp falls back).
+  int64_t d_ff_shared = 0;
   // Llama 3.x RoPE scaling as its GGUF stores it: the tensor
   // rope_freqs.weight [d_head/2], pair i's angle divided by factor i. Empty:
   // plain RoPE. Not a config key: it comes with init.from's file and is
@@ -110,6 +113,8 @@ struct Config {
   int64_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
   // The width of each expert's feed-forward (has_experts()).
   int64_t expert_ff() const { return d_ff_expert > 0 ? d_ff_expert : d_ff; }
+  int64_t shared_ff() const { return d_ff_shared > 0 ? d_ff_shared : d_ff; }
+  bool has_shared_expert() const { return architecture().shared_expert; }
   bool has_experts() const { return architecture().has_experts(); }
   // The width of a query or key head norm's weights: a head, or the whole
   // row (Architecture::qk_norm_whole).

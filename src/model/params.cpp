@@ -23,7 +23,10 @@ const char* block_matrix_name(BlockMatrix m) {
                                                  "ssm_beta",
                                                  "ssm_alpha",
                                                  "ssm_out",
-                                                 "ffn_gate_inp"};
+                                                 "ffn_gate_inp",
+                                                 "ffn_gate_shexp",
+                                                 "ffn_up_shexp",
+                                                 "ffn_down_shexp"};
   return names[m];
 }
 
@@ -89,6 +92,9 @@ std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m) {
     case kSsmAlpha: return {c.ssm_time_step_rank, C};
     case kSsmOut: return {C, c.ssm_value_dim()};
     case kFfnGateInp: return {c.n_experts, C};
+    case kFfnGateShexp:
+    case kFfnUpShexp: return {c.shared_ff(), C};
+    case kFfnDownShexp: return {C, c.shared_ff()};
     case kNumBlockMatrices: break;
   }
   fail("model: block matrix {} does not exist", int(m));
@@ -111,6 +117,9 @@ bool layer_has_matrix(const Config& c, int64_t l, BlockMatrix m) {
     case kFfnUp:
     case kFfnDown: return !c.has_experts();
     case kFfnGateInp: return c.has_experts();
+    case kFfnGateShexp:
+    case kFfnUpShexp:
+    case kFfnDownShexp: return c.has_shared_expert();
     default: return true;
   }
 }
@@ -140,26 +149,8 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       add(n(block_matrix_name(m)), {out, in});
     };
     const char* ffn_norm = c.architecture().ffn_norm;
-    add(n("attn_norm"), {C});
-    if (c.mixer(l) == Config::Mixer::kShortConv) {
-      add(n(kShortConvKernel), {C, c.shortconv_l_cache});
-      for (BlockMatrix m : {kConvInProj, kConvOutProj}) matrix(m);
-      add(n(ffn_norm), {C});
-      for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
-      continue;  // the families with recurrent layers have no post-norms or biases
-    }
-    if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {  // in the converter's order
-      add(n(ffn_norm), {C});
-      for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown, kGdnQkv, kGdnGate}) matrix(m);
-      add(n("ssm_conv1d"), {c.ssm_conv_dim(), c.ssm_conv_kernel});
-      add(block_tensor_name(l, "ssm_dt", "bias"), {c.ssm_time_step_rank});
-      add(ssm_a_name(l), {c.ssm_time_step_rank});
-      for (BlockMatrix m : {kSsmBeta, kSsmAlpha}) matrix(m);
-      add(n("ssm_norm"), {c.ssm_state_size});
-      matrix(kSsmOut);
-      continue;
-    }
-    auto feed_forward = [&] {  // the dense one, or the router and the experts
+    // the dense one, or the router, the experts (and the shared expert)
+    auto feed_forward = [&] {
       if (!c.has_experts()) {
         for (BlockMatrix m : {kFfnGate, kFfnUp, kFfnDown}) matrix(m);
         return;
@@ -169,7 +160,30 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
         const auto [out, in] = expert_matrix_shape(c, ExpertMatrix(e));
         add(n(expert_matrix_name(ExpertMatrix(e))), {c.n_experts, out, in});
       }
+      if (!c.has_shared_expert()) return;
+      add(n(kSharedExpertGate), {C});
+      for (BlockMatrix m : {kFfnGateShexp, kFfnUpShexp, kFfnDownShexp}) matrix(m);
     };
+    add(n("attn_norm"), {C});
+    if (c.mixer(l) == Config::Mixer::kShortConv) {
+      add(n(kShortConvKernel), {C, c.shortconv_l_cache});
+      for (BlockMatrix m : {kConvInProj, kConvOutProj}) matrix(m);
+      add(n(ffn_norm), {C});
+      feed_forward();
+      continue;  // the families with recurrent layers have no post-norms or biases
+    }
+    if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {  // in the converter's order
+      add(n(ffn_norm), {C});
+      feed_forward();
+      for (BlockMatrix m : {kGdnQkv, kGdnGate}) matrix(m);
+      add(n("ssm_conv1d"), {c.ssm_conv_dim(), c.ssm_conv_kernel});
+      add(block_tensor_name(l, "ssm_dt", "bias"), {c.ssm_time_step_rank});
+      add(ssm_a_name(l), {c.ssm_time_step_rank});
+      for (BlockMatrix m : {kSsmBeta, kSsmAlpha}) matrix(m);
+      add(n("ssm_norm"), {c.ssm_state_size});
+      matrix(kSsmOut);
+      continue;
+    }
     for (BlockMatrix m : {kAttnQ, kAttnK, kAttnV, kAttnOutput}) matrix(m);
     if (c.architecture().qkv_bias) {
       add(block_tensor_name(l, "attn_q", "bias"), {c.q_dim()});
@@ -301,6 +315,7 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
     }
     for (int e = 0; c.has_experts() && e < kNumExpertMatrices; ++e)
       lw.experts[size_t(e)] = n(expert_matrix_name(ExpertMatrix(e)));
+    if (c.has_shared_expert()) lw.shared_expert_gate = n(kSharedExpertGate);
     for (int e = 0; c.lora.rank > 0 && c.has_experts() && e < kNumExpertMatrices; ++e) {
       const std::string w = block_tensor_name(l, expert_matrix_name(ExpertMatrix(e)));
       if (!layout.find(w + ".lora_a")) continue;  // not a target

@@ -71,6 +71,9 @@ enum BlockMatrix {
   kSsmAlpha,  // [value heads, C]: the decay's input
   kSsmOut,  // [C, value_dim]
   kFfnGateInp,  // [experts, C]: the router's logits
+  kFfnGateShexp,  // [shared_ff, C]: the shared expert's gate (Architecture::shared_expert)
+  kFfnUpShexp,  // [shared_ff, C]
+  kFfnDownShexp,  // [C, shared_ff]
   kNumBlockMatrices
 };
 const char* block_matrix_name(BlockMatrix m);  // "attn_q", ...
@@ -108,6 +111,8 @@ inline constexpr const char* kShortConvKernel = "shortconv.conv";
 // ssm_a [value heads] (no suffix: -exp(A_log), as the converter writes it),
 // ssm_norm.weight [head size].
 std::string ssm_a_name(int64_t l);
+// The shared expert's gate: blk.N.ffn_gate_inp_shexp.weight [C], one logit a token.
+inline constexpr const char* kSharedExpertGate = "ffn_gate_inp_shexp";
 
 // A block's vectors and small tensors by role. Its matrices (BlockMatrix)
 // are bound by name where they are used (Transformer::bind_layers), as they
@@ -129,6 +134,7 @@ struct LayerWeights {
   T *ssm_conv = nullptr, *ssm_dt = nullptr, *ssm_a = nullptr, *ssm_norm = nullptr;
   // Mixture-of-experts layers: the experts' stacked matrices [experts, out, in].
   std::array<T*, kNumExpertMatrices> experts{};
+  T* shared_expert_gate = nullptr;  // [C] (Architecture::shared_expert)
   // LoRA A [rank, in] and B [out, rank] per target; null when not targeted.
   std::array<T*, kNumBlockMatrices> lora_a{}, lora_b{};
   // The experts' LoRA stacks, A [experts, rank, in] and B [experts, out, rank].

@@ -112,6 +112,10 @@ struct LayerActs {
   kernels::ExpertGroups moe_groups{};
   T *moe_gate = nullptr, *moe_up = nullptr, *moe_y = nullptr;
   GemmIn<T> moe_act;
+  // Architecture::shared_expert: its gate and up [BT, F_sh], act, output
+  // before its sigmoid gate [BT, C], and the gate's logit [BT].
+  T *shared_gate = nullptr, *shared_up = nullptr, *shared_y = nullptr, *shared_logit = nullptr;
+  GemmIn<T> shared_act;
   // Architecture::post_norms: the attention and feed-forward projections'
   // outputs [BT, C] before their norms, and the norms' 1/rms; else null.
   T *attn_proj = nullptr, *rstd_attn_post = nullptr, *ffn_proj = nullptr, *rstd_ffn_post = nullptr;
@@ -313,6 +317,10 @@ class Transformer {
     return {batch_ * seq_len_, cfg_.n_experts, cfg_.n_experts_used, cfg_.architecture().renormalize_expert_weights};
   }
   void experts_forward(int64_t l, const T* x_mid, T* x_out);
+  // The shared expert of layer l: forward up to its gated output's parts
+  // (shared_y, shared_logit); backward adds its share to d_normed_.
+  void shared_expert_forward(int64_t l);
+  void shared_expert_backward(int64_t l, const T* d_res);
   T load_balancing_loss() const;  // aux_loss() from the picks and probabilities forward counted
   void experts_backward(int64_t l, const T* d_res);
   // Copies each pair's token row of h_ffn into moe_x_ in grouped order.
@@ -412,6 +420,7 @@ class Transformer {
   // rounding), d(weights) [BT, k], d(router logits) [BT, E].
   GemmIn<T> moe_x_;
   T *d_moe_rows_ = nullptr, *d_moe_weights_ = nullptr, *d_moe_logits_ = nullptr;
+  T *d_shared_y_ = nullptr, *d_shared_logit_ = nullptr;  // [BT, C], [BT] (shared expert)
   kernels::bf16* d_moe_rows_h_ = nullptr;
   const int32_t* inputs_ = nullptr;
   const int32_t* targets_ = nullptr;

@@ -81,19 +81,87 @@ void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
     if (n > 0) expert_project(l, e, kExpDown, off[e], n, a.moe_y + off[e] * C, a.moe_act.at(off[e] * F));
   }
   charge_time_to(OpProfile::kDown);
+  const bool shared = cfg_.has_shared_expert();
+  if (shared) shared_expert_forward(l);
   if (!x_out) return;
 #pragma omp parallel for schedule(static) if (s.rows * C >= kMinParallelWork)
   for (int64_t t = 0; t < s.rows; ++t) {
-    // the experts' sum in slot order, then the residual, as llama.cpp adds them
+    // the experts' sum in slot order, the gated shared expert, then the
+    // residual, as llama.cpp adds them
     const T* w = a.moe_weights + t * k;
     const int32_t* row = a.moe_groups.row_of + t * k;
+    const T gate = shared ? T(1) / (T(1) + std::exp(-a.shared_logit[t])) : T(0);
     for (int64_t c = 0; c < C; ++c) {
       T sum = T(0);
       for (int64_t j = 0; j < k; ++j) sum += w[j] * a.moe_y[int64_t(row[j]) * C + c];
+      if (shared) sum += a.shared_y[t * C + c] * gate;
       x_out[t * C + c] = x_mid[t * C + c] + sum;
     }
   }
   charge_time_to(OpProfile::kResidual);
+}
+
+// y = down(silu(gate h) * up h) and the logit of its gate, g . h: the
+// output is sigmoid(logit) y (the sum in experts_forward).
+template <typename T>
+void Transformer<T>::shared_expert_forward(int64_t l) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, FS = cfg_.shared_ff();
+  auto& a = layer_acts_[size_t(l)];
+  project(l, kFfnGateShexp, a.shared_gate, a.h_ffn, OpProfile::kGateUp);
+  project(l, kFfnUpShexp, a.shared_up, a.h_ffn, OpProfile::kGateUp);
+  with_pointer(a.shared_act,
+               [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.shared_gate, a.shared_up, BT * FS); });
+  charge_time_to(OpProfile::kSwiglu);
+  project(l, kFfnDownShexp, a.shared_y, a.shared_act, OpProfile::kDown);
+  const T* g = w_.layers[size_t(l)].shared_expert_gate;
+  with_pointer(a.h_ffn, [&](const auto* h) {
+#pragma omp parallel for schedule(static) if (BT * C >= kMinParallelWork)
+    for (int64_t t = 0; t < BT; ++t) {
+      T dot = T(0);
+      for (int64_t c = 0; c < C; ++c) dot += T(load(h + t * C + c)) * g[c];
+      a.shared_logit[t] = dot;
+    }
+  });
+  charge_time_to(OpProfile::kGateUp);
+}
+
+// d_res: dL/d(x_out). Adds dL/d(h_ffn) of both the gated expert and its
+// gate's logit to d_normed_.
+template <typename T>
+void Transformer<T>::shared_expert_backward(int64_t l, const T* d_res) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, FS = cfg_.shared_ff();
+  const auto& a = layer_acts_[size_t(l)];
+  const T* g = w_.layers[size_t(l)].shared_expert_gate;
+#pragma omp parallel for schedule(static) if (BT * C >= kMinParallelWork)
+  for (int64_t t = 0; t < BT; ++t) {
+    const T s = T(1) / (T(1) + std::exp(-a.shared_logit[t]));
+    T dot = T(0);
+    for (int64_t c = 0; c < C; ++c) {
+      dot += d_res[t * C + c] * a.shared_y[t * C + c];
+      d_shared_y_[t * C + c] = s * d_res[t * C + c];
+    }
+    d_shared_logit_[t] = dot * s * (T(1) - s);
+    for (int64_t c = 0; c < C; ++c) d_normed_[t * C + c] += d_shared_logit_[t] * g[c];
+  }
+  if (T* dg = g_.layers[size_t(l)].shared_expert_gate) {  // trainable: sum over tokens, in order
+    with_pointer(a.h_ffn, [&](const auto* h) {
+#pragma omp parallel for schedule(static) if (BT * C >= kMinParallelWork)
+      for (int64_t c = 0; c < C; ++c) {
+        T sum = T(0);
+        for (int64_t t = 0; t < BT; ++t) sum += d_shared_logit_[t] * T(load(h + t * C + c));
+        dg[c] += sum;
+      }
+    });
+  }
+  charge_time_to(OpProfile::kGateUp);
+  project_bwd(l, kFfnDownShexp, d_act_, gemm_in(d_shared_y_, d_res_h_, BT * C), d_shared_y_, a.shared_act, false,
+              OpProfile::kDown);
+  if (d_gate_.bf16)
+    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.shared_gate, a.shared_up, BT * FS);
+  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.shared_gate, a.shared_up, BT * FS);
+  charge_time_to(OpProfile::kSwiglu);
+  project_bwd(l, kFfnGateShexp, d_normed_, d_gate_, d_gate_.fp32, a.h_ffn, true, OpProfile::kGateUp);
+  project_bwd(l, kFfnUpShexp, d_normed_, d_up_, d_up_.fp32, a.h_ffn, true, OpProfile::kGateUp);
 }
 
 template <typename T>
@@ -163,9 +231,12 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
   charge_time_to(OpProfile::kGateUp);
   const GemmIn<T> d_logits = gemm_in(d_moe_logits_, d_moe_rows_h_, s.rows * E);
   project_bwd(l, kFfnGateInp, d_normed_, d_logits, d_moe_logits_, a.h_ffn, true, OpProfile::kGateUp);
+  if (cfg_.has_shared_expert()) shared_expert_backward(l, d_res);
 }
 
 template void Transformer<float>::gather_expert_inputs(const LayerActs<float>&);
+template void Transformer<float>::shared_expert_forward(int64_t);
+template void Transformer<float>::shared_expert_backward(int64_t, const float*);
 template void Transformer<float>::expert_project(int64_t, int64_t, ExpertMatrix, int64_t, int64_t, float*,
                                                  const GemmIn<float>&);
 template void Transformer<float>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, float*,
@@ -173,6 +244,8 @@ template void Transformer<float>::expert_project_bwd(int64_t, int64_t, ExpertMat
 template void Transformer<float>::experts_forward(int64_t, const float*, float*);
 template void Transformer<float>::experts_backward(int64_t, const float*);
 template void Transformer<double>::gather_expert_inputs(const LayerActs<double>&);
+template void Transformer<double>::shared_expert_forward(int64_t);
+template void Transformer<double>::shared_expert_backward(int64_t, const double*);
 template void Transformer<double>::expert_project(int64_t, int64_t, ExpertMatrix, int64_t, int64_t, double*,
                                                   const GemmIn<double>&);
 template void Transformer<double>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, double*,

@@ -197,6 +197,13 @@ void Transformer<T>::plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a) {
   a.moe_up = p.take(pairs * F);
   a.moe_act = take_gemm_in(p, pairs * F);
   a.moe_y = p.take(pairs * cfg_.d_model);
+  if (!cfg_.has_shared_expert()) return;
+  const int64_t FS = cfg_.shared_ff();
+  a.shared_gate = p.take(s.rows * FS);
+  a.shared_up = p.take(s.rows * FS);
+  a.shared_act = take_gemm_in(p, s.rows * FS);
+  a.shared_y = p.take(s.rows * cfg_.d_model);
+  a.shared_logit = p.take(s.rows);
 }
 
 // Lays out every activation and scratch buffer. Called twice: to size the
@@ -207,7 +214,10 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
   // the feed-forward's hidden values per token: d_ff, or k experts' worth
-  const int64_t F = cfg_.has_experts() ? cfg_.n_experts_used * cfg_.expert_ff() : cfg_.d_ff;
+  // (the shared expert's take the same buffers after the routed experts')
+  const int64_t F = !cfg_.has_experts()        ? cfg_.d_ff
+                    : cfg_.has_shared_expert() ? std::max(cfg_.n_experts_used * cfg_.expert_ff(), cfg_.shared_ff())
+                                               : cfg_.n_experts_used * cfg_.expert_ff();
   residual_.assign(size_t(cfg_.n_layers + 1), nullptr);
   for (auto& r : residual_) r = p.take(BT * C);
   if (cfg_.donor_dim > 0) x_donor_ = p.take(BT * cfg_.donor_dim);
@@ -287,6 +297,10 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
     if (bf16_) d_moe_rows_h_ = take_gemm_in(p, std::max(s.pairs() * C, BT * s.n_experts)).bf16;  // d(rows), d(logits)
     d_moe_weights_ = p.take(s.pairs());
     d_moe_logits_ = p.take(BT * s.n_experts);
+    if (cfg_.has_shared_expert()) {
+      d_shared_y_ = p.take(BT * C);
+      d_shared_logit_ = p.take(BT);
+    }
   }
   if (present.short_conv) {
     d_bcx_ = p.take(BT * 3 * C);

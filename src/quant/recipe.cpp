@@ -155,7 +155,10 @@ TensorType TypeRecipe::mix_choice(const TensorShape& t) {
   if (eight_experts && contains(t.name, "attn_output.weight") && (ft_ == FileType::Q4_K_S || ft_ == FileType::Q4_K_M))
     return TensorType::Q5_K;
   if (contains(t.name, "ffn_down")) {
-    const int i = i_ffn_down_++;
+    // llama.cpp counts ffn_down tensors, but with experts (a layer may have
+    // ffn_down_exps and ffn_down_shexp) it reads the layer from the name
+    const int counted = i_ffn_down_++;
+    const int i = n_experts_ > 1 ? layer_of(t.name) : counted;
     if (mix_m && use_more_bits(i, n_layers_)) return TensorType::Q6_K;
     if (ft_ == FileType::Q4_K_S && i < n_layers_ / 8) return TensorType::Q5_K;
     return default_;

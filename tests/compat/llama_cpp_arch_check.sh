@@ -30,7 +30,10 @@
 #          of width 40 (expert_feed_forward_length; feed_forward_length
 #          stays the dense 160), 3 a token, their weights renormalised;
 #   olmoe: NeoX RoPE with norms over each token's whole query and key rows,
-#          6 experts of 3 a token, weights not renormalised, an untied head.
+#          6 experts of 3 a token, weights not renormalised, an untied head;
+#   qwen35moe: qwen35's layers with qwen3moe's experts as their feed-forward
+#          and a shared expert of width 56 (expert_shared_feed_forward_length)
+#          scaled by sigmoid(ffn_gate_inp_shexp . h).
 #          The MoE controls are the same file with expert_used_count 2 (a
 #          token reading one expert fewer).
 # Both with RoPE base 50000 and eps 1e-6 (not llama.cpp's defaults, so a key
@@ -50,16 +53,19 @@
 #   5. A LoRA adapter trained on the q4_k_m export (held quantized): llama.cpp
 #      with it agrees (as 4.), and the adapter moves the logits by twice that.
 #
-#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35|qwen3moe|olmoe
+#   tests/compat/llama_cpp_arch_check.sh PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35|qwen3moe|olmoe|qwen35moe
 #
 # Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
 set -euo pipefail
-usage="usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35|qwen3moe|olmoe"
+usage="usage: $0 PATH/TO/ggtrain qwen3|qwen2|gemma3|smollm3|lfm2|qwen35|qwen3moe|olmoe|qwen35moe"
 [[ $# -eq 2 ]] || { echo "$usage" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 ARCH=$2
-tied=true
+tied=true moe=false gdn=false  # gdn: Gated DeltaNet layers
 experts=(ffn_gate_inp ffn_gate_exps ffn_up_exps ffn_down_exps)
+qwen35_shape=(--set model.n_layers=4 --set model.attention_layers=1,3 --set model.rope_dim=8
+              --set model.ssm_conv_kernel=3 --set model.ssm_state_size=16 --set model.ssm_group_count=2
+              --set model.ssm_time_step_rank=4)
 case $ARCH in
   qwen3) shape=(--set model.head_dim=24) extra=(attn_q_norm attn_k_norm) ;;
   qwen2) shape=() extra=(attn_q.bias attn_k.bias attn_v.bias) ;;
@@ -71,17 +77,18 @@ case $ARCH in
   lfm2)
     shape=(--set model.n_layers=4 --set model.attention_layers=1,3 --set model.shortconv_l_cache=4)
     extra=(attn_q_norm attn_k_norm) ;;
-  qwen35)
-    shape=(--set model.n_layers=4 --set model.attention_layers=1,3 --set model.rope_dim=8
-           --set model.ssm_conv_kernel=3 --set model.ssm_state_size=16 --set model.ssm_group_count=2
-           --set model.ssm_time_step_rank=4)
-    extra=(attn_q_norm attn_k_norm post_attention_norm) ;;
+  qwen35) shape=("${qwen35_shape[@]}") extra=(attn_q_norm attn_k_norm post_attention_norm) gdn=true ;;
   qwen3moe)
     shape=(--set model.head_dim=24 --set model.n_experts=6 --set model.n_experts_used=3 --set model.d_ff_expert=40)
-    extra=(attn_q_norm attn_k_norm "${experts[@]}") ;;
+    extra=(attn_q_norm attn_k_norm "${experts[@]}") moe=true ;;
   olmoe)
     shape=(--set model.n_kv_heads=4 --set model.n_experts=6 --set model.n_experts_used=3)
-    extra=(attn_q_norm attn_k_norm "${experts[@]}") tied=false ;;
+    extra=(attn_q_norm attn_k_norm "${experts[@]}") tied=false moe=true ;;
+  qwen35moe)
+    shape=("${qwen35_shape[@]}" --set model.n_experts=6 --set model.n_experts_used=3 --set model.d_ff_expert=40
+           --set model.d_ff_shared=56)
+    extra=(attn_q_norm attn_k_norm post_attention_norm "${experts[@]}" ffn_gate_inp_shexp ffn_gate_shexp ffn_up_shexp
+           ffn_down_shexp) moe=true gdn=true ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 HERE=$(cd "$(dirname "$0")/.." && pwd)  # tests/
@@ -104,7 +111,7 @@ info=$("$GGTRAIN" inspect "$M")
 grep -q "general.architecture.*$ARCH" <<<"$info" || fail "the checkpoint is not a $ARCH file"
 for t in "${extra[@]}"; do grep -q "blk.1.$t" <<<"$info" || fail "the checkpoint lacks blk.1.$t"; done
 [[ $ARCH != lfm2 ]] || grep -q "blk.0.shortconv.conv" <<<"$info" || fail "the checkpoint lacks blk.0.shortconv.conv"
-if [[ $ARCH == qwen35 ]]; then
+if $gdn; then
   for t in attn_qkv attn_gate ssm_conv1d ssm_dt ssm_a ssm_beta ssm_alpha ssm_norm ssm_out; do
     grep -q "blk.0.$t" <<<"$info" || fail "the checkpoint lacks blk.0.$t"
   done
@@ -133,13 +140,13 @@ tol=1e-4 qtol=3e-2 median=1e-5 qmedian=1e-5 q4_lora_lr=1e-2
 # lfm2's default LoRA targets (attn_q, attn_v) sit on its two attention layers
 # only: at 1e-2 its q4_k_m adapter moved the logits by 3.5e-2, under the
 # control's 6e-2, so it trains at 5e-2.
-[[ $ARCH != lfm2 && $ARCH != qwen35 ]] || q4_lora_lr=5e-2
+[[ $ARCH != lfm2 ]] && ! $gdn || q4_lora_lr=5e-2
 logits "$M" base
 same base "$tol" "$ARCH checkpoint" "$median"
 # The control: the same weights as a llama file, without the family's tensors
 # (smollm3: the same tensors; llama.cpp then rotates the fourth layer too);
 # lfm2: its kernels' taps reversed.
-if [[ $ARCH == qwen3moe || $ARCH == olmoe ]]; then
+if $moe; then
   "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf "$ARCH" --set-u32 "$ARCH.expert_used_count=2"
   node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
   differ control-theirs.f32 base-ours.f32 1e-2 "llama.cpp's logits with 2 experts a token and ggtrain's with 3"
@@ -172,8 +179,8 @@ fi
 # as ggtrain could have got it wrong) runs differently in llama.cpp by more
 # than the limit. (A wrong full_attention_interval does not load: the layers'
 # tensors then disagree with their kinds.)
-if [[ $ARCH == qwen35 ]]; then
-  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf qwen35 --set-u32 qwen35.rope.dimension_count=16
+if $gdn; then
+  "$PY" "$HERE/compat/gguf_as_arch.py" "$M" control.gguf "$ARCH" --set-u32 "$ARCH.rope.dimension_count=16"
   node "$CLI" logits control.gguf "$ids" control-theirs.f32 2>/dev/null
   differ control-theirs.f32 base-ours.f32 "$tol" "llama.cpp's logits of the checkpoint rotating whole heads and ggtrain's"
 fi
@@ -187,10 +194,10 @@ same ft "$tol" "full finetune of the $ARCH checkpoint" "$median"
 # 3. LoRA, on every matrix the architecture has.
 lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down
 # MoE: each expert's own pair (stacked, as build_lora_mm_id reads them) and the router's
-[[ $ARCH != qwen3moe && $ARCH != olmoe ]] ||
-  lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate_inp,ffn_gate_exps,ffn_up_exps,ffn_down_exps
+! $moe || lora_targets=attn_q,attn_k,attn_v,attn_output,ffn_gate_inp,ffn_gate_exps,ffn_up_exps,ffn_down_exps
+[[ $ARCH != qwen35moe ]] || lora_targets+=,ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp
 [[ $ARCH != lfm2 ]] || lora_targets+=,shortconv.in_proj,shortconv.out_proj
-[[ $ARCH != qwen35 ]] || lora_targets+=,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out
+! $gdn || lora_targets+=,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out
 "$GGTRAIN" train --run-dir lora --set data.corpus=corpus.txt --set init.from="$M" --set train.steps=4 \
   --set train.batch=4 --set train.seq_len=64 --set train.threads=1 --set train.lora.rank=4 \
   --set train.lora.targets="$lora_targets" --set train.lr_max=1e-2 \
@@ -201,7 +208,7 @@ differ lora-ours.f32 base-ours.f32 1e-2 "the logits with and without the adapter
 # MoE: the experts' pairs are what llama.cpp would most easily skip (a
 # stacked adapter it did not apply to mul_mat_id): the same adapter without
 # them runs differently in llama.cpp.
-if [[ $ARCH == qwen3moe || $ARCH == olmoe ]]; then
+if $moe; then
   "$PY" "$HERE/compat/gguf_as_arch.py" lora/weights/latest no-experts.gguf "$ARCH" --drop _exps.weight.lora
   node "$CLI" logits "$M" "$ids" no-experts-theirs.f32 no-experts.gguf 2>/dev/null
   differ no-experts-theirs.f32 lora-ours.f32 1e-3 "llama.cpp's logits without the experts' adapters and ggtrain's with them"

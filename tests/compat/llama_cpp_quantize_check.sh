@@ -9,7 +9,7 @@
 #      output's Q6_K; 8 layers, so the _M/_S mixes raise some attn_v and
 #      ffn_down), one whose rows are not (llama.cpp's 32-block fallbacks:
 #      Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0); and the same for a qwen3,
-#      a gemma3, a qwen2, an lfm2, a qwen35, a qwen3moe and an olmoe model
+#      a gemma3, a qwen2, an lfm2, a qwen35, a qwen3moe, an olmoe and a qwen35moe model
 #      (per-architecture identity; their quantized logits
 #      against llama.cpp are llama_cpp_arch_check.sh's).
 #   2. ggtrain's logits on each quantized file follow llama.cpp's on the
@@ -65,8 +65,10 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 # and gated attention on layers 1 and 3; qwen3moe with exactly 8 experts
 # (llama.cpp then raises attn_k and attn_v to Q8_0 and attn_output to Q5_K
 # in the Q4_K mixes; the stacked ffn_down_exps follow the ffn_down mix by
-# layer; the routers ffn_gate_inp stay F32) and olmoe with 6 experts whose
-# rows of 128 take the 32-block fallbacks.
+# layer; the routers ffn_gate_inp stay F32), olmoe with 6 experts whose
+# rows of 128 take the 32-block fallbacks, and qwen35moe with 4 experts and
+# a shared expert (two ffn_down tensors a layer: llama.cpp places each by its
+# layer's name, not by count).
 "$GGTRAIN" train --preset tiny --run-dir qwen3 --set data.corpus=corpus.txt --set train.steps=10 \
   --set model.arch=qwen3 --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=8 \
   --set model.n_kv_heads=2 --set model.head_dim=64 --set model.tied=true --set train.threads=2 --quiet
@@ -92,12 +94,17 @@ bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir olmoe --set data.corpus=corpus.txt --set train.steps=10 \
   --set model.arch=olmoe --set model.d_model=256 --set model.d_ff=128 --set model.n_layers=4 --set model.n_kv_heads=4 \
   --set model.n_experts=6 --set model.n_experts_used=2 --set train.threads=2 --quiet
+"$GGTRAIN" train --preset tiny --run-dir qwen35moe --set data.corpus=corpus.txt --set train.steps=10 \
+  --set model.arch=qwen35moe --set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 \
+  --set model.attention_layers=3,7 --set model.rope_dim=16 --set model.ssm_state_size=64 \
+  --set model.ssm_group_count=2 --set model.ssm_time_step_rank=4 --set model.n_experts=4 --set model.n_experts_used=2 \
+  --set model.d_ff_expert=256 --set model.d_ff_shared=512 --set model.tied=true --set train.threads=2 --quiet
 echo "In the beginning God created the heaven and the earth." >prompt.txt
 ids="1,$("$GGTRAIN" tokenize -m small/weights/latest --lines prompt.txt)"
 
 # llama_ftype numbers of the file types ggtrain offers
 declare -A FTYPE=([f32]=0 [f16]=1 [bf16]=32 [q4_0]=2 [q8_0]=7 [q5_0]=8 [q5_1]=9 [q4_k_s]=14 [q4_k_m]=15 [q5_k_s]=16 [q5_k_m]=17 [q6_k]=18)
-for model in k256 small qwen3 gemma3 qwen2 smollm3 lfm2 qwen35 qwen3moe olmoe; do
+for model in k256 small qwen3 gemma3 qwen2 smollm3 lfm2 qwen35 qwen3moe olmoe qwen35moe; do
   M=$model/weights/latest
   for type in f32 f16 bf16 q4_0 q5_0 q5_1 q8_0 q4_k_s q4_k_m q5_k_s q5_k_m q6_k; do
     ./llama_quantize "$M" "theirs-$model-$type.gguf" "${FTYPE[$type]}" >/dev/null 2>"quantize-$model-$type.log" ||

@@ -13,9 +13,8 @@ import os
 import sys
 
 sys.path.insert(0, os.environ["GGUF_PY"])
-import numpy as np  # noqa: E402
 import gguf  # noqa: E402
-from hf_vocabulary import vocabulary  # noqa: E402  (beside this script)
+from hf_vocabulary import add_bpe_tokenizer, random_tensors, vocabulary  # noqa: E402  (beside this script)
 
 # Away from llama.cpp's and ggtrain's defaults, so a key one side dropped shows.
 D_MODEL, N_HEADS, N_KV_HEADS, D_FF, CTX, TAPS = 64, 4, 2, 160, 256, 3
@@ -26,7 +25,7 @@ ROPE_BASE, EPS = 300000.0, 3e-6
 def main():
     tok_path, out = sys.argv[1], sys.argv[2]
     tokens, types, merges, ids = vocabulary(tok_path)
-    rng = np.random.default_rng(7)
+    _, rand, norm = random_tensors(7)
     w = gguf.GGUFWriter(out, "lfm2")
     w.add_name("lfm2-gguf-py")
     w.add_context_length(CTX)
@@ -40,20 +39,7 @@ def main():
     w.add_layer_norm_rms_eps(EPS)
     w.add_feed_forward_length(D_FF)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("lfm2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(ids["<|begin_of_text|>"])
-    w.add_eos_token_id(ids["<|eot_id|>"])
-    w.add_add_bos_token(True)
-
-    def rand(*shape, scale=0.08):
-        return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-    def norm(n):
-        return (1.0 + rng.standard_normal(n) * 0.05).astype(np.float32)
+    add_bpe_tokenizer(w, tokens, types, merges, "lfm2", ids["<|begin_of_text|>"], ids["<|eot_id|>"], True)
 
     d_head = D_MODEL // N_HEADS
     w.add_tensor("token_embd.weight", rand(len(tokens), D_MODEL, scale=0.5))

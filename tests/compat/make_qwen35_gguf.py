@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.environ["GGUF_PY"])
 import numpy as np  # noqa: E402
 import gguf  # noqa: E402
-from hf_vocabulary import vocabulary  # noqa: E402  (beside this script)
+from hf_vocabulary import add_bpe_tokenizer, random_tensors, vocabulary  # noqa: E402  (beside this script)
 
 # Away from llama.cpp's and ggtrain's defaults, so a key one side dropped shows:
 # attention on layers 1 and 4 (not every fourth), 2 key heads shared by 4
@@ -34,7 +34,7 @@ ROPE_BASE, EPS = 300000.0, 3e-6
 def main():
     tok_path, out = sys.argv[1], sys.argv[2]
     tokens, types, merges, ids = vocabulary(tok_path)
-    rng = np.random.default_rng(11)
+    rng, rand, norm = random_tensors(11)
     w = gguf.GGUFWriter(out, "qwen35")
     w.add_name("qwen35-gguf-py")
     w.add_context_length(CTX)
@@ -58,20 +58,7 @@ def main():
     w.add_rope_dimension_count(N_ROT)
     w.add_rope_dimension_sections([11, 11, 10, 0])
     w.add_vocab_size(len(tokens))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen35")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(ids["<|endoftext|>"])
-    w.add_eos_token_id(ids["<|im_end|>"])
-    w.add_add_bos_token(False)
-
-    def rand(*shape, scale=0.08):
-        return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-    def norm(n):
-        return (1.0 + rng.standard_normal(n) * 0.05).astype(np.float32)
+    add_bpe_tokenizer(w, tokens, types, merges, "qwen35", ids["<|endoftext|>"], ids["<|im_end|>"], False)
 
     key_dim, value_dim = K_HEADS * STATE, V_HEADS * STATE
     conv_dim = 2 * key_dim + value_dim

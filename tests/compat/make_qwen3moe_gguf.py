@@ -14,9 +14,8 @@ import os
 import sys
 
 sys.path.insert(0, os.environ["GGUF_PY"])
-import numpy as np  # noqa: E402
 import gguf  # noqa: E402
-from hf_vocabulary import vocabulary  # noqa: E402  (beside this script)
+from hf_vocabulary import add_bpe_tokenizer, random_tensors, vocabulary  # noqa: E402  (beside this script)
 
 # Away from llama.cpp's and ggtrain's defaults, so a key one side dropped
 # shows: 8 experts of 48 (the dense width 160 unused), 3 a token, heads of 32
@@ -29,7 +28,7 @@ ROPE_BASE, EPS = 300000.0, 3e-6
 def main():
     tok_path, out = sys.argv[1], sys.argv[2]
     tokens, types, merges, ids = vocabulary(tok_path)
-    rng = np.random.default_rng(13)
+    _, rand, norm = random_tensors(13)
     w = gguf.GGUFWriter(out, "qwen3moe")
     w.add_name("qwen3moe-gguf-py")
     w.add_context_length(CTX)
@@ -47,20 +46,7 @@ def main():
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     w.add_expert_feed_forward_length(D_FF_EXPERT)
     w.add_vocab_size(len(tokens))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(ids["<|endoftext|>"])
-    w.add_eos_token_id(ids["<|im_end|>"])
-    w.add_add_bos_token(False)
-
-    def rand(*shape, scale=0.08):
-        return (rng.standard_normal(shape) * scale).astype(np.float32)
-
-    def norm(n):
-        return (1.0 + rng.standard_normal(n) * 0.05).astype(np.float32)
+    add_bpe_tokenizer(w, tokens, types, merges, "qwen2", ids["<|endoftext|>"], ids["<|im_end|>"], False)
 
     w.add_tensor("token_embd.weight", rand(len(tokens), D_MODEL, scale=0.5))
     for i in range(N_LAYERS):

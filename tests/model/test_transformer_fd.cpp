@@ -207,6 +207,12 @@ TEST(ModelFd, Qwen3MoeLoraOnEachExpertAndTheRouter) {
   c.lora = {3, 3.0, {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_inp", "attn_q"}};
   check_model(c, {"lora", "blk.0.attn_norm"}, {.router_aux = 0.5});
 }
+// Qwen3.5-MoE: Gated DeltaNet and gated attention layers whose feed-forward
+// is the routed experts plus a shared expert scaled by sigmoid(g . h).
+TEST(ModelFd, Qwen35MoeSharedExpertBesideTheRouted) {
+  check_model(moe_tiny("qwen35moe"), {}, {.router_aux = 0.5});
+  check_model(moe_tiny("qwen35moe"), {}, {true, true});
+}
 TEST(ModelFd, OlmoeUnnormalisedWeightsWholeRowNorms) {
   check_model(moe_tiny("olmoe"), {}, {.router_aux = 0.5});
   check_model(moe_tiny("olmoe"));

@@ -14,8 +14,9 @@ namespace ggtrain::test_support {
 // smollm3: one unrotated layer among rotated ones (the fourth); lfm2,
 // qwen35: layer 1 attends, the others (0, and 2 when there are 3) are the
 // family's recurrent mixer; qwen35: 2 key heads and 4 value heads of 8, a
-// 3-tap convolution, RoPE on half of each head; qwen3moe, olmoe: 4 experts,
-// 2 per token; olmoe: as many key as query heads, an untied head.
+// 3-tap convolution, RoPE on half of each head; qwen3moe, qwen35moe, olmoe:
+// 4 experts, 2 per token (qwen35moe: a shared expert of its own width);
+// olmoe: as many key as query heads, an untied head.
 inline void shape_family_layers(model::Config& c) {
   const model::Architecture& row = c.architecture();
   if (row.no_rope_layer_step) c.n_layers = row.no_rope_layer_step;
@@ -34,6 +35,7 @@ inline void shape_family_layers(model::Config& c) {
     c.n_experts = 4;
     c.n_experts_used = 2;
     if (row.expert_width_key) c.d_ff_expert = c.d_ff / 2 + 2;
+    if (row.shared_expert) c.d_ff_shared = c.d_ff / 2 - 2;
   }
   if (row.qk_norm_whole) {  // OLMoE's norms span d_model; its head is untied
     c.n_kv_heads = c.n_heads;
