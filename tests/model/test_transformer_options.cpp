@@ -11,6 +11,7 @@
 
 #include "model/transformer.h"
 #include "support/compare.h"
+#include "support/family_shapes.h"
 #include "support/fd_check.h"
 #include "util/error.h"
 
@@ -87,6 +88,28 @@ void expect_options_match_default(bool lora) {
 
 TEST(ModelOptions, RecomputeChunksAndTilesGiveTheSameGradients) { expect_options_match_default(false); }
 TEST(ModelOptions, RecomputeWithLora) { expect_options_match_default(true); }
+
+// Every architecture recomputes what it kept: the recurrent mixers, the
+// experts (their routing, the load-balancing loss counted once per forward,
+// each expert's adapter) and the shared expert.
+TEST(ModelOptions, RecomputeEveryArchitecture) {
+  for (const auto& row : architectures()) {
+    SCOPED_TRACE(row.name);
+    Config c = small_config(false);
+    c.arch = row.name;
+    ggtrain::test_support::shape_family_layers(c);
+    if (row.has_experts()) c.lora = {2, 4.0, {"ffn_up_exps", "ffn_gate_inp", "attn_q"}};
+    ModelOptions o;
+    o.router_aux_loss_coef = 0.3;
+    const Result base = train_step<double>(c, o, 0.5);
+    for (auto rc : {Recompute::kAttn, Recompute::kAll}) {
+      o.recompute = rc;
+      const Result r = train_step<double>(c, o, 0.5);
+      EXPECT_NEAR(r.loss, base.loss, 1e-13 * base.loss);
+      EXPECT_TRUE(within_rel_to_max(compare(r.grads, base.grads), 1e-12)) << "gradients, recompute " << int(rc);
+    }
+  }
+}
 
 TEST(ModelOptions, FloatRecomputeMatchesStoredActivations) {
   const auto c = small_config(false);
