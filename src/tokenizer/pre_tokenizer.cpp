@@ -18,6 +18,7 @@ constexpr std::array kPreTokenizers = {
     PreTokenizer{"gpt-2", PreSplit::kGpt2, false, true, false},
     PreTokenizer{"phi-2", PreSplit::kGpt2, false, true, false},
     PreTokenizer{"mpt", PreSplit::kGpt2, false, true, false},
+    PreTokenizer{"olmo", PreSplit::kGpt2, false, true, false},  // OLMo, OLMoE: GPT-2's split
     PreTokenizer{"llama-bpe", PreSplit::kLlama3, true, true, true},
     PreTokenizer{"llama3", PreSplit::kLlama3, true, true, true},
     PreTokenizer{"llama-v3", PreSplit::kLlama3, true, true, true},

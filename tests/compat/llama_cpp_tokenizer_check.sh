@@ -7,9 +7,9 @@
 # FF and Unicode spaces inside lines; tests/support/varied_text.cpp).
 #
 # Vocabularies: the fixtures tiny-spm.gguf (llama/SPM) and
-# tiny-gpt2.gguf (gpt2, pre "gpt-2"), and seven gpt2 vocabularies built here
+# tiny-gpt2.gguf (gpt2, pre "gpt-2"), and eight gpt2 vocabularies built here
 # with 400 merges learned on Genesis plus other generated lines, one per
-# pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2, lfm2, qwen35; and the real
+# pre-tokenizer: default, gpt-2, llama-bpe, smollm, qwen2, lfm2, qwen35, olmo; and the real
 # vocabularies of Qwen3 (151669 tokens), Llama 3.1 (128256) and Gemma 3
 # (262145, SentencePiece) read from their tokenizer.json by `ggtrain
 # tokenizer import` (tests/support/bpe_vocab.h says what else each
@@ -68,7 +68,7 @@ n_lines=$(grep -c '' lines.txt)
 (($(grep -c '^$' lines.txt || true) == 0)) || fail "lines.txt has empty lines"
 
 models=("$FIXTURES/tiny-spm.gguf" "$FIXTURES/tiny-gpt2.gguf")
-for kind in default gpt-2 llama-bpe smollm qwen2 lfm2 qwen35; do
+for kind in default gpt-2 llama-bpe smollm qwen2 lfm2 qwen35 olmo; do
   "$MAKE_VOCAB" vocab "$kind" corpus.txt 400 "vocab-$kind.gguf"
   models+=("vocab-$kind.gguf")
 done

@@ -82,8 +82,12 @@ KindSpec kind_spec(const std::string& kind) {
     // them: a split that cut the mark off (qwen2's) would give other ids.
     for (int i = 0; i < 40; ++i)
       k.extra_lines.push_back("e\u0301te\u0301 cafe\u0301 nai\u0308ve Ame\u0301lie nin\u0303o");
+  } else if (kind == "olmo") {  // OLMo and OLMoE files: GPT-NeoX's specials, GPT-2's split
+    k.name = "tiny-olmoe-bpe";
+    k.specials = {{"|||IP_ADDRESS|||", 4}, {"<|padding|>", 3}, {"<|endoftext|>", 3}, {"|||EMAIL_ADDRESS|||", 4}};
+    k.bos = k.eos = "<|endoftext|>";
   } else {
-    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2, lfm2, qwen35)", kind);
+    fail("unknown test vocabulary kind '{}' (default, gpt-2, llama-bpe, smollm, qwen2, lfm2, qwen35, olmo)", kind);
   }
   return k;
 }
