@@ -2,11 +2,45 @@
 
 namespace ggtrain::model {
 
+namespace {
+
+constexpr Architecture kQwen3{
+    .name = "qwen3", .rope = RopeLayout::kHalves, .qk_norm = true, .writes_head_size = true, .doc = "Qwen3 (dense)"};
+
+// Gated DeltaNet layers with gated attention (qwen3's head norms, NeoX pairs
+// on the first rope.dimension_count dimensions) every
+// full_attention_interval-th layer
+constexpr Architecture kQwen35{.name = "qwen35",
+                               .rope = RopeLayout::kHalves,
+                               .qk_norm = true,
+                               .writes_head_size = true,
+                               .recurrent_mixer = Mixer::kGatedDeltaNet,
+                               .ffn_norm = "post_attention_norm",
+                               .attn_output_gate = true,
+                               .partial_rope = true,
+                               .doc = "Qwen3.5 (dense)"};
+
+// A dense family's layers with Qwen's experts as their feed-forward: the
+// chosen weights renormalised, the experts' width a key of its own,
+// Qwen's load-balancing weight; `shared`: a shared expert beside them.
+constexpr Architecture with_qwen_experts(Architecture dense, const char* name, bool shared, const char* doc) {
+  dense.name = name;
+  dense.feed_forward = FeedForward::kExperts;
+  dense.renormalize_expert_weights = true;
+  dense.expert_width_key = true;
+  dense.router_aux_loss_coef = 0.001;
+  dense.shared_expert = shared;
+  dense.doc = doc;
+  return dense;
+}
+
+}  // namespace
+
 const std::vector<Architecture>& architectures() {
   static const std::vector<Architecture> rows = {
       {.name = "llama", .doc = "Llama 1-3.x, SmolLM, SmolLM2, TinyLlama, Mistral 7B"},
       {.name = "qwen2", .rope = RopeLayout::kHalves, .qkv_bias = true, .doc = "Qwen2, Qwen2.5"},
-      {.name = "qwen3", .rope = RopeLayout::kHalves, .qk_norm = true, .writes_head_size = true, .doc = "Qwen3 (dense)"},
+      kQwen3,
       {.name = "gemma3",
        .rope = RopeLayout::kHalves,
        .qk_norm = true,
@@ -27,45 +61,12 @@ const std::vector<Architecture>& architectures() {
        .recurrent_mixer = Mixer::kShortConv,
        .output_norm = "token_embd_norm.weight",
        .doc = "LFM2, LFM2.5 (dense)"},
-      // Gated DeltaNet layers with gated attention (qwen3's head norms, NeoX
-      // pairs on the first rope.dimension_count dimensions) every
-      // full_attention_interval-th layer
-      {.name = "qwen35",
-       .rope = RopeLayout::kHalves,
-       .qk_norm = true,
-       .writes_head_size = true,
-       .recurrent_mixer = Mixer::kGatedDeltaNet,
-       .ffn_norm = "post_attention_norm",
-       .attn_output_gate = true,
-       .partial_rope = true,
-       .doc = "Qwen3.5 (dense)"},
-      // qwen35's layers with experts and a gated shared expert as the feed-forward
-      {.name = "qwen35moe",
-       .rope = RopeLayout::kHalves,
-       .qk_norm = true,
-       .writes_head_size = true,
-       .recurrent_mixer = Mixer::kGatedDeltaNet,
-       .ffn_norm = "post_attention_norm",
-       .attn_output_gate = true,
-       .partial_rope = true,
-       .feed_forward = FeedForward::kExperts,
-       .renormalize_expert_weights = true,
-       .expert_width_key = true,
-       .router_aux_loss_coef = 0.001,
-       .shared_expert = true,
-       .doc = "Qwen3.5-MoE (Qwen3.5-35B-A3B)"},
-      // qwen3's attention, experts in every layer
-      {.name = "qwen3moe",
-       .rope = RopeLayout::kHalves,
-       .qk_norm = true,
-       .writes_head_size = true,
-       .feed_forward = FeedForward::kExperts,
-       .renormalize_expert_weights = true,
-       .expert_width_key = true,
-       .router_aux_loss_coef = 0.001,
-       .doc = "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)"},
+      kQwen35,
+      with_qwen_experts(kQwen35, "qwen35moe", true, "Qwen3.5-MoE (Qwen3.5-35B-A3B)"),
+      with_qwen_experts(kQwen3, "qwen3moe", false, "Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B)"),
       // llama's attention with NeoX pairs and norms over the whole query
-      // and key rows, experts in every layer
+      // and key rows, experts in every layer, their weights as the router
+      // gives them
       {.name = "olmoe",
        .rope = RopeLayout::kHalves,
        .qk_norm = true,
