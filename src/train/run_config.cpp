@@ -112,7 +112,11 @@ void check_data(const RunConfig& c) {
 // Learning rates, schedule, AdamW's constants.
 void check_optimizer(const RunConfig& c) {
   const auto& train = c.train;
-  if (!(train.lr_max > 0) || train.lr_min < 0) fail("config: train.lr_max must be > 0 and train.lr_min >= 0");
+  if (!(train.lr_max > 0)) fail("config: train.lr_max must be > 0");
+  if (train.lr_min >= 0 && train.lr_min > train.lr_max)
+    fail("config: train.lr_min {} exceeds train.lr_max {}: the rate would rise after its warmup; lower "
+         "train.lr_min, or leave it unset (a tenth of lr_max)",
+         train.lr_min, train.lr_max);
   if (train.warmup_steps < 0) fail("config: train.warmup_steps must be >= 0");
   if (!(train.beta1 >= 0 && train.beta1 < 1)) fail("config: train.beta1 must be in [0, 1)");
   if (!(train.beta2 >= 0 && train.beta2 < 1)) fail("config: train.beta2 must be in [0, 1)");
@@ -186,7 +190,7 @@ void RunConfig::validate() const {
 }
 
 optim::LrSchedule lr_schedule_of(const TrainSection& t) {
-  return {t.schedule, t.lr_max, t.lr_min, t.warmup_steps, t.steps, 0.2};
+  return {t.schedule, t.lr_max, t.end_lr(), t.warmup_steps, t.steps, 0.2};
 }
 
 std::vector<std::string> preset_names() {
@@ -206,7 +210,6 @@ RunConfig model_family_preset(const std::string& name) {
   c.train.seq_len = 512;
   c.train.batch = 4;
   c.train.lr_max = 3e-4;
-  c.train.lr_min = 3e-5;
   if (name == "qwen3-0.6b") {  // Qwen/Qwen3-0.6B
     c.model = model_shape(1024, 28, 16, 8, 3072, 40960, true, 1e6);
     c.model.arch = "qwen3";
@@ -274,7 +277,6 @@ RunConfig preset(const std::string& name) {
     c.train.batch = 4;
     c.train.seq_len = 64;
     c.train.lr_max = 3e-3;
-    c.train.lr_min = 3e-4;
     c.train.warmup_steps = 4;
     c.train.eval_every = 20;
     c.train.eval_batches = 2;
@@ -290,7 +292,6 @@ RunConfig preset(const std::string& name) {
     c.train.seq_len = 512;
     c.train.batch = 4;
     c.train.lr_max = 3e-4;
-    c.train.lr_min = 3e-5;
     return c;
   }
   if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b" ||

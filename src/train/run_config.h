@@ -73,7 +73,10 @@ enum class NonfinitePolicy { kStop, kSkip };
 
 struct TrainSection {
   int64_t steps = 1200, batch = 8, seq_len = 256, grad_accum = 1;
-  double lr_max = 1e-3, lr_min = 1e-4;
+  // lr_min < 0: a tenth of lr_max (every preset's ratio), so that setting
+  // lr_max alone never leaves an end rate above it.
+  double lr_max = 1e-3, lr_min = -1;
+  double end_lr() const { return lr_min >= 0 ? lr_min : lr_max / 10; }
   int64_t warmup_steps = 50;
   optim::ScheduleKind schedule = optim::ScheduleKind::Cosine;  // "cosine", "constant" or "wsd"
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;

@@ -177,6 +177,13 @@ void Run::report_plan() const {
   fmt::print(stderr, "plan: {} steps x {} tokens = {} tokens, {:.2f} epochs of the {} training tokens\n", t.steps,
              per_step, t.steps * per_step, double(t.steps * per_step) / double(std::max<int64_t>(1, train_tokens)),
              train_tokens);
+  fmt::print(stderr, "learning rate: {} warmup steps to {:.3g}, {} to {:.3g}\n", t.warmup_steps, t.lr_max,
+             option_name(t.schedule), t.schedule == optim::ScheduleKind::Constant ? t.lr_max : t.end_lr());
+  if (t.warmup_steps >= t.steps)
+    fmt::print(stderr,
+               "warning: train.warmup_steps {} >= train.steps {}: the rate never reaches train.lr_max {:.3g} "
+               "(it peaks at {:.3g}); lower train.warmup_steps\n",
+               t.warmup_steps, t.steps, t.lr_max, lr_schedule_of(t).lr_at(t.steps - 1));
   const int64_t val_windows = val_loader_ ? val_loader_->n_windows() : 0;
   if (t.eval_every > 0 && val_windows < t.batch)
     fmt::print(stderr,

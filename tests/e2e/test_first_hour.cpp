@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "gguf/reader.h"
 #include "support/cli_runner.h"
 #include "support/files.h"
@@ -324,6 +326,29 @@ TEST_F(FirstHour, RunLifecycleSaysWhereItStandsAndWhatNext) {
                                            R"(stretched to end at step 50; at step 40 the rate goes from \S+ to \S+)")))
       << r.output;
   EXPECT_EQ(train::latest_step(run), 50);
+}
+
+// Setting lr_max alone keeps the rate at or under it (lr_min follows it, a
+// tenth); the plan says the rates; a warmup as long as the run is warned.
+TEST_F(FirstHour, LearningRatesAreWhatWasAskedAndSaid) {
+  const CliResult r =
+      cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--set",
+           "train.lr_max=2e-5", "--set", "train.steps=6", "--set", "train.warmup_steps=8", "--run-dir", t("runs/lr")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "learning rate: 8 warmup steps to 2e-05, cosine to 2e-06")) << r.output;
+  EXPECT_TRUE(contains(r.output, "warning: train.warmup_steps 8 >= train.steps 6: the rate never reaches "
+                                 "train.lr_max 2e-05 (it peaks at 1.5e-05)"))
+      << r.output;
+  std::ifstream metrics(t("runs/lr/metrics.jsonl"));
+  std::string line;
+  int steps = 0;
+  while (std::getline(metrics, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("lr")) continue;
+    ++steps;
+    EXPECT_LE(j["lr"].get<double>(), 2e-5) << line;
+  }
+  EXPECT_EQ(steps, 6);
 }
 
 TEST_F(FirstHour, AnEmptyValidationSetIsWarned) {
