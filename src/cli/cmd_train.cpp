@@ -86,9 +86,14 @@ int run(const Opts& o) {
     opts.config = resolve_config(o.config);
   }
   auto sum = train::run_training(opts);
-  if (!dist::world().root()) return 0;  // under mpirun rank 0 alone reports
+  // A run a signal stopped exits as a process that signal ended would
+  // (128 + SIGINT = 130, + SIGTERM = 143), after its checkpoint, so that
+  // `train && export` does not ship a half-trained model; --stop-at
+  // asked for its stop and exits 0.
+  const int status = sum.interrupted_by != 0 ? 128 + sum.interrupted_by : 0;
+  if (!dist::world().root()) return status;  // under mpirun rank 0 alone reports
   print_outcome(sum, o, opts.config);
-  return 0;
+  return status;
 }
 
 }  // namespace

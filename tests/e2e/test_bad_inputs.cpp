@@ -718,7 +718,9 @@ std::vector<Case> cases() {
                 "trained on another base model"}});
   c.push_back({"lr_min_over_lr_max",
                "`train.lr_min=1e-4` above `train.lr_max=2e-5`",
-               [](Env& e) { return e.fresh({"train.lr_max=2e-5", "train.lr_min=1e-4"}); },
+               [](Env& e) {
+                 return e.fresh({"train.lr_max=2e-5", "train.lr_min=1e-4"});
+               },
                {"train.lr_min 0.0001 exceeds train.lr_max 2e-05", "leave it unset"}});
   c.push_back({"memory_plan_does_not_fit",
                "a run whose memory plan exceeds `train.memory_limit=0.001` (GiB)",
