@@ -150,6 +150,7 @@ class Run {
   TrainSummary summary_;
   int64_t nonfinite_in_a_row_ = 0;
   double loop_start_s_ = 0, train_seconds_ = 0;  // train_seconds_: step time only
+  double last_progress_s_ = 0;  // when the last progress line was printed
 };
 
 }  // namespace ggtrain::train

@@ -36,6 +36,9 @@ std::string duration_text(double s) {
   return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
 }
 
+// Without a terminal, the longest a run stays silent between progress lines.
+constexpr double kProgressEverySeconds = 10.0;
+
 }  // namespace
 
 TrainSummary Run::loop(StopSignals& signals) {
@@ -140,8 +143,9 @@ void Run::handle_nonfinite(const StepResult& r) {
                t.max_nonfinite);
 }
 
-// metrics.jsonl, the summary, and the progress line (every step on a
-// terminal, every 10th otherwise).
+// metrics.jsonl, the summary, and the progress line: every step on a
+// terminal; otherwise the first step, every 10th, the last, and any step
+// 10 s after the previous line, so that a slow run is never silent long.
 void Run::log_step(const StepResult& r) {
   const auto& t = c_.train;
   const int64_t tokens_per_step = t.batch * t.seq_len * t.grad_accum;
@@ -164,7 +168,10 @@ void Run::log_step(const StepResult& r) {
     summary_.last_loss = r.loss;
   }
   summary_.tokens_per_s = double(tokens_per_step * (r.step - start_step_)) / train_seconds_;
-  if (!quiet_ && (tty_ || r.step % 10 == 0 || r.step == t.steps)) {
+  const bool due = tty_ || r.step == start_step_ + 1 || r.step % 10 == 0 || r.step == t.steps ||
+                   now_seconds() - last_progress_s_ >= kProgressEverySeconds;
+  if (!quiet_ && due) {
+    last_progress_s_ = now_seconds();
     const double eta = (now_seconds() - loop_start_s_) / double(r.step - start_step_) * double(t.steps - r.step);
     const std::string rewards = r.pref.pairs > 0 ? fmt::format(" | reward acc {:.2f} margin {:.3f}",
                                                                r.pref.reward_accuracy / double(r.pref.pairs),

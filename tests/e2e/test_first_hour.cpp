@@ -161,6 +161,8 @@ TEST_F(FirstHour, TinyPresetTrainsOnOrdinaryEnglish) {
   EXPECT_GE(vocab, uint64_t(259 + distinct_characters(t("mine.txt"))));
   EXPECT_EQ(vocab % 64, 0u);
   EXPECT_TRUE(contains(r.output, "epochs of the")) << r.output;
+  // Progress from the first step, with an estimate of the time left.
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(step +1/40 \| loss [0-9.]+ \|.* ETA )"))) << r.output;
   // What it wrote, and what to run next.
   EXPECT_TRUE(contains(r.output, "loss plot " + run + "/loss.svg")) << r.output;
   EXPECT_TRUE(contains(r.output, "next: ggtrain generate -m " + weights)) << r.output;
