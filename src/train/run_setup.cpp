@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,11 @@
 namespace ggtrain::train {
 
 namespace {
+
+// More passes over the training tokens than this is learning them by heart
+// (finetuning recipes run 1-3 epochs: TRL's SFTTrainer and axolotl default
+// to 3, unsloth's examples to 1).
+constexpr double kManyEpochs = 10.0;
 
 // init.from: the file stays mapped for the weights.
 std::unique_ptr<gguf::GgufFile> open_base(const std::string& path) {
@@ -177,6 +183,13 @@ void Run::report_plan() const {
   fmt::print(stderr, "plan: {} steps x {} tokens = {} tokens, {:.2f} epochs of the {} training tokens\n", t.steps,
              per_step, t.steps * per_step, double(t.steps * per_step) / double(std::max<int64_t>(1, train_tokens)),
              train_tokens);
+  const double epochs = double(t.steps * per_step) / double(std::max<int64_t>(1, train_tokens));
+  if (epochs > kManyEpochs)  // a pretraining preset's length on a finetune's data
+    fmt::print(stderr,
+               "warning: {} steps are {:.1f} epochs of the training tokens: the model will learn them by heart; "
+               "3 epochs would be train.steps={}\n",
+               t.steps, epochs,
+               std::max<int64_t>(1, int64_t(std::ceil(3.0 * double(train_tokens) / double(per_step)))));
   fmt::print(stderr, "learning rate: {} warmup steps to {:.3g}, {} to {:.3g}\n", t.warmup_steps, t.lr_max,
              option_name(t.schedule), t.schedule == optim::ScheduleKind::Constant ? t.lr_max : t.end_lr());
   if (t.warmup_steps >= t.steps)

@@ -353,6 +353,19 @@ TEST_F(FirstHour, LearningRatesAreWhatWasAskedAndSaid) {
   EXPECT_EQ(steps, 6);
 }
 
+// A pretraining length on a finetune's few examples is said, with the
+// steps that would make 3 epochs.
+TEST_F(FirstHour, ManyEpochsAreWarned) {
+  const CliResult r = cli({"train", "--run-dir", t("runs/epochs"), "--set", "data.corpus=" + t("mine.txt"), "--set",
+                           "init.from=" + model(), "--set", "train.steps=40", "--set", "train.seq_len=64", "--set",
+                           "train.batch=64", "--set", "train.threads=1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(warning: 40 steps are [0-9.]+ epochs of the training tokens: )"
+                                                     R"(the model will learn them by heart; 3 epochs would be )"
+                                                     R"(train.steps=[0-9]+)")))
+      << r.output;
+}
+
 TEST_F(FirstHour, AnEmptyValidationSetIsWarned) {
   const CliResult r =
       cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--set",
