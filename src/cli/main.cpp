@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/llama_cpp_flags.h"
 #include "cli/usage_error.h"
 #include "kernels/onednn.h"
 #include "util/cpu_level.h"
@@ -32,6 +33,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> typed;
   for (int i = 1; i < argc; ++i) typed.push_back(std::string_view(argv[i]) == "-sys" ? "--system-prompt" : argv[i]);
   if (const std::string m = ggtrain::cli::unknown_command_message(app, typed); !m.empty()) {
+    fmt::print(stderr, "ggtrain: error: {}\n", m);
+    return ggtrain::cli::kUsageExitCode;
+  }
+  if (const std::string m = ggtrain::cli::llama_cpp_flag_message(typed); !m.empty()) {
     fmt::print(stderr, "ggtrain: error: {}\n", m);
     return ggtrain::cli::kUsageExitCode;
   }

@@ -716,6 +716,13 @@ std::vector<Case> cases() {
                },
                {"moe_lora/weights/step_2.gguf", "blk.0.ffn_up_exps.weight.lora_a", "expected [64, r, 6]",
                 "trained on another base model"}});
+  c.push_back({"llama_cpp_gpu_flag",
+               "`generate -ngl 0` (llama.cpp's GPU layers; the parser would read `-n gl`)",
+               [](Env& e) {
+                 return A{e.bin(), "generate", "-m", train::weights_path(e.base_run(), 2), "-ngl", "0", "-p", "a"};
+               },
+               {"-ngl is a llama.cpp flag ggtrain does not take", "runs on the CPU"},
+               2});  // a usage error
   c.push_back({"lr_min_over_lr_max",
                "`train.lr_min=1e-4` above `train.lr_max=2e-5`",
                [](Env& e) {

@@ -204,6 +204,12 @@ TEST_F(FirstHour, UsageErrorsSayWhatToTypeAndExitWithTwo) {
        {"ggtrain generate: unexpected arguments --tmep 0.5", "did you mean --temp for --tmep?"}},
       {{"generate"}, {"ggtrain generate: --model is required", "see ggtrain generate --help"}},
       {{"generate", "-m", "x.gguf", "-n", "-2"}, {"--n-predict", "-2"}},
+      // llama.cpp habits the parser would misread (-n gl, --ctx-size nv)
+      {{"generate", "-m", "x.gguf", "-ngl", "0"}, {"-ngl is a llama.cpp flag ggtrain does not take", "on the CPU"}},
+      {{"generate", "-m", "x.gguf", "-cnv"}, {"-cnv is a llama.cpp flag", "ggtrain chat -m MODEL"}},
+      {{"eval", "-m", "x.gguf", "--hellaswag", "-f", "h.txt"}, {"--task FILE --task-format hellaswag"}},
+      {{"chat", "-m", "x.gguf", "--jinja"}, {"--jinja is a llama.cpp flag", "chat template"}},
+      {{"generate", "-m", "x.gguf", "--temperature", "0.5"}, {"the flag is --temp"}},
   };
   for (const auto& row : rows) {
     const CliResult r = cli(row.args);
