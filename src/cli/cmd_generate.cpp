@@ -61,6 +61,12 @@ Runner add_generate_command(CLI::App& app) {
     dec.warmup();
     const std::string text = o->prompt_file.empty() ? o->prompt : read_prompt_file(o->prompt_file);
     std::vector<int32_t> prompt = o->tokens.empty() ? tok.encode(text, tok.add_bos()) : parse_token_list(o->tokens);
+    // Said before the prompt is echoed: a long file would scroll the reason away.
+    if (int64_t(prompt.size()) >= dec.n_ctx())
+      throw ggtrain::Error(fmt::format(
+          "generate: the prompt's {} tokens leave no room in the context of {} tokens; shorten it or raise -c (up "
+          "to the model's {})",
+          prompt.size(), dec.n_ctx(), dec.config().ctx));
     if (o->tokens.empty()) fmt::print("{}", text);
     std::fflush(stdout);
 

@@ -33,7 +33,8 @@ std::string llama_cpp_flag_message(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
     const std::string_view flag = std::string_view(a).substr(0, a.find('='));
     for (const ForeignFlag& f : kForeignFlags)
-      if (flag == f.spelling) return fmt::format("{} is a llama.cpp flag ggtrain does not take: {}", f.spelling, f.instead);
+      if (flag == f.spelling)
+        return fmt::format("{} is a llama.cpp flag ggtrain does not take: {}", f.spelling, f.instead);
   }
   return "";
 }

@@ -716,6 +716,15 @@ std::vector<Case> cases() {
                },
                {"moe_lora/weights/step_2.gguf", "blk.0.ffn_up_exps.weight.lora_a", "expected [64, r, 6]",
                 "trained on another base model"}});
+  c.push_back({"prompt_over_the_context",
+               "`generate -f` a file of 600 words into the tiny model's context of 64 tokens",
+               [](Env& e) {
+                 std::string words;
+                 for (int i = 0; i < 600; ++i) words += "the quick fox ";
+                 spit(e.t("long.txt"), words);
+                 return A{e.bin(), "generate", "-m", train::weights_path(e.base_run(), 2), "-f", e.t("long.txt")};
+               },
+               {"leave no room in the context of 64 tokens", "raise -c"}});
   c.push_back({"llama_cpp_gpu_flag",
                "`generate -ngl 0` (llama.cpp's GPU layers; the parser would read `-n gl`)",
                [](Env& e) {
