@@ -154,6 +154,12 @@ Runner add_chat_command(CLI::App& app) {
     std::string warning;
     const chat::Template t = chat::template_for_model(m.tokenizer, o->chat_template, &warning);
     if (!warning.empty()) fmt::print(stderr, "warning: {}\n", warning);
+    // What is talking: the model, its adapter, the template, the context.
+    fmt::print(stderr, "chat: {}{}, template {}, context {} tokens\n", o->model.model,
+               o->model.lora.path.empty()
+                   ? ""
+                   : fmt::format(" with adapter {} (scale {})", o->model.lora.path, o->model.lora.scale),
+               chat::template_info(t).name, m.decoder.n_ctx());
     chat::ChatSession s(m.decoder, m.tokenizer, t, o->system);
     return o->prompt_file.empty() ? converse(*o, s) : answer_file(*o, s);
   };

@@ -404,11 +404,13 @@ TEST_F(FirstHour, ChatAdapterKeepsItsTemplateThroughChatAndMerge) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "next: ggtrain chat -m " + model() + " --lora " + adapter)) << r.output;
   spit(t("q.txt"), "Which word is number 2?\n");
+  std::string said;  // the last chat's output
   auto prompt_ids = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = {"chat", "--prompt-file", t("q.txt"), "--json", "-n", "2", "--temp", "0"};
     a.insert(a.end(), extra.begin(), extra.end());
     const CliResult c = cli(a);
     EXPECT_EQ(c.status, 0) << c.output;
+    said = c.output;
     std::smatch m;
     std::regex_search(c.output, m, std::regex(R"("prompt_ids":\[([0-9,]+)\])"));
     return m.size() > 1 ? m[1].str() : "none: " + c.output;
@@ -417,6 +419,11 @@ TEST_F(FirstHour, ChatAdapterKeepsItsTemplateThroughChatAndMerge) {
   const std::string chatml = prompt_ids({"-m", model(), "--lora", adapter, "--chat-template", "chatml"});
   ASSERT_NE(llama2, chatml) << "the two templates must tokenize differently for this test to mean anything";
   EXPECT_EQ(prompt_ids({"-m", model(), "--lora", adapter}), llama2);
+  // chat says what is talking: the model, its adapter, the template, the context
+  EXPECT_TRUE(contains(said, "chat: " + model() + " with adapter " + adapter +
+                                 " (scale 1), template llama2, context "
+                                 "64 tokens"))
+      << said;
   // Merged (float and quantized): the adapter's template is the model's.
   const std::string adapter_template = gguf::GgufFile(adapter).get_string("tokenizer.chat_template");
   for (const char* type : {"f32", "q8_0"}) {
