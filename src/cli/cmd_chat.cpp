@@ -12,6 +12,7 @@
 #include <string>
 
 #include "chat/chat_session.h"
+#include "chat/reasoning_filter.h"
 #include "cli/commands.h"
 #include "cli/inference_model.h"
 #include "cli/sampling_options.h"
@@ -28,6 +29,7 @@ struct ChatOptions {
   infer::SamplerConfig sampler;
   uint64_t seed = 42;
   bool json = false;
+  bool show_reasoning = false;  // the reply's <think> block as the model wrote it
 };
 
 // Ctrl-C while a reply streams ends that reply; at the prompt it drops the
@@ -62,7 +64,11 @@ int answer_file(const ChatOptions& o, chat::ChatSession& s) {
           nlohmann::json{
               {"prompt", line}, {"prompt_ids", r.prompt}, {"reply", r.text}, {"ids", r.tokens}, {"stopped", r.stopped}}
               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    else fmt::print("{}\n", r.text);
+    else if (o.show_reasoning) fmt::print("{}\n", r.text);
+    else {
+      chat::ReasoningFilter shown;
+      fmt::print("{}\n", shown.feed(r.text) + shown.flush());
+    }
     std::fflush(stdout);
   }
   fmt::print(stderr, "chat: {} prompts answered, {} replies ended at the end of their turn\n", n, stopped);
@@ -110,13 +116,15 @@ int converse(const ChatOptions& o, chat::ChatSession& s) {
     }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
+    chat::ReasoningFilter shown;  // what the model is fed keeps the block
     const chat::Reply r = s.reply(
         line, o.n, o.sampler, o.seed,
-        [](const std::string& piece) {
-          fmt::print("{}", piece);
+        [&](const std::string& piece) {
+          fmt::print("{}", o.show_reasoning ? piece : shown.feed(piece));
           std::fflush(stdout);
         },
         [] { return g_interrupted.load(); });
+    if (!o.show_reasoning) fmt::print("{}", shown.flush());
     fmt::print("\n");
     if (r.dropped_turns > 0)
       fmt::print(stderr, "chat: the context was full; the oldest {} turn(s) were dropped\n", r.dropped_turns);
@@ -144,6 +152,8 @@ Runner add_chat_command(CLI::App& app) {
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
   cmd->add_option("--chat-template", o->chat_template,
                   "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, qwen3 or gemma3 (default: the model's)");
+  cmd->add_flag("--show-reasoning", o->show_reasoning,
+                "Show the replies' reasoning (<think>...</think>), which chat leaves out as llama.cpp does");
   cmd->add_flag("--json", o->json,
                 "With --prompt-file: one JSON line per reply (prompt, prompt_ids, reply, ids, stopped)");
   add_sampling_options(cmd, o->sampler, o->seed);
