@@ -21,20 +21,42 @@ std::string string_member(const nlohmann::json& o, const char* name, std::string
   return v->get<std::string>();
 }
 
+// ShareGPT's speakers ("from") as chat roles; "" for one it does not have.
+std::string sharegpt_role(const std::string& from) {
+  if (from == "human" || from == "user") return "user";
+  if (from == "gpt" || from == "assistant" || from == "model") return "assistant";
+  if (from == "system") return "system";
+  return "";
+}
+
+// A message of a "messages" list ({"role", "content"}) or of ShareGPT's
+// "conversations" list ({"from", "value"}).
+Message message_of(const nlohmann::json& m, bool sharegpt, const std::string& at) {
+  if (!sharegpt) return {string_member(m, "role", at), string_member(m, "content", at)};
+  const std::string from = string_member(m, "from", at);
+  const std::string role = sharegpt_role(from);
+  if (role.empty())
+    fail("{}: \"from\" is \"{}\"; ShareGPT turns are from system, human or gpt (tool turns are not supported yet)", at,
+         from);
+  return {role, string_member(m, "value", at)};
+}
+
 Conversation chat_record(const nlohmann::json& record, std::string_view where) {
-  const nlohmann::json* msgs = member(record, "messages");
-  if (!msgs || !msgs->is_array()) fail("{}: member \"messages\" must be an array of messages", where);
+  const bool sharegpt = !member(record, "messages") && member(record, "conversations");
+  const char* list = sharegpt ? "conversations" : "messages";
+  const nlohmann::json* msgs = member(record, list);
+  if (!msgs || !msgs->is_array()) fail("{}: member \"{}\" must be an array of messages", where, list);
   Conversation c;
   for (size_t i = 0; i < msgs->size(); ++i) {
     const nlohmann::json& m = (*msgs)[i];
-    const std::string at = fmt::format("{}: messages[{}]", where, i);
+    const std::string at = fmt::format("{}: {}[{}]", where, list, i);
     if (!m.is_object()) fail("{} is {}, not an object", at, m.type_name());
     // Silently dropping the calls would train the answer without them.
     if (member(m, "tool_calls"))
       fail("{} has \"tool_calls\": tool calls are not supported yet (only system, user and assistant turns with "
            "text content); leave such records out",
            at);
-    c.push_back({string_member(m, "role", at), string_member(m, "content", at)});
+    c.push_back(message_of(m, sharegpt, at));
   }
   return c;
 }
@@ -52,10 +74,11 @@ std::string_view record_format_name(RecordFormat f) {
 
 RecordFormat detect_record_format(const nlohmann::json& record, std::string_view where) {
   if (!record.is_object()) fail("{}: a record must be a JSON object, is {}", where, record.type_name());
-  if (record.contains("messages")) return RecordFormat::kChat;
+  if (record.contains("messages") || record.contains("conversations")) return RecordFormat::kChat;
   if (record.contains("instruction") && record.contains("output")) return RecordFormat::kAlpaca;
   if (record.contains("prompt") && record.contains("completion")) return RecordFormat::kCompletion;
-  fail("{}: not a chat record (\"messages\"), an alpaca one (\"instruction\", \"output\") or a completion one "
+  fail("{}: not a chat record (\"messages\", or ShareGPT's \"conversations\"), an alpaca one (\"instruction\", "
+       "\"output\") or a completion one "
        "(\"prompt\", \"completion\")",
        where);
 }

@@ -22,7 +22,8 @@ enum class RecordFormat { kChat, kAlpaca, kCompletion };
 // "chat", "alpaca", "completion" (the names data.format gives them).
 std::string_view record_format_name(RecordFormat f);
 
-// The format a record has: "messages" -> chat; "instruction" and "output"
+// The format a record has: "messages" (or ShareGPT's "conversations" of
+// {"from": "system"|"human"|"gpt", "value"}) -> chat; "instruction" and "output"
 // -> alpaca; "prompt" and "completion" -> completion. Error naming `where`
 // (file:line) when it has none of these shapes.
 RecordFormat detect_record_format(const nlohmann::json& record, std::string_view where);

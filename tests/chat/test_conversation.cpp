@@ -33,6 +33,28 @@ TEST(ChatConversations, RecordFormats) {
   EXPECT_NE(error_of([] { detect_record_format(nlohmann::json::array(), "f:2"); }).find("f:2"), std::string::npos);
 }
 
+// ShareGPT's records read as chat ones: human/gpt/system turns in
+// "conversations"; a speaker it has no role for is named.
+TEST(ChatConversations, ShareGptRecords) {
+  using nlohmann::json;
+  const json sharegpt =
+      json::parse(R"({"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q"},)"
+                  R"( {"from": "gpt", "value": "a"}]})");
+  EXPECT_EQ(detect_record_format(sharegpt, "f:1"), RecordFormat::kChat);
+  const Conversation c = conversation_of(sharegpt, RecordFormat::kChat, "f:1");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].role, "system");
+  EXPECT_EQ(c[1].role, "user");
+  EXPECT_EQ(c[1].content, "q");
+  EXPECT_EQ(c[2].role, "assistant");
+  const json tool =
+      json::parse(R"({"conversations": [{"from": "human", "value": "q"}, {"from": "function_call", "value": "{}"}]})");
+  EXPECT_NE(error_of([&] {
+              conversation_of(tool, RecordFormat::kChat, "f:9");
+            }).find("f:9: conversations[1]: \"from\" is \"function_call\""),
+            std::string::npos);
+}
+
 TEST(ChatConversations, RulesNameTheMessage) {
   auto err = [](const Conversation& c, bool training) {
     return error_of([&] { check_conversation(c, training, "x:3"); });
