@@ -10,6 +10,7 @@
 #include "convert/export.h"
 #include "quant/recipe.h"
 #include "util/error.h"
+#include "util/suggest.h"
 
 namespace ggtrain::cli {
 
@@ -47,7 +48,18 @@ Runner add_export_command(CLI::App& app) {
   cmd->add_flag("--merge-lora", o->merge_lora, "Merge ADAPTER (a LoRA GGUF) into BASE: a standard model");
   cmd->add_option("--lora-scale", o->lora_scale, "With --merge-lora: the adapter's scale (default 1)");
   cmd->add_flag("--ollama", o->ollama, "Also write a Modelfile beside the output for `ollama create`");
-  return [cmd, o]() -> int {
+  // Every --type it takes, for the "did you mean" of a misspelt one.
+  auto type_names = [] {
+    std::vector<std::string> names{"f32", "f16", "bf16"};
+    std::string all = quant::quantized_file_type_names();
+    for (size_t at = 0; at < all.size();) {
+      const size_t end = std::min(all.find(", ", at), all.size());
+      names.push_back(all.substr(at, end - at));
+      at = end + 2;
+    }
+    return names;
+  };
+  return [cmd, o, type_names]() -> int {
     if (!cmd->parsed()) return -1;
     if (o->files.size() != (o->merge_lora ? 3u : 2u))
       fail("export: expected {} (got {} files)",
@@ -68,7 +80,8 @@ Runner add_export_command(CLI::App& app) {
       const auto type = gguf::type_from_name(type_name);
       if (!type ||
           (*type != gguf::TensorType::F32 && *type != gguf::TensorType::F16 && *type != gguf::TensorType::BF16))
-        fail("export: --type {} is not one of f32, f16, bf16, {}", type_name, quant::quantized_file_type_names());
+        fail("export: --type {}{} is not one of f32, f16, bf16, {}", type_name, did_you_mean(type_name, type_names()),
+             quant::quantized_file_type_names());
       if (o->merge_lora) convert::merge_lora_model(o->files[0], o->files[1], o->lora_scale, out, *type);
       else convert::export_model(o->files[0], out, *type);
     }

@@ -400,6 +400,12 @@ std::vector<Case> cases() {
                           e.t("out.gguf"), "--type", "q3_k_m"};
                },
                {"--type q3_k_m", "q4_k_m"}});
+  c.push_back({"export_type_misspelt",
+               "`export --type q8` (q8_0 misspelt)",
+               [](Env& e) {
+                 return A{e.bin(), "export", e.base_run() + "/weights/step_2.gguf", e.t("out.gguf"), "--type", "q8"};
+               },
+               {"--type q8 (did you mean 'q8_0'?)"}});
   // --- files of the wrong kind, and typing mistakes (usage errors exit 2)
   c.push_back({"model_is_a_lora_adapter",
                "`generate -m` given a LoRA adapter instead of a model",
