@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/config_options.h"
 #include "dist/distributed.h"
+#include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/run_folder.h"
 #include "train/trainer.h"
@@ -38,6 +39,8 @@ void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::R
   fmt::print("wrote {} ({} {}), {}/metrics.jsonl and the loss plot {}/loss.svg\n", sum.final_weights,
              lora ? "a LoRA adapter" : "a GGUF model", lora ? "for its base model" : "llama.cpp loads as it is", dir,
              dir);
+  if (const auto best = train::read_best(o.run_dir))  // checkpoint.keep_best
+    fmt::print("best {}: {:.4f} at step {}: {}/weights/best.gguf\n", best->metric, best->value, best->step, dir);
   if (sum.last_step < sum.planned_steps) {
     fmt::print("next: ggtrain train --resume --run-dir {}   (continues to step {})\n", dir, sum.planned_steps);
     return;

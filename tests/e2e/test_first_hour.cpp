@@ -372,6 +372,16 @@ TEST_F(FirstHour, ManyEpochsAreWarned) {
       << r.output;
 }
 
+// checkpoint.keep_best: the run's summary names the best checkpoint.
+TEST_F(FirstHour, TheSummaryNamesTheBestCheckpoint) {
+  const CliResult r = cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
+                           "train.threads=1", "--set", "checkpoint.keep_best=val_loss", "--run-dir", t("runs/best")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(best val_loss: [0-9.]+ at step (20|40): .*runs/best/weights/)"
+                                                     R"(best\.gguf)")))
+      << r.output;
+}
+
 TEST_F(FirstHour, AnEmptyValidationSetIsWarned) {
   const CliResult r =
       cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--set",
