@@ -113,10 +113,19 @@ corpus::PreparedData prepare_chat_data(const ChatDataOptions& o, const tokenizer
   corpus::PreparedData d = corpus::prepare_data(
       p, tok, dir, refuse_change ? corpus::OnMismatch::kRefuse : corpus::OnMismatch::kPrepareAgain);
   const corpus::PackCounts c = d.manifest.packed.value_or(corpus::PackCounts{});
-  if (c.examples == 0)
-    fail("data.corpus ({}): no training examples ({} longer than train.seq_len = {} and skipped, see data.overflow; "
-         "{} bad records skipped)",
-         fmt::join(o.corpus, ", "), c.too_long_skipped, o.seq_len, c.bad_skipped + d.manifest.skipped);
+  if (c.examples == 0) {
+    // Under truncate an example is skipped only when its prompt alone fills
+    // the window: nothing of its answer would be left to learn.
+    const std::string why = o.overflow == corpus::Overflow::kTruncate
+                                ? "their prompts alone fill the window, leaving no answer to learn; set "
+                                  "data.overflow = \"split\" or raise train.seq_len"
+                            : o.overflow == corpus::Overflow::kSkip
+                                ? "data.overflow = \"skip\"; set it to \"split\" or raise train.seq_len"
+                                : "raise train.seq_len";
+    fail("data.corpus ({}): no training examples ({} longer than train.seq_len = {} and skipped: {}; {} bad records "
+         "skipped)",
+         fmt::join(o.corpus, ", "), c.too_long_skipped, o.seq_len, why, c.bad_skipped + d.manifest.skipped);
+  }
   return d;
 }
 

@@ -1001,7 +1001,17 @@ std::vector<Case> cases() {
                  long_answer + "\"}]}\n",
              {"data.overflow=skip"});
        },
-       {"no training examples"}});
+       {"no training examples", "data.overflow = \"skip\"", "\"split\""}});
+  c.push_back({"chat_prompts_fill_the_window",
+               "every example's prompt longer than the window, with `data.overflow = \"truncate\"` (the default)",
+               [](Env& e) {
+                 std::string long_prompt;
+                 for (int i = 0; i < 200; ++i) long_prompt += "word ";
+                 return e.chat("{\"messages\": [{\"role\": \"user\", \"content\": \"" + long_prompt +
+                                   "\"}, {\"role\": \"assistant\", \"content\": \"Fine.\"}]}\n",
+                               {});
+               },
+               {"no training examples", "prompts alone fill the window", "data.overflow = \"split\""}});
   c.push_back({"chat_lora_needs_new_tokens",
                "a LoRA chat run on a base that lacks the template's markers",
                [good](Env& e) { return e.chat(good, {"train.lora.rank=4"}); },
