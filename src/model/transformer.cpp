@@ -97,6 +97,7 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
   bind_layers();
   expert_picks_.assign(size_t(cfg_.n_experts), 0.0);
   expert_prob_sums_.assign(size_t(cfg_.n_experts), 0.0);
+  d_balance_.assign(size_t(cfg_.n_experts), T(0));
   layer_rope_tables(cfg_, false, rope_cos_, rope_sin_, seq_len_);
   if (cfg_.sliding_window > 0) layer_rope_tables(cfg_, true, rope_cos_local_, rope_sin_local_, seq_len_);
   local_attn_shape_ = attn_shape_;

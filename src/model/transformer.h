@@ -367,6 +367,7 @@ class Transformer {
   // the load-balancing loss: over every layer of the last forward, each
   // expert's picks and summed router probability
   std::vector<double> expert_picks_, expert_prob_sums_;
+  std::vector<T> d_balance_;  // [E] the load-balancing loss's d(loss)/d(probability), each backward
   T aux_loss_ = T(0);
   T loss_scale_ = T(1);  // backward()'s
   nn::Embedding<T> token_embd_;  // unused with a donor table

@@ -218,16 +218,14 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
   }
   // The router: the weights' gradient, and the load-balancing loss's,
   // d(coef aux)/d(p_e) = coef E picks_e / N^2 over the N tokens of all layers.
-  std::vector<T> d_probs_all;
-  if (opts_.router_aux_loss_coef != 0 && loss_scale_ != T(0)) {
+  const bool balancing = opts_.router_aux_loss_coef != 0 && loss_scale_ != T(0);
+  if (balancing) {
     const double n_all = double(s.rows) * double(cfg_.n_layers);
-    d_probs_all.resize(size_t(E));
     for (int64_t e = 0; e < E; ++e)
-      d_probs_all[size_t(e)] =
+      d_balance_[size_t(e)] =
           T(double(loss_scale_) * opts_.router_aux_loss_coef * double(E) * expert_picks_[size_t(e)] / (n_all * n_all));
   }
-  route_backward(d_moe_logits_, d_moe_weights_, a.moe_probs, a.moe_chosen,
-                 d_probs_all.empty() ? nullptr : d_probs_all.data(), s);
+  route_backward(d_moe_logits_, d_moe_weights_, a.moe_probs, a.moe_chosen, balancing ? d_balance_.data() : nullptr, s);
   charge_time_to(OpProfile::kGateUp);
   const GemmIn<T> d_logits = gemm_in(d_moe_logits_, d_moe_rows_h_, s.rows * E);
   project_bwd(l, kFfnGateInp, d_normed_, d_logits, d_moe_logits_, a.h_ffn, true, OpProfile::kGateUp);
