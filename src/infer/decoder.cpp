@@ -175,7 +175,7 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
     for (auto* b : {&moe_weights_}) b->resize(size_t(pairs));
     for (auto* b : {&moe_x_, &moe_y_}) b->resize(size_t(pairs * C));
     for (auto* b : {&moe_gate_, &moe_up_}) b->resize(size_t(pairs * cfg_.expert_ff()));
-    for (auto* b : {&moe_chosen_, &moe_pair_of_, &moe_row_of_}) b->resize(size_t(pairs));
+    for (auto* b : {&moe_chosen_, &moe_row_of_}) b->resize(size_t(pairs));
     moe_offsets_.resize(size_t(cfg_.n_experts + 1));
     if (cfg_.has_shared_expert()) {
       for (auto* b : {&shared_gate_, &shared_up_}) b->resize(size_t(rows * cfg_.shared_ff()));
@@ -363,7 +363,7 @@ void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
   const kernels::RoutingShape s{n, cfg_.n_experts, k, cfg_.architecture().renormalize_expert_weights};
   L.router.forward(moe_probs_.data(), {const_cast<float*>(h), nullptr}, n);
   kernels::route_forward(moe_probs_.data(), moe_chosen_.data(), moe_weights_.data(), s);
-  const kernels::ExpertGroups g{moe_offsets_.data(), moe_pair_of_.data(), moe_row_of_.data()};
+  const kernels::ExpertGroups g{moe_offsets_.data(), moe_row_of_.data()};
   kernels::group_by_expert(g, moe_chosen_.data(), s);
   for (int64_t i = 0; i < s.pairs(); ++i) std::copy_n(h + (i / k) * C, C, moe_x_.data() + int64_t(g.row_of[i]) * C);
   for (int64_t e = 0; e < cfg_.n_experts; ++e) {

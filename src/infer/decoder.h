@@ -171,7 +171,7 @@ class Decoder {
   std::vector<float> moe_probs_, moe_weights_, moe_x_, moe_y_, moe_gate_, moe_up_;
   // the shared expert's gate and up [chunk, F_sh], output [chunk, C]
   std::vector<float> shared_gate_, shared_up_, shared_y_;
-  std::vector<int32_t> moe_chosen_, moe_offsets_, moe_pair_of_, moe_row_of_;
+  std::vector<int32_t> moe_chosen_, moe_offsets_, moe_row_of_;
 };
 
 }  // namespace ggtrain::infer

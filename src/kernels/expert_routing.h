@@ -88,12 +88,11 @@ void route_backward(T* d_logits, const T* d_weights, const T* probs, const int32
   }
 }
 
-// The (token, slot) pairs ordered by expert: expert e's pairs are
-// pair_of[offsets[e] .. offsets[e+1]) in token order, and row_of[pair] is a
-// pair's place in that order (its row in the grouped buffers).
+// The (token, slot) pairs ordered by expert: expert e's pairs take rows
+// offsets[e] .. offsets[e+1] of the grouped buffers, in token order, and
+// row_of[pair] is a pair's row.
 struct ExpertGroups {
   int32_t* offsets;  // [E + 1]
-  int32_t* pair_of;  // [pairs]
   int32_t* row_of;  // [pairs]
 };
 
@@ -104,11 +103,7 @@ inline void group_by_expert(const ExpertGroups& g, const int32_t* chosen, const 
   for (int64_t e = 0; e < E; ++e) g.offsets[e + 1] += g.offsets[e];
   int32_t next[kMaxExperts];
   std::copy(g.offsets, g.offsets + E, next);
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t r = next[chosen[i]]++;
-    g.pair_of[r] = int32_t(i);
-    g.row_of[i] = r;
-  }
+  for (int64_t i = 0; i < n; ++i) g.row_of[i] = next[chosen[i]]++;
 }
 
 }  // namespace ggtrain::kernels

@@ -192,7 +192,7 @@ void Transformer<T>::plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a) {
   a.moe_probs = p.take(s.rows * s.n_experts);
   a.moe_weights = p.take(pairs);
   a.moe_chosen = take_ints(p, pairs);
-  a.moe_groups = {take_ints(p, s.n_experts + 1), take_ints(p, pairs), take_ints(p, pairs)};
+  a.moe_groups = {take_ints(p, s.n_experts + 1), take_ints(p, pairs)};
   a.moe_gate = p.take(pairs * F);
   a.moe_up = p.take(pairs * F);
   a.moe_act = take_gemm_in(p, pairs * F);
