@@ -531,6 +531,13 @@ void Transformer<T>::zero_grad() {
 }
 
 template <typename T>
+void Transformer<T>::gate_backward(const T* gate, const T* up, int64_t n) {
+  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
+    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, gate, up, n);
+  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, gate, up, n);
+}
+
+template <typename T>
 void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
   const auto& w = w_.layers[size_t(l)];
@@ -550,9 +557,7 @@ void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
     d_down = d_normed_;
   }
   project_bwd(l, kFfnDown, d_act_, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, false, OpProfile::kDown);
-  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
-    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.gate, a.up, BT * F);
-  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.gate, a.up, BT * F);
+  gate_backward(a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
   project_bwd(l, kFfnGate, d_normed_, d_gate_, d_gate_.fp32, a.h_ffn, false, OpProfile::kGateUp);
   project_bwd(l, kFfnUp, d_normed_, d_up_, d_up_.fp32, a.h_ffn, true, OpProfile::kGateUp);

@@ -309,6 +309,9 @@ class Transformer {
   void output_gate_backward(const LayerActs<T>& a);
   void join_query_gate_grad(const T* d_q);
   void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
+  // d_act_ (n values) through the gated activation of `gate` and `up` into
+  // d_gate_ and d_up_ (their bf16 forms in bf16 training: they only feed GEMMs).
+  void gate_backward(const T* gate, const T* up, int64_t n);
   void ffn_block_backward(int64_t l, T* d_res);
   // A mixture-of-experts layer's feed-forward (h_ffn in, x_out = x_mid +
   // the experts' weighted sum; x_out null: stop before the sum) and its

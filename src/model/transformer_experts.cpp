@@ -156,9 +156,7 @@ void Transformer<T>::shared_expert_backward(int64_t l, const T* d_res) {
   charge_time_to(OpProfile::kGateUp);
   project_bwd(l, kFfnDownShexp, d_act_, gemm_in(d_shared_y_, d_res_h_, BT * C), d_shared_y_, a.shared_act, false,
               OpProfile::kDown);
-  if (d_gate_.bf16)
-    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.shared_gate, a.shared_up, BT * FS);
-  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.shared_gate, a.shared_up, BT * FS);
+  gate_backward(a.shared_gate, a.shared_up, BT * FS);
   charge_time_to(OpProfile::kSwiglu);
   project_bwd(l, kFfnGateShexp, d_normed_, d_gate_, d_gate_.fp32, a.h_ffn, true, OpProfile::kGateUp);
   project_bwd(l, kFfnUpShexp, d_normed_, d_up_, d_up_.fp32, a.h_ffn, true, OpProfile::kGateUp);
@@ -192,9 +190,7 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
                          a.moe_act.at(off[e] * F), false);
   }
   charge_time_to(OpProfile::kDown);
-  if (d_gate_.bf16)
-    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
-  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, a.moe_gate, a.moe_up, s.pairs() * F);
+  gate_backward(a.moe_gate, a.moe_up, s.pairs() * F);
   charge_time_to(OpProfile::kSwiglu);
   gather_expert_inputs(a);  // d_moe_rows_ is free again: it takes d(expert input)
   for (int64_t e = 0; e < E; ++e) {
