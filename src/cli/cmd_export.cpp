@@ -8,6 +8,7 @@
 #include "chat/ollama_modelfile.h"
 #include "cli/commands.h"
 #include "convert/export.h"
+#include "model/architecture.h"
 #include "quant/recipe.h"
 #include "util/error.h"
 #include "util/suggest.h"
@@ -36,9 +37,9 @@ Runner add_export_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "export", "Convert a model GGUF (llama, qwen2, qwen3, gemma3, smollm3, lfm2, qwen35) to F32, F16 or BF16 "
-                "weights or quantize it as llama-quantize does (q8_0, q4_k_m, ...), "
-                "or merge a LoRA adapter into its base");
+      "export", fmt::format("Convert a model GGUF ({}) to F32, F16 or BF16 weights or quantize it as llama-quantize "
+                            "does (q8_0, q4_k_m, ...), or merge a LoRA adapter into its base",
+                            model::architecture_names()));
   cmd->add_option("files", o->files, "IN.gguf OUT.gguf, or with --merge-lora BASE.gguf ADAPTER.gguf OUT.gguf")
       ->required()
       ->expected(2, 3);

@@ -13,6 +13,7 @@
 #include "infer/decoder.h"
 #include "infer/generate.h"
 #include "infer/sampler.h"
+#include "model/architecture.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -41,8 +42,7 @@ Runner add_generate_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "generate",
-      "Generate text from a model GGUF: llama, qwen2, qwen3, gemma3, smollm3, lfm2 or qwen35 (KV cache, streamed)");
+      "generate", fmt::format("Generate text from a model GGUF ({}; KV cache, streamed)", model::architecture_names()));
   add_inference_options(cmd, o->model);
   auto* prompt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text (BOS is added as the model asks)");
   auto* file = cmd->add_option("-f,--file", o->prompt_file, "Read the prompt text from FILE");

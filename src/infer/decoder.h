@@ -1,5 +1,5 @@
 #pragma once
-// Inference over a llama GGUF with a KV cache: tokens are fed in order (a
+// Inference over a model GGUF with a KV cache: tokens are fed in order (a
 // prompt as one batch, then one token at a time), each layer's keys and
 // values are kept, so the prefix is never recomputed.
 #include <array>

@@ -21,7 +21,7 @@ struct DonorTable {
   uint64_t checksum = 0;
 };
 
-// Reads token_embd.weight (F32/F16/BF16/Q8_0) of a llama GGUF; errors name
+// Reads token_embd.weight (F32/F16/BF16/Q8_0) of a model GGUF; errors name
 // the file and what is missing or wrong.
 DonorTable load_donor_table(const std::string& path);
 

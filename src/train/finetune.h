@@ -1,5 +1,5 @@
 #pragma once
-// Continued training of an existing llama GGUF (init.from): the file decides
+// Continued training of an existing model GGUF (init.from): the file decides
 // the model; the run config may only agree with it.
 #include "gguf/reader.h"
 #include "train/run_config.h"

@@ -522,7 +522,7 @@ const std::vector<Key>& keys() {
                    "weights/best.gguf follows the best evaluation: val_loss, bpb or task:NAME (a train.eval_tasks "
                    "file's acc_norm); empty: off"),
         string_key("init.donor", &RunConfig::init, &I::donor,
-                   "a llama GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
+                   "a model GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
         string_key("init.from", &RunConfig::init, &I::from,
                    "a GGUF to continue training (finetune): shape, vocabulary and weights come from it"),
     };

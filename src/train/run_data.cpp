@@ -104,7 +104,7 @@ tokenizer::Tokenizer run_tokenizer(const std::string& run_dir, const RunConfig& 
     try {
       return tokenizer::Tokenizer::from_gguf(gguf::GgufFile(path));
     } catch (const Error& e) {
-      fail("{} ({} must be a llama GGUF with a vocabulary)", e.what(), key);
+      fail("{} ({} must be a model GGUF with a vocabulary)", e.what(), key);
     }
   }
   const std::string& t = c.data.tokenizer;
