@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "dist/data_parallel.h"
-#include "dist/distributed.h"
 #include "model/init.h"
 #include "model/transformer.h"
+#include "parallel/data_parallel.h"
+#include "parallel/distributed.h"
 
 using namespace ggtrain;
 
@@ -53,7 +53,7 @@ double rss_mib() {  // current resident set (VmRSS), MiB
   return 0;
 }
 
-void allreduce_bandwidth(dist::Communicator& comm) {
+void allreduce_bandwidth(parallel::Communicator& comm) {
   const int n = comm.size();
   if (comm.root())
     std::printf("all-reduce (sum of float32, in place), %d ranks: %s\n  %10s %10s %12s %12s\n", n,
@@ -77,10 +77,10 @@ void allreduce_bandwidth(dist::Communicator& comm) {
   }
 }
 
-void overlap(dist::Communicator& comm, int iters) {
+void overlap(parallel::Communicator& comm, int iters) {
   const auto cfg = s15();
   const int64_t B = 8, T = 256;
-  dist::DataParallel dp(comm, B, T, 0);
+  parallel::DataParallel dp(comm, B, T, 0);
   model::Transformer<float> model(cfg, dp.local_batch(), T);
   model::init_params(cfg, model.layout(), model.params(), 1);
   dp.attach(model);
@@ -95,7 +95,7 @@ void overlap(dist::Communicator& comm, int iters) {
     const double t0 = bench::now_s();
     model.backward(dp.loss_share());
     const double t1 = bench::now_s();
-    if (reduce) dp.finish_backward(0.0);
+    if (reduce) dp.finish_backward();
     const double t2 = bench::now_s();
     bwd->push_back(t1 - t0);
     if (after) after->push_back(t2 - t1);
@@ -123,19 +123,19 @@ void overlap(dist::Communicator& comm, int iters) {
               (median(bwd_plain) + median(after_plain) - median(bwd_overlap) - median(after_overlap)) * 1e3);
 }
 
-void optimizer_memory(dist::Communicator& comm, const model::Config& cfg, const char* name) {
+void optimizer_memory(parallel::Communicator& comm, const model::Config& cfg, const char* name) {
   double measured[2] = {0, 0}, planned[2] = {0, 0};
   int64_t n_params = 0;
   for (int zero : {0, 1}) {
-    dist::DataParallel dp(comm, comm.size(), 8, zero);
+    parallel::DataParallel dp(comm, comm.size(), 8, zero);
     model::Transformer<float> model(cfg, 1, 8);
     dp.attach(model);
     n_params = model.n_trainable();
     const double before = rss_mib();
-    std::vector<float> m(size_t(model.n_trainable()), 0.f), v(m.size(), 0.f);  // pages touched
-    dp.shard_moments(m, v);  // ZeRO-1: only this rank's slices stay
+    optim::AdamW opt(model.grad_layout(), {});  // pages touched
+    dp.shard(opt);  // ZeRO-1: only this rank's slices stay
     measured[zero] = rss_mib() - before;
-    planned[zero] = double(m.size() + v.size()) * 4 / (1024.0 * 1024.0);
+    planned[zero] = double(opt.state_floats()) * 4 / (1024.0 * 1024.0);
   }
   // Every rank's numbers, in rank order.
   std::vector<double> all(size_t(4 * comm.size()), 0.0);
@@ -159,7 +159,7 @@ void optimizer_memory(dist::Communicator& comm, const model::Config& cfg, const 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 10;
   const std::string what = argc > 2 ? argv[2] : "all";
-  auto& comm = dist::world();
+  auto& comm = parallel::world();
   if (comm.size() < 2 && comm.root()) std::printf("(one process: run under mpirun -np 2 for these numbers)\n");
   omp_set_num_threads(1);
   if (what == "all" || what == "bandwidth") allreduce_bandwidth(comm);

@@ -22,7 +22,7 @@ ALPHA = float(sys.argv[2]) * 1e-6 if len(sys.argv) > 2 else 30e-6       # s per 
 # model FLOP/s of one rank: a 2-core rank like the one measured, ~70% MFU of
 # 344 GFLOP/s sgemm (bench/results.md)
 RANK_FLOPS = float(sys.argv[3]) * 1e9 if len(sys.argv) > 3 else 240e9
-BUCKET = 1 << 22    # floats per bucket at most (dist/zero.h)
+BUCKET = 1 << 22    # floats per bucket at most (parallel/zero.h)
 TOKENS_PER_RANK = 2048  # per step (s15: 8 x 256; smol135: 4 x 512; 1B: 1 x 2048)
 
 

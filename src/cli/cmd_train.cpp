@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_options.h"
-#include "dist/distributed.h"
+#include "parallel/distributed.h"
 #include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/run_folder.h"
@@ -65,7 +65,7 @@ void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::R
 bool report_if_finished(const Opts& o, const train::RunConfig& c) {
   const int64_t at = train::latest_step(o.run_dir);
   if (at < c.train.steps) return false;
-  if (dist::world().root())
+  if (parallel::world().root())
     fmt::print("{}: already trained to step {} of train.steps = {}; nothing to do\n"
                "final weights: {}\n"
                "to train further: ggtrain train --resume --run-dir {} --set train.steps=N (N > {})\n",
@@ -94,7 +94,7 @@ int run(const Opts& o) {
   // `train && export` does not ship a half-trained model; --stop-at
   // asked for its stop and exits 0.
   const int status = sum.interrupted_by != 0 ? 128 + sum.interrupted_by : 0;
-  if (!dist::world().root()) return status;  // under mpirun rank 0 alone reports
+  if (!parallel::world().root()) return status;  // under mpirun rank 0 alone reports
   print_outcome(sum, o, opts.config);
   return status;
 }
@@ -104,7 +104,7 @@ int run(const Opts& o) {
 Runner add_train_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
-      "train", dist::built_with_mpi()
+      "train", parallel::built_with_mpi()
                    ? "Train a model; checkpoints go to RUN_DIR/weights. `mpirun -np N ggtrain train ...` "
                      "trains data-parallel on N ranks (train.batch is the global micro-batch)"
                    : "Train a model; checkpoints go to RUN_DIR/weights. This ggtrain was built without "

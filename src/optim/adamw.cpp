@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "util/error.h"
+
 namespace ggtrain::optim {
 
 void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params, const float* grads,
@@ -37,6 +39,32 @@ void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, 
 void adamw_step(const model::ParamLayout& layout, float* params, const float* grads, float* m, float* v, int64_t t,
                 double lr, const AdamWConfig& cfg, float grad_scale) {
   adamw_step_range(layout, 0, layout.total(), params, grads, m, v, t, lr, cfg, grad_scale);
+}
+
+AdamW::AdamW(const model::ParamLayout& layout, const AdamWConfig& cfg)
+    : layout_(layout), cfg_(cfg), slices_{{0, layout.total(), 0}} {
+  moments_.m.assign(size_t(layout.total()), 0.f);
+  moments_.v.assign(size_t(layout.total()), 0.f);
+}
+
+void AdamW::keep_only(std::vector<Slice> slices) {
+  if (slices_.size() != 1 || slices_[0].hi != layout_.total())
+    fail("AdamW: keep_only on a state already cut into slices");
+  int64_t packed = 0;
+  for (const auto& s : slices) packed = std::max(packed, s.at + (s.hi - s.lo));
+  for (auto* whole : {&moments_.m, &moments_.v}) {
+    std::vector<float> kept(static_cast<size_t>(packed));
+    for (const auto& s : slices) std::copy(whole->begin() + s.lo, whole->begin() + s.hi, kept.begin() + s.at);
+    whole->swap(kept);  // the whole vector is freed here
+  }
+  slices_ = std::move(slices);
+}
+
+void AdamW::step(float* params, const float* grads, double lr, float grad_scale) {
+  ++steps_;
+  for (const auto& s : slices_)
+    adamw_step_range(layout_, s.lo, s.hi, params, grads + s.at, moments_.m.data() + s.at, moments_.v.data() + s.at,
+                     steps_, lr, cfg_, grad_scale);
 }
 
 double grad_sum_of_squares(const float* grads, int64_t n) {

@@ -4,6 +4,7 @@
 // Adam step with eps added to sqrt(v_hat). Gradient clipping is folded in as
 // a scale on the gradient, so the whole update is one pass over memory.
 #include <cstdint>
+#include <vector>
 
 #include "model/params.h"
 
@@ -28,6 +29,47 @@ void adamw_step(const model::ParamLayout& layout, float* params, const float* gr
 // ZeRO-1 shard. adamw_step is this over [0, layout.total()).
 void adamw_step_range(const model::ParamLayout& layout, int64_t lo, int64_t hi, float* params, const float* grads,
                       float* m, float* v, int64_t t, double lr, const AdamWConfig& cfg, float grad_scale = 1.0f);
+
+// The optimizer of a run: AdamW with its state, the moments m and v and the
+// number of updates taken (the t of the bias corrections), over the
+// trainable parameters' index space `layout`. It starts whole; under ZeRO-1
+// the data-parallel layer keeps only this rank's slices of it (keep_only).
+class AdamW {
+ public:
+  // [lo, hi) of the index space, held at `at` in the state (and in the
+  // gradient step() is given).
+  struct Slice {
+    int64_t lo = 0, hi = 0, at = 0;
+  };
+  struct Moments {
+    std::vector<float> m, v;
+  };
+
+  // Zero moments over all of `layout`, no update taken. `layout` outlives it.
+  AdamW(const model::ParamLayout& layout, const AdamWConfig& cfg);
+
+  // Keeps only `slices` of the state, packed in their order (ZeRO-1).
+  void keep_only(std::vector<Slice> slices);
+  // One update of the kept slices: `grads` packed as the state is (whole:
+  // the model's gradient buffer), scaled by grad_scale first (clipping).
+  void step(float* params, const float* grads, double lr, float grad_scale);
+
+  // Updates taken: a step skipped for a non-finite gradient takes none, as
+  // torch.optim's state["step"] does not advance when its step is skipped.
+  int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(int64_t n) { steps_ = n; }
+  // The state: whole, or the kept slices packed.
+  Moments& moments() { return moments_; }
+  const Moments& moments() const { return moments_; }
+  int64_t state_floats() const { return int64_t(moments_.m.size() + moments_.v.size()); }
+
+ private:
+  const model::ParamLayout& layout_;
+  AdamWConfig cfg_;
+  std::vector<Slice> slices_;  // one slice over the whole index space until keep_only
+  Moments moments_;
+  int64_t steps_ = 0;
+};
 
 // sum g^2 in double, summed in fixed-size blocks in a fixed order so the
 // value is the same for any thread count (a ZeRO-1 rank sums its shard).

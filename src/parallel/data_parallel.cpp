@@ -1,4 +1,4 @@
-#include "dist/data_parallel.h"
+#include "parallel/data_parallel.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 #include "util/error.h"
 #include "util/hash.h"
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 namespace {
 
@@ -69,8 +69,7 @@ void DataParallel::on_block_done(int64_t layer) {
   comm_.progress();  // MPI advances non-blocking collectives only inside its calls
 }
 
-double DataParallel::finish_backward(double local_loss) {
-  if (size() == 1) return local_loss;
+void DataParallel::finish_backward() {
   const double t0 = now_seconds();
   for (size_t i = 0; i < plan_.buckets.size(); ++i)  // the same order on every rank
     if (!started_[i]) start(i);
@@ -78,7 +77,15 @@ double DataParallel::finish_backward(double local_loss) {
   std::fill(started_.begin(), started_.end(), 0);
   armed_ = false;
   wait_s_ += now_seconds() - t0;
-  return mean_over_ranks(local_loss);
+}
+
+DataParallel::Reduced DataParallel::reduce(double local_loss, const std::function<void()>& before_norm) {
+  Reduced r;
+  if (size() > 1) finish_backward();
+  r.loss = mean_over_ranks(local_loss) * double(size());
+  if (before_norm) before_norm();
+  r.grad_norm = grad_norm();
+  return r;
 }
 
 void DataParallel::inject_nonfinite_gradient() {
@@ -98,20 +105,11 @@ double DataParallel::grad_norm() {
   return std::sqrt(sq);
 }
 
-void DataParallel::adamw(std::vector<float>& m, std::vector<float>& v, int64_t t, double lr,
-                         const optim::AdamWConfig& cfg, float grad_scale) {
-  const auto& gl = model_->grad_layout();
-  if (!sharded()) {
-    // Every rank holds the same reduced gradient and applies the same update.
-    optim::adamw_step(gl, model_->params(), model_->grads(), m.data(), v.data(), t, lr, cfg, grad_scale);
-    return;
-  }
-  const size_t r = size_t(rank());
-  for (const auto& b : plan_.buckets) {
-    const int64_t lo = b.lo + b.displs[r];
-    optim::adamw_step_range(gl, lo, lo + b.counts[r], model_->params(), gshard_.data() + b.shard_at,
-                            m.data() + b.shard_at, v.data() + b.shard_at, t, lr, cfg, grad_scale);
-  }
+void DataParallel::update(optim::AdamW& opt, double lr, float grad_scale) {
+  // Without ZeRO every rank holds the same reduced gradient and applies the
+  // same update.
+  opt.step(model_->params(), sharded() ? gshard_.data() : model_->grads(), lr, grad_scale);
+  if (!sharded()) return;
   const double t0 = now_seconds();
   share_params();
   gather_s_ += now_seconds() - t0;
@@ -152,15 +150,17 @@ int64_t DataParallel::max_over_ranks(int64_t x) {
   return x;
 }
 
-void DataParallel::shard_moments(std::vector<float>& m, std::vector<float>& v) const {
+void DataParallel::shard(optim::AdamW& opt) const {
   if (!sharded()) return;
-  for (auto* whole : {&m, &v}) {
-    if (int64_t(whole->size()) != model_->n_trainable())
-      fail("data parallel: optimizer state has {} elements, expected {}", whole->size(), model_->n_trainable());
-    std::vector<float> shard(size_t(plan_.shard_size));
-    copy_to_shard(plan_, rank(), whole->data(), shard.data());
-    whole->swap(shard);  // the whole vector is freed here
+  if (opt.state_floats() != 2 * model_->n_trainable())
+    fail("data parallel: optimizer state has {} floats, expected {}", opt.state_floats(), 2 * model_->n_trainable());
+  std::vector<optim::AdamW::Slice> slices;
+  const size_t r = size_t(rank());
+  for (const auto& b : plan_.buckets) {
+    const int64_t lo = b.lo + b.displs[r];
+    slices.push_back({lo, lo + b.counts[r], b.shard_at});
   }
+  opt.keep_only(std::move(slices));
 }
 
 void DataParallel::gather_into(const std::vector<float>& shard, std::vector<float>& full) {
@@ -169,20 +169,14 @@ void DataParallel::gather_into(const std::vector<float>& shard, std::vector<floa
     comm_.gather(shard.data() + b.shard_at, root() ? full.data() + b.lo : nullptr, b.counts, b.displs, 0);
 }
 
-DataParallel::FullMoments::FullMoments(std::vector<float>& m, std::vector<float>& v, std::vector<float> whole_m,
-                                       std::vector<float> whole_v)
-    : m_(m), v_(v), shard_m_(std::move(whole_m)), shard_v_(std::move(whole_v)) {
-  m_.swap(shard_m_);  // m_ now whole, shard_m_ the slices
-  v_.swap(shard_v_);
+DataParallel::WholeState::WholeState(optim::AdamW& opt, optim::AdamW::Moments whole)
+    : opt_(opt), slices_(std::move(whole)) {
+  std::swap(opt_.moments(), slices_);  // the optimizer's state now whole, slices_ its slices
 }
 
-DataParallel::FullMoments::~FullMoments() {
-  m_.swap(shard_m_);
-  v_.swap(shard_v_);
-}
+DataParallel::WholeState::~WholeState() { std::swap(opt_.moments(), slices_); }
 
-std::unique_ptr<DataParallel::FullMoments> DataParallel::prepare_checkpoint(int64_t step, std::vector<float>& m,
-                                                                            std::vector<float>& v) {
+std::unique_ptr<DataParallel::WholeState> DataParallel::prepare_checkpoint(int64_t step, optim::AdamW& opt) {
   if (size() == 1) return nullptr;
   // The replicas must hold the same weights: the reductions give every rank
   // the same bits (each sum is formed in one fixed order), and this says
@@ -195,11 +189,11 @@ std::unique_ptr<DataParallel::FullMoments> DataParallel::prepare_checkpoint(int6
            "(an MPI reduction gave different ranks different sums)",
            step, r);
   if (!sharded()) return nullptr;
-  std::vector<float> fm, fv;
-  gather_into(m, fm);
-  gather_into(v, fv);
+  optim::AdamW::Moments whole;
+  gather_into(opt.moments().m, whole.m);
+  gather_into(opt.moments().v, whole.v);
   if (!root()) return nullptr;
-  return std::make_unique<FullMoments>(m, v, std::move(fm), std::move(fv));
+  return std::make_unique<WholeState>(opt, std::move(whole));
 }
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

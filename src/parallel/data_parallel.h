@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel training: N ranks (dist/distributed.h) follow the
+// Data-parallel training: N ranks (parallel/distributed.h) follow the
 // trajectory of one process at the same global batch.
 //
 // train.batch stays the global micro-batch: every rank draws the same
@@ -19,7 +19,7 @@
 // nothing else. With the same N the order is fixed, so a resumed run is
 // bit-identical to an uninterrupted one.
 //
-// Gradients are reduced in buckets (dist/zero.h): a block's bucket starts
+// Gradients are reduced in buckets (parallel/zero.h): a block's bucket starts
 // (non-blocking) from backward() as soon as that block's gradients are
 // final, on the last micro-batch of a step, so the reduction overlaps the
 // backward of the blocks below it.
@@ -30,15 +30,16 @@
 // ~1/N of the whole. Checkpoints hold the whole state (gathered on rank 0),
 // so a run resumes with any N and either zero setting.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "dist/distributed.h"
-#include "dist/zero.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "parallel/distributed.h"
+#include "parallel/zero.h"
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 class DataParallel {
  public:
@@ -68,40 +69,45 @@ class DataParallel {
 
   // Before each micro-batch's forward: `last` arms the per-block reduction.
   void begin_micro_batch(bool last) { armed_ = last && size() > 1; }
-  // After a step's last backward: every gradient reduced (ZeRO-1: this
-  // rank's slices). Returns the mean of the ranks' losses.
-  double finish_backward(double local_loss);
+  // After a step's last backward: every gradient summed over the ranks
+  // (ZeRO-1: this rank's slices of the sum), the ranks' shares of the loss
+  // summed (the step's loss), and the summed gradient's global norm (the
+  // same value on every rank). `before_norm`, when set, runs between the
+  // sum and the norm: a test's fault injection.
+  // finish_backward() is its first part: every bucket's sum complete.
+  void finish_backward();
+  struct Reduced {
+    double loss = 0, grad_norm = 0;
+  };
+  Reduced reduce(double local_loss, const std::function<void()>& before_norm = nullptr);
   // Test hook (GGTRAIN_INJECT_NAN_INTO=grad): the first trainable gradient
   // element becomes +Inf on the rank that holds it after the reduction.
   void inject_nonfinite_gradient();
-  // Norm of the reduced gradient (the same value on every rank).
-  double grad_norm();
-  // AdamW on this rank's part (all of it without ZeRO), then the updated
-  // parameters are shared. m, v: as left by shard_moments().
-  void adamw(std::vector<float>& m, std::vector<float>& v, int64_t t, double lr, const optim::AdamWConfig& cfg,
-             float grad_scale);
+  // The optimizer's update of this rank's part (all of it without ZeRO),
+  // then the updated parameters are shared.
+  void update(optim::AdamW& opt, double lr, float grad_scale);
 
   double mean_over_ranks(double x);
   int64_t max_over_ranks(int64_t x);
 
-  // Optimizer state. m and v start whole (grad_layout size); with ZeRO-1
-  // this keeps only this rank's slices.
-  void shard_moments(std::vector<float>& m, std::vector<float>& v) const;
+  // ZeRO-1: the optimizer keeps only this rank's slices of its state.
+  void shard(optim::AdamW& opt) const;
   // For a checkpoint (collective): checks that every rank holds the same
-  // weights, and with ZeRO-1 gathers the whole m and v into rank 0's vectors
-  // until the returned guard is destroyed (then rank 0 keeps its slices again).
-  class FullMoments {
+  // weights, and with ZeRO-1 gathers the optimizer's whole state into rank
+  // 0's until the returned guard is destroyed (then rank 0 keeps its slices
+  // again).
+  class WholeState {
    public:
-    FullMoments(std::vector<float>& m, std::vector<float>& v, std::vector<float> whole_m, std::vector<float> whole_v);
-    ~FullMoments();  // m and v are this rank's slices again
-    FullMoments(const FullMoments&) = delete;
-    FullMoments& operator=(const FullMoments&) = delete;
+    WholeState(optim::AdamW& opt, optim::AdamW::Moments whole);
+    ~WholeState();
+    WholeState(const WholeState&) = delete;
+    WholeState& operator=(const WholeState&) = delete;
 
    private:
-    std::vector<float>&m_, &v_;
-    std::vector<float> shard_m_, shard_v_;
+    optim::AdamW& opt_;
+    optim::AdamW::Moments slices_;
   };
-  std::unique_ptr<FullMoments> prepare_checkpoint(int64_t step, std::vector<float>& m, std::vector<float>& v);
+  std::unique_ptr<WholeState> prepare_checkpoint(int64_t step, optim::AdamW& opt);
 
   // Seconds spent waiting for gradient reductions after backward() returned
   // (the part not hidden behind it), and in the ZeRO-1 parameter gather.
@@ -110,6 +116,7 @@ class DataParallel {
   const BucketPlan& plan() const { return plan_; }
 
  private:
+  double grad_norm();
   void on_block_done(int64_t layer);
   void start(size_t bucket);
   void share_params();
@@ -126,4 +133,4 @@ class DataParallel {
   double wait_s_ = 0, gather_s_ = 0;
 };
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

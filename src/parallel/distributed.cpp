@@ -1,4 +1,4 @@
-#include "dist/distributed.h"
+#include "parallel/distributed.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 #include "util/error.h"
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 #ifdef GGTRAIN_HAVE_MPI
 std::unique_ptr<Communicator> make_mpi_communicator();  // distributed_mpi.cpp
@@ -124,4 +124,4 @@ Communicator& world() {
   return *g_world;
 }
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 class Communicator {
  public:
@@ -83,4 +83,4 @@ std::string failure_message(const std::exception& e);
 // launcher's rank 0 exits at once, so one says why. One process: returns.
 void end_every_rank(const std::string& message);
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "dist/distributed.h"
+#include "parallel/distributed.h"
 #include "util/error.h"
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 namespace {
 
@@ -32,7 +32,7 @@ class MpiCommunicator final : public Communicator {
     // collective. Fresh mmap()s every step (glibc's default above 128 KiB)
     // cost first-touch page faults each time, which made a 4 MB all-reduce
     // 20-50x slower (docs/scaling.md). Blocks up to 32 MiB (glibc's largest threshold;
-    // gradient buckets stay below it, dist/zero.h) come from the heap and
+    // gradient buckets stay below it, parallel/zero.h) come from the heap and
     // are reused instead; the heap gives memory back above 128 MiB free.
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 128 << 20);
@@ -210,4 +210,4 @@ class MpiCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

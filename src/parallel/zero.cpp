@@ -1,10 +1,10 @@
-#include "dist/zero.h"
+#include "parallel/zero.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 int64_t block_of(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
@@ -65,4 +65,4 @@ void copy_to_shard(const BucketPlan& plan, int rank, const float* full, float* s
                 size_t(b.counts[size_t(rank)]) * sizeof(float));
 }
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

@@ -10,7 +10,7 @@
 
 #include "model/params.h"
 
-namespace ggtrain::dist {
+namespace ggtrain::parallel {
 
 struct Bucket {
   int64_t lo = 0, hi = 0;  // range of the gradient buffer (grad_layout indices)
@@ -28,7 +28,7 @@ struct BucketPlan {
 // Buckets in layout order: maximal runs of consecutive tensors of the same
 // block ("blk.N."), other tensors (embeddings, output) by themselves as runs,
 // each at most max_elements (16 MiB of floats: MPI's temporary buffers for
-// it stay on the reused heap, dist/distributed_mpi.cpp). Every tensor lies in
+// it stay on the reused heap, parallel/distributed_mpi.cpp). Every tensor lies in
 // exactly one bucket; every non-empty slice starts on a multiple of 16
 // floats (64 bytes), like the tensors.
 BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int rank,
@@ -40,4 +40,4 @@ int64_t block_of(const std::string& tensor_name);
 // full (the whole gradient index space) -> this rank's slices, packed.
 void copy_to_shard(const BucketPlan& plan, int rank, const float* full, float* shard);
 
-}  // namespace ggtrain::dist
+}  // namespace ggtrain::parallel

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -63,8 +64,10 @@ std::string broken_resume() {
   const char* env = std::getenv("GGTRAIN_INJECT_BROKEN_RESUME");
   if (!env || !*env) return "";
   const std::string piece = env;
-  if (piece != "data" && piece != "adam_m" && piece != "adam_v" && piece != "master_bf16")
-    fail("GGTRAIN_INJECT_BROKEN_RESUME='{}': expected data, adam_m, adam_v or master_bf16", piece);
+  for (const char* known : {"data", "adam_m", "adam_v", "adam_step", "schedule", "lora", "master_bf16"})
+    if (piece == known) return piece;
+  fail("GGTRAIN_INJECT_BROKEN_RESUME='{}': expected data, adam_m, adam_v, adam_step, schedule, lora or master_bf16",
+       piece);
   return piece;
 }
 
@@ -79,29 +82,40 @@ InjectedFaults injected_faults() {
   return f;
 }
 
-void break_resume(const InjectedFaults& faults, corpus::MixtureState& loader, std::vector<float>& adam_m,
-                  std::vector<float>& adam_v, float* params, int64_t n_params) {
+void break_resume(const InjectedFaults& faults, const ResumedState& s) {
   const std::string& piece = faults.broken_resume;
   if (piece.empty()) return;
   std::fprintf(stderr, "injected: this resume loses its %s (GGTRAIN_INJECT_BROKEN_RESUME)\n", piece.c_str());
   if (piece == "data") {
-    loader.drawn = 0;
-    for (auto& s : loader.sources) s = {};
+    s.loader.drawn = 0;
+    for (auto& source : s.loader.sources) source = {};
   }
-  if (piece == "adam_m") std::fill(adam_m.begin(), adam_m.end(), 0.f);
-  if (piece == "adam_v") std::fill(adam_v.begin(), adam_v.end(), 0.f);
+  auto& moments = s.optimizer.moments();
+  if (piece == "adam_m") std::fill(moments.m.begin(), moments.m.end(), 0.f);
+  if (piece == "adam_v") std::fill(moments.v.begin(), moments.v.end(), 0.f);
+  if (piece == "adam_step") s.optimizer.set_steps_taken(0);
+  if (piece == "schedule") s.schedule_origin = s.step;  // as a schedule that restarts with the process would
+  if (piece == "lora") {  // the adapter as a fresh run starts it: the base alone
+    bool any = false;
+    for (const auto& t : s.layout.tensors())
+      if (t.name.ends_with(".lora_b")) {
+        std::fill_n(s.params + t.offset, t.size, 0.f);
+        any = true;
+      }
+    if (!any) fail("GGTRAIN_INJECT_BROKEN_RESUME=lora: this run trains no LoRA adapter");
+  }
   if (piece == "master_bf16")
-    for (int64_t i = 0; i < n_params; ++i)  // as a copy kept only in bf16 would be
-      params[i] = kernels::bf16_to_fp32(kernels::fp32_to_bf16(params[i]));
+    for (int64_t i = 0; i < s.layout.total(); ++i)  // as a copy kept only in bf16 would be
+      s.params[i] = kernels::bf16_to_fp32(kernels::fp32_to_bf16(s.params[i]));
 }
 
-ReducedStep reduce_step(dist::DataParallel& dp, const InjectedFaults& faults, int64_t step, double local_loss) {
+parallel::DataParallel::Reduced reduce_step(parallel::DataParallel& dp, const InjectedFaults& faults, int64_t step,
+                                            double local_loss) {
   if (faults.rank_fails_at(dp.rank(), step))
     fail("step {}: injected failure on rank {} (GGTRAIN_INJECT_RANK_FAILURE)", step, dp.rank());
-  ReducedStep r;
-  r.loss = dp.finish_backward(local_loss) * double(dp.size());
-  if (faults.nan_grad_at(step)) dp.inject_nonfinite_gradient();
-  r.grad_norm = dp.grad_norm();
+  std::function<void()> poison;
+  if (faults.nan_grad_at(step)) poison = [&dp]() { dp.inject_nonfinite_gradient(); };
+  parallel::DataParallel::Reduced r = dp.reduce(local_loss, poison);
   if (faults.nan_loss_at(step)) r.loss = NAN;
   return r;
 }

@@ -12,18 +12,24 @@
 //   GGTRAIN_INJECT_BROKEN_RESUME=PIECE  a --resume loses one piece of its
 //                                    state on purpose: data (the data
 //                                    position), adam_m, adam_v (a moment),
-//                                    master_bf16 (the weights kept only to
-//                                    bf16), so a test proves that the
-//                                    exact-resume check notices each loss
-// A malformed value is an error naming the variable. reduce_step() below is
-// where they take effect.
+//                                    adam_step (AdamW's update count),
+//                                    schedule (the learning rate restarts
+//                                    its schedule), lora (the adapter, as
+//                                    a fresh one), master_bf16 (the weights
+//                                    kept only to bf16), so a test proves
+//                                    that the exact-resume check notices
+//                                    each loss
+// A malformed value is an error naming the variable. reduce_step() and
+// break_resume() below are where they take effect.
 #include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "corpus/mixture_loader.h"
-#include "dist/data_parallel.h"
+#include "model/params.h"
+#include "optim/adamw.h"
+#include "parallel/data_parallel.h"
 
 namespace ggtrain::train {
 
@@ -40,18 +46,24 @@ struct InjectedFaults {
 
 InjectedFaults injected_faults();
 
+// What a resumed run restored, that break_resume may take a piece of.
+struct ResumedState {
+  corpus::MixtureState& loader;
+  optim::AdamW& optimizer;
+  const model::ParamLayout& layout;  // of params
+  float* params;
+  int64_t step;  // the step the run resumes at
+  int64_t& schedule_origin;  // the step the learning-rate schedule counts from
+};
+
 // What a resumed run restored, less the piece faults.broken_resume names.
-void break_resume(const InjectedFaults& faults, corpus::MixtureState& loader, std::vector<float>& adam_m,
-                  std::vector<float>& adam_v, float* params, int64_t n_params);
+void break_resume(const InjectedFaults& faults, const ResumedState& s);
 
 // The step's gradients summed over the ranks, their shares of the loss
-// summed (the step's mean loss) and the global gradient norm, with whatever
-// `faults` a test injected at `step` (none in a user's run): the trainer's
-// one call between its backward passes and the optimizer, so the faults
-// sit around DataParallel rather than in the training step.
-struct ReducedStep {
-  double loss = 0, grad_norm = 0;
-};
-ReducedStep reduce_step(dist::DataParallel& dp, const InjectedFaults& faults, int64_t step, double local_loss);
+// summed (the step's mean loss) and the global gradient norm
+// (DataParallel::reduce), with whatever `faults` a test injected at `step`
+// around it (none in a user's run).
+parallel::DataParallel::Reduced reduce_step(parallel::DataParallel& dp, const InjectedFaults& faults, int64_t step,
+                                            double local_loss);
 
 }  // namespace ggtrain::train

@@ -16,7 +16,7 @@ namespace ggtrain::train {
 namespace {
 
 // The step's sums on every rank: each rank's micro-batch shares added up.
-void sum_over_ranks(dist::DataParallel& dp, PreferenceTotals& t) {
+void sum_over_ranks(parallel::DataParallel& dp, PreferenceTotals& t) {
   if (dp.size() == 1) return;
   const double n = double(dp.size());
   for (double* x : {&t.loss, &t.chosen_nll, &t.reward_chosen, &t.reward_rejected, &t.reward_accuracy, &t.reward_margin,

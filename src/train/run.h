@@ -16,12 +16,13 @@
 
 #include "corpus/batch_loader.h"
 #include "corpus/mixture_loader.h"
-#include "dist/data_parallel.h"
 #include "eval/choice_tasks.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
 #include "model/transformer.h"
+#include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "parallel/data_parallel.h"
 #include "tokenizer/tokenizer.h"
 #include "train/best_checkpoint.h"
 #include "train/fault_injection.h"
@@ -131,8 +132,8 @@ class Run {
   model::Config mc_;
   std::unique_ptr<RunVariant> variant_;  // scratch, continued, LoRA or donor lens
   std::unique_ptr<model::Transformer<float>> model_;
-  std::unique_ptr<dist::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
-  std::vector<float> m_, v_;
+  std::unique_ptr<parallel::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
+  std::unique_ptr<optim::AdamW> optimizer_;  // over the trainable parameters; ZeRO-1: this rank's slices
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
   std::vector<int64_t> window_ids_;  // their rows' windows
   // train.objective; for DPO/IPO the reference's -log p of each token of the
@@ -147,6 +148,7 @@ class Run {
 
   // The loop's running state.
   optim::LrSchedule schedule_;
+  int64_t schedule_origin_ = 0;  // the step schedule_ counts from (0; a test's broken resume moves it)
   TrainSummary summary_;
   int64_t nonfinite_in_a_row_ = 0;
   double loop_start_s_ = 0, train_seconds_ = 0;  // train_seconds_: step time only

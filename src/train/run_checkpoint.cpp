@@ -33,6 +33,9 @@ std::string state_path(const std::string& run_dir, int64_t step) {
 
 namespace {
 
+// The one writer of a checkpoint's weights file: the run's keys, then what
+// the variant's file holds (the model, an adapter, a folded model) and its
+// tokenizer keys.
 void write_weights(const std::string& path, const CheckpointMeta& meta, const CheckpointData& d) {
   gguf::GgufWriter w;
   w.set("general.architecture", Value::str(d.config->arch));
@@ -40,16 +43,20 @@ void write_weights(const std::string& path, const CheckpointMeta& meta, const Ch
   w.set("general.run_id", Value::str(meta.run_id));
   w.set("general.step", Value::u64(uint64_t(meta.step)));
   w.set("ggtrain.checkpoint_format", Value::u32(kCheckpointFormat));
-  d.variant->write_weights(w, d, path);
+  const std::vector<float> folded = d.variant->add_weights(w, d);  // the writer points into it until written
+  w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
+  d.variant->add_tokenizer(w, *d.tokenizer);
+  w.write(path);
 }
 
 // The AdamW moments as the state file holds them: each trainable tensor's m
 // then its v, in the order they are written and read back.
 std::string moments_sha256(const CheckpointData& d) {
   Sha256 h;
+  const auto& [m, v] = d.optimizer->moments();
   for (const auto& t : d.grad_layout->tensors()) {
-    h.update(d.m + t.offset, size_t(t.size) * 4);
-    h.update(d.v + t.offset, size_t(t.size) * 4);
+    h.update(m.data() + t.offset, size_t(t.size) * 4);
+    h.update(v.data() + t.offset, size_t(t.size) * 4);
   }
   return h.hex();
 }
@@ -88,10 +95,12 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   }
   w.set(kWeightsSha256Key, Value::str(weights_sha256));
   w.set(kMomentsSha256Key, Value::str(moments_sha256(d)));
+  w.set(kAdamStepsKey, Value::u64(uint64_t(d.optimizer->steps_taken())));
   d.variant->write_state(w, d);
+  const auto& [m, v] = d.optimizer->moments();
   for (const auto& t : d.grad_layout->tensors()) {  // frozen tensors have no moments
-    quant::add_float_tensor(w, "adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.m + t.offset);
-    quant::add_float_tensor(w, "adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), d.v + t.offset);
+    quant::add_float_tensor(w, "adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), m.data() + t.offset);
+    quant::add_float_tensor(w, "adam.v." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), v.data() + t.offset);
   }
   w.write(path);
 }
@@ -292,14 +301,18 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
     fail("{}: holds AdamW moments for {} tensors but this run trains {}; train.freeze / train.lora "
          "cannot change on --resume",
          s.path(), n_moments, d.grad_layout->tensors().size());
+  auto& [m, v] = d.optimizer->moments();
   for (const auto& t : d.grad_layout->tensors()) {
-    for (auto [prefix, dst] : {std::pair{"adam.m.", d.m}, std::pair{"adam.v.", d.v}}) {
+    for (auto [prefix, dst] : {std::pair{"adam.m.", m.data()}, std::pair{"adam.v.", v.data()}}) {
       const auto& ti = s.tensor(prefix + t.name);
       if (ti.type != gguf::TensorType::F32 || ti.shape() != model::ggml_ne(t.shape))
         fail("{}: tensor '{}{}' has the wrong type or shape", s.path(), prefix, t.name);
       std::memcpy(dst + t.offset, ti.data, size_t(t.size) * 4);
     }
   }
+  const uint64_t updates = s.get_uint_or(kAdamStepsKey, uint64_t(step));
+  if (updates > uint64_t(step)) fail("{}: {} is {}, more than the step {}", s.path(), kAdamStepsKey, updates, step);
+  d.optimizer->set_steps_taken(int64_t(updates));
   return p.meta;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // A run's checkpoints: RUN/weights/step_N.gguf (a standard llama.cpp model),
-// RUN/state/step_N.gguf (AdamW moments, step, data position, config), and
+// RUN/state/step_N.gguf (AdamW's moments and update count, step, data
+// position, config), and
 // RUN/weights/latest, a relative symlink moved only after both files are
 // complete. A crash at any moment leaves `latest` on a complete pair.
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "gguf/reader.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "optim/adamw.h"
 #include "tokenizer/tokenizer.h"
 #include "train/best_checkpoint.h"
 
@@ -35,11 +37,10 @@ struct CheckpointMeta {
 struct CheckpointData {
   const model::Config* config;
   const model::ParamLayout* layout;  // the parameters
-  const model::ParamLayout* grad_layout;  // the trainable ones: layout of m and v
+  const model::ParamLayout* grad_layout;  // the trainable ones: the optimizer's index space
   const tokenizer::Tokenizer* tokenizer;
   float* params;
-  float* m;
-  float* v;
+  optim::AdamW* optimizer;  // its whole state (ZeRO-1 gathers it for the checkpoint)
   // What the weights file holds and how the parameters come back from a
   // checkpoint (a LoRA adapter, a folded donor lens: train/run_variant.h).
   const RunVariant* variant;
@@ -54,6 +55,9 @@ std::string state_path(const std::string& run_dir, int64_t step);
 // weights file, and the AdamW moments' data in the order the state holds them.
 inline constexpr const char* kWeightsSha256Key = "ggtrain.weights.sha256";
 inline constexpr const char* kMomentsSha256Key = "ggtrain.adam.sha256";
+// AdamW's updates taken (behind the steps when some were skipped as not
+// finite); a state file without it took one at every step.
+inline constexpr const char* kAdamStepsKey = "ggtrain.adam.steps";
 
 // `ggtrain verify RUN_DIR`: every checkpoint of the run read as a resume
 // would read it, without training.

@@ -106,7 +106,7 @@ struct TrainSection {
   NonfinitePolicy on_nonfinite = NonfinitePolicy::kStop;
   int64_t max_nonfinite = 10;
   // Under mpirun: 1 shards the AdamW moments over the ranks (ZeRO-1), 0
-  // keeps them whole on every rank (dist/data_parallel.h).
+  // keeps them whole on every rank (parallel/data_parallel.h).
   int64_t zero = 0;
   // Activations backward recomputes instead of keeping, trading compute for
   // memory: "none", "attn" (the attention block's) or "all" (every block's;
@@ -142,10 +142,10 @@ struct TrainSection {
 };
 
 struct InitSection {
-  // A llama GGUF whose token_embd becomes the frozen input table of a lens
+  // A model GGUF whose token_embd becomes the frozen input table of a lens
   // warm start (model/donor.h); the run takes its vocabulary and tokenizer.
   std::string donor;
-  // A llama GGUF (F32/F16/BF16/Q8_0) to continue training: shape, RoPE base,
+  // A model GGUF (F32/F16/BF16/Q8_0) to continue training: shape, RoPE base,
   // eps, vocabulary and weights come from it.
   std::string from;
 };

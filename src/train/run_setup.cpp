@@ -63,7 +63,7 @@ Run::Run(const TrainOptions& o)
       stop_at_(o.stop_at),
       base_(open_base(o.config.init.from)),
       c_(resolve_config(o, base_.get())) {
-  dp_ = std::make_unique<dist::DataParallel>(dist::world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
+  dp_ = std::make_unique<parallel::DataParallel>(parallel::world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
   check_run_folder();
   const int64_t resume_step = check_resume();
   variant_ = RunVariant::choose(c_, base_.get());  // before the tokenizer: a donor that is no model is named first
@@ -75,8 +75,8 @@ Run::Run(const TrainOptions& o)
   if (resume_) resume_state();
   else init_state();
   load_reference();
-  dp_->shard_moments(m_, v_);  // ZeRO-1: keep this rank's slices only
-  if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe(int64_t(m_.size() + v_.size())));
+  dp_->shard(*optimizer_);  // ZeRO-1: keep this rank's slices only
+  if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe(optimizer_->state_floats()));
   metrics_ = std::make_unique<MetricsLog>(run_dir_, resume_ ? start_step_ : -1, dp_->root());
 }
 
@@ -241,8 +241,9 @@ void Run::build_model() {
   model_ = std::make_unique<model::Transformer<float>>(mc_, dp_->local_batch(), c_.train.seq_len, frozen, model_opts);
   dp_->attach(*model_);
   variant_->bind(*model_);
-  m_.assign(size_t(model_->n_trainable()), 0.f);
-  v_.assign(size_t(model_->n_trainable()), 0.f);
+  const auto& t = c_.train;
+  optimizer_ = std::make_unique<optim::AdamW>(
+      model_->grad_layout(), optim::AdamWConfig{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)});
   if (!frozen.empty() && !quiet_) {
     const model::ParamLayout all(mc_);  // model_->layout() lacks what a LoRA base holds quantized
     fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(), all.tensors().size(),
@@ -271,7 +272,12 @@ void Run::print_lora_targets(const model::ParamLayout& all) const {
 
 void Run::resume_state() {
   CheckpointMeta meta = load_latest(run_dir_, checkpoint_data());
-  break_resume(faults_, meta.loader, m_, v_, model_->params(), model_->n_params());
+  break_resume(faults_, {.loader = meta.loader,
+                         .optimizer = *optimizer_,
+                         .layout = model_->layout(),
+                         .params = model_->params(),
+                         .step = meta.step,
+                         .schedule_origin = schedule_origin_});
   start_step_ = meta.step;
   run_id_ = meta.run_id;
   loader_->set_state(meta.loader);
@@ -303,8 +309,7 @@ CheckpointData Run::checkpoint_data() {
           .grad_layout = &model_->grad_layout(),
           .tokenizer = tok_.get(),
           .params = model_->params(),
-          .m = m_.data(),
-          .v = v_.data(),
+          .optimizer = optimizer_.get(),
           .variant = variant_.get()};
 }
 

@@ -105,12 +105,11 @@ class LoraOnBase : public RunVariant {
   }
   // An adapter: llama.cpp takes the vocabulary from the base; a chat run's
   // template goes along for whoever serves it.
-  void write_weights(gguf::GgufWriter& w, const CheckpointData& d, const std::string& path) const override {
+  std::vector<float> add_weights(gguf::GgufWriter& w, const CheckpointData& d) const override {
     model::add_lora_adapter(w, *d.config, *d.layout, d.params, base_.path());
-    w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
-    d.tokenizer->add_chat_keys(w);
-    w.write(path);
+    return {};
   }
+  void add_tokenizer(gguf::GgufWriter& w, const tokenizer::Tokenizer& tok) const override { tok.add_chat_keys(w); }
   void write_state(gguf::GgufWriter& w, const CheckpointData&) const override {
     w.set("ggtrain.lora.base.path", Value::str(base_.path()));
     w.set("ggtrain.lora.base.checksum", Value::u64(checksum_));
@@ -165,12 +164,10 @@ class DonorLens : public RunVariant {
     model::init_lens(donor_, m.layout(), m.params(), seed);
   }
   // The weights file holds the folded model (a standard one).
-  void write_weights(gguf::GgufWriter& w, const CheckpointData& d, const std::string& path) const override {
-    const model::FoldedModel folded = model::fold_donor_model(*d.config, *d.layout, d.params, donor_.table.data());
+  std::vector<float> add_weights(gguf::GgufWriter& w, const CheckpointData& d) const override {
+    model::FoldedModel folded = model::fold_donor_model(*d.config, *d.layout, d.params, donor_.table.data());
     model::add_model_tensors(w, folded.config, model::ParamLayout(folded.config), folded.params.data());
-    w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
-    d.tokenizer->add_to_gguf(w);
-    w.write(path);  // the writer points into `folded` until here
+    return std::move(folded.params);  // moved, not copied: `w` still points into it
   }
   // The lens itself, and the donor the run must resume with.
   void write_state(gguf::GgufWriter& w, const CheckpointData& d) const override {
@@ -219,11 +216,9 @@ std::unique_ptr<RunVariant> RunVariant::choose(const RunConfig& c, const gguf::G
   return std::make_unique<Continued>(*base);
 }
 
-void RunVariant::write_weights(gguf::GgufWriter& w, const CheckpointData& d, const std::string& path) const {
+std::vector<float> RunVariant::add_weights(gguf::GgufWriter& w, const CheckpointData& d) const {
   model::add_model_tensors(w, *d.config, *d.layout, d.params);
-  w.set("ggtrain.n_params_written", Value::u64(w.element_count()));
-  d.tokenizer->add_to_gguf(w);
-  w.write(path);
+  return {};
 }
 
 void RunVariant::load(const gguf::GgufFile& w, const gguf::GgufFile&, const CheckpointData& d) const {

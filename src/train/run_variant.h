@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -47,9 +48,12 @@ class RunVariant {
   // the base's vocabulary.
   virtual void init(model::Transformer<float>& m, const model::Config& mc, int64_t added_tokens, uint64_t seed,
                     bool quiet) = 0;
-  // Save: completes and writes the weights file `w` (its run keys are set),
-  // and adds the state file's own keys and tensors.
-  virtual void write_weights(gguf::GgufWriter& w, const CheckpointData& d, const std::string& path) const;
+  // Save (train/run_checkpoint.cpp writes the files): what the weights file
+  // holds, the model's keys and tensors (returned: floats `w` points into
+  // until it is written, when they are not d.params); its tokenizer keys;
+  // the state file's own keys and tensors.
+  virtual std::vector<float> add_weights(gguf::GgufWriter& w, const CheckpointData& d) const;
+  virtual void add_tokenizer(gguf::GgufWriter& w, const tokenizer::Tokenizer& tok) const { tok.add_to_gguf(w); }
   virtual void write_state(gguf::GgufWriter& /*w*/, const CheckpointData& /*d*/) const {}
   // Load: a checkpoint's parameters back into d.params (resume).
   virtual void load(const gguf::GgufFile& weights, const gguf::GgufFile& state, const CheckpointData& d) const;

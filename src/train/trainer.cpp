@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "corpus/batch_loader.h"
-#include "dist/distributed.h"
 #include "eval/choice_score.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
@@ -20,6 +19,7 @@
 #include "model/checkpoint.h"
 #include "model/donor.h"
 #include "optim/adamw.h"
+#include "parallel/distributed.h"
 #include "train/run.h"
 #include "train/run_folder.h"
 #include "util/clock.h"
@@ -80,7 +80,7 @@ StepResult Run::train_step(int64_t step) {
   const double t0 = now_seconds();
   StepResult r;
   r.step = step + 1;
-  r.lr = schedule_.lr_at(step);
+  r.lr = schedule_.lr_at(step - schedule_origin_);
   model_->zero_grad();
   // Every rank draws the step's global micro-batches, so each knows the
   // step's totals (targets, pairs) without communicating.
@@ -90,14 +90,13 @@ StepResult Run::train_step(int64_t step) {
                   window_ids_.data() + k * t.batch);
   if (objective_ == Objective::kSft) sft_micro_batches(r);
   else preference_micro_batches(r);
-  const ReducedStep reduced = reduce_step(*dp_, faults_, r.step, r.loss);
+  const auto reduced = reduce_step(*dp_, faults_, r.step, r.loss);
   r.loss = reduced.loss;
   r.grad_norm = reduced.grad_norm;
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
   if (r.finite) {
     nonfinite_in_a_row_ = 0;
-    const optim::AdamWConfig adamw{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)};
-    dp_->adamw(m_, v_, r.step, r.lr, adamw, optim::clip_scale(r.grad_norm, t.grad_clip));
+    dp_->update(*optimizer_, r.lr, optim::clip_scale(r.grad_norm, t.grad_clip));
   } else {
     handle_nonfinite(r);
   }
@@ -326,7 +325,7 @@ void Run::maybe_checkpoint(int64_t step, bool stopping) {
 }
 
 void Run::checkpoint(int64_t step, int64_t keep_step) {
-  const auto whole = dp_->prepare_checkpoint(step, m_, v_);  // ZeRO-1: rank 0 holds all of m, v meanwhile
+  const auto whole = dp_->prepare_checkpoint(step, *optimizer_);  // ZeRO-1: rank 0 holds the whole state meanwhile
   if (!dp_->root()) return;  // rank 0 writes the run's files
   CheckpointMeta meta{step, run_id_, to_toml(c_), loader_->state(), best_};
   if (keep_step < 0 && best_) keep_step = best_->step;
@@ -353,7 +352,7 @@ void Run::report_interruption(int sig, int64_t step) {
 
 TrainSummary run_training(const TrainOptions& opts) {
   StopSignals signals;  // before any thread of the run exists (MPI's too: they inherit the mask)
-  dist::Communicator& comm = dist::world();
+  parallel::Communicator& comm = parallel::world();
   TrainOptions mine = opts;
   mine.quiet = opts.quiet || !comm.root();  // rank 0 alone reports
   // Rank 0 prepares the run folder (tokenizer, token files) before the
@@ -367,7 +366,7 @@ TrainSummary run_training(const TrainOptions& opts) {
   } catch (const std::exception& e) {
     // Several ranks: end them all here, while `run` (and every buffer an
     // unfinished MPI operation may still write) is alive.
-    dist::end_every_rank(dist::failure_message(e));
+    parallel::end_every_rank(parallel::failure_message(e));
     throw;
   }
 }
@@ -375,12 +374,12 @@ TrainSummary run_training(const TrainOptions& opts) {
 int on_every_rank(const std::function<int()>& body) {
   try {
     const int rc = body();
-    if (dist::world_started()) dist::world().finalize();
+    if (parallel::world_started()) parallel::world().finalize();
     return rc;
   } catch (const std::exception& e) {
-    const std::string message = dist::failure_message(e);
-    dist::end_every_rank(message);
-    if (dist::world_started()) dist::world().finalize();
+    const std::string message = parallel::failure_message(e);
+    parallel::end_every_rank(message);
+    if (parallel::world_started()) parallel::world().finalize();
     if (dynamic_cast<const Error*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) throw;
     // A library's own exception must still end in a message and a
     // non-zero exit, never in std::terminate.

@@ -41,7 +41,7 @@ TrainSummary run_training(const TrainOptions& opts);
 
 // `body` as the whole life of this rank's `train` command (reading its
 // config, then run_training): a failure anywhere in it ends every rank
-// (dist::end_every_rank; run_training does so itself while the run's buffers
+// (parallel::end_every_rank; run_training does so itself while the run's buffers
 // are alive) and MPI is finalized on the way out, either way. The error is
 // rethrown: an Error or out-of-memory as it is, another exception as an
 // Error with its message, so that the command prints one line.

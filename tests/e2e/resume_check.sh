@@ -8,11 +8,13 @@
 # master weights, bf16 GEMMs), and for an lfm2 model (a short-convolution
 # layer beside an attention layer) and a qwen35 one in bf16 (a Gated
 # DeltaNet layer beside a gated attention layer), and a qwen3moe one (4
-# experts, 2 a token, with the load-balancing loss).
+# experts, 2 a token, with the load-balancing loss), and a LoRA adapter
+# trained on the first run's model.
 # Controls, with teeth: the same resume from step 12, each losing one piece
 # of its state on purpose (GGTRAIN_INJECT_BROKEN_RESUME: the data position,
-# either AdamW moment, the master weights kept only to bf16), must each give
-# other step-24 logits.
+# either AdamW moment, AdamW's update count, the learning-rate schedule's
+# position, the master weights kept only to bf16, the LoRA adapter), must
+# each give other step-24 logits.
 #
 #   tests/e2e/resume_check.sh PATH/TO/ggtrain
 set -euo pipefail
@@ -25,10 +27,15 @@ fail() { echo "resume_check: $*"; exit 1; }
 
 fox_corpus corpus.txt
 ids=1,5,9,13,17,21,25,29,33,37
-for run_case in 1:fp32:llama 2:fp32:llama 2:bf16:llama 2:fp32:lfm2 2:bf16:qwen35 2:fp32:qwen3moe; do
+for run_case in 1:fp32:llama 2:fp32:llama 2:bf16:llama 2:fp32:lfm2 2:bf16:qwen35 2:fp32:qwen3moe 2:fp32:lora; do
   IFS=: read -r threads precision arch <<<"$run_case"
   args=(--preset tiny --set data.corpus=corpus.txt --set train.steps=24 --set "train.threads=$threads"
-        --set checkpoint.every=6 --set "train.precision=$precision" --set "model.arch=$arch")
+        --set checkpoint.every=6 --set "train.precision=$precision")
+  if [[ $arch == lora ]]; then  # a LoRA adapter on the first run's model
+    args+=(--set init.from=whole-1-fp32-llama/weights/step_24.gguf --set train.lora.rank=4 --set train.lr_max=1e-2)
+  else
+    args+=(--set "model.arch=$arch")
+  fi
   [[ $arch != lfm2 ]] || args+=(--set model.attention_layers=1)
   [[ $arch != qwen35 ]] || args+=(--set model.attention_layers=1 --set model.rope_dim=8 --set model.ssm_state_size=16
                                   --set model.ssm_group_count=2 --set model.ssm_time_step_rank=4)
@@ -43,21 +50,26 @@ for run_case in 1:fp32:llama 2:fp32:llama 2:bf16:llama 2:fp32:lfm2 2:bf16:qwen35
     { cat resumed.out; fail "the resumed process did not start at step 12"; }
   grep -q "^trained steps 12\.\.24:" resumed.out || { cat resumed.out; fail "the resumed process did not train steps 12..24"; }
   for run in "$whole" "$cut"; do
-    "$bin" eval -m "$run/weights/step_24.gguf" --tokens "$ids" --dump-logits "$run.f32" > /dev/null
+    eval_args=(-m "$run/weights/step_24.gguf")  # a LoRA run's weights file is its adapter
+    [[ $arch != lora ]] || eval_args=(-m whole-1-fp32-llama/weights/step_24.gguf --lora "$run/weights/step_24.gguf")
+    "$bin" eval "${eval_args[@]}" --tokens "$ids" --dump-logits "$run.f32" > /dev/null
   done
   cmp -s "$whole.f32" "$cut.f32" ||
     fail "$threads thread(s), $precision, $arch: the resumed run's step-24 logits differ from the uninterrupted run's"
 done
 
-# The controls, on the 2-thread fp32 run.
-for piece in data adam_m adam_v master_bf16; do
+# The controls, on the 2-thread fp32 run and the LoRA run.
+for control in data:llama adam_m:llama adam_v:llama adam_step:llama schedule:llama master_bf16:llama lora:lora; do
+  IFS=: read -r piece arch <<<"$control"
   broken=broken-$piece
-  cp -a cut-2-fp32-llama-at-12 "$broken"
+  cp -a "cut-2-fp32-$arch-at-12" "$broken"
   GGTRAIN_INJECT_BROKEN_RESUME=$piece "$bin" train --resume --run-dir "$broken" > broken.out 2>&1 ||
     { cat broken.out; fail "the resume without its $piece failed to run"; }
   grep -q "injected: this resume loses its $piece" broken.out || { cat broken.out; fail "the $piece control was not injected"; }
-  "$bin" eval -m "$broken/weights/step_24.gguf" --tokens "$ids" --dump-logits "$broken.f32" > /dev/null
-  if cmp -s whole-2-fp32-llama.f32 "$broken.f32"; then
+  eval_args=(-m "$broken/weights/step_24.gguf")
+  [[ $arch != lora ]] || eval_args=(-m whole-1-fp32-llama/weights/step_24.gguf --lora "$broken/weights/step_24.gguf")
+  "$bin" eval "${eval_args[@]}" --tokens "$ids" --dump-logits "$broken.f32" > /dev/null
+  if cmp -s "whole-2-fp32-$arch.f32" "$broken.f32"; then
     fail "control: a resume that lost its $piece ends with the uninterrupted run's logits: the check would not notice"
   fi
 done
@@ -72,6 +84,7 @@ printf "\\x$(printf %02x $((byte ^ 1)))" | dd of=damaged/weights/step_24.gguf bs
 if "$bin" verify damaged > verify.out; then cat verify.out; fail "verify passed a run whose step-24 weights changed"; fi
 grep -q "^step 24: DAMAGED: .*step_24.gguf" verify.out || { cat verify.out; fail "verify did not name the damaged file"; }
 grep -q "^step 18: intact" verify.out || { cat verify.out; fail "verify did not see step 18 intact"; }
-echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16; lfm2; qwen35 bf16; qwen3moe), step-24 logits" \
-  "identical; a resume losing its data position, AdamW m, AdamW v or fp32 master weights is noticed; verify" \
+echo "resume_check: $("$bin" --version): resumed at step 12 (1 and 2 threads, fp32; 2 threads, bf16; lfm2; qwen35 bf16; qwen3moe; LoRA)," \
+  "step-24 logits identical; a resume losing its data position, AdamW m, v or update count, schedule position," \
+  "fp32 master weights or LoRA adapter is noticed; verify" \
   "finds the intact checkpoints and names a changed one"

@@ -6,12 +6,12 @@
 #include <random>
 #include <set>
 
-#include "dist/data_parallel.h"
-#include "dist/distributed.h"
-#include "dist/zero.h"
 #include "model/params.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "parallel/data_parallel.h"
+#include "parallel/distributed.h"
+#include "parallel/zero.h"
 #include "support/tiny_llama.h"
 
 using namespace ggtrain;
@@ -26,12 +26,12 @@ model::Config small_config(bool tied) {
 }
 
 TEST(Zero, BlockOfName) {
-  EXPECT_EQ(dist::block_of("blk.0.attn_q.weight"), 0);
-  EXPECT_EQ(dist::block_of("blk.17.ffn_down.weight"), 17);
-  EXPECT_EQ(dist::block_of("token_embd.weight"), -1);
-  EXPECT_EQ(dist::block_of("blk.x.attn_q.weight"), -1);
-  EXPECT_EQ(dist::block_of("blk.3"), -1);
-  EXPECT_EQ(dist::block_of("output.weight"), -1);
+  EXPECT_EQ(parallel::block_of("blk.0.attn_q.weight"), 0);
+  EXPECT_EQ(parallel::block_of("blk.17.ffn_down.weight"), 17);
+  EXPECT_EQ(parallel::block_of("token_embd.weight"), -1);
+  EXPECT_EQ(parallel::block_of("blk.x.attn_q.weight"), -1);
+  EXPECT_EQ(parallel::block_of("blk.3"), -1);
+  EXPECT_EQ(parallel::block_of("output.weight"), -1);
 }
 
 // Every element of every tensor is in exactly one bucket and, within it, in
@@ -44,7 +44,7 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
       for (int64_t max_elements : {int64_t(1) << 22, int64_t(1000)}) {
         std::vector<int> owner(size_t(layout.total()), -1);
         for (int r = 0; r < n; ++r) {
-          const auto plan = dist::plan_buckets(layout, n, r, max_elements);
+          const auto plan = parallel::plan_buckets(layout, n, r, max_elements);
           int64_t packed = 0;
           for (const auto& b : plan.buckets) {
             ASSERT_LE(b.hi - b.lo, max_elements);
@@ -66,7 +66,7 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
             }
             for (const auto& t : layout.tensors())
               if (t.offset < b.hi && t.offset + t.size > b.lo) {
-                EXPECT_EQ(dist::block_of(t.name), b.layer) << t.name;
+                EXPECT_EQ(parallel::block_of(t.name), b.layer) << t.name;
               }
           }
           EXPECT_EQ(packed, plan.shard_size);
@@ -79,7 +79,7 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
   }
 }
 
-// ZeRO-1's update: each rank's slices, AdamW'd with compact moments, give
+// ZeRO-1's update: each rank's optimizer, cut to its slices, gives
 // the same bits as one AdamW step over the whole buffer (the independent
 // truth here is adamw_step, itself checked against PyTorch reference states).
 TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
@@ -96,17 +96,26 @@ TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
     auto p_dp = p;
     std::vector<float> m_out(n, NAN), v_out(n, NAN);
     for (int r = 0; r < ranks; ++r) {
-      const auto plan = dist::plan_buckets(layout, ranks, r, 700);
-      std::vector<float> gs(size_t(plan.shard_size)), ms(gs.size()), vs(gs.size());
-      dist::copy_to_shard(plan, r, g.data(), gs.data());
-      dist::copy_to_shard(plan, r, m.data(), ms.data());
-      dist::copy_to_shard(plan, r, v.data(), vs.data());
+      const auto plan = parallel::plan_buckets(layout, ranks, r, 700);
+      std::vector<float> gs(size_t(plan.shard_size));
+      parallel::copy_to_shard(plan, r, g.data(), gs.data());
+      // The optimizer as a ZeRO-1 rank holds it: whole at first (two updates
+      // taken), then cut to the rank's slices.
+      optim::AdamW opt(layout, cfg);
+      opt.moments() = {m, v};
+      opt.set_steps_taken(2);
+      std::vector<optim::AdamW::Slice> slices;
       for (const auto& b : plan.buckets) {
-        const int64_t lo = b.lo + b.displs[size_t(r)], len = b.counts[size_t(r)];
-        optim::adamw_step_range(layout, lo, lo + len, p_dp.data(), gs.data() + b.shard_at, ms.data() + b.shard_at,
-                                vs.data() + b.shard_at, 3, 1e-2, cfg, 0.7f);
-        std::copy_n(ms.data() + b.shard_at, len, m_out.data() + lo);
-        std::copy_n(vs.data() + b.shard_at, len, v_out.data() + lo);
+        const int64_t lo = b.lo + b.displs[size_t(r)];
+        slices.push_back({lo, lo + b.counts[size_t(r)], b.shard_at});
+      }
+      opt.keep_only(slices);
+      ASSERT_EQ(opt.state_floats(), 2 * plan.shard_size);
+      opt.step(p_dp.data(), gs.data(), 1e-2, 0.7f);
+      EXPECT_EQ(opt.steps_taken(), 3);
+      for (const auto& s : slices) {
+        std::copy_n(opt.moments().m.data() + s.at, s.hi - s.lo, m_out.data() + s.lo);
+        std::copy_n(opt.moments().v.data() + s.at, s.hi - s.lo, v_out.data() + s.lo);
       }
     }
     for (const auto& t : layout.tensors())
@@ -121,8 +130,8 @@ TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
 // One process: the whole batch, unchanged gradients and moments, and a
 // batch that any rank count divides.
 TEST(Zero, SingleProcessIsAPassThrough) {
-  auto& one = dist::single_process();
-  dist::DataParallel dp(one, 6, 16, 1);
+  auto& one = parallel::single_process();
+  parallel::DataParallel dp(one, 6, 16, 1);
   EXPECT_EQ(dp.local_batch(), 6);
   EXPECT_FALSE(dp.sharded());
   model::Transformer<float> model(small_config(true), dp.local_batch(), 16);
@@ -131,12 +140,12 @@ TEST(Zero, SingleProcessIsAPassThrough) {
   const int32_t tokens[6 * 16] = {};
   EXPECT_EQ(dp.local(tokens), tokens);
   EXPECT_EQ(dp.loss_share(), 1.0f);
-  std::vector<float> m(size_t(model.n_trainable()), 1.f), v = m;
-  dp.shard_moments(m, v);
-  EXPECT_EQ(int64_t(m.size()), model.n_trainable());
-  EXPECT_EQ(dp.finish_backward(2.5), 2.5);
+  optim::AdamW opt(model.grad_layout(), {});
+  dp.shard(opt);
+  EXPECT_EQ(opt.state_floats(), 2 * model.n_trainable());
+  EXPECT_EQ(dp.reduce(2.5).loss, 2.5);
   EXPECT_EQ(dp.mean_over_ranks(3.0), 3.0);
-  EXPECT_EQ(dp.prepare_checkpoint(1, m, v), nullptr);
+  EXPECT_EQ(dp.prepare_checkpoint(1, opt), nullptr);
 }
 
 }  // namespace
