@@ -105,6 +105,14 @@ TEST(NonFinite, SkipPolicyLeavesWeightsAndMomentsUntouchedAndCountsTheStep) {
   EXPECT_TRUE(same_tensor_data(train::weights_path(tmp / "r", 4), train::weights_path(tmp / "r", 5), &why)) << why;
   EXPECT_TRUE(same_tensor_data(train::state_path(tmp / "r", 4), train::state_path(tmp / "r", 5), &why)) << why;
   EXPECT_FALSE(same_tensor_data(train::weights_path(tmp / "r", 5), train::weights_path(tmp / "r", 6), &why));
+  // AdamW's update count (its bias corrections' t) skips them too, as
+  // torch.optim's state["step"] does when GradScaler skips a step.
+  auto updates = [&](int64_t step) {
+    return gguf::GgufFile(train::state_path(tmp / "r", step)).get_uint(train::kAdamStepsKey);
+  };
+  EXPECT_EQ(updates(4), 4u);
+  EXPECT_EQ(updates(5), 4u);
+  EXPECT_EQ(updates(12), 10u);
   // metrics.jsonl: the skipped steps say so, with the running count.
   int skipped = 0;
   for (const auto& m : metrics(tmp / "r")) {
@@ -130,6 +138,15 @@ TEST(NonFinite, SkipPolicyResumesAfterSkippedSteps) {
   }
   EXPECT_EQ(train_run(tmp / "r", train::saved_run_config(tmp / "r"), true).last_step, 20);
   EXPECT_EQ(metrics(tmp / "r").size(), 20u + 2u);  // 20 steps + 2 evaluations
+  // Exactly where the run without the stop ends: the resume restored 8
+  // updates taken by step 10, not 10.
+  {
+    Inject inject("3-4");
+    train_run(tmp / "whole", c);
+  }
+  std::string why;
+  EXPECT_TRUE(same_tensor_data(train::weights_path(tmp / "whole", 20), train::weights_path(tmp / "r", 20), &why))
+      << why;
 }
 
 TEST(NonFinite, SkipPolicyStopsAfterMaxNonfiniteInARow) {
