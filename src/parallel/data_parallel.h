@@ -61,6 +61,8 @@ class DataParallel {
   // shard_moments), the number the line reports per rank.
   std::string describe(int64_t adam_state_floats) const;
 
+  // This rank's first row (window) within a global micro-batch.
+  int64_t first_row() const { return int64_t(rank()) * local_batch_; }
   // This rank's windows within a global micro-batch of tokens [B, T].
   const int32_t* local(const int32_t* batch_tokens) const { return batch_tokens + first_token_; }
   int32_t* local(int32_t* batch_tokens) const { return batch_tokens + first_token_; }

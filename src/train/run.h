@@ -27,7 +27,7 @@
 #include "train/best_checkpoint.h"
 #include "train/fault_injection.h"
 #include "train/metrics.h"
-#include "train/preference_batch.h"
+#include "train/objective.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
 #include "train/run_variant.h"
@@ -41,11 +41,8 @@ struct StepResult {
   int64_t step = 0;  // steps done, counting this one (from 1)
   double loss = 0, lr = 0, grad_norm = 0, seconds = 0;
   bool finite = true;
-  // Mixture-of-experts models: the load-balancing loss (unweighted), the
-  // mean over this rank's micro-batches; the objective adds
-  // train.router_aux_loss_coef times it.
-  double router_aux = 0;
-  PreferenceTotals pref;  // a preference objective's sums over the step's pairs (all ranks)
+  nlohmann::json metrics;  // what the objective adds to the step's record
+  std::string progress;  // and to its progress line
 };
 
 class Run {
@@ -67,22 +64,8 @@ class Run {
   void resume_state();
   void init_state();
 
-  // Preference objectives (train/preference_step.cpp): the reference's
-  // token losses computed (fresh run, rank 0) or read, and the step's and
-  // validation's passes over pairs.
-  void load_reference();
-  std::vector<float> reference_losses(const corpus::BatchLoader& windows, int64_t n_tokens);
-  // The reference's token losses of this rank's rows of a micro-batch whose
-  // rows are windows `window_ids` of the stream `ref` was computed on.
-  const float* reference_rows(const std::vector<float>& ref, const int64_t* window_ids);
-  void preference_micro_batches(StepResult& r);
-  PreferenceTotals preference_validation();
-  void evaluate_pairs(int64_t step);
-  void log_preference(nlohmann::json& record, const PreferenceTotals& t, const char* prefix) const;
-
   // The loop's steps.
   StepResult train_step(int64_t step);
-  void sft_micro_batches(StepResult& r);
   void handle_nonfinite(const StepResult& r);
   void log_step(const StepResult& r);
   void maybe_evaluate(int64_t step);
@@ -97,12 +80,6 @@ class Run {
   void offer_best(std::string_view metric, double value);
   void report_interruption(int sig, int64_t step);
 
-  // Validation: the mean loss over the counted targets, and that total in
-  // bits over their bytes (token_bytes_); NAN for both without validation data.
-  struct Validation {
-    double loss = NAN, bits_per_byte = NAN;
-  };
-  Validation evaluate();
   void checkpoint(int64_t step, int64_t keep_step = -1);
   CheckpointData checkpoint_data();
 
@@ -136,12 +113,7 @@ class Run {
   std::unique_ptr<optim::AdamW> optimizer_;  // over the trainable parameters; ZeRO-1: this rank's slices
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
   std::vector<int64_t> window_ids_;  // their rows' windows
-  // train.objective; for DPO/IPO the reference's -log p of each token of the
-  // training and validation streams (train/preference_reference.h).
-  Objective objective_ = Objective::kSft;
-  PreferenceParams pref_;
-  std::vector<float> ref_train_, ref_val_;
-  std::vector<float> ref_rows_, d_token_loss_;  // [local batch, T] scratch of a micro-batch
+  std::unique_ptr<TrainingObjective> objective_;  // train.objective
   bool documents_ = false;  // attention within documents (instruction data, data.attention)
   int64_t added_tokens_ = 0;  // chat markers appended to the base's vocabulary
   std::unique_ptr<MetricsLog> metrics_;

@@ -74,7 +74,7 @@ Run::Run(const TrainOptions& o)
   load_eval_tasks();
   if (resume_) resume_state();
   else init_state();
-  load_reference();
+  objective_->prepare();
   dp_->shard(*optimizer_);  // ZeRO-1: keep this rank's slices only
   if (!quiet_ && dp_->size() > 1) fmt::print(stderr, "{}\n", dp_->describe(optimizer_->state_floats()));
   metrics_ = std::make_unique<MetricsLog>(run_dir_, resume_ ? start_step_ : -1, dp_->root());
@@ -167,8 +167,6 @@ void Run::prepare_data() {
   targets_.resize(step_tokens);
   doc_start_.resize(step_tokens);
   window_ids_.resize(size_t(c_.train.grad_accum * c_.train.batch));
-  objective_ = c_.train.objective;
-  pref_ = {c_.train.beta, c_.train.label_smoothing, c_.train.simpo_gamma};
 }
 
 // What the planned steps amount to, and a warning when no validation loss
@@ -244,6 +242,17 @@ void Run::build_model() {
   const auto& t = c_.train;
   optimizer_ = std::make_unique<optim::AdamW>(
       model_->grad_layout(), optim::AdamWConfig{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)});
+  objective_ = make_objective({.config = c_,
+                               .model = *model_,
+                               .dp = *dp_,
+                               .tokens = tokens_,
+                               .val_loader = val_loader_.get(),
+                               .token_bytes = token_bytes_,
+                               .documents = documents_,
+                               .variant = *variant_,
+                               .run_dir = run_dir_,
+                               .resume = resume_,
+                               .quiet = quiet_});
   if (!frozen.empty() && !quiet_) {
     const model::ParamLayout all(mc_);  // model_->layout() lacks what a LoRA base holds quantized
     fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(), all.tensors().size(),

@@ -88,8 +88,10 @@ StepResult Run::train_step(int64_t step) {
   for (int64_t k = 0; k < t.grad_accum; ++k)
     loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro,
                   window_ids_.data() + k * t.batch);
-  if (objective_ == Objective::kSft) sft_micro_batches(r);
-  else preference_micro_batches(r);
+  StepTerms terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data()});
+  r.loss = terms.loss;
+  r.metrics = std::move(terms.metrics);
+  r.progress = std::move(terms.progress);
   const auto reduced = reduce_step(*dp_, faults_, r.step, r.loss);
   r.loss = reduced.loss;
   r.grad_norm = reduced.grad_norm;
@@ -102,23 +104,6 @@ StepResult Run::train_step(int64_t step) {
   }
   r.seconds = now_seconds() - t0;
   return r;
-}
-
-// The loss is the mean over the step's counted targets: micro-batch k of
-// this rank weighs in with its own count over that total.
-void Run::sft_micro_batches(StepResult& r) {
-  const auto& t = c_.train;
-  const int64_t micro = t.batch * t.seq_len;
-  const int64_t counted = int64_t(targets_.size()) - std::count(targets_.begin(), targets_.end(), corpus::kNoTarget);
-  for (int64_t k = 0; k < t.grad_accum; ++k) {
-    dp_->begin_micro_batch(k + 1 == t.grad_accum);
-    const float mean = model_->forward(dp_->local(inputs_.data() + k * micro), dp_->local(targets_.data() + k * micro),
-                                       documents_ ? dp_->local(doc_start_.data() + k * micro) : nullptr);
-    const float weight = counted > 0 ? float(model_->counted_targets()) / float(counted) : 0.f;
-    r.loss += double(mean) * double(weight);
-    r.router_aux += double(model_->aux_loss()) / double(t.grad_accum);
-    model_->backward(weight);
-  }
 }
 
 // train.on_nonfinite: "stop" fails naming the last intact checkpoint;
@@ -154,8 +139,7 @@ void Run::log_step(const StepResult& r) {
                         {"lr", r.lr},          {"grad_norm", r.grad_norm},
                         {"tokens_per_s", tps}, {"elapsed_s", now_seconds() - loop_start_s_}};
   if (r.step == start_step_ + 1) record["cpu_level"] = built_cpu_level();  // which build of the engine ran
-  log_preference(record, r.pref, "");
-  if (mc_.has_experts()) record["router_aux"] = r.router_aux;
+  record.update(r.metrics);
   if (!r.finite) {  // NaN/Inf are written as null; the counters say why
     record["skipped"] = true;
     record["nonfinite_in_a_row"] = nonfinite_in_a_row_;
@@ -172,13 +156,8 @@ void Run::log_step(const StepResult& r) {
   if (!quiet_ && due) {
     last_progress_s_ = now_seconds();
     const double eta = (now_seconds() - loop_start_s_) / double(r.step - start_step_) * double(t.steps - r.step);
-    const std::string rewards = r.pref.pairs > 0 ? fmt::format(" | reward acc {:.2f} margin {:.3f}",
-                                                               r.pref.reward_accuracy / double(r.pref.pairs),
-                                                               r.pref.reward_margin / double(r.pref.pairs))
-                                                 : "";
-    const std::string aux = mc_.has_experts() ? fmt::format(" | router aux {:.4f}", r.router_aux) : "";
-    fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f}{}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
-               tty_ ? "\r" : "", r.step, t.steps, r.loss, rewards, aux, r.lr, r.grad_norm, tps, duration_text(eta),
+    fmt::print(stderr, "{}step {:>6}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | ETA {}{}",
+               tty_ ? "\r" : "", r.step, t.steps, r.loss, r.progress, r.lr, r.grad_norm, tps, duration_text(eta),
                tty_ ? "   " : "\n");
   }
 }
@@ -186,59 +165,15 @@ void Run::log_step(const StepResult& r) {
 void Run::maybe_evaluate(int64_t step) {
   const auto& t = c_.train;
   if (t.eval_every <= 0 || (step % t.eval_every != 0 && step != t.steps)) return;
-  if (objective_ != Objective::kSft) return evaluate_pairs(step);
-  const Validation v = evaluate();
-  if (!std::isfinite(v.loss)) return;
-  metrics_->log_eval(
-      {{"step", step}, {"val_loss", v.loss}, {"val_ppl", std::exp(v.loss)}, {"val_bpb", v.bits_per_byte}});
-  summary_.last_val_loss = v.loss;
-  if (c_.checkpoint.keep_best == "val_loss") offer_best("val_loss", v.loss);
-  if (c_.checkpoint.keep_best == "bpb") offer_best("bpb", v.bits_per_byte);
-  if (!quiet_)
-    fmt::print(stderr, "{}validation at step {}: loss {:.4f}, perplexity {:.2f}, {:.4f} bits per byte\n",
-               tty_ ? "\n" : "", step, v.loss, std::exp(v.loss), v.bits_per_byte);
-}
-
-// Held-out pairs: val_loss is the objective's mean over them, with TRL's
-// rewards beside it.
-void Run::evaluate_pairs(int64_t step) {
-  const PreferenceTotals v = preference_validation();
-  if (v.pairs == 0) return;
-  double loss = v.loss / double(v.pairs);
-  if (adds_chosen_nll(objective_)) loss += v.chosen_nll / double(std::max<int64_t>(1, v.chosen_tokens));
-  nlohmann::json record{{"step", step}, {"val_loss", loss}};
-  log_preference(record, v, "val_");
+  const std::optional<ValidationResult> v = objective_->validate();
+  if (!v) return;
+  nlohmann::json record = v->metrics;
+  record["step"] = step;
   metrics_->log_eval(record);
-  summary_.last_val_loss = loss;
-  if (c_.checkpoint.keep_best == "val_loss") offer_best("val_loss", loss);
-  if (!quiet_)
-    fmt::print(stderr, "{}validation at step {}: loss {:.4f}, reward accuracy {:.3f}, margin {:.4f} over {} pairs\n",
-               tty_ ? "\n" : "", step, loss, v.reward_accuracy / double(v.pairs), v.reward_margin / double(v.pairs),
-               v.pairs);
-}
-
-Run::Validation Run::evaluate() {
-  if (!val_loader_) return {};
-  const int64_t B = c_.train.batch, T = c_.train.seq_len;
-  const int64_t n_batches = std::min(c_.train.eval_batches, val_loader_->n_windows() / B);
-  if (n_batches == 0) return {};
-  double sum = 0, counted = 0, bytes = 0;  // over every counted target of the batches
-  for (int64_t i = 0; i < n_batches; ++i) {
-    for (int64_t b = 0; b < B; ++b)
-      val_loader_->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
-    const int32_t* targets = dp_->local(targets_.data());
-    const double mean =
-        model_->evaluate(dp_->local(inputs_.data()), targets, documents_ ? dp_->local(doc_start_.data()) : nullptr);
-    sum += mean * double(model_->counted_targets());
-    counted += double(model_->counted_targets());
-    for (int64_t k = 0; k < model_->batch() * T; ++k)
-      if (targets[k] != corpus::kNoTarget) bytes += token_bytes_[size_t(targets[k])];
-  }
-  // Means over the ranks of each total: their ratios are the ratios of the sums.
-  const double all = dp_->mean_over_ranks(counted), nats = dp_->mean_over_ranks(sum);
-  const double all_bytes = dp_->mean_over_ranks(bytes);
-  if (all <= 0) return {};
-  return {nats / all, all_bytes > 0 ? nats / std::log(2.0) / all_bytes : NAN};
+  summary_.last_val_loss = v->loss;
+  for (const auto& [metric, value] : v->best_candidates)
+    if (c_.checkpoint.keep_best == metric) offer_best(metric, value);
+  if (!quiet_) fmt::print(stderr, "{}validation at step {}: {}\n", tty_ ? "\n" : "", step, v->line);
 }
 
 void Run::with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>& f) {

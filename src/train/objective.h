@@ -1,0 +1,87 @@
+#pragma once
+// What a run's steps minimize (train.objective), behind one seam: SFT's
+// next-token cross-entropy over the counted targets (train/sft_objective.cpp)
+// or a preference objective over chosen/rejected pairs
+// (train/preference_objective.cpp). An objective runs a step's micro-batches
+// forward and backward, validates on held-out windows, and says what it adds
+// to the metrics and the progress line; the Run owns the data, the model and
+// the ranks, and lends them (ObjectiveContext). A new objective is a new
+// implementation of TrainingObjective and a row in make_objective.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "corpus/batch_loader.h"
+#include "model/transformer.h"
+#include "parallel/data_parallel.h"
+#include "train/run_config.h"
+#include "train/run_data.h"
+#include "train/run_variant.h"
+
+namespace ggtrain::train {
+
+// What a run lends its objective; all of it outlives the objective.
+struct ObjectiveContext {
+  const RunConfig& config;
+  model::Transformer<float>& model;
+  parallel::DataParallel& dp;
+  const RunTokens& tokens;
+  const corpus::BatchLoader* val_loader;  // null without validation windows
+  const std::vector<int32_t>& token_bytes;  // UTF-8 bytes of each token, for bits per byte
+  bool documents;  // attention within documents (instruction data, data.attention)
+  const RunVariant& variant;
+  const std::string& run_dir;
+  bool resume, quiet;
+};
+
+// A step's train.grad_accum micro-batches as every rank drew them: micro-batch
+// k's train.batch rows at k * batch * seq_len (window_ids: at k * batch).
+struct StepBatches {
+  const int32_t* inputs;
+  const int32_t* targets;
+  const int32_t* doc_start;
+  const int64_t* window_ids;
+};
+
+// One step's pass: this rank's share of the step's loss (the trainer sums
+// the shares over the ranks), and what the step's metrics record and
+// progress line add (values over every rank).
+struct StepTerms {
+  double loss = 0;
+  nlohmann::json metrics = nlohmann::json::object();
+  std::string progress;  // after the loss, e.g. " | reward acc 0.75 margin 0.120"
+};
+
+// A validation: val_loss and the objective's other val_* metrics (the
+// record), the values checkpoint.keep_best may follow, and the text after
+// "validation at step N: ".
+struct ValidationResult {
+  double loss = 0;
+  nlohmann::json metrics = nlohmann::json::object();  // val_loss included
+  std::vector<std::pair<std::string, double>> best_candidates;  // (checkpoint.keep_best name, value)
+  std::string line;
+};
+
+class TrainingObjective {
+ public:
+  virtual ~TrainingObjective() = default;
+  // Once the run's weights are initialized or resumed, before the first step.
+  virtual void prepare() {}
+  // Forward and backward over the step's micro-batches, gradients
+  // accumulated in the model (DataParallel reduces them after).
+  virtual StepTerms step(const StepBatches& b) = 0;
+  // Over the first train.eval_batches batches of validation windows, on
+  // every rank; nothing when there is nothing to validate on.
+  virtual std::optional<ValidationResult> validate() = 0;
+};
+
+std::unique_ptr<TrainingObjective> make_objective(const ObjectiveContext& ctx);
+
+// The two kinds, for make_objective.
+std::unique_ptr<TrainingObjective> make_sft_objective(const ObjectiveContext& ctx);
+std::unique_ptr<TrainingObjective> make_preference_objective(const ObjectiveContext& ctx);
+
+}  // namespace ggtrain::train
