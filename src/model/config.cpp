@@ -9,6 +9,7 @@
 
 #include "gguf/reader.h"
 #include "kernels/expert_routing.h"
+#include "model/metadata_keys.h"
 #include "quant/gguf_floats.h"
 #include "util/error.h"
 
@@ -258,124 +259,6 @@ double Config::flops_per_token(int64_t seq_len) const {
   return 6.0 * double(matmul_params()) + 12.0 * double(attending * d_model * seq_len);
 }
 
-namespace {
-
-// llama.cpp's reading: type "linear" unless named, the factor from
-// rope.scaling.factor or the older rope.scale_linear.
-void read_rope_scaling(const gguf::GgufFile& f, Config& c) {
-  const std::string type_key = c.key("rope.scaling.type");
-  if (f.find(type_key)) {
-    const std::string type = f.get_string(type_key);
-    if (type != "linear" && type != "none")
-      fail("{}: {} is '{}'; only linear RoPE scaling (or none) is supported", f.path(), type_key, type);
-  }
-  double factor = f.get_float_or(c.key("rope.scaling.factor"), f.get_float_or(c.key("rope.scale_linear"), 0.0));
-  c.rope_scaling_factor = factor == 0 ? 1.0 : factor;
-}
-
-void read_sliding_window(const gguf::GgufFile& f, Config& c) {
-  const int64_t default_pattern = c.architecture().default_swa_pattern;
-  if (default_pattern == 0) return;  // llama.cpp reads no window for this family
-  c.sliding_window = int64_t(f.get_uint_or(c.key("attention.sliding_window"), 0));
-  const std::string pattern_key = c.key("attention.sliding_window_pattern");
-  if (const gguf::Value* p = f.find(pattern_key); p && !p->is_integer())
-    fail("{}: {} is not an integer; per-layer sliding-window lists are not supported", f.path(), pattern_key);
-  c.swa_pattern = int64_t(f.get_uint_or(pattern_key, uint64_t(default_pattern)));
-  c.rope_freq_base_swa = f.get_float_or(c.key("rope.freq_base_swa"), kDefaultRopeBaseSwa);
-}
-
-// head_count_kv: one count, or (families with convolution layers) one per
-// layer, 0 marking a convolution layer; the attention layers must agree.
-void read_kv_heads(const gguf::GgufFile& f, Config& c) {
-  const std::string k = c.key("attention.head_count_kv");
-  const gguf::Value* v = f.find(k);
-  // llama.cpp's LFM2 loader requires the width, whatever the layers.
-  if (c.architecture().recurrent_mixer == Mixer::kShortConv)
-    c.shortconv_l_cache = int64_t(f.get_uint(c.key("shortconv.l_cache")));
-  if (!v || v->type != gguf::ValueType::ARRAY) {
-    c.n_kv_heads = int64_t(f.get_uint_or(k, uint64_t(c.n_heads)));
-    return;
-  }
-  if (c.architecture().recurrent_mixer != Mixer::kShortConv)
-    fail("{}: {} is a per-layer list; {} needs one count for every layer", f.path(), k, c.arch);
-  if (int64_t(v->items.size()) != c.n_layers || !std::all_of(v->items.begin(), v->items.end(), [](const auto& i) {
-        return i.is_integer() && i.as_double() >= 0;
-      }))
-    fail("{}: {} must list a count >= 0 for each of the {} layers", f.path(), k, c.n_layers);
-  c.n_kv_heads = 0;
-  for (size_t l = 0; l < v->items.size(); ++l) {
-    const auto n = int64_t(v->items[l].as_double());
-    if (n == 0) continue;
-    if (c.n_kv_heads != 0 && n != c.n_kv_heads)
-      fail("{}: {} gives layer {} {} heads but an earlier layer {}; ggtrain needs one count", f.path(), k, l, n,
-           c.n_kv_heads);
-    c.n_kv_heads = n;
-    c.attention_layers += (c.attention_layers.empty() ? "" : ",") + std::to_string(l);
-  }
-  if (c.n_kv_heads == 0) fail("{}: {} marks no layer as attention; ggtrain needs at least one", f.path(), k);
-  if (!c.has_recurrent_layers()) c.attention_layers.clear();  // every layer attends
-}
-
-// Qwen3.5: the Gated DeltaNet sizes, and which layers attend:
-// attention.recurrent_layers (one bool per layer, as the converter writes
-// it from the model's layer_types) or else every full_attention_interval-th
-// layer (default 4), as llama.cpp's loader decides.
-void read_gated_deltanet(const gguf::GgufFile& f, Config& c) {
-  if (c.architecture().recurrent_mixer != Mixer::kGatedDeltaNet) return;
-  if (f.get_uint_or(c.key("nextn_predict_layers"), 0) > 0)
-    fail("{}: {} is {}: multi-token-prediction blocks are not supported; convert the model without them", f.path(),
-         c.key("nextn_predict_layers"), f.get_uint(c.key("nextn_predict_layers")));
-  c.ssm_conv_kernel = int64_t(f.get_uint(c.key("ssm.conv_kernel")));
-  c.ssm_state_size = int64_t(f.get_uint(c.key("ssm.state_size")));
-  c.ssm_group_count = int64_t(f.get_uint(c.key("ssm.group_count")));
-  c.ssm_time_step_rank = int64_t(f.get_uint(c.key("ssm.time_step_rank")));
-  const uint64_t inner = f.get_uint(c.key("ssm.inner_size"));
-  if (inner != uint64_t(c.ssm_time_step_rank * c.ssm_state_size))
-    fail("{}: {} is {}, expected ssm.time_step_rank x ssm.state_size = {}", f.path(), c.key("ssm.inner_size"), inner,
-         c.ssm_time_step_rank * c.ssm_state_size);
-  std::vector<bool> recurrent(size_t(c.n_layers));
-  const std::string list_key = c.key("attention.recurrent_layers");
-  if (const gguf::Value* v = f.find(list_key)) {
-    if (v->type != gguf::ValueType::ARRAY || int64_t(v->items.size()) < c.n_layers ||
-        v->elem_type != gguf::ValueType::BOOL)
-      fail("{}: {} must be a list of {} booleans, one per layer", f.path(), list_key, c.n_layers);
-    for (int64_t l = 0; l < c.n_layers; ++l) recurrent[size_t(l)] = v->items[size_t(l)].u != 0;
-  } else {
-    const uint64_t interval = f.get_uint_or(c.key("full_attention_interval"), 4);
-    if (interval == 0) fail("{}: {} is 0; it must be at least 1", f.path(), c.key("full_attention_interval"));
-    for (int64_t l = 0; l < c.n_layers; ++l) recurrent[size_t(l)] = uint64_t(l + 1) % interval != 0;
-  }
-  c.attention_layers.clear();
-  for (int64_t l = 0; l < c.n_layers; ++l)
-    if (!recurrent[size_t(l)]) c.attention_layers += (c.attention_layers.empty() ? "" : ",") + std::to_string(l);
-  if (c.attention_layers.empty())
-    fail("{}: no layer attends ({}); ggtrain needs at least one attention layer", f.path(),
-         f.find(list_key) ? list_key : c.key("full_attention_interval"));
-  if (!c.has_recurrent_layers()) c.attention_layers.clear();
-}
-
-// The experts' counts, and their width where the family has a key for it
-// (llama.cpp's qwen3moe falls back to feed_forward_length / expert_used_count).
-void read_experts(const gguf::GgufFile& f, Config& c) {
-  if (!c.has_experts()) return;
-  c.n_experts = int64_t(f.get_uint(c.key("expert_count")));
-  const std::string used_key = c.key("expert_used_count");
-  if (const gguf::Value* v = f.find(used_key); v && !v->is_integer())
-    fail("{}: {} is not one integer; per-layer expert counts are not supported", f.path(), used_key);
-  c.n_experts_used = int64_t(f.get_uint(used_key));
-  if (c.n_experts_used < 1 || c.n_experts_used > c.n_experts)
-    fail("{}: {} is {}; it must be in [1, {} ({})]", f.path(), used_key, c.n_experts_used, c.key("expert_count"),
-         c.n_experts);
-  if (!c.architecture().expert_width_key) return;
-  const std::string width_key = c.key("expert_feed_forward_length");
-  if (const gguf::Value* v = f.find(width_key); v && !v->is_integer())
-    fail("{}: {} is not one integer; per-layer expert widths are not supported", f.path(), width_key);
-  c.d_ff_expert = int64_t(f.get_uint_or(width_key, uint64_t(c.d_ff / c.n_experts_used)));
-  if (c.has_shared_expert()) c.d_ff_shared = int64_t(f.get_uint_or(c.key("expert_shared_feed_forward_length"), 0));
-}
-
-}  // namespace
-
 Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   if (const gguf::Value* type = f.find("general.type");
       type && type->type == gguf::ValueType::STRING && type->s == "adapter")
@@ -386,31 +269,7 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   c.arch = f.get_string("general.architecture");
   if (!find_architecture(c.arch))
     fail("{}: general.architecture is '{}'; supported: {}", f.path(), c.arch, architecture_names());
-  auto key = [&](const char* name) { return c.key(name); };
-  c.d_model = int64_t(f.get_uint(key("embedding_length")));
-  c.n_layers = int64_t(f.get_uint(key("block_count")));
-  c.n_heads = int64_t(f.get_uint(key("attention.head_count")));
-  read_kv_heads(f, c);
-  c.d_ff = int64_t(f.get_uint(key("feed_forward_length")));
-  read_experts(f, c);
-  c.ctx = int64_t(f.get_uint(key("context_length")));
-  c.rope_freq_base = f.get_float_or(key("rope.freq_base"), 10000.0);
-  c.rms_eps = f.get_float(key("attention.layer_norm_rms_epsilon"));
-  read_rope_scaling(f, c);
-  read_sliding_window(f, c);
-  read_gated_deltanet(f, c);
-  if (const gguf::Value* cap = f.find(key("final_logit_softcapping")); cap && cap->as_double() != 0)
-    fail("{}: {} is {}; soft-capped logits are not supported", f.path(), key("final_logit_softcapping"),
-         cap->as_double());
-  // Heads of another size than d_model / n_heads (Qwen3): head_dim, else 0.
-  if (f.find(key("attention.key_length"))) {
-    const int64_t k = int64_t(f.get_uint(key("attention.key_length")));
-    const int64_t v = int64_t(f.get_uint_or(key("attention.value_length"), uint64_t(k)));
-    if (v != k)
-      fail("{}: {} is {} but {} is {}; value heads of another size than key heads are not supported", f.path(),
-           key("attention.value_length"), v, key("attention.key_length"), k);
-    if (c.n_heads <= 0 || k * c.n_heads != c.d_model) c.head_dim = k;
-  }
+  read_metadata_keys(f, c, MetadataKey::Pass::kShape);
   const auto& emb = f.tensor("token_embd.weight");
   if (emb.n_dims != 2) fail("{}: token_embd.weight has {} dimensions, expected 2", f.path(), emb.n_dims);
   if (embedding_is_d_model && emb.ne[0] != uint64_t(c.d_model))
@@ -418,14 +277,7 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   c.vocab = int64_t(emb.ne[1]);
   c.tied = f.find_tensor("output.weight") == nullptr;
   c.validate(f.path());  // before d_head(): a head count of 0 would divide by zero
-  if (const auto* rd = f.find(key("rope.dimension_count")); rd && rd->is_integer()) {
-    const auto n_rot = int64_t(rd->as_double());
-    if (n_rot != c.d_head() && !c.architecture().partial_rope)
-      fail("{}: {} {} differs from the head size {}; {} rotates whole heads", f.path(), key("rope.dimension_count"),
-           n_rot, c.d_head(), c.arch);
-    if (n_rot != c.d_head()) c.rope_dim = n_rot;
-    c.validate(f.path());
-  }
+  read_metadata_keys(f, c, MetadataKey::Pass::kAfterShape);
   if (const gguf::TensorInfo* rf = f.find_tensor(kRopeFreqsTensor)) {
     if (rf->n_dims != 1 || rf->ne[0] != uint64_t(c.d_head() / 2))
       fail("{}: tensor '{}' has ne [{}], expected [{}] (head size / 2)", f.path(), kRopeFreqsTensor,

@@ -11,11 +11,9 @@
 #include <optional>
 #include <vector>
 
-#include "corpus/batch_loader.h"
 #include "eval/choice_score.h"
 #include "infer/decoder.h"
 #include "infer/generate.h"
-#include "kernels/cross_entropy.h"
 #include "model/checkpoint.h"
 #include "model/donor.h"
 #include "optim/adamw.h"
