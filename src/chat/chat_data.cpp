@@ -4,6 +4,12 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+
 #include "chat/chat_tokens.h"
 #include "chat/preference_record.h"
 #include "util/error.h"
@@ -60,13 +66,27 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
       std::vector<corpus::Example> answers;
       for (const Conversation* c : {&pair.chosen, &pair.rejected})
         answers.push_back(example_of(encode_spans(tok_, render_spans(o_.chat_template, *c, false))));
+      tally_ignored(record, std::nullopt, source, where);
       return answers;
     }
     const RecordFormat f = format_of(source, record, where);
     const Conversation c = conversation_of(record, f, where);
     std::vector<corpus::Example> out;
     out.push_back(example_of(encode_spans(tok_, spans_of(c, f))));
+    tally_ignored(record, f, source, where);
     return out;
+  }
+
+  // Each member no example takes in: how many records had it, and the first
+  // of them in reading order (source, line).
+  struct Ignored {
+    int64_t records = 0;
+    std::pair<int64_t, int64_t> first{INT64_MAX, INT64_MAX};
+    std::string first_where;
+  };
+  std::map<std::string, Ignored> ignored() const {
+    std::lock_guard<std::mutex> lock(ignored_mutex_);
+    return ignored_;
   }
 
  private:
@@ -83,8 +103,25 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
     return {{c[0].content, false}, {c[1].content + tok_.piece(tok_.eos_id()), true}};
   }
 
+  // encode() runs on several threads: the tally is guarded.
+  void tally_ignored(const nlohmann::json& record, std::optional<RecordFormat> f, int64_t source,
+                     const std::string& where) const {
+    const std::vector<std::string> names = ignored_members(record, f);
+    if (names.empty()) return;
+    const size_t colon = where.rfind(':');
+    const int64_t line = colon == std::string::npos ? 0 : std::atoll(where.c_str() + colon + 1);
+    std::lock_guard<std::mutex> lock(ignored_mutex_);
+    for (const auto& name : names) {
+      Ignored& i = ignored_[name];
+      ++i.records;
+      if (std::pair{source, line} < i.first) i.first = {source, line}, i.first_where = where;
+    }
+  }
+
   const ChatDataOptions& o_;
   const tokenizer::Tokenizer& tok_;
+  mutable std::mutex ignored_mutex_;
+  mutable std::map<std::string, Ignored> ignored_;
   std::vector<bool> decided_;  // per source: look() saw its first JSON record
   std::vector<std::optional<RecordFormat>> formats_;  // and the format it has
 };
@@ -108,10 +145,16 @@ corpus::PreparedData prepare_chat_data(const ChatDataOptions& o, const tokenizer
   // the same speed).
   p.batch_bytes = 1 << 20;
   p.quiet = o.quiet;
-  p.records = std::make_shared<ChatRecordEncoder>(o, tok);
+  const auto encoder = std::make_shared<ChatRecordEncoder>(o, tok);
+  p.records = encoder;
   p.packing = {o.seq_len, o.overflow};
   corpus::PreparedData d = corpus::prepare_data(
       p, tok, dir, refuse_change ? corpus::OnMismatch::kRefuse : corpus::OnMismatch::kPrepareAgain);
+  // Nothing dropped without a word: each member no example took in.
+  if (!o.quiet)
+    for (const auto& [name, i] : encoder->ignored())
+      fmt::print(stderr, "note: {} record(s) have \"{}\", which training does not use (the first: {})\n", i.records,
+                 name, i.first_where);
   const corpus::PackCounts c = d.manifest.packed.value_or(corpus::PackCounts{});
   if (c.examples == 0) {
     // Under truncate an example is skipped only when its prompt alone fills

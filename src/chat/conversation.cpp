@@ -1,6 +1,9 @@
 #include "chat/conversation.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 #include "chat/template.h"
 #include "util/error.h"
@@ -103,6 +106,44 @@ Conversation conversation_of(const nlohmann::json& record, RecordFormat f, std::
   }
   check_conversation(c, true, where);
   return c;
+}
+
+std::vector<std::string> ignored_members(const nlohmann::json& record, std::optional<RecordFormat> f) {
+  std::vector<std::string> out;
+  if (!record.is_object()) return out;
+  auto add = [&](const std::string& name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
+  // What each shape reads; a preference record (no format) reads its prompt
+  // or messages and two answers.
+  const bool sharegpt = f == RecordFormat::kChat && !record.contains("messages") && record.contains("conversations");
+  std::vector<std::string_view> read;
+  if (!f) read = {"prompt", "messages", "chosen", "rejected"};
+  else if (*f == RecordFormat::kChat) read = {sharegpt ? "conversations" : "messages"};
+  else if (*f == RecordFormat::kAlpaca) read = {"instruction", "input", "output"};
+  else read = {"prompt", "completion"};
+  for (const auto& [name, value] : record.items())
+    if (std::find(read.begin(), read.end(), name) == read.end()) add(name);
+  // A message's members beyond its speaker and text (a reasoning trace, a
+  // name): in a chat list, or the prompt's messages and the answers of a
+  // preference record.
+  const std::vector<std::string_view> message_reads =
+      sharegpt ? std::vector<std::string_view>{"from", "value"} : std::vector<std::string_view>{"role", "content"};
+  auto check_message = [&](const nlohmann::json& m, std::string_view list) {
+    if (!m.is_object()) return;
+    for (const auto& [name, value] : m.items())
+      if (std::find(message_reads.begin(), message_reads.end(), name) == message_reads.end())
+        add(fmt::format("{}[].{}", list, name));
+  };
+  if (f && *f != RecordFormat::kChat) return out;
+  for (const char* list : {"messages", "conversations", "chosen", "rejected"}) {
+    if (!record.contains(list) || (f && std::string_view(list) != (sharegpt ? "conversations" : "messages"))) continue;
+    const nlohmann::json& v = record.at(list);
+    if (v.is_array())
+      for (const auto& m : v) check_message(m, list);
+    else check_message(v, list);
+  }
+  return out;
 }
 
 void check_conversation(const Conversation& c, bool for_training, std::string_view where) {

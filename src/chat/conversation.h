@@ -5,6 +5,7 @@
 // "completion"}).
 #include <nlohmann/json_fwd.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,12 @@ RecordFormat detect_record_format(const nlohmann::json& record, std::string_view
 // member when the record lacks a member, holds a non-string, or breaks the
 // rules of check_conversation(.., true).
 Conversation conversation_of(const nlohmann::json& record, RecordFormat f, std::string_view where);
+
+// The members of a record (of format `f`, or a preference record) that no
+// conversation takes in, so that none is dropped without a word: top-level
+// ones as their name ("tools"), a message's as "messages[].NAME"
+// ("messages[].reasoning_content"), each once.
+std::vector<std::string> ignored_members(const nlohmann::json& record, std::optional<RecordFormat> f);
 
 // The rules every conversation follows: roles are system, user and
 // assistant; at most one system message, and only first; then user and

@@ -185,6 +185,15 @@ chat::ChatDataOptions chat_data_options(const RunConfig& c, const tokenizer::Tok
   return o;
 }
 
+// data.on_bad_document = "skip": what the first skipped document and record
+// were, so that nothing is left out without a word.
+std::string first_skipped_text(const corpus::Manifest& m) {
+  std::string out;
+  if (!m.first_skipped.empty()) out += "; the first: " + m.first_skipped;
+  if (!m.first_bad_record.empty()) out += "; the first bad record: " + m.first_bad_record;
+  return out;
+}
+
 // Instruction or preference records rendered, tokenized and packed into
 // windows (chat/chat_data.h).
 corpus::PreparedData prepare_records(const RunConfig& c, const std::string& dir, const tokenizer::Tokenizer& tok,
@@ -198,7 +207,7 @@ corpus::PreparedData prepare_records(const RunConfig& c, const std::string& dir,
                "data: {} training / {} validation {}{}{}{}{} -> {} + {} windows of {} tokens ({:.1f}% of "
                "tokens trained, {:.1f}% padding) in {} shard(s){}\n",
                s.examples, s.val_examples, o.preference ? "pairs" : "examples",
-               bad ? fmt::format(", {} bad records skipped", bad) : "",
+               bad ? fmt::format(", {} bad records skipped{}", bad, first_skipped_text(d.manifest)) : "",
                s.truncated ? fmt::format(", {} truncated", s.truncated) : "",
                s.split ? fmt::format(", {} split", s.split) : "",
                s.too_long_skipped ? fmt::format(", {} too long, skipped", s.too_long_skipped) : "", s.train_windows,
@@ -218,8 +227,8 @@ corpus::PreparedData prepare_one(const corpus::PrepareOptions& o, const std::str
     fail("data.corpus ({}): no documents (empty files or blank lines only)", fmt::join(o.corpus, ", "));
   if (!o.quiet)
     fmt::print(stderr, "data: {} documents{} -> {} train / {} validation tokens in {} shard(s){}\n", m.documents,
-               m.skipped ? fmt::format(" ({} bad ones skipped)", m.skipped) : "", m.train_tokens, m.val_tokens,
-               m.shards.size(), p.reused ? " (prepared before, reused)" : "");
+               m.skipped ? fmt::format(" ({} bad ones skipped{})", m.skipped, first_skipped_text(m)) : "",
+               m.train_tokens, m.val_tokens, m.shards.size(), p.reused ? " (prepared before, reused)" : "");
   return p;
 }
 

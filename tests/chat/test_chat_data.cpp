@@ -165,9 +165,14 @@ TEST(ChatData, BadRecordsFailOrAreCounted) {
   EXPECT_EQ(error_of([&] { prepare_chat_data(o, tok, tmp / "a", false); }),
             (tmp / "chat.jsonl") + ":3: the conversation has no messages");
   o.skip_bad = true;
-  const corpus::PackCounts s = counts(prepare_chat_data(o, tok, tmp / "b", false));
+  const corpus::PreparedData d = prepare_chat_data(o, tok, tmp / "b", false);
+  const corpus::PackCounts s = counts(d);
   EXPECT_EQ(s.examples, 3);
   EXPECT_EQ(s.bad_skipped, 2);
+  // The first one skipped is named, in the manifest too (a reused
+  // preparation says it again).
+  EXPECT_EQ(d.manifest.first_bad_record, (tmp / "chat.jsonl") + ":3: the conversation has no messages");
+  EXPECT_EQ(corpus::read_manifest(tmp / "b")->first_bad_record, d.manifest.first_bad_record);
 }
 
 TEST(ChatData, AlpacaAndCompletionRecords) {

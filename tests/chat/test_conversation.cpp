@@ -55,6 +55,35 @@ TEST(ChatConversations, ShareGptRecords) {
             std::string::npos);
 }
 
+// What a record holds that no conversation reads is named, so it can be said:
+// a reasoning trace, tool definitions, a message's name; never what is read.
+TEST(ChatConversations, IgnoredMembersAreNamed) {
+  using nlohmann::json;
+  using Names = std::vector<std::string>;
+  const json chat_rec = json::parse(
+      R"({"tools": [], "messages": [{"role": "user", "content": "a", "name": "x"},)"
+      R"( {"role": "assistant", "content": "b", "reasoning_content": "because"},)"
+      R"( {"role": "user", "content": "c"}, {"role": "assistant", "content": "d", "reasoning_content": "so"}]})");
+  EXPECT_EQ(ignored_members(chat_rec, RecordFormat::kChat),
+            (Names{"tools", "messages[].name", "messages[].reasoning_content"}));
+  const json plain =
+      json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
+  EXPECT_EQ(ignored_members(plain, RecordFormat::kChat), Names{});
+  const json sharegpt =
+      json::parse(R"({"id": 7, "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]})");
+  EXPECT_EQ(ignored_members(sharegpt, RecordFormat::kChat), Names{"id"});
+  EXPECT_EQ(ignored_members(json::parse(R"({"instruction": "i", "input": "", "output": "o", "source": "s"})"),
+                            RecordFormat::kAlpaca),
+            Names{"source"});
+  EXPECT_EQ(
+      ignored_members(json::parse(R"({"prompt": "p", "chosen": "a", "rejected": "b", "score": 3})"), std::nullopt),
+      Names{"score"});
+  EXPECT_EQ(ignored_members(json::parse(R"({"prompt": "p", "chosen": {"role": "assistant", "content": "a", )"
+                                        R"("reasoning_content": "r"}, "rejected": "b"})"),
+                            std::nullopt),
+            Names{"chosen[].reasoning_content"});
+}
+
 TEST(ChatConversations, RulesNameTheMessage) {
   auto err = [](const Conversation& c, bool training) {
     return error_of([&] { check_conversation(c, training, "x:3"); });

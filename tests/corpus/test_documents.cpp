@@ -332,6 +332,7 @@ TEST(DocumentsBad, ParagraphWithInvalidUtf8IsSkippedWhole) {
   for (std::string d; r.next(&d);) docs.push_back(d);
   EXPECT_EQ(docs, (Docs{"p1", "p3"}));
   EXPECT_EQ(r.skipped(), 1);
+  EXPECT_EQ(r.first_skipped(), t / "p.txt: invalid UTF-8 at byte 12 (line 4)");  // said, not dropped silently
 }
 
 TEST(DocumentsBad, WholeFileInvalidUtf8) {

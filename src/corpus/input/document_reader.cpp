@@ -120,7 +120,7 @@ struct DocumentReader::Impl {
   // skipped (kSkip) and returns so the caller moves on.
   void reject(const std::string& message) {
     if (options.on_bad == OnBadDocument::kError) throw Error(message);
-    ++skipped;
+    if (skipped++ == 0) first_skipped = message;
   }
 
   std::string utf8_message(uint64_t offset, int64_t line) const {
@@ -226,6 +226,7 @@ struct DocumentReader::Impl {
   bool file_done = false;
   int64_t documents = 0;
   int64_t skipped = 0;
+  std::string first_skipped;
 };
 
 DocumentReader::DocumentReader(const InputFile& file, const DocumentOptions& options)
@@ -241,6 +242,7 @@ bool DocumentReader::next(std::string* doc) {
 
 int64_t DocumentReader::documents_read() const { return impl_->documents; }
 int64_t DocumentReader::skipped() const { return impl_->skipped; }
+const std::string& DocumentReader::first_skipped() const { return impl_->first_skipped; }
 int64_t DocumentReader::line_number() const { return impl_->lines.line_number(); }
 uint64_t DocumentReader::compressed_bytes_read() const { return impl_->lines.compressed_bytes_read(); }
 uint64_t DocumentReader::bytes_read() const { return impl_->lines.consumed(); }

@@ -101,6 +101,7 @@ class DocumentReader {
   int64_t documents_read() const;  // documents returned so far
   int64_t line_number() const;  // the line (from 1) the last document ends on
   int64_t skipped() const;  // bad documents skipped (kSkip)
+  const std::string& first_skipped() const;  // why the first of them was ("": none)
   uint64_t compressed_bytes_read() const;
   uint64_t bytes_read() const;  // decompressed bytes consumed so far
 

@@ -22,6 +22,7 @@ bool DocumentCursor::next(Document* doc) {
       continue;
     }
     skipped_ += text_ ? text_->skipped() : 0;
+    if (first_skipped_.empty() && text_) first_skipped_ = text_->first_skipped();
     done_bytes_ += files_[size_t(source_)].size;
     ++source_;
     open();

@@ -46,6 +46,10 @@ class DocumentCursor {
   bool validation_source(const std::vector<SourceRecord>& r) const { return r[size_t(source_)].validation; }
   uint64_t bytes_read() const;
   int64_t skipped() const { return skipped_ + (text_ ? text_->skipped() : 0); }
+  // Why the first skipped document was ("FILE: ... (line N)"; "": none).
+  std::string first_skipped() const {
+    return !first_skipped_.empty() || !text_ ? first_skipped_ : text_->first_skipped();
+  }
 
  private:
   bool open_now() const { return text_ || tokens_; }
@@ -61,6 +65,7 @@ class DocumentCursor {
   std::unique_ptr<TokenDocumentReader> tokens_;  // or when it is pretokenized
   uint64_t done_bytes_ = 0;
   int64_t skipped_ = 0;
+  std::string first_skipped_;  // of the files already read
 };
 
 }  // namespace ggtrain::corpus

@@ -129,6 +129,8 @@ json to_json(const Manifest& m) {
               {"train_tokens", m.train_tokens},
               {"val_tokens", m.val_tokens}};
   if (m.packed) totals["packed"] = packed_json(*m.packed);
+  if (!m.first_skipped.empty()) totals["first_skipped"] = m.first_skipped;
+  if (!m.first_bad_record.empty()) totals["first_bad_record"] = m.first_bad_record;
   return {{"format", Manifest::kFormat},
           {"options", json::parse(m.options)},
           {"tokenizer", {{"fingerprint", m.tokenizer_fingerprint}, {"vocab", m.vocab}}},
@@ -182,6 +184,9 @@ Manifest from_json(const json& j, const std::string& path) {
   m.bytes = t.at("bytes").get<uint64_t>();
   m.train_tokens = t.at("train_tokens").get<int64_t>();
   m.val_tokens = t.at("val_tokens").get<int64_t>();
+  for (auto [key, field] :
+       {std::pair{"first_skipped", &m.first_skipped}, std::pair{"first_bad_record", &m.first_bad_record}})
+    if (t.contains(key)) *field = t.at(key).get<std::string>().substr(0, 1000);  // a message, not a payload
   if (t.contains("packed")) packed_of(t.at("packed"), path);  // checked; the totals come from the shards
   m.recount();
   return m;

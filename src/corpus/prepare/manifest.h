@@ -45,6 +45,10 @@ struct Manifest {
   std::vector<ShardRecord> shards;
   bool complete = false;
   int64_t documents = 0, skipped = 0, train_tokens = 0, val_tokens = 0;
+  // data.on_bad_document = "skip": why the first skipped document, and the
+  // first skipped record, were (each "FILE:LINE: ..."; "": none), so that a
+  // preparation says what it left out.
+  std::string first_skipped, first_bad_record;
   uint64_t bytes = 0;
   std::optional<PackCounts> packed;  // the shards' packing summed (records only)
 

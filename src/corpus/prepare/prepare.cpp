@@ -178,10 +178,12 @@ void run_pipeline(const Inputs& in, const PrepareOptions& o, const tokenizer::To
     else encode_text(docs, b, tok, o);
     shards.add(b);
     m.skipped = cursor.skipped();
+    if (m.first_skipped.empty()) m.first_skipped = cursor.first_skipped();
     progress.update(cursor.bytes_read(), m.documents + shards.open_documents(),
                     m.train_tokens + m.val_tokens + shards.open_tokens());
   }
   m.skipped = cursor.skipped();
+  if (m.first_skipped.empty()) m.first_skipped = cursor.first_skipped();
   m.bytes = total;
   shards.finish();
   m.complete = true;

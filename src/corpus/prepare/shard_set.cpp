@@ -53,6 +53,7 @@ void ShardSet::add_records(const EncodedBatch& b) {
     if (!b.errors[i].empty()) {
       if (!layout_.skip_bad) throw Error(b.errors[i]);
       ++c.bad_skipped;
+      if (m_.first_bad_record.empty()) m_.first_bad_record = b.errors[i];
       continue;
     }
     const bool val = b.to_val[i];
