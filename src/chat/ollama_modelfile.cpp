@@ -26,7 +26,7 @@ std::string ollama_modelfile(const std::string& gguf_name, const std::string& eo
                      stops);
 }
 
-std::string write_ollama_modelfile(const std::string& gguf_path) {
+WrittenModelfile write_ollama_modelfile(const std::string& gguf_path) {
   gguf::GgufFile f(gguf_path);
   std::string eos = "</s>";
   const auto* tokens = f.find("tokenizer.ggml.tokens");
@@ -34,14 +34,16 @@ std::string write_ollama_modelfile(const std::string& gguf_path) {
     const uint64_t id = f.get_uint("tokenizer.ggml.eos_token_id");
     if (id < tokens->items.size()) eos = tokens->items[id].s;
   }
-  const std::filesystem::path p(gguf_path);
-  const auto dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
-  const std::string out = (dir / "Modelfile").string();
+  std::filesystem::path out(gguf_path);
+  out.replace_extension(".Modelfile");
   const gguf::Value* tmpl = f.find("tokenizer.chat_template");
   const std::string chat_template = tmpl && tmpl->type == gguf::ValueType::STRING ? tmpl->s : "";
-  const std::string text = ollama_modelfile(p.filename().string(), eos, chat_template);
-  write_file_atomic(out, text.data(), text.size());
-  return out;
+  const std::string text = ollama_modelfile(std::filesystem::path(gguf_path).filename().string(), eos, chat_template);
+  write_file_atomic(out.string(), text.data(), text.size());
+  WrittenModelfile written{out.string(), ""};
+  if (const auto t = detect_template(chat_template); t && template_info(*t).jinja != chat_template)
+    written.approximated = std::string(template_info(*t).name);
+  return written;
 }
 
 }  // namespace ggtrain::chat

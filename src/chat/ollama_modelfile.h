@@ -14,7 +14,17 @@ namespace ggtrain::chat {
 std::string ollama_modelfile(const std::string& gguf_name, const std::string& eos_piece,
                              const std::string& chat_template = "");
 
-// Writes `Modelfile` beside `gguf_path` for the model in it; returns its path.
-std::string write_ollama_modelfile(const std::string& gguf_path);
+// What write_ollama_modelfile wrote.
+struct WrittenModelfile {
+  std::string path;
+  // The template its TEMPLATE renders when that is not the model's own
+  // chat template (a family's Jinja with tool calls or reasoning blocks,
+  // rendered as plain turns), else empty.
+  std::string approximated;
+};
+
+// Writes OUT.Modelfile beside `gguf_path` = OUT.gguf (one per export, so an
+// export never replaces another model's Modelfile) for the model in it.
+WrittenModelfile write_ollama_modelfile(const std::string& gguf_path);
 
 }  // namespace ggtrain::chat

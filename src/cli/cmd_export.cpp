@@ -48,7 +48,7 @@ Runner add_export_command(CLI::App& app) {
                       " (default f16; f32 with --merge-lora)");
   cmd->add_flag("--merge-lora", o->merge_lora, "Merge ADAPTER (a LoRA GGUF) into BASE: a standard model");
   cmd->add_option("--lora-scale", o->lora_scale, "With --merge-lora: the adapter's scale (default 1)");
-  cmd->add_flag("--ollama", o->ollama, "Also write a Modelfile beside the output for `ollama create`");
+  cmd->add_flag("--ollama", o->ollama, "Also write OUT.Modelfile beside OUT.gguf for `ollama create`");
   // Every --type it takes, for the "did you mean" of a misspelt one.
   auto type_names = [] {
     std::vector<std::string> names{"f32", "f16", "bf16"};
@@ -88,8 +88,14 @@ Runner add_export_command(CLI::App& app) {
     }
     fmt::print("wrote {} ({}, {} bytes)\n", out, type_name, std::filesystem::file_size(out));
     if (o->ollama) {
-      const std::string mf = chat::write_ollama_modelfile(out);
-      fmt::print("wrote {}\nnext: ollama create NAME -f {}   (then: ollama run NAME)\n", mf, mf);
+      const chat::WrittenModelfile mf = chat::write_ollama_modelfile(out);
+      fmt::print("wrote {}\n", mf.path);
+      if (!mf.approximated.empty())
+        fmt::print("note: its TEMPLATE renders the {} turns ggtrain trains with, not the model's own chat template "
+                   "(ollama does not run Jinja): tool calls and reasoning blocks that template handles are not "
+                   "rendered; edit the TEMPLATE if you serve them\n",
+                   mf.approximated);
+      fmt::print("next: ollama create NAME -f {}   (then: ollama run NAME)\n", mf.path);
     } else {
       fmt::print("next: ggtrain chat -m {}   or llama.cpp: llama-cli -m {}\n", out, out);
     }

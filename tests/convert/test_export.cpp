@@ -5,12 +5,15 @@
 #include <cstring>
 
 #include "chat/ollama_modelfile.h"
+#include "chat/template.h"
 #include "convert/export.h"
 #include "gguf/reader.h"
 #include "gguf/types.h"
+#include "gguf/writer.h"
 #include "kernels/number_formats.h"
 #include "model/params.h"
 #include "quant/gguf_floats.h"
+#include "support/files.h"
 #include "support/random_model.h"
 #include "support/temp_dir.h"
 
@@ -45,6 +48,29 @@ TEST(Export, Q8_0BlocksAreTheReferenceQuantizerAndNormsStayF32) {
   auto back = quant::tensor_floats(h, h.tensor("token_embd.weight"));
   for (int64_t i = 0; i < emb.size; ++i)
     ASSERT_EQ(back[size_t(i)], kernels::fp16_to_fp32(kernels::fp32_to_fp16(p[size_t(emb.offset + i)])));
+}
+
+// OUT.Modelfile beside OUT.gguf, one per export; a model whose own chat
+// template is not the rendering ollama's TEMPLATE spells out is said to be
+// approximated, ggtrain's own rendering is not.
+TEST(Export, ModelfileIsNamedForItsGgufAndSaysWhenItApproximates) {
+  TempDir tmp;
+  auto write = [&](const std::string& name, const std::string& chat_template) {
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::str("llama"));
+    if (!chat_template.empty()) w.set("tokenizer.chat_template", gguf::Value::str(chat_template));
+    w.write(tmp / name);
+    return chat::write_ollama_modelfile(tmp / name);
+  };
+  const std::string chatml(chat::template_info(chat::Template::kChatml).jinja);
+  const auto own = write("own.gguf", chatml);
+  EXPECT_EQ(own.path, tmp / "own.Modelfile");
+  EXPECT_EQ(own.approximated, "");
+  const auto family = write("family.gguf", chatml + "{% if tools %}{{ tools | tojson }}{% endif %}");
+  EXPECT_EQ(family.path, tmp / "family.Modelfile");
+  EXPECT_EQ(family.approximated, "chatml");
+  EXPECT_EQ(write("plain.gguf", "").approximated, "");
+  EXPECT_NE(test_support::slurp(tmp / "own.Modelfile").find("FROM ./own.gguf\n"), std::string::npos);
 }
 
 TEST(Export, ModelfileNamesTheGgufAndStopPiece) {

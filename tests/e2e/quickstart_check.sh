@@ -32,7 +32,7 @@ for c in "${commands[@]}"; do
     *" export "*) grep -q '^wrote .*Modelfile' out.txt || { echo "quickstart_check: no Modelfile"; exit 1; } ;;
   esac
 done
-for f in runs/mine/weights/latest runs/mine/loss.svg runs/chat/weights/latest chat-q8_0.gguf Modelfile; do
+for f in runs/mine/weights/latest runs/mine/loss.svg runs/chat/weights/latest chat-q8_0.gguf chat-q8_0.Modelfile; do
   [[ -e $f ]] || { echo "quickstart_check: $f is missing"; exit 1; }
 done
 echo "quickstart_check: ${#commands[@]} commands of the README's quick start passed"
