@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "kernels/cross_entropy.h"
 #include "tokenizer/tokenizer.h"
 #include "train/run_checkpoint.h"
+#include "train/trainer.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -153,9 +155,22 @@ int eval_run(const std::string& run_dir, InferenceOptions model, const std::stri
   const auto steps = train::checkpoint_steps(run_dir);
   if (steps.empty()) fail("{}: no weights/step_N.gguf checkpoints to evaluate", run_dir);
   const auto tasks = task.path.empty() ? std::vector<eval::ChoiceTask>{} : read_tasks(task);
+  // A LoRA run's checkpoints are adapters: each is applied to the base the
+  // run recorded (init.from), or to -m BASE when the base has moved.
+  const train::RunConfig run = train::saved_run_config(run_dir);
+  const bool adapters = run.train.lora.rank > 0;
+  if (!adapters && !model.model.empty())
+    fail("eval --run {}: its checkpoints are whole models; -m names a base only for a LoRA run", run_dir);
+  const std::string base = model.model.empty() ? run.init.from : model.model;
+  if (adapters && model.model.empty() && !std::filesystem::exists(base))
+    fail("eval --run {}: its base, init.from = \"{}\" (as the run was given it), is not there from here; name it with "
+         "-m BASE",
+         run_dir, base);
+  if (adapters) fmt::print("{}: LoRA adapters, each applied to {}\n", run_dir, base);
   std::vector<eval::CheckpointScores> rows;
   for (int64_t step : steps) {
-    model.model = train::weights_path(run_dir, step);
+    model.model = adapters ? base : train::weights_path(run_dir, step);
+    if (adapters) model.lora.path = train::weights_path(run_dir, step);
     InferenceModel m(model);
     eval::CheckpointScores row;
     row.step = step;
@@ -202,8 +217,8 @@ Runner add_eval_command(CLI::App& app) {
                                "Multiple-choice task file: accuracy as llama.cpp's llama-perplexity --hellaswag, "
                                "--winogrande or --multiple-choice scores it");
   auto* run = cmd->add_option("--run", o->run,
-                              "A run folder instead of -m: every weights/step_N.gguf on --text and/or --task, into "
-                              "RUN/eval.csv, eval.json and charts");
+                              "A run folder: every weights/step_N.gguf on --text and/or --task, into RUN/eval.csv, "
+                              "eval.json and charts (a LoRA run's adapters on its init.from, or on -m BASE)");
   tokens->excludes(text);
   task->excludes(tokens);
   run->excludes(tokens);
@@ -223,7 +238,7 @@ Runner add_eval_command(CLI::App& app) {
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     if (!o->run.empty()) {
-      if (!o->model.model.empty()) fail("eval: give -m MODEL or --run RUN_DIR, not both");
+      if (!o->model.lora.path.empty()) fail("eval --run: a LoRA run's adapters are its checkpoints; drop --lora");
       return eval_run(o->run, o->model, o->text, o->task);
     }
     if (o->model.model.empty()) fail("eval: -m MODEL.gguf (or --run RUN_DIR) is required");

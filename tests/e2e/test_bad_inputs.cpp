@@ -445,6 +445,21 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", "--merge-lora", adapter, adapter, e.t("m.gguf")};
                },
                {"is a LoRA adapter, not a model", "export --merge-lora BASE"}});
+  c.push_back({"eval_run_base_moved",
+               "`eval --run` of a LoRA run whose recorded `init.from` is gone",
+               [](Env& e) {
+                 e.lora_adapter();
+                 std::filesystem::rename(e.t("base"), e.t("base-moved"));
+                 return A{e.bin(), "eval", "--run", e.t("lora"), "--text", e.corpus()};
+               },
+               {"eval --run", "init.from", "is not there from here", "-m BASE"}});
+  c.push_back({"eval_run_base_for_whole_models",
+               "`eval --run RUN -m MODEL` where the run's checkpoints are whole models",
+               [](Env& e) {
+                 const std::string run = e.base_run();
+                 return A{e.bin(), "eval", "--run", run, "-m", run + "/weights/step_2.gguf", "--text", e.corpus()};
+               },
+               {"its checkpoints are whole models", "-m names a base only for a LoRA run"}});
   c.push_back({"eval_text_binary",
                "`eval --text` given a binary file (a GGUF)",
                [](Env& e) {

@@ -81,6 +81,44 @@ TEST(EvalRun, EachRowIsWhatEvalPrintsForThatCheckpoint) {
   EXPECT_NE(split_csv(csv[1])[3], split_csv(csv[2])[3]);
 }
 
+// A LoRA run's checkpoints are adapters: each row is its adapter on the
+// base the run recorded, what `eval -m BASE --lora ADAPTER` prints.
+TEST(EvalRun, ALoraRunScoresEachAdapterOnItsBase) {
+  TempDir tmp("ggtrain_eval_run_lora");
+  const std::string corpus = tmp / "corpus.txt", base_run = tmp / "base", run = tmp / "lora";
+  write_synthetic_corpus(corpus, 600);
+  ASSERT_EQ(
+      run_cli(tiny_train_args(GGTRAIN_BIN, base_run, corpus, {"train.steps=10", "model.ctx=256"}), tmp / "base.log")
+          .status,
+      0);
+  const std::string base = base_run + "/weights/step_10.gguf";
+  ASSERT_EQ(run_cli(tiny_train_args(GGTRAIN_BIN, run, corpus,
+                                    {"train.steps=20", "init.from=" + base, "train.lora.rank=4", "train.lr_max=1e-2"}),
+                    tmp / "train.log")
+                .status,
+            0);
+  const auto r =
+      run_cli({GGTRAIN_BIN, "eval", "--run", run, "--text", corpus, "-c", "128", "-t", "1"}, tmp / "eval.log");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("LoRA adapters, each applied to " + base), std::string::npos) << r.output;
+  const auto csv = lines_of(run + "/eval.csv");
+  ASSERT_EQ(csv.size(), 3u);
+  const auto row = split_csv(csv[2]);
+  const auto t =
+      run_cli({GGTRAIN_BIN, "eval", "-m", base, "--lora", run + "/" + row[1], "--text", corpus, "-c", "128", "-t", "1"},
+              tmp / "text.log");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(t.output, m, std::regex("perplexity ([0-9.]+) "))) << t.output;
+  EXPECT_NEAR(std::stod(row[2]), std::stod(m[1]), 1e-4 * std::stod(m[1]));
+  // The adapter moved the model: the base alone scores otherwise.
+  const auto b = run_cli({GGTRAIN_BIN, "eval", "-m", base, "--text", corpus, "-c", "128", "-t", "1"}, tmp / "b.log");
+  ASSERT_TRUE(std::regex_search(b.output, m, std::regex("perplexity ([0-9.]+) "))) << b.output;
+  EXPECT_GT(std::abs(std::stod(row[2]) - std::stod(m[1])), 1e-3 * std::stod(m[1]));
+  // -m names a base for a LoRA run only.
+  const auto whole = run_cli({GGTRAIN_BIN, "eval", "--run", base_run, "-m", base, "--text", corpus}, tmp / "w.log");
+  EXPECT_NE(error_line(whole.output).find("-m names a base only for a LoRA run"), std::string::npos) << whole.output;
+}
+
 TEST(EvalRun, ARunWithoutCheckpointsOrMetricsIsRefused) {
   TempDir tmp("ggtrain_eval_run_bad");
   const auto a = run_cli({GGTRAIN_BIN, "eval", "--run", tmp / "nothing", "--text", "x.txt"}, tmp / "a.log");
