@@ -6,8 +6,11 @@
 
 #include "cli/commands.h"
 #include "cli/config_options.h"
+#include "gguf/reader.h"
+#include "train/finetune.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
+#include "util/error.h"
 
 namespace ggtrain::cli {
 
@@ -31,6 +34,14 @@ Runner add_config_command(CLI::App& app) {
     train::RunConfig c;
     if (o->run_dir.empty()) {
       c = resolve_config(o->config);
+      // As `train` will: the model section is init.from's, not the preset's.
+      if (!c.init.from.empty()) {
+        try {
+          train::adopt_model_of(c, gguf::GgufFile(c.init.from));
+        } catch (const Error& e) {
+          fail("{} (init.from)", e.what());
+        }
+      }
     } else {
       c = train::saved_run_config(o->run_dir);
       for (const auto& s : o->config.sets) train::apply_override(c, s);
@@ -39,8 +50,9 @@ Runner add_config_command(CLI::App& app) {
     const std::string origin = o->run_dir.empty()
                                    ? fmt::format("preset {}", o->config.preset.empty() ? "s15" : o->config.preset)
                                    : "run " + o->run_dir;
-    fmt::print("# ggtrain run config ({}{}{}); `ggtrain train --config FILE` reads this back\n", origin,
-               o->config.config.empty() ? "" : ", " + o->config.config, o->config.sets.empty() ? "" : ", with --set");
+    fmt::print("# ggtrain run config ({}{}{}{}); `ggtrain train --config FILE` reads this back\n", origin,
+               o->config.config.empty() ? "" : ", " + o->config.config, o->config.sets.empty() ? "" : ", with --set",
+               o->run_dir.empty() && !c.init.from.empty() ? ", model from " + c.init.from : "");
     fmt::print("{}", train::to_toml_documented(c));
     return 0;
   };

@@ -46,7 +46,10 @@ TrainSummary Run::loop(StopSignals& signals) {
   summary_.planned_steps = t.steps;
   loop_start_s_ = now_seconds();
   signals.arm();
-  if (start_step_ == 0) maybe_score_tasks(0);  // the starting weights' task scores, for a before and after
+  if (start_step_ == 0) {
+    maybe_score_tasks(0);  // the starting weights' task scores, for a before and after
+    maybe_checkpoint(0, false);  // under checkpoint.keep_best, their score is the one to beat
+  }
   for (int64_t step = start_step_; step < t.steps; ++step) {
     const StepResult r = train_step(step);
     log_step(r);
@@ -207,8 +210,7 @@ void Run::maybe_score_tasks(int64_t step) {
                           {"acc_norm", r.acc_norm},
                           {"acc_norm_stderr", r.acc_norm_stderr},
                           {"gold_logprob", r.gold_logprob}});
-    // Step 0 (the starting weights) is a baseline, not a checkpoint.
-    if (step > 0 && names_task(c_.checkpoint.keep_best, set.path)) offer_best(c_.checkpoint.keep_best, r.acc_norm);
+    if (names_task(c_.checkpoint.keep_best, set.path)) offer_best(c_.checkpoint.keep_best, r.acc_norm);
     if (!quiet_)
       fmt::print(stderr, "{}tasks {} at step {}: acc_norm {:.2f}% +/- {:.2f}, acc {:.2f}% over {} tasks\n",
                  tty_ ? "\n" : "", set.path, step, 100 * r.acc_norm, 100 * r.acc_norm_stderr, 100 * r.acc,
@@ -235,14 +237,16 @@ void Run::offer_best(std::string_view metric, double value) {
 
 // Every checkpoint.every steps, at the last step, where the run stops, and
 // at a new best (checkpoint.keep_best): that checkpoint is written first,
-// recording the new best, and the best's link moved to it after.
+// recording the new best, and the best's link moved to it after. Step 0
+// (the starting weights, scored on the tasks) is written only as a best:
+// when no step beats it, best.gguf holds the weights the run started from.
 void Run::maybe_checkpoint(int64_t step, bool stopping) {
   const int64_t every = c_.checkpoint.every;
   // Rank 0 alone knows a task's score; every rank takes part in a checkpoint.
   const bool new_best =
       !c_.checkpoint.keep_best.empty() && dp_->max_over_ranks(std::isnan(best_candidate_) ? 0 : 1) > 0;
   if (!new_best) {
-    if ((every > 0 && step % every == 0) || step == c_.train.steps || stopping) checkpoint(step);
+    if (step > 0 && ((every > 0 && step % every == 0) || step == c_.train.steps || stopping)) checkpoint(step);
     return;
   }
   const int64_t previous = best_ ? best_->step : -1;  // kept until the link has moved

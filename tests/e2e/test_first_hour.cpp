@@ -252,6 +252,14 @@ TEST_F(FirstHour, ConfigShowListsEveryKeyAndReadsBack) {
   EXPECT_EQ(r.output.substr(r.output.find('\n')), shown.substr(shown.find('\n')));
   r = cli({"train", "--help"});
   EXPECT_TRUE(contains(r.output, "ggtrain config show")) << r.output;
+  // With init.from, the model section is the file's (the tiny base, 64
+  // wide), as `train` would take it, not the default preset's (s15: 288
+  // wide, 6 layers).
+  r = cli({"config", "show", "--set", "train.seq_len=64", "--set", "init.from=" + model()});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "model from " + model())) << r.output;
+  EXPECT_TRUE(contains(r.output, "\nd_model = 64 ")) << r.output;
+  EXPECT_TRUE(contains(r.output, "\nn_layers = 2 ")) << r.output;
 }
 
 TEST_F(FirstHour, GenerateTakesLlamaCppFlags) {
@@ -382,6 +390,64 @@ TEST_F(FirstHour, TheSummaryNamesTheBestCheckpoint) {
       << r.output;
 }
 
+// checkpoint.keep_best on a task counts the starting weights' score: a run
+// that never beats it (a rate too small to move a float) keeps step 0, the
+// weights it started from, as weights/best.gguf.
+TEST_F(FirstHour, KeepBestCountsTheStartingWeights) {
+  spit(t("words.csv"), "0,\"the quick brown _ jumps over a lazy dog\",fox,pipe,1\n"
+                       "1,\"Alice's (small) _ naps; while\",cat,tilde,1\n"
+                       "2,\"jumps over a lazy _ while Alice's\",dog,caret,1\n"
+                       "3,\"the _ brown fox jumps\",quick,star,1\n");
+  const CliResult r = cli({"train",
+                           "--preset",
+                           "tiny",
+                           "--run-dir",
+                           t("runs/best0"),
+                           "--set",
+                           "init.from=" + model(),
+                           "--set",
+                           "data.corpus=" + t("mine.txt"),
+                           "--set",
+                           "train.steps=4",
+                           "--set",
+                           "train.lr_max=1e-12",
+                           "--set",
+                           "train.threads=1",
+                           "--set",
+                           "train.eval_tasks=" + t("words.csv"),
+                           "--set",
+                           "train.eval_tasks_every=2",
+                           "--set",
+                           "checkpoint.keep_best=task:words.csv"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(best task:words\.csv: [0-9.]+ at step 0: )"))) << r.output;
+  EXPECT_EQ(fs::read_symlink(t("runs/best0/weights/best.gguf")).string(), "step_0.gguf");
+  EXPECT_EQ(train::latest_step(t("runs/best0")), 4);
+}
+
+// Nothing dropped without a word: record members training does not use are
+// counted with the first FILE:LINE, and a skipped bad record is named.
+TEST_F(FirstHour, IgnoredMembersAndSkippedRecordsAreSaid) {
+  std::string records;
+  for (int i = 0; i < 40; ++i)
+    records += fmt::format(R"({{"messages": [{{"role": "user", "content": "Say {}"}}, {{"role": "assistant", )"
+                           R"("content": "{}"{}}}]}})"
+                           "\n",
+                           i, i, i % 2 ? R"(, "reasoning_content": "it was asked")" : "");
+  spit(t("reasoning.jsonl"), "{\"messages\": []}\n" + records);
+  const CliResult r = cli({"train", "--preset", "tiny", "--run-dir", t("runs/drops"), "--set", "init.from=" + model(),
+                           "--set", "data.corpus=" + t("reasoning.jsonl"), "--set", "data.format=chat", "--set",
+                           "data.on_bad_document=skip", "--set", "train.steps=1", "--set", "train.threads=1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "note: 20 record(s) have \"messages[].reasoning_content\", which training does not "
+                                 "use (the first: " +
+                                     t("reasoning.jsonl") + ":3)"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "1 bad records skipped; the first bad record: " + t("reasoning.jsonl") +
+                                     ":1: the conversation has no messages"))
+      << r.output;
+}
+
 TEST_F(FirstHour, AnEmptyValidationSetIsWarned) {
   const CliResult r =
       cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--set",
@@ -443,7 +509,10 @@ TEST_F(FirstHour, ChatAdapterKeepsItsTemplateThroughChatAndMerge) {
     r = cli({"export", "--merge-lora", model(), adapter, merged, "--type", type, "--ollama"});
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_EQ(gguf::GgufFile(merged).get_string("tokenizer.chat_template"), adapter_template);
-    EXPECT_TRUE(contains(slurp(t("merged/Modelfile")), "[INST]")) << slurp(t("merged/Modelfile"));
+    const std::string modelfile = t(fmt::format("merged/{}.Modelfile", type));
+    EXPECT_TRUE(contains(slurp(modelfile), "[INST]")) << slurp(modelfile);
+    EXPECT_TRUE(contains(slurp(modelfile), fmt::format("FROM ./{}.gguf", type))) << slurp(modelfile);
+    EXPECT_FALSE(contains(r.output, "note: its TEMPLATE")) << r.output;  // llama2 is ggtrain's own rendering
     EXPECT_TRUE(contains(r.output, "next: ollama create NAME -f")) << r.output;
     EXPECT_EQ(prompt_ids({"-m", merged}), llama2);
   }
