@@ -74,15 +74,15 @@ void read_head_size(const gguf::GgufFile& f, const std::string& key, Config& c) 
   const std::string value_key = c.key("attention.value_length");
   const int64_t v = int64_t(f.get_uint_or(value_key, uint64_t(k)));
   if (v != k)
-    fail("{}: {} is {} but {} is {}; value heads of another size than key heads are not supported", f.path(),
-         value_key, v, key, k);
+    fail("{}: {} is {} but {} is {}; value heads of another size than key heads are not supported", f.path(), value_key,
+         v, key, k);
   if (c.n_heads <= 0 || k * c.n_heads != c.d_model) c.head_dim = k;
 }
 
 void refuse_multi_token_prediction(const gguf::GgufFile& f, const std::string& key, Config&) {
   if (f.get_uint_or(key, 0) > 0)
-    fail("{}: {} is {}: multi-token-prediction blocks are not supported; convert the model without them", f.path(),
-         key, f.get_uint(key));
+    fail("{}: {} is {}: multi-token-prediction blocks are not supported; convert the model without them", f.path(), key,
+         f.get_uint(key));
 }
 
 void read_value_width(const gguf::GgufFile& f, const std::string& key, Config& c) {
@@ -258,12 +258,10 @@ const std::vector<MetadataKey>& metadata_keys() {
       {"rope.scaling.type", nullptr, [](const C& c) { return scaled(c, Value::str("linear")); }, read_rope_scaling},
       {"rope.scaling.factor", nullptr, [](const C& c) { return scaled(c, f32(c.rope_scaling_factor)); }, nullptr},
       {"rope.scale_linear", nullptr, nullptr, nullptr},  // older files' factor, read with rope.scaling.type
-      {"attention.sliding_window", windowed,
-       [](const C& c) { return window(c, true, u32(c.sliding_window)); }, read_sliding_window},
+      {"attention.sliding_window", windowed, [](const C& c) { return window(c, true, u32(c.sliding_window)); },
+       read_sliding_window},
       {"attention.sliding_window_pattern", windowed,
-       [](const C& c) {
-         return window(c, c.swa_pattern != c.architecture().default_swa_pattern, u32(c.swa_pattern));
-       },
+       [](const C& c) { return window(c, c.swa_pattern != c.architecture().default_swa_pattern, u32(c.swa_pattern)); },
        nullptr},
       {"rope.freq_base_swa", windowed,
        [](const C& c) { return window(c, c.rope_freq_base_swa != kDefaultRopeBaseSwa, f32(c.rope_freq_base_swa)); },
