@@ -62,12 +62,15 @@ std::vector<float> decode(const model::Config& c, const std::vector<float>& para
 
 // Not bit-identical by design: at 3 threads a decoded query's keys are
 // split in parts whose softmaxes are merged, another summation order than
-// one pass. Measured on a Xeon with AMX (v4), of the largest logit: up to
-// 1.8e-6 with the F32 cache; up to 4.7e-5 with the F16 cache, where a key or
-// value that differs in its last float bit can round to the neighbouring
-// fp16 step (2^-11 relative) when stored. Limits 1e-5 and 3e-4 (5.5x and
-// 6.3x the measured). Split and single-pass are both compared with the
-// training forward in test_decoder.cpp.
+// one pass. Measured on a Xeon with AMX, of the largest logit, the worst
+// architecture (smollm3 or qwen2): with the F32 cache 1.8e-6 (v4), 4.8e-6
+// (v2), 8.4e-6 (v3) and 1.5e-5 (v3 built -O1 for the sanitizers); with the
+// F16 cache, where a key or value that differs in its last float bit can
+// round to the neighbouring fp16 step (2^-11 relative) when stored, 4.7e-5
+// (v4) to 1.7e-4 (v3, -O1). Limits 5e-5 and 5e-4 (3.2x and 3x the worst).
+// A split that drops its remainder tiles differs by 5e-2 to 0.76. Split
+// and single-pass are both compared with the training forward in
+// test_decoder.cpp.
 TEST(DecoderThreads, SameLogitsAtOneAndThreeThreads) {
   for (const auto& row : model::architectures()) {
     const model::Config c = config_for(row);
@@ -80,7 +83,7 @@ TEST(DecoderThreads, SameLogitsAtOneAndThreeThreads) {
       const Comparison cmp = compare(three, one);
       std::printf("%s, %s cache, 1 vs 3 threads: logits %.2e (of max)\n", row.name, f16 ? "f16" : "f32",
                   cmp.rel_to_max());
-      EXPECT_TRUE(within_rel_to_max(cmp, f16 ? 3e-4 : 1e-5));
+      EXPECT_TRUE(within_rel_to_max(cmp, f16 ? 5e-4 : 5e-5));
     }
   }
 }
