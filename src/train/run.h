@@ -59,6 +59,7 @@ class Run {
   void load_tokenizer(int64_t resume_step);
   void load_eval_tasks();
   void prepare_data();
+  void resolve_length();
   void report_plan() const;
   void build_model();
   void resume_state();
@@ -89,7 +90,7 @@ class Run {
   const bool tty_ = ::isatty(2) == 1;
   const InjectedFaults faults_ = injected_faults();
   std::unique_ptr<gguf::GgufFile> base_;  // init.from, else null
-  const RunConfig c_;  // resolved: with base_'s model section
+  RunConfig c_;  // resolved: with base_'s model section, and its length in steps (resolve_length)
   std::string run_id_;
   int64_t start_step_ = 0;
   std::unique_ptr<tokenizer::Tokenizer> tok_;

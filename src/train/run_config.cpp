@@ -58,6 +58,11 @@ void check_steps_and_shapes(const RunConfig& c) {
     if (v <= 0) fail("config: {} must be positive, got {}", key, v);
   };
   positive(train.steps, "train.steps");
+  if (!(train.epochs >= 0 && train.epochs <= 1e6))
+    fail("config: train.epochs must be in [0, 1e6], got {}", train.epochs);
+  if (train.epochs > 0 && c.set_keys.count("train.steps"))
+    fail("config: train.epochs ({}) and train.steps ({}) are both set; give one (train.epochs makes the steps)",
+         train.epochs, train.steps);
   positive(train.batch, "train.batch");
   positive(train.seq_len, "train.seq_len");
   positive(train.grad_accum, "train.grad_accum");

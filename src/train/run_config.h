@@ -73,6 +73,10 @@ enum class NonfinitePolicy { kStop, kSkip };
 
 struct TrainSection {
   int64_t steps = 1200, batch = 8, seq_len = 256, grad_accum = 1;
+  // > 0: the run's length in passes over its training tokens, made
+  // train.steps once the data is prepared (then 0 again, so a saved config
+  // holds the steps it trained). Exclusive with a train.steps the user sets.
+  double epochs = 0;
   // lr_min < 0: a tenth of lr_max (every preset's ratio), so that setting
   // lr_max alone never leaves an end rate above it.
   double lr_max = 1e-3, lr_min = -1;

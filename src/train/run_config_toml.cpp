@@ -437,6 +437,9 @@ const std::vector<Key>& keys() {
                    "causal (windows attend across documents) or document (within each document)"),
         int_key("train.steps", &RunConfig::train, &T::steps,
                 "optimizer steps of the whole run (the schedule's length)"),
+        float_key("train.epochs", &RunConfig::train, &T::epochs,
+                  "passes over the training tokens, made train.steps once the data is prepared (0: train.steps; "
+                  "init.from with neither set: 3 of records, 1 of text)"),
         int_key("train.batch", &RunConfig::train, &T::batch,
                 "sequences per micro-batch (under mpirun: the global micro-batch)"),
         int_key("train.seq_len", &RunConfig::train, &T::seq_len, "tokens per sequence (at most model.ctx)"),

@@ -69,6 +69,7 @@ Run::Run(const TrainOptions& o)
   variant_ = RunVariant::choose(c_, base_.get());  // before the tokenizer: a donor that is no model is named first
   load_tokenizer(resume_step);
   prepare_data();
+  resolve_length();
   if (!quiet_) report_plan();
   build_model();
   load_eval_tasks();
@@ -167,6 +168,40 @@ void Run::prepare_data() {
   targets_.resize(step_tokens);
   doc_start_.resize(step_tokens);
   window_ids_.resize(size_t(c_.train.grad_accum * c_.train.batch));
+}
+
+// train.epochs as steps, now that the training tokens are known. A finetune
+// (init.from) that sets neither takes a finetune's length, not its preset's
+// pretraining one: 3 epochs of instruction or preference records (TRL's
+// SFTTrainer and axolotl default to 3; unsloth's notebooks run 1), 1 of
+// text (continued pretraining reads its corpus once). A resumed run has its
+// steps in its saved config.
+void Run::resolve_length() {
+  auto& t = c_.train;
+  if (resume_) return;
+  double epochs = t.epochs;
+  std::string why = "train.epochs";
+  if (epochs == 0 && base_ && !c_.set_keys.count("train.steps")) {
+    const bool records = c_.data.format != DataFormat::kText;
+    epochs = records ? 3 : 1;
+    why = fmt::format("a finetune's default: init.from without train.steps or train.epochs, {} epoch(s) of {}", epochs,
+                      records ? "records" : "text");
+  }
+  if (epochs == 0) return;
+  int64_t train_tokens = 0;
+  for (const auto& s : tokens_.train) train_tokens += s->size();
+  const int64_t per_step = t.batch * t.seq_len * t.grad_accum;
+  t.steps = std::max<int64_t>(1, int64_t(std::ceil(epochs * double(train_tokens) / double(per_step))));
+  t.epochs = 0;  // the saved config holds the steps
+  // The preset's warmup was sized for its own length: at most a tenth of
+  // this one unless the user set it.
+  const int64_t warmup =
+      c_.set_keys.count("train.warmup_steps") ? t.warmup_steps : std::min(t.warmup_steps, t.steps / 10);
+  if (!quiet_)
+    fmt::print(stderr, "length: {} steps = {} epoch(s) of {} training tokens at {} tokens a step ({}){}\n", t.steps,
+               epochs, train_tokens, per_step, why,
+               warmup != t.warmup_steps ? fmt::format("; warmup {} steps (a tenth)", warmup) : "");
+  t.warmup_steps = warmup;
 }
 
 // What the planned steps amount to, and a warning when no validation loss

@@ -753,6 +753,12 @@ std::vector<Case> cases() {
                },
                {"-ngl is a llama.cpp flag ggtrain does not take", "runs on the CPU"},
                2});  // a usage error
+  c.push_back({"epochs_and_steps",
+               "`train.epochs=2` and `train.steps=9` both set",
+               [](Env& e) {
+                 return e.fresh({"train.epochs=2", "train.steps=9"});
+               },
+               {"train.epochs (2) and train.steps (9) are both set", "give one"}});
   c.push_back({"lr_min_over_lr_max",
                "`train.lr_min=1e-4` above `train.lr_max=2e-5`",
                [](Env& e) {

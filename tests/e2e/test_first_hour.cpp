@@ -380,6 +380,42 @@ TEST_F(FirstHour, ManyEpochsAreWarned) {
       << r.output;
 }
 
+// A finetune's length comes from its data, not the preset's pretraining
+// steps: 1 epoch of text by default with init.from, train.epochs when set,
+// recorded as steps so that --resume trains the same length.
+TEST_F(FirstHour, FinetuneLengthIsEpochsOfTheData) {
+  auto length = [](const std::string& out) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(out, m,
+                                  std::regex(R"(length: ([0-9]+) steps = ([0-9.]+) epoch\(s\) of ([0-9]+) )"
+                                             R"(training tokens at ([0-9]+) tokens a step)")))
+        << out;
+    return m.size() == 5 ? std::vector<int64_t>{std::stoll(m[1]), std::stoll(m[3]), std::stoll(m[4])}
+                         : std::vector<int64_t>{0, 0, 0};
+  };
+  CliResult r = cli({"train", "--preset", "tiny", "--run-dir", t("runs/ft1"), "--set", "init.from=" + model(), "--set",
+                     "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--stop-at", "2"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "1 epoch(s) of text")) << r.output;
+  const auto one = length(r.output);  // steps, tokens, tokens a step
+  EXPECT_EQ(one[0], (one[1] + one[2] - 1) / one[2]);
+  EXPECT_NE(one[0], 40);  // not the tiny preset's
+  r = cli({"train", "--resume", "--run-dir", t("runs/ft1")});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, fmt::format("trained steps 2..{}:", one[0]))) << r.output;
+  r = cli({"train", "--preset", "tiny", "--run-dir", t("runs/ft2"), "--set", "data.corpus=" + t("mine.txt"), "--set",
+           "train.epochs=2.5", "--set", "train.threads=1", "--stop-at", "1"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto two = length(r.output);
+  EXPECT_EQ(two[0], (5 * two[1] + 2 * two[2] - 1) / (2 * two[2]));  // ceil(2.5 tokens / a step)
+  EXPECT_TRUE(contains(slurp(t("runs/ft2/config.toml")), fmt::format("steps = {}", two[0])));
+  r = cli({"train", "--preset", "tiny", "--run-dir", t("runs/ft3"), "--set", "data.corpus=" + t("mine.txt"), "--set",
+           "train.epochs=2", "--set", "train.steps=9"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(error_line(r.output), "train.epochs (2) and train.steps (9) are both set; give one"))
+      << r.output;
+}
+
 // checkpoint.keep_best: the run's summary names the best checkpoint.
 TEST_F(FirstHour, TheSummaryNamesTheBestCheckpoint) {
   const CliResult r = cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
