@@ -86,7 +86,9 @@ int run(const Opts& o) {
     for (const auto& s : o.config.sets) train::apply_override(opts.config, s);
     if (report_if_finished(o, opts.config)) return 0;
   } else {
-    opts.config = resolve_config(o.config);
+    std::string length;
+    opts.config = resolve_config(o.config, &length);
+    if (!length.empty() && !o.quiet && parallel::world().root()) fmt::print(stderr, "{}\n", length);
   }
   auto sum = train::run_training(opts);
   // A run a signal stopped exits as a process that signal ended would

@@ -17,7 +17,9 @@ struct ConfigOptions {
 
 void add_config_options(CLI::App* cmd, ConfigOptions& o);
 
-// The preset (s15 when none is named), the file over it, the overrides last.
-train::RunConfig resolve_config(const ConfigOptions& o);
+// The preset (s15 when none is named), the file over it, the overrides
+// last, then a finetune's default length (train::finetune_length_default;
+// `note`: the line that says so, or "").
+train::RunConfig resolve_config(const ConfigOptions& o, std::string* note = nullptr);
 
 }  // namespace ggtrain::cli

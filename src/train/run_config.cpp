@@ -194,6 +194,15 @@ void RunConfig::validate() const {
   check_objective(*this);
 }
 
+std::string finetune_length_default(RunConfig& c) {
+  if (c.init.from.empty() || c.set_keys.count("train.steps") || c.set_keys.count("train.epochs")) return "";
+  const bool records = c.data.format != DataFormat::kText;
+  c.train.epochs = records ? 3 : 1;
+  return fmt::format("init.from without train.steps or train.epochs: a finetune's default of {} epoch(s) of its {} "
+                     "(set either to choose)",
+                     c.train.epochs, records ? "records" : "text");
+}
+
 optim::LrSchedule lr_schedule_of(const TrainSection& t) {
   return {t.schedule, t.lr_max, t.end_lr(), t.warmup_steps, t.steps, 0.2};
 }

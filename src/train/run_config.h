@@ -188,6 +188,14 @@ struct RunConfig {
 // The learning-rate schedule train.* describes.
 optim::LrSchedule lr_schedule_of(const TrainSection& t);
 
+// A finetune's length comes from its data, not the preset's pretraining
+// steps: with init.from and neither train.steps nor train.epochs set (by a
+// config file or --set), train.epochs becomes 3 for instruction or
+// preference records (TRL's SFTTrainer and axolotl default to 3; unsloth's
+// notebooks run 1) or 1 for text (continued pretraining reads its corpus
+// once). Returns the line that says so, or "" when it changed nothing.
+std::string finetune_length_default(RunConfig& c);
+
 // The names the config gives its choice options (the keys' values in TOML,
 // `--set` and messages); each is read into its enum once, with the config.
 std::string_view option_name(DataFormat f);

@@ -170,24 +170,13 @@ void Run::prepare_data() {
   window_ids_.resize(size_t(c_.train.grad_accum * c_.train.batch));
 }
 
-// train.epochs as steps, now that the training tokens are known. A finetune
-// (init.from) that sets neither takes a finetune's length, not its preset's
-// pretraining one: 3 epochs of instruction or preference records (TRL's
-// SFTTrainer and axolotl default to 3; unsloth's notebooks run 1), 1 of
-// text (continued pretraining reads its corpus once). A resumed run has its
-// steps in its saved config.
+// train.epochs as steps, now that the training tokens are known (a
+// finetune's default length is epochs: finetune_length_default). A resumed
+// run has its steps in its saved config.
 void Run::resolve_length() {
   auto& t = c_.train;
-  if (resume_) return;
-  double epochs = t.epochs;
-  std::string why = "train.epochs";
-  if (epochs == 0 && base_ && !c_.set_keys.count("train.steps")) {
-    const bool records = c_.data.format != DataFormat::kText;
-    epochs = records ? 3 : 1;
-    why = fmt::format("a finetune's default: init.from without train.steps or train.epochs, {} epoch(s) of {}", epochs,
-                      records ? "records" : "text");
-  }
-  if (epochs == 0) return;
+  if (resume_ || t.epochs == 0) return;
+  const double epochs = t.epochs;
   int64_t train_tokens = 0;
   for (const auto& s : tokens_.train) train_tokens += s->size();
   const int64_t per_step = t.batch * t.seq_len * t.grad_accum;
@@ -198,8 +187,8 @@ void Run::resolve_length() {
   const int64_t warmup =
       c_.set_keys.count("train.warmup_steps") ? t.warmup_steps : std::min(t.warmup_steps, t.steps / 10);
   if (!quiet_)
-    fmt::print(stderr, "length: {} steps = {} epoch(s) of {} training tokens at {} tokens a step ({}){}\n", t.steps,
-               epochs, train_tokens, per_step, why,
+    fmt::print(stderr, "length: {} steps = {} epoch(s) of {} training tokens at {} tokens a step (train.epochs){}\n",
+               t.steps, epochs, train_tokens, per_step,
                warmup != t.warmup_steps ? fmt::format("; warmup {} steps (a tenth)", warmup) : "");
   t.warmup_steps = warmup;
 }

@@ -396,7 +396,7 @@ TEST_F(FirstHour, FinetuneLengthIsEpochsOfTheData) {
   CliResult r = cli({"train", "--preset", "tiny", "--run-dir", t("runs/ft1"), "--set", "init.from=" + model(), "--set",
                      "data.corpus=" + t("mine.txt"), "--set", "train.threads=1", "--stop-at", "2"});
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "1 epoch(s) of text")) << r.output;
+  EXPECT_TRUE(contains(r.output, "a finetune's default of 1 epoch(s) of its text")) << r.output;
   const auto one = length(r.output);  // steps, tokens, tokens a step
   EXPECT_EQ(one[0], (one[1] + one[2] - 1) / one[2]);
   EXPECT_NE(one[0], 40);  // not the tiny preset's
