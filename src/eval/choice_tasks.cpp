@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/suggest.h"
 #include "util/utf8.h"
 
 namespace ggtrain::eval {
@@ -69,7 +70,8 @@ TaskFormat task_format_named(std::string_view name, std::string_view path) {
            : path.ends_with(".csv") ? TaskFormat::kWinogrande
            : path.ends_with(".bin") ? TaskFormat::kMultipleChoice
                                     : TaskFormat::kHellaswag;
-  fail("--task-format: '{}' is not a task format (hellaswag, winogrande, multiple-choice, jsonl)", name);
+  fail("--task-format: '{}' is not a task format{} (hellaswag, winogrande, multiple-choice, jsonl)", name,
+       did_you_mean(name, {"hellaswag", "winogrande", "multiple-choice", "jsonl"}));
 }
 
 std::vector<ChoiceTask> read_choice_tasks(const std::string& path, TaskFormat format) {

@@ -12,6 +12,7 @@
 #include "train/best_metric.h"
 #include "train/preference_loss.h"
 #include "util/error.h"
+#include "util/suggest.h"
 
 namespace ggtrain::train {
 
@@ -311,7 +312,8 @@ RunConfig preset(const std::string& name) {
   if (name == "qwen3-0.6b" || name == "gemma3-270m" || name == "llama3.2-1b" || name == "smollm3-3b" ||
       name == "lfm2-350m" || name == "qwen3.5-0.8b" || name == "qwen3-30b-a3b" || name == "olmoe-1b-7b")
     return model_family_preset(name);
-  fail("unknown preset '{}' ({})", name, fmt::join(preset_names(), ", "));
+  fail("unknown preset '{}'{}; the presets: {}", name, did_you_mean(name, preset_names()),
+       fmt::join(preset_names(), ", "));
 }
 
 }  // namespace ggtrain::train

@@ -172,13 +172,22 @@ const E* value_named(const std::array<Choice<E>, N>& choices, const std::string&
   return nullptr;
 }
 
+// " (did you mean 'x'?)" for a misspelt choice.
+template <typename E, size_t N>
+std::string closest_choice(const std::array<Choice<E>, N>& choices, const std::string& v) {
+  std::vector<std::string> names;
+  for (const auto& c : choices) names.emplace_back(c.name);
+  return did_you_mean(v, names);
+}
+
 template <typename T, typename E, size_t N>
 Key choice_key(const std::string& name, T RunConfig::*sec, E T::*field, const std::array<Choice<E>, N>& choices,
                const char* doc) {
   return {name,
           [=](RunConfig& c, const std::string& v) {
             const E* value = value_named(choices, v);
-            if (!value) fail("config: {} must be {}, got \"{}\"", name, names_of(choices), v);
+            if (!value)
+              fail("config: {} must be {}, got \"{}\"{}", name, names_of(choices), v, closest_choice(choices, v));
             (c.*sec).*field = *value;
           },
           [=](const RunConfig& c) { return quote(std::string(name_in(choices, (c.*sec).*field))); }, Kind::String, doc};
@@ -192,7 +201,8 @@ Key optional_choice_key(const std::string& name, T RunConfig::*sec, std::optiona
           [=](RunConfig& c, const std::string& v) {
             const E* value = value_named(choices, v);
             if (!value && !v.empty())
-              fail("config: {} must be {} (or \"\": {}), got \"{}\"", name, names_of(choices), unset, v);
+              fail("config: {} must be {} (or \"\": {}), got \"{}\"{}", name, names_of(choices), unset, v,
+                   closest_choice(choices, v));
             (c.*sec).*field = value ? std::optional<E>(*value) : std::nullopt;
           },
           [=](const RunConfig& c) {

@@ -813,9 +813,13 @@ std::vector<Case> cases() {
                },
                {"nope.toml", "cannot read config file"}});
   c.push_back({"unknown_preset",
-               "`--preset huge`",
-               [](Env& e) { return A{e.bin(), "train", "--preset", "huge", "--run-dir", e.t("run")}; },
-               {"unknown preset", "huge"}});
+               "`--preset tinyy` (misspelt)",
+               [](Env& e) { return A{e.bin(), "train", "--preset", "tinyy", "--run-dir", e.t("run")}; },
+               {"unknown preset 'tinyy'", "did you mean 'tiny'", "the presets: tiny, s15"}});
+  c.push_back({"bad_data_format_misspelt",
+               "`data.format=chatt` (misspelt)",
+               [](Env& e) { return e.fresh({"data.format=chatt"}); },
+               {"data.format must be", "got \"chatt\"", "did you mean 'chat'"}});
   c.push_back({"steps_zero",
                "`train.steps=0`",
                [](Env& e) { return e.fresh({"train.steps=0"}); },

@@ -61,6 +61,8 @@ TEST(ChoiceTasks, ReadsTheMultipleChoiceFile) {
   EXPECT_EQ(tasks[1].index, 1);
   EXPECT_EQ(tasks[1].gold, 0);
   EXPECT_EQ(eval::task_format_named("", "arc.bin"), eval::TaskFormat::kMultipleChoice);
+  EXPECT_NE(error_of([] { eval::task_format_named("winogrand", "w.csv"); }).find("(did you mean 'winogrande'?)"),
+            std::string::npos);
 }
 
 TEST(ChoiceTasks, MultipleChoiceErrorsNameFileTaskAndField) {
