@@ -241,7 +241,10 @@ const std::vector<MetadataKey>& metadata_keys() {
        read_count<&C::ssm_time_step_rank>},
       {"ssm.inner_size", gated_deltanet, [](const C& c) { return u32(c.ssm_value_dim()); }, read_value_width},
       {"full_attention_interval", gated_deltanet,
-       [](const C& c) { return attention_interval(c) > 0 ? u32(attention_interval(c)) : std::nullopt; },
+       [](const C& c) {
+         const int64_t interval = attention_interval(c);
+         return interval > 0 ? u32(interval) : std::nullopt;
+       },
        read_layer_kinds},
       {"attention.recurrent_layers", gated_deltanet, recurrent_layer_list, nullptr},
       {"rope.dimension_sections", gated_deltanet, rope_sections, nullptr},  // llama.cpp's; ggtrain needs none

@@ -123,10 +123,8 @@ void DataParallel::share_params() {
   const auto& gl = model_->grad_layout();
   float* params = model_->params();
   float* stage = identity_layout_ ? params : model_->grads();
-  const size_t r = size_t(rank());
   if (!identity_layout_) {
-    for (const auto& b : plan_.buckets) {
-      const int64_t lo = b.lo + b.displs[r], hi = lo + b.counts[r];
+    for (const auto& [lo, hi, at] : rank_slices(plan_, rank())) {
       for (const auto& pt : gl.tensors()) {
         const int64_t a = std::max(lo, pt.offset), e = std::min(hi, pt.offset + pt.size);
         if (a < e) std::memcpy(stage + a, params + pt.source_offset + (a - pt.offset), size_t(e - a) * 4);
@@ -154,13 +152,7 @@ void DataParallel::shard(optim::AdamW& opt) const {
   if (!sharded()) return;
   if (opt.state_floats() != 2 * model_->n_trainable())
     fail("data parallel: optimizer state has {} floats, expected {}", opt.state_floats(), 2 * model_->n_trainable());
-  std::vector<optim::AdamW::Slice> slices;
-  const size_t r = size_t(rank());
-  for (const auto& b : plan_.buckets) {
-    const int64_t lo = b.lo + b.displs[r];
-    slices.push_back({lo, lo + b.counts[r], b.shard_at});
-  }
-  opt.keep_only(std::move(slices));
+  opt.keep_only(rank_slices(plan_, rank()));
 }
 
 void DataParallel::gather_into(const std::vector<float>& shard, std::vector<float>& full) {

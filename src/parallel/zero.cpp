@@ -59,6 +59,15 @@ BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int 
   return plan;
 }
 
+std::vector<optim::AdamW::Slice> rank_slices(const BucketPlan& plan, int rank) {
+  std::vector<optim::AdamW::Slice> slices;
+  for (const auto& b : plan.buckets) {
+    const int64_t lo = b.lo + b.displs[size_t(rank)];
+    slices.push_back({lo, lo + b.counts[size_t(rank)], b.shard_at});
+  }
+  return slices;
+}
+
 void copy_to_shard(const BucketPlan& plan, int rank, const float* full, float* shard) {
   for (const auto& b : plan.buckets)
     std::memcpy(shard + b.shard_at, full + b.lo + b.displs[size_t(rank)],

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/params.h"
+#include "optim/adamw.h"
 
 namespace ggtrain::parallel {
 
@@ -36,6 +37,10 @@ BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int 
 
 // The block a tensor name belongs to ("blk.3.attn_q.weight" -> 3), else -1.
 int64_t block_of(const std::string& tensor_name);
+
+// This rank's slices of every bucket, as the optimizer keeps them (ZeRO-1):
+// [lo + displs[rank], + counts[rank]) at the bucket's shard_at.
+std::vector<optim::AdamW::Slice> rank_slices(const BucketPlan& plan, int rank);
 
 // full (the whole gradient index space) -> this rank's slices, packed.
 void copy_to_shard(const BucketPlan& plan, int rank, const float* full, float* shard);

@@ -81,6 +81,7 @@ struct TrainSection {
   // lr_max alone never leaves an end rate above it.
   double lr_max = 1e-3, lr_min = -1;
   double end_lr() const { return lr_min >= 0 ? lr_min : lr_max / 10; }
+  int64_t tokens_per_step() const { return batch * seq_len * grad_accum; }
   int64_t warmup_steps = 50;
   optim::ScheduleKind schedule = optim::ScheduleKind::Cosine;  // "cosine", "constant" or "wsd"
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, grad_clip = 1.0;

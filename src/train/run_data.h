@@ -49,6 +49,11 @@ struct RunTokens {
   std::unique_ptr<corpus::TokenStream> train_flags, val_flags;
   int32_t document_token = -1;  // data.attention = "document" on text: BOS starts a document
   corpus::WindowLabels train_labels() const { return {train_flags.get(), document_token}; }
+  int64_t train_tokens() const {
+    int64_t n = 0;
+    for (const auto& s : train) n += s->size();
+    return n;
+  }
   corpus::WindowLabels val_labels() const { return {val_flags.get(), document_token}; }
 };
 

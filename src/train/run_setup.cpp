@@ -163,7 +163,7 @@ void Run::prepare_data() {
   if (tokens_.val && tokens_.val->size() > T)
     val_loader_ = std::make_unique<corpus::BatchLoader>(*tokens_.val, T, c_.train.seed, tokens_.val_labels());
   documents_ = c_.data.format != DataFormat::kText || c_.data.attention == AttentionSpan::kDocument;
-  const size_t step_tokens = size_t(c_.train.grad_accum * c_.train.batch * T);  // a step's micro-batches
+  const size_t step_tokens = size_t(c_.train.tokens_per_step());  // a step's micro-batches
   inputs_.resize(step_tokens);
   targets_.resize(step_tokens);
   doc_start_.resize(step_tokens);
@@ -177,9 +177,7 @@ void Run::resolve_length() {
   auto& t = c_.train;
   if (resume_ || t.epochs == 0) return;
   const double epochs = t.epochs;
-  int64_t train_tokens = 0;
-  for (const auto& s : tokens_.train) train_tokens += s->size();
-  const int64_t per_step = t.batch * t.seq_len * t.grad_accum;
+  const int64_t train_tokens = tokens_.train_tokens(), per_step = t.tokens_per_step();
   t.steps = std::max<int64_t>(1, int64_t(std::ceil(epochs * double(train_tokens) / double(per_step))));
   t.epochs = 0;  // the saved config holds the steps
   // The preset's warmup was sized for its own length: at most a tenth of
@@ -197,9 +195,7 @@ void Run::resolve_length() {
 // can be reported.
 void Run::report_plan() const {
   const auto& t = c_.train;
-  int64_t train_tokens = 0;
-  for (const auto& s : tokens_.train) train_tokens += s->size();
-  const int64_t per_step = t.batch * t.seq_len * t.grad_accum;
+  const int64_t train_tokens = tokens_.train_tokens(), per_step = t.tokens_per_step();
   fmt::print(stderr, "cpu: level {} ({}), {} threads\n", built_cpu_level(), built_cpu_description(),
              omp_get_max_threads());
   fmt::print(stderr, "plan: {} steps x {} tokens = {} tokens, {:.2f} epochs of the {} training tokens\n", t.steps,

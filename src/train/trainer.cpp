@@ -133,7 +133,7 @@ void Run::handle_nonfinite(const StepResult& r) {
 // 10 s after the previous line, so that a slow run is never silent long.
 void Run::log_step(const StepResult& r) {
   const auto& t = c_.train;
-  const int64_t tokens_per_step = t.batch * t.seq_len * t.grad_accum;
+  const int64_t tokens_per_step = t.tokens_per_step();
   const double tps = double(tokens_per_step) / r.seconds;
   train_seconds_ += r.seconds;
   nlohmann::json record{{"step", r.step},      {"loss", r.loss},

@@ -104,11 +104,7 @@ TEST(Zero, AdamwOnSlicesEqualsAdamwOnTheWhole) {
       optim::AdamW opt(layout, cfg);
       opt.moments() = {m, v};
       opt.set_steps_taken(2);
-      std::vector<optim::AdamW::Slice> slices;
-      for (const auto& b : plan.buckets) {
-        const int64_t lo = b.lo + b.displs[size_t(r)];
-        slices.push_back({lo, lo + b.counts[size_t(r)], b.shard_at});
-      }
+      const auto slices = parallel::rank_slices(plan, r);
       opt.keep_only(slices);
       ASSERT_EQ(opt.state_floats(), 2 * plan.shard_size);
       opt.step(p_dp.data(), gs.data(), 1e-2, 0.7f);
