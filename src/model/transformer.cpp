@@ -494,10 +494,35 @@ void Transformer<T>::forward_scores(const int32_t* inputs, const int32_t* target
 
 // The head again, chunk by chunk: the same logits (the same GEMM on the same
 // h_final_), turned into d_token_loss[i] * (softmax - onehot) with the
-// log-sum-exp forward_scores() saved, and through the head at once.
+// log-sum-exp forward_scores() saved.
 template <typename T>
 void Transformer<T>::backward_weighted(const T* d_token_loss) {
   if (!scored_targets_) fail("model: backward_weighted() needs a forward_scores()");
+  const int64_t V = cfg_.vocab;
+  const int32_t* targets = scored_targets_;
+  backward_logits([&](int64_t r0, int64_t rows, T* logits) {
+    cross_entropy_backward_weighted(logits, lse_ + r0, targets + r0, rows, V, d_token_loss + r0);
+  });
+}
+
+template <typename T>
+void Transformer<T>::visit_logits(const LogitChunkFn& f) {
+  if (!scored_targets_) fail("model: visit_logits() needs a forward_scores()");
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, BT - r0);
+    head_.forward_base(logit_chunk_, h_final_.at(r0 * C), rows);
+    charge_time_to(OpProfile::kHead);
+    f(r0, rows, logit_chunk_);
+    charge_time_to(OpProfile::kLoss);
+  }
+}
+
+// Each chunk's gradient flows through the head at once: no logits outlive
+// their chunk.
+template <typename T>
+void Transformer<T>::backward_logits(const LogitChunkFn& to_d_logits) {
+  if (!scored_targets_) fail("model: backward_logits() needs a forward_scores()");
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   targets_ = scored_targets_;
   scored_targets_ = nullptr;
@@ -507,11 +532,13 @@ void Transformer<T>::backward_weighted(const T* d_token_loss) {
     const int64_t rows = std::min(chunk_rows_, BT - r0);
     const GemmIn<T> h = h_final_.at(r0 * C);
     head_.forward_base(logit_chunk_, h, rows);
-    cross_entropy_backward_weighted(logit_chunk_, lse_ + r0, targets_ + r0, rows, V, d_token_loss + r0);
+    charge_time_to(OpProfile::kHead);
+    to_d_logits(r0, rows, logit_chunk_);
+    charge_time_to(OpProfile::kLoss);
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
     head_.backward_base(d_h_final_ + r0 * C, d_logits, h, rows, false);
+    charge_time_to(OpProfile::kHead);
   }
-  charge_time_to(OpProfile::kHead);
   backward();
 }
 

@@ -201,6 +201,14 @@ class Transformer {
   void forward_scores(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start = nullptr);
   const T* token_losses() const { return losses_; }
   void backward_weighted(const T* d_token_loss);
+  // Objectives over the whole next-token distribution (distillation), after
+  // forward_scores(): the head's logits again, chunk by chunk, f(first row,
+  // rows, logits [rows, vocab]). visit_logits lets f read them;
+  // backward_logits has f turn them in place into d(objective)/d(logits),
+  // which flow through the head, then backward() runs the blocks.
+  using LogitChunkFn = std::function<void(int64_t first_row, int64_t rows, T* logits)>;
+  void visit_logits(const LogitChunkFn& f);
+  void backward_logits(const LogitChunkFn& to_d_logits);
   // [B, T, vocab], valid after forward(inputs, nullptr).
   const T* logits() const { return logits_.data(); }
   void zero_grad();

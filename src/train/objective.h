@@ -2,7 +2,8 @@
 // What a run's steps minimize (train.objective), behind one seam: SFT's
 // next-token cross-entropy over the counted targets (train/sft_objective.cpp)
 // or a preference objective over chosen/rejected pairs
-// (train/preference_objective.cpp). An objective runs a step's micro-batches
+// (train/preference_objective.cpp), or distillation from a teacher's
+// distribution (train/distill_objective.cpp). An objective runs a step's micro-batches
 // forward and backward, validates on held-out windows, and says what it adds
 // to the metrics and the progress line; the Run owns the data, the model and
 // the ranks, and lends them (ObjectiveContext). A new objective is a new
@@ -17,6 +18,7 @@
 #include "corpus/batch_loader.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
+#include "tokenizer/tokenizer.h"
 #include "train/run_config.h"
 #include "train/run_data.h"
 #include "train/run_variant.h"
@@ -31,6 +33,7 @@ struct ObjectiveContext {
   const RunTokens& tokens;
   const corpus::BatchLoader* val_loader;  // null without validation windows
   const std::vector<int32_t>& token_bytes;  // UTF-8 bytes of each token, for bits per byte
+  const tokenizer::Tokenizer& tokenizer;
   bool documents;  // attention within documents (instruction data, data.attention)
   const RunVariant& variant;
   const std::string& run_dir;
@@ -80,8 +83,9 @@ class TrainingObjective {
 
 std::unique_ptr<TrainingObjective> make_objective(const ObjectiveContext& ctx);
 
-// The two kinds, for make_objective.
+// The kinds, for make_objective.
 std::unique_ptr<TrainingObjective> make_sft_objective(const ObjectiveContext& ctx);
 std::unique_ptr<TrainingObjective> make_preference_objective(const ObjectiveContext& ctx);
+std::unique_ptr<TrainingObjective> make_distill_objective(const ObjectiveContext& ctx);
 
 }  // namespace ggtrain::train

@@ -28,15 +28,6 @@ double d_log_odds(double a) { return -1 / std::expm1(a); }
 
 }  // namespace
 
-Objective objective_named(std::string_view name, std::string_view key) {
-  if (name == "sft") return Objective::kSft;
-  if (name == "dpo") return Objective::kDpo;
-  if (name == "ipo") return Objective::kIpo;
-  if (name == "orpo") return Objective::kOrpo;
-  if (name == "simpo") return Objective::kSimpo;
-  fail("{} = \"{}\": must be sft, dpo, ipo, orpo or simpo", key, name);
-}
-
 std::string_view objective_name(Objective o) {
   switch (o) {
     case Objective::kSft: return "sft";
@@ -44,6 +35,7 @@ std::string_view objective_name(Objective o) {
     case Objective::kIpo: return "ipo";
     case Objective::kOrpo: return "orpo";
     case Objective::kSimpo: return "simpo";
+    case Objective::kDistill: return "distill";
   }
   return "?";
 }
@@ -101,7 +93,8 @@ PairLoss pair_loss(Objective o, const PreferenceParams& p, const PairLogps& x) {
       r.reward_rejected = beta * rj;
       return r;
     }
-    case Objective::kSft: break;
+    case Objective::kSft:
+    case Objective::kDistill: break;
   }
   fail("pair_loss: objective {} has no pair loss", objective_name(o));
 }

@@ -11,11 +11,12 @@
 
 namespace ggtrain::train {
 
-enum class Objective { kSft, kDpo, kIpo, kOrpo, kSimpo };
+// kDistill: distillation from a teacher (train/distill_loss.h).
+enum class Objective { kSft, kDpo, kIpo, kOrpo, kSimpo, kDistill };
 
-// "sft", "dpo", "ipo", "orpo", "simpo"; Error naming `key` otherwise.
-Objective objective_named(std::string_view name, std::string_view key);
 std::string_view objective_name(Objective o);
+// Preference objectives train on chosen/rejected pairs.
+inline bool on_pairs(Objective o) { return o != Objective::kSft && o != Objective::kDistill; }
 // DPO and IPO compare with a reference model; ORPO and SimPO need none.
 inline bool needs_reference(Objective o) { return o == Objective::kDpo || o == Objective::kIpo; }
 // ORPO adds the chosen answers' mean negative log-likelihood (SFT) to its loss.

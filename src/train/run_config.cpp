@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "chat/chat_data.h"
 #include "chat/template.h"
@@ -161,6 +162,28 @@ void check_run_options(const RunConfig& c) {
            t.every == 0 ? "its every" : "train.eval_tasks_every");
 }
 
+// train.objective = "distill" and its keys: a teacher, from one corpus
+// (the teacher's file indexes one token stream).
+void check_distillation(const RunConfig& c) {
+  const auto& t = c.train;
+  const bool distill = t.objective == Objective::kDistill;
+  if (distill && t.teacher.empty())
+    fail("config: train.objective = \"distill\" needs a teacher: set train.teacher to its GGUF");
+  if (!distill && !t.teacher.empty())
+    fail("config: train.teacher ('{}') is only read by train.objective = \"distill\"; set that objective or remove "
+         "train.teacher",
+         t.teacher);
+  if (!distill) return;
+  if (c.data.sources.size() > 1)
+    fail("config: distillation trains on one corpus: give data.corpus (or one data.sources entry), not {} sources",
+         c.data.sources.size());
+  if (t.distill_top_k < 1) fail("config: train.distill.top_k must be >= 1, got {}", t.distill_top_k);
+  if (!(t.distill.temperature > 0 && std::isfinite(t.distill.temperature)))
+    fail("config: train.distill.temperature must be positive, got {}", t.distill.temperature);
+  if (!(t.distill.alpha >= 0 && t.distill.alpha <= 1))
+    fail("config: train.distill.alpha (the hard-label loss's weight) must be in [0, 1], got {}", t.distill.alpha);
+}
+
 }  // namespace
 
 // train.objective and its parameters: preference objectives go with
@@ -169,10 +192,10 @@ void check_objective(const RunConfig& c) {
   const auto& t = c.train;
   const Objective o = t.objective;
   const bool pairs = c.data.format == DataFormat::kPreference;
-  if (pairs && o == Objective::kSft)
+  if (pairs && !on_pairs(o))
     fail("config: data.format = \"preference\" needs a preference objective: set train.objective to dpo, ipo, orpo "
          "or simpo");
-  if (!pairs && o != Objective::kSft)
+  if (!pairs && on_pairs(o))
     fail("config: train.objective = \"{}\" trains on chosen/rejected pairs: set data.format = \"preference\"",
          option_name(o));
   if (needs_reference(o) && c.init.from.empty())
@@ -183,6 +206,7 @@ void check_objective(const RunConfig& c) {
   if (!(t.label_smoothing >= 0 && t.label_smoothing < 0.5))
     fail("config: train.label_smoothing must be in [0, 0.5), got {}", t.label_smoothing);
   if (!(t.simpo_gamma >= 0)) fail("config: train.simpo_gamma must be >= 0, got {}", t.simpo_gamma);
+  check_distillation(c);
 }
 
 void RunConfig::validate() const {

@@ -14,6 +14,7 @@
 #include "corpus/prepare/window_packer.h"
 #include "model/config.h"
 #include "optim/schedule.h"
+#include "train/distill_loss.h"
 #include "train/preference_loss.h"
 
 namespace ggtrain::train {
@@ -137,6 +138,12 @@ struct TrainSection {
   // ORPO's lambda; label_smoothing applies to DPO and SimPO.
   Objective objective = Objective::kSft;
   double beta = 0.1, label_smoothing = 0.0, simpo_gamma = 0.5;
+  // "distill": the teacher GGUF whose top-k distribution each target
+  // follows (train/teacher_topk.h), and the loss's parameters
+  // (train/distill_loss.h).
+  std::string teacher;
+  int64_t distill_top_k = 64;
+  DistillParams distill;
   // LoRA adapters (rank > 0): the base model is frozen and each target
   // matrix W gets W + (alpha / rank) B A with trainable A [rank, in], B [out, rank].
   struct Lora {

@@ -143,11 +143,14 @@ constexpr std::array<Choice<model::Recompute>, 3> kRecomputes{
     {{model::Recompute::kNone, "none"}, {model::Recompute::kAttn, "attn"}, {model::Recompute::kAll, "all"}}};
 constexpr std::array<Choice<model::Precision>, 2> kPrecisions{
     {{model::Precision::kFp32, "fp32"}, {model::Precision::kBf16, "bf16"}}};
-constexpr std::array<Choice<Objective>, 5> kObjectives{{{Objective::kSft, "sft"},
+constexpr std::array<Choice<Objective>, 6> kObjectives{{{Objective::kSft, "sft"},
                                                         {Objective::kDpo, "dpo"},
                                                         {Objective::kIpo, "ipo"},
                                                         {Objective::kOrpo, "orpo"},
-                                                        {Objective::kSimpo, "simpo"}}};
+                                                        {Objective::kSimpo, "simpo"},
+                                                        {Objective::kDistill, "distill"}}};
+constexpr std::array<Choice<Divergence>, 2> kDivergences{
+    {{Divergence::kForward, "forward"}, {Divergence::kReverse, "reverse"}}};
 
 template <typename E, size_t N>
 std::string_view name_in(const std::array<Choice<E>, N>& choices, E value) {
@@ -180,16 +183,17 @@ std::string closest_choice(const std::array<Choice<E>, N>& choices, const std::s
   return did_you_mean(v, names);
 }
 
+template <typename E, size_t N>
+E parse_choice(const std::string& name, const std::string& v, const std::array<Choice<E>, N>& choices) {
+  const E* value = value_named(choices, v);
+  if (!value) fail("config: {} must be {}, got \"{}\"{}", name, names_of(choices), v, closest_choice(choices, v));
+  return *value;
+}
+
 template <typename T, typename E, size_t N>
 Key choice_key(const std::string& name, T RunConfig::*sec, E T::*field, const std::array<Choice<E>, N>& choices,
                const char* doc) {
-  return {name,
-          [=](RunConfig& c, const std::string& v) {
-            const E* value = value_named(choices, v);
-            if (!value)
-              fail("config: {} must be {}, got \"{}\"{}", name, names_of(choices), v, closest_choice(choices, v));
-            (c.*sec).*field = *value;
-          },
+  return {name, [=](RunConfig& c, const std::string& v) { (c.*sec).*field = parse_choice(name, v, choices); },
           [=](const RunConfig& c) { return quote(std::string(name_in(choices, (c.*sec).*field))); }, Kind::String, doc};
 }
 
@@ -507,7 +511,28 @@ const std::vector<Key>& keys() {
         float_key("train.memory_limit", &RunConfig::train, &T::memory_limit,
                   "GiB a run may plan for (weights, gradients, AdamW moments, activations); 0: MemAvailable"),
         choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives,
-                   "sft, or on data.format = \"preference\" pairs: dpo, ipo, orpo or simpo"),
+                   "sft, distill (from train.teacher), or on data.format = \"preference\" pairs: dpo, ipo, orpo or "
+                   "simpo"),
+        string_key("train.teacher", &RunConfig::train, &T::teacher,
+                   "distill: the teacher GGUF (any type; the student's vocabulary, or one that extends it)"),
+        int_key("train.distill.top_k", &RunConfig::train, &T::distill_top_k,
+                "distill: the teacher's most likely tokens kept per position (the rest of its mass is one bucket)"),
+        {"train.distill.temperature",
+         [](RunConfig& c, const std::string& v) {
+           c.train.distill.temperature = parse_float("train.distill.temperature", v);
+         },
+         [](const RunConfig& c) { return float_literal(c.train.distill.temperature); }, Kind::Float,
+         "distill: the softmax temperature of teacher and student (the KL is scaled by its square)"},
+        {"train.distill.alpha",
+         [](RunConfig& c, const std::string& v) { c.train.distill.alpha = parse_float("train.distill.alpha", v); },
+         [](const RunConfig& c) { return float_literal(c.train.distill.alpha); }, Kind::Float,
+         "distill: the weight of the hard-label loss, in [0, 1] (0: pure distillation)"},
+        {"train.distill.loss",
+         [](RunConfig& c, const std::string& v) {
+           c.train.distill.divergence = parse_choice(std::string("train.distill.loss"), v, kDivergences);
+         },
+         [](const RunConfig& c) { return quote(std::string(name_in(kDivergences, c.train.distill.divergence))); },
+         Kind::String, "distill: forward (KL(teacher || student), Hinton) or reverse (KL(student || teacher))"},
         float_key("train.beta", &RunConfig::train, &T::beta,
                   "DPO/IPO/SimPO beta, ORPO lambda (TRL's beta; SimPO usually 2.0-2.5)"),
         float_key("train.label_smoothing", &RunConfig::train, &T::label_smoothing,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -86,6 +87,8 @@ void Run::check_run_folder() {
     fail("{}: this run folder already has checkpoints; use --resume to continue it", run_dir_);
   if (c_.data.corpus.empty() && c_.data.sources.empty())
     fail("config: data.corpus is not set (text or JSONL files, folders or globs)");
+  if (!c_.train.teacher.empty() && !std::filesystem::is_regular_file(c_.train.teacher))
+    fail("{}: train.teacher does not exist (or is not a file); give the teacher model's GGUF", c_.train.teacher);
   create_run_folder(run_dir_);
   if (c_.train.threads > 0) omp_set_num_threads(int(c_.train.threads));
   // Rank 0 alone: the others start after it and would delete the temporary
@@ -268,6 +271,7 @@ void Run::build_model() {
                                .tokens = tokens_,
                                .val_loader = val_loader_.get(),
                                .token_bytes = token_bytes_,
+                               .tokenizer = *tok_,
                                .documents = documents_,
                                .variant = *variant_,
                                .run_dir = run_dir_,

@@ -93,7 +93,11 @@ std::unique_ptr<TrainingObjective> make_sft_objective(const ObjectiveContext& ct
 }
 
 std::unique_ptr<TrainingObjective> make_objective(const ObjectiveContext& ctx) {
-  return ctx.config.train.objective == Objective::kSft ? make_sft_objective(ctx) : make_preference_objective(ctx);
+  switch (ctx.config.train.objective) {
+    case Objective::kSft: return make_sft_objective(ctx);
+    case Objective::kDistill: return make_distill_objective(ctx);
+    default: return make_preference_objective(ctx);
+  }
 }
 
 }  // namespace ggtrain::train

@@ -1078,6 +1078,47 @@ std::vector<Case> cases() {
              pref);
        },
        {"chat.jsonl:2", "chosen", "assistant"}});
+  // --- distillation (train.objective = "distill", train.teacher)
+  c.push_back({"distill_without_teacher",
+               "`train.objective = \"distill\"` without `train.teacher`",
+               [](Env& e) { return e.fresh({"train.objective=distill"}); },
+               {"distill", "train.teacher"}});
+  c.push_back({"distill_teacher_missing",
+               "`train.teacher` names no file",
+               [](Env& e) {
+                 return e.fresh({"train.objective=distill", "train.teacher=" + e.t("nope.gguf")});
+               },
+               {"nope.gguf", "train.teacher"}});
+  c.push_back({"distill_teacher_other_vocabulary",
+               "a teacher whose vocabulary is not the student's (nor one it extends)",
+               [](Env& e) {
+                 return e.fresh({"train.objective=distill", "train.teacher=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"});
+               },
+               {"tiny-spm.gguf", "train.teacher", "vocabulary"}});
+  c.push_back({"distill_teacher_without_objective",
+               "`train.teacher` on a run that does not distill",
+               [](Env& e) { return e.fresh({"train.teacher=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"}); },
+               {"train.teacher", "distill"}});
+  c.push_back({"distill_alpha_out_of_range",
+               "`train.distill.alpha` outside [0, 1]",
+               [](Env& e) {
+                 return e.fresh({"train.objective=distill", "train.teacher=" GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf",
+                                 "train.distill.alpha=1.5"});
+               },
+               {"train.distill.alpha", "1.5"}});
+  c.push_back({"distill_teacher_changed_on_resume",
+               "a resumed distillation run whose `train.teacher` file now holds other weights",
+               [](Env& e) {
+                 const std::string teacher = e.base_run("teacher") + "/weights/step_2.gguf";
+                 const std::string tokenizer = "data.tokenizer=" + e.t("teacher/tokenizer.model");
+                 const std::string other = e.base_run("other", {tokenizer, "train.seed=7"}) + "/weights/step_2.gguf";
+                 std::filesystem::copy_file(teacher, e.t("teacher.gguf"));
+                 e.base_run("run", {"train.objective=distill", "train.teacher=" + e.t("teacher.gguf"), tokenizer});
+                 std::filesystem::copy_file(other, e.t("teacher.gguf"),
+                                            std::filesystem::copy_options::overwrite_existing);
+                 return e.resume();
+               },
+               {"teacher-train.bin", "another train.teacher"}});
   // --- finetuning (init.from, train.freeze, train.lora)
   c.push_back({"from_missing",
                "`init.from` names no file",

@@ -356,6 +356,35 @@ TEST_P(MpiPreference, TwoRanksFollowOneProcess) {
 INSTANTIATE_TEST_SUITE_P(Objectives, MpiPreference, ::testing::Values("dpo", "orpo", "simpo"),
                          [](const auto& info) { return std::string(info.param); });
 
+// Distillation under MPI: rank 0 scores the data with the teacher before
+// the others start and they read its file; the loss is the mean over the
+// global batch's targets, so 2 ranks (replicated and ZeRO-1) follow one
+// process. Weights within kPreferenceWeightLimit (measured 7.5e-6 for both,
+// replicated and ZeRO-1).
+TEST_F(MpiTest, DistillationTwoRanksFollowOneProcess) {
+  run_ok(train("teacher", {"train.steps=20"}), out("teacher"));
+  run_ok(train("base", {"train.steps=5", "data.tokenizer=" + dir("teacher") + "/tokenizer.model"}), out("base"));
+  auto distill_run = [&](const std::string& name, int zero) {
+    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "corpus.txt",
+                           {"init.from=" + train::weights_path(dir("base"), 5), "train.objective=distill",
+                            "train.teacher=" + train::weights_path(dir("teacher"), 20), "train.distill.top_k=16",
+                            "train.distill.temperature=1.5", "train.distill.alpha=0.2", "train.batch=4",
+                            "train.steps=10", "train.eval_every=5", "train.zero=" + std::to_string(zero)});
+  };
+  run_ok(distill_run("one", 0), out("one"));
+  run_ok(under_mpirun(2, distill_run("dp", 0)), out("dp"));
+  run_ok(under_mpirun(2, distill_run("zero", 1)), out("zero"));
+  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
+  ASSERT_EQ(one.train.size(), 10u);
+  ASSERT_EQ(one.val.size(), 2u);
+  expect_close(one.train, dp.train, 1e-5, "distill, 2 ranks vs 1 process");
+  expect_close(one.train, zero.train, 1e-5, "distill, 2 ranks ZeRO-1 vs 1 process");
+  expect_close(one.val, dp.val, 1e-5, "distill validation, 2 ranks");
+  for (const char* run : {"dp", "zero"})
+    expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kPreferenceWeightLimit,
+                        std::string("distill ") + run + " weights");
+}
+
 // Negative control of the tensor comparison above: a single-process run
 // whose learning rate is 1% higher is told apart from the first one.
 TEST_F(MpiTest, TensorComparisonTellsANearbyRunApart) {

@@ -3,6 +3,8 @@
 // derivatives against central differences of those transcriptions.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -11,6 +13,7 @@
 
 #include "support/compare.h"
 #include "train/preference_loss.h"
+#include "train/run_config.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -46,7 +49,8 @@ double trl_loss(Objective o, const PreferenceParams& p, const PairLogps& x) {
       const double logits = (avg_c - avg_r) - p.simpo_gamma / beta;
       return -naive_log_sigmoid(beta * logits) * (1 - ls) - naive_log_sigmoid(-beta * logits) * ls;
     }
-    case Objective::kSft: break;
+    case Objective::kSft:
+    case Objective::kDistill: break;
   }
   return NAN;
 }
@@ -146,10 +150,17 @@ TEST(PairLoss, LargeMarginsStayFinite) {
 
 TEST(PairLoss, SftHasNoPairLoss) { EXPECT_THROW(pair_loss(Objective::kSft, {}, {}), Error); }
 
+// Each objective's name reads back through the config as itself.
 TEST(Objective, Names) {
-  for (auto o : {Objective::kSft, Objective::kDpo, Objective::kIpo, Objective::kOrpo, Objective::kSimpo})
-    EXPECT_EQ(objective_named(objective_name(o), "train.objective"), o);
-  EXPECT_THROW(objective_named("kto", "train.objective"), Error);
+  for (auto o :
+       {Objective::kSft, Objective::kDpo, Objective::kIpo, Objective::kOrpo, Objective::kSimpo, Objective::kDistill}) {
+    RunConfig c;
+    apply_override(c, fmt::format("train.objective={}", objective_name(o)));
+    EXPECT_EQ(c.train.objective, o) << objective_name(o);
+    EXPECT_EQ(option_name(o), objective_name(o));
+  }
+  RunConfig c;
+  EXPECT_THROW(apply_override(c, "train.objective=kto"), Error);
 }
 
 }  // namespace

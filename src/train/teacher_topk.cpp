@@ -1,0 +1,130 @@
+#include "train/teacher_topk.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "util/error.h"
+
+namespace ggtrain::train {
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'G', 'T', 'D', 'S', 'T', '1', '\0'};
+
+struct Header {
+  char magic[8];
+  uint64_t teacher, tokens;
+  int64_t seq_len, n_tokens, k, vocab;
+  double temperature;
+};
+
+int64_t record_size(int64_t k) { return k * int64_t(sizeof(int32_t) + sizeof(float)) + int64_t(sizeof(float)); }
+
+}  // namespace
+
+void teacher_top_k(const float* logits, int64_t V, int64_t shared, int64_t k, double tau, int32_t* ids, float* logp,
+                   float* log_other) {
+  thread_local std::vector<int32_t> order;
+  order.resize(size_t(shared));
+  std::iota(order.begin(), order.end(), 0);
+  // Most likely first; equal logits by id, so the choice is reproducible.
+  const auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+  const double m = double(*std::max_element(logits, logits + V)) / tau;
+  double s = 0, s_top = 0;
+  for (int64_t j = 0; j < V; ++j) s += std::exp(double(logits[j]) / tau - m);
+  const double lse = m + std::log(s);
+  for (int64_t i = 0; i < k; ++i) {
+    const double u = double(logits[order[size_t(i)]]) / tau;
+    ids[i] = order[size_t(i)];
+    logp[i] = float(u - lse);
+    s_top += std::exp(u - m);
+  }
+  // The rest summed directly (no 1 - sum: that cancels when the top k hold
+  // nearly all the mass).
+  double s_rest = 0;
+  for (int64_t i = k; i < shared; ++i) s_rest += std::exp(double(logits[order[size_t(i)]]) / tau - m);
+  for (int64_t j = shared; j < V; ++j) s_rest += std::exp(double(logits[j]) / tau - m);
+  *log_other = s_rest > 0 ? float(std::log(s_rest) - std::log(s)) : -INFINITY;
+}
+
+TeacherTopKWriter::TeacherTopKWriter(const std::string& path, const TeacherSource& source, int64_t n_tokens)
+    : out_(path), source_(source), n_tokens_(n_tokens) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.teacher = source.teacher;
+  h.tokens = source.tokens;
+  h.seq_len = source.seq_len;
+  h.n_tokens = n_tokens;
+  h.k = source.k;
+  h.vocab = source.vocab;
+  h.temperature = source.temperature;
+  out_.write(&h, sizeof(h));
+}
+
+int64_t TeacherTopKWriter::record_bytes() const { return record_size(source_.k); }
+
+void TeacherTopKWriter::add(const int32_t* ids, const float* logp, float log_other) {
+  out_.write(ids, size_t(source_.k) * sizeof(int32_t));
+  out_.write(logp, size_t(source_.k) * sizeof(float));
+  out_.write(&log_other, sizeof(float));
+  ++written_;
+}
+
+void TeacherTopKWriter::add_empty(int64_t n) {
+  out_.write_zeros(size_t(n * record_size(source_.k)));
+  written_ += n;
+}
+
+void TeacherTopKWriter::commit() {
+  if (written_ != n_tokens_)
+    fail("teacher top-k: {} records written for {} tokens (a bug: nothing was kept)", written_, n_tokens_);
+  out_.commit();
+}
+
+TeacherTopK::TeacherTopK(const std::string& path, const TeacherSource& source, int64_t n_tokens) {
+  if (!std::filesystem::exists(path))
+    fail("{}: missing; a resumed distillation run needs the teacher's top-k log-probabilities it computed at its "
+         "start (start a new run to compute them again)",
+         path);
+  map_ = std::make_unique<MappedFile>(path);
+  Header h{};
+  if (map_->size() < sizeof(h))
+    fail("{}: truncated ({} bytes); start a new run to compute it again", path, map_->size());
+  std::memcpy(&h, map_->data(), sizeof(h));
+  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0) fail("{}: not a ggtrain teacher top-k file", path);
+  if (h.teacher != source.teacher)
+    fail("{}: computed from another train.teacher (its tensors have changed since); restore that teacher or start a "
+         "new run",
+         path);
+  if (h.k != source.k || h.temperature != source.temperature || h.vocab != source.vocab)
+    fail("{}: computed with train.distill.top_k = {}, temperature = {} over {} tokens of vocabulary (now {}, {}, {}); "
+         "start a new run to compute it again",
+         path, h.k, h.temperature, h.vocab, source.k, source.temperature, source.vocab);
+  if (h.tokens != source.tokens || h.seq_len != source.seq_len || h.n_tokens != n_tokens)
+    fail("{}: computed for other data ({} tokens in windows of {}, now {} in windows of {}); start a new run", path,
+         h.n_tokens, h.seq_len, n_tokens, source.seq_len);
+  const size_t want = sizeof(h) + size_t(n_tokens) * size_t(record_size(h.k));
+  if (map_->size() != want)
+    fail("{}: {} bytes where {} belong; start a new run to compute it again", path, map_->size(), want);
+  k_ = h.k;
+  n_tokens_ = n_tokens;
+}
+
+TeacherRow TeacherTopK::row(int64_t position) const {
+  if (position < 0 || position >= n_tokens_)
+    fail("teacher top-k: position {} outside the stream of {} tokens", position, n_tokens_);
+  const uint8_t* r = map_->data() + sizeof(Header) + size_t(position) * size_t(record_size(k_));
+  TeacherRow row{};
+  row.ids = reinterpret_cast<const int32_t*>(r);
+  row.logp = reinterpret_cast<const float*>(r + size_t(k_) * sizeof(int32_t));
+  std::memcpy(&row.log_other, r + size_t(k_) * 2 * sizeof(float), sizeof(float));
+  row.k = k_;
+  return row;
+}
+
+}  // namespace ggtrain::train
