@@ -73,7 +73,7 @@ DistillTerms distill_row(const T* z, T* d_z, int64_t V, const TeacherRow& t, int
   }
   const bool hard = target != kernels::kNoTarget && p.alpha > 0;
   double lse1 = 0;  // the log-sum-exp at temperature 1, for the hard label
-  if (target != kernels::kNoTarget) {
+  if (hard) {
     if (target < 0 || target >= V) fail("distillation: target {} is outside the vocabulary [0, {})", target, V);
     double s1 = 0;
     for (int64_t j = 0; j < V; ++j) s1 += double(std::exp(T(double(z[j]) - z_max)));

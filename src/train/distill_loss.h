@@ -35,7 +35,9 @@ struct TeacherRow {
   float log_other;
 };
 
-// What one position contributes: the divergence and the hard-label -log p.
+// What one position contributes: the divergence and, when alpha > 0, the
+// hard-label -log p (0 otherwise: the loss does not need it, and a caller
+// that logs it has it from the forward pass).
 struct DistillTerms {
   double kl = 0, nll = 0;
   double loss(const DistillParams& p) const {

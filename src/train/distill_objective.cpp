@@ -80,7 +80,7 @@ class DistillObjective : public TrainingObjective {
   const ObjectiveContext ctx_;
   const DistillParams params_;
   std::unique_ptr<TeacherTopK> train_, val_;
-  std::vector<double> row_kl_, row_nll_;  // a chunk's rows
+  std::vector<double> row_kl_, row_nll_, row_loss_;  // a chunk's rows
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a validation batch
   std::vector<int64_t> window_ids_;
 };
@@ -127,20 +127,20 @@ void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const corpu
   TeacherTopKWriter out(path, source, n_tokens);
   std::vector<int32_t> in(static_cast<size_t>(T)), tg(in.size()), ds(in.size());
   std::vector<int32_t> ids(size_t(T * k));
-  std::vector<float> logp(size_t(T * k)), log_other(in.size()), logits(size_t(T * V));
+  std::vector<float> logp(size_t(T * k)), log_other(in.size());
   out.add_empty();  // stream token 0 is no window's target
   for (int64_t w = 0; w < windows.n_windows(); ++w) {
     windows.window(w, in.data(), tg.data(), ds.data());
     for_each_segment(ds.data(), T, ctx_.documents, [&](int64_t a, int64_t b) {
       dec.reset();
       dec.eval(in.data() + a, b - a, true);
-      std::copy(dec.logits(), dec.logits() + (b - a) * V, logits.begin() + a * V);
-    });
+      const float* logits = dec.logits();
 #pragma omp parallel for schedule(dynamic, 8)
-    for (int64_t i = 0; i < T; ++i)
-      if (tg[size_t(i)] != corpus::kNoTarget)
-        teacher_top_k(logits.data() + i * V, V, source.vocab, k, source.temperature, ids.data() + i * k,
-                      logp.data() + i * k, &log_other[size_t(i)]);
+      for (int64_t i = a; i < b; ++i)
+        if (tg[size_t(i)] != corpus::kNoTarget)
+          teacher_top_k(logits + (i - a) * V, V, source.vocab, k, source.temperature, ids.data() + i * k,
+                        logp.data() + i * k, &log_other[size_t(i)]);
+    });
     for (int64_t i = 0; i < T; ++i)
       if (tg[size_t(i)] == corpus::kNoTarget) out.add_empty();
       else out.add(ids.data() + i * k, logp.data() + i * k, log_other[size_t(i)]);
@@ -161,6 +161,7 @@ DistillObjective::Totals DistillObjective::score(const TeacherTopK& teacher, con
   const auto chunk = [&](int64_t r0, int64_t rows, float* logits) {
     row_kl_.assign(size_t(rows), 0.0);
     row_nll_.assign(size_t(rows), 0.0);
+    row_loss_.assign(size_t(rows), 0.0);
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = r0 + r;
@@ -172,14 +173,14 @@ DistillObjective::Totals DistillObjective::score(const TeacherTopK& teacher, con
       const TeacherRow t = teacher.row(window_ids[row / T] * T + row % T + 1);
       const DistillTerms d = distill_row(z, weight > 0 ? z : nullptr, V, t, targets[row], params_, weight);
       row_kl_[size_t(r)] = d.kl;
-      row_nll_[size_t(r)] = d.nll;
+      row_nll_[size_t(r)] = double(model.token_losses()[row]);  // forward_scores' -log p(target)
+      row_loss_[size_t(r)] = d.loss(params_);
     }
     for (int64_t r = 0; r < rows; ++r) {  // in order: the same sums whatever the thread count
       if (targets[r0 + r] == corpus::kNoTarget) continue;
-      const DistillTerms d{row_kl_[size_t(r)], row_nll_[size_t(r)]};
-      sums.kl += d.kl;
-      sums.nll += d.nll;
-      sums.loss += d.loss(params_);
+      sums.kl += row_kl_[size_t(r)];
+      sums.nll += row_nll_[size_t(r)];
+      sums.loss += row_loss_[size_t(r)];
       ++sums.targets;
     }
   };
