@@ -58,7 +58,7 @@ void for_each_segment(const int32_t* doc_start, int64_t T, bool documents, F f) 
 
 class DistillObjective : public TrainingObjective {
  public:
-  explicit DistillObjective(const ObjectiveContext& ctx) : ctx_(ctx), params_(ctx.config.train.distill) {}
+  explicit DistillObjective(const ObjectiveContext& ctx) : ctx_(ctx), params_(ctx.config.train.distill), val_(ctx_) {}
 
   void prepare() override;
   StepTerms step(const StepBatches& b) override;
@@ -79,10 +79,9 @@ class DistillObjective : public TrainingObjective {
 
   const ObjectiveContext ctx_;
   const DistillParams params_;
-  std::unique_ptr<TeacherTopK> train_, val_;
+  std::unique_ptr<TeacherTopK> train_topk_, val_topk_;
   std::vector<double> row_kl_, row_nll_, row_loss_;  // a chunk's rows
-  std::vector<int32_t> inputs_, targets_, doc_start_;  // a validation batch
-  std::vector<int64_t> window_ids_;
+  ValidationBatches val_;
 };
 
 // The teacher's top k over both streams, computed on a fresh run by rank 0
@@ -101,8 +100,8 @@ void DistillObjective::prepare() {
     const char* name;
   };
   const corpus::BatchLoader train_windows(*ctx_.tokens.train[0], T, t.seed, ctx_.tokens.train_labels());
-  const Stream streams[] = {{ctx_.tokens.train[0].get(), &train_windows, &train_, "train"},
-                            {ctx_.tokens.val.get(), ctx_.val_loader, &val_, "val"}};
+  const Stream streams[] = {{ctx_.tokens.train[0].get(), &train_windows, &train_topk_, "train"},
+                            {ctx_.tokens.val.get(), ctx_.val_loader, &val_topk_, "val"}};
   for (const Stream& s : streams) {
     if (!s.tokens || !s.windows) continue;
     const std::string path = fmt::format("{}/data/teacher-{}.bin", ctx_.run_dir, s.name);
@@ -210,7 +209,7 @@ StepTerms DistillObjective::step(const StepBatches& b) {
     const int32_t* targets = dp.local(b.targets + k * micro);
     ctx_.model.forward_scores(dp.local(b.inputs + k * micro), targets,
                               ctx_.documents ? dp.local(b.doc_start + k * micro) : nullptr);
-    const Totals s = score(*train_, targets, b.window_ids + k * t.batch + dp.first_row(), weight);
+    const Totals s = score(*train_topk_, targets, b.window_ids + k * t.batch + dp.first_row(), weight);
     mine.loss += s.loss;
     mine.kl += s.kl;
     mine.nll += s.nll;
@@ -232,25 +231,12 @@ StepTerms DistillObjective::step(const StepBatches& b) {
 // The objective, its KL and the hard-label loss (with perplexity) over the
 // first train.eval_batches batches of held-out windows.
 std::optional<ValidationResult> DistillObjective::validate() {
-  const auto* windows = ctx_.val_loader;
-  if (!windows || !val_) return std::nullopt;
-  auto& dp = ctx_.dp;
-  const int64_t B = ctx_.config.train.batch, T = ctx_.config.train.seq_len;
-  const int64_t n_batches = std::min(ctx_.config.train.eval_batches, windows->n_windows() / B);
-  inputs_.resize(size_t(B * T));
-  targets_.resize(size_t(B * T));
-  doc_start_.resize(size_t(B * T));
-  window_ids_.resize(size_t(B));
+  if (!val_topk_) return std::nullopt;
   Totals all;
-  for (int64_t i = 0; i < n_batches; ++i) {
-    for (int64_t b = 0; b < B; ++b) {
-      window_ids_[size_t(b)] = i * B + b;
-      windows->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
-    }
-    const int32_t* targets = dp.local(targets_.data());
-    ctx_.model.forward_scores(dp.local(inputs_.data()), targets,
-                              ctx_.documents ? dp.local(doc_start_.data()) : nullptr);
-    const Totals s = score(*val_, targets, window_ids_.data() + dp.first_row(), 0.0);
+  for (int64_t i = 0; i < val_.count(); ++i) {
+    val_.load(i);
+    ctx_.model.forward_scores(val_.inputs(), val_.targets(), val_.documents());
+    const Totals s = score(*val_topk_, val_.targets(), val_.window_ids(), 0.0);
     all.loss += s.loss;
     all.kl += s.kl;
     all.nll += s.nll;

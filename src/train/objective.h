@@ -68,6 +68,28 @@ struct ValidationResult {
   std::string line;
 };
 
+// The held-out windows a validation runs over, in stream order (batch i:
+// windows i*B .. i*B+B-1), the first train.eval_batches batches of them;
+// each loaded batch seen as this rank's rows, as a step's micro-batch is.
+class ValidationBatches {
+ public:
+  explicit ValidationBatches(const ObjectiveContext& ctx);
+  int64_t count() const { return count_; }  // 0 without validation windows
+  void load(int64_t i);
+  const int32_t* inputs() const { return ctx_.dp.local(inputs_.data()); }
+  const int32_t* targets() const { return ctx_.dp.local(targets_.data()); }
+  const int32_t* doc_start() const { return ctx_.dp.local(doc_start_.data()); }
+  // What the model's forward takes: doc_start(), or null unless attention stops at documents.
+  const int32_t* documents() const { return ctx_.documents ? doc_start() : nullptr; }
+  const int64_t* window_ids() const { return window_ids_.data() + ctx_.dp.first_row(); }
+
+ private:
+  const ObjectiveContext& ctx_;
+  int64_t count_ = 0;
+  std::vector<int32_t> inputs_, targets_, doc_start_;
+  std::vector<int64_t> window_ids_;
+};
+
 class TrainingObjective {
  public:
   virtual ~TrainingObjective() = default;

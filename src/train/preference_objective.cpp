@@ -34,7 +34,8 @@ class PreferenceObjective : public TrainingObjective {
   explicit PreferenceObjective(const ObjectiveContext& ctx)
       : ctx_(ctx),
         objective_(ctx.config.train.objective),
-        params_{ctx.config.train.beta, ctx.config.train.label_smoothing, ctx.config.train.simpo_gamma} {}
+        params_{ctx.config.train.beta, ctx.config.train.label_smoothing, ctx.config.train.simpo_gamma},
+        val_(ctx_) {}
 
   void prepare() override { load_reference(); }
   StepTerms step(const StepBatches& b) override;
@@ -53,7 +54,7 @@ class PreferenceObjective : public TrainingObjective {
   // validation streams (train/preference_reference.h).
   std::vector<float> ref_train_, ref_val_;
   std::vector<float> ref_rows_, d_token_loss_;  // [local batch, T] scratch of a micro-batch
-  std::vector<int32_t> inputs_, targets_, doc_start_;  // a validation batch
+  ValidationBatches val_;
 };
 
 // DPO and IPO: the initial weights' token losses over both streams, computed
@@ -165,26 +166,16 @@ StepTerms PreferenceObjective::step(const StepBatches& b) {
 // The objective's mean and TRL's rewards over the first train.eval_batches
 // batches of held-out windows.
 std::optional<ValidationResult> PreferenceObjective::validate() {
-  const auto* windows = ctx_.val_loader;
-  if (!windows) return std::nullopt;
   auto& dp = ctx_.dp;
   auto& model = ctx_.model;
-  const int64_t B = ctx_.config.train.batch, T = ctx_.config.train.seq_len;
-  const int64_t n_batches = std::min(ctx_.config.train.eval_batches, windows->n_windows() / B);
-  inputs_.resize(size_t(B * T));
-  targets_.resize(size_t(B * T));
-  doc_start_.resize(size_t(B * T));
+  const int64_t T = ctx_.config.train.seq_len;
   PreferenceTotals all;
-  std::vector<int64_t> window_ids(static_cast<size_t>(B));
-  for (int64_t i = 0; i < n_batches; ++i) {
-    for (int64_t b = 0; b < B; ++b) {
-      window_ids[size_t(b)] = i * B + b;
-      windows->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
-    }
-    const int32_t* targets = dp.local(targets_.data());
-    const int32_t* doc_start = dp.local(doc_start_.data());
-    model.forward_scores(dp.local(inputs_.data()), targets, doc_start);
-    const float* ref = reference_rows(ref_val_, window_ids.data() + dp.first_row());
+  for (int64_t i = 0; i < val_.count(); ++i) {
+    val_.load(i);
+    const int32_t* targets = val_.targets();
+    const int32_t* doc_start = val_.doc_start();
+    model.forward_scores(val_.inputs(), targets, doc_start);
+    const float* ref = reference_rows(ref_val_, val_.window_ids());
     score_pairs(objective_, params_, find_pairs(targets, doc_start, model.batch(), T), targets, model.token_losses(),
                 ref, 1, 1, all, nullptr);
   }

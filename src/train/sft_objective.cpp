@@ -15,7 +15,7 @@ namespace {
 
 class SftObjective : public TrainingObjective {
  public:
-  explicit SftObjective(const ObjectiveContext& ctx) : ctx_(ctx) {}
+  explicit SftObjective(const ObjectiveContext& ctx) : ctx_(ctx), val_(ctx_) {}
 
   // Micro-batch k of this rank weighs in with its counted targets over the
   // step's (all ranks', all micro-batches').
@@ -46,22 +46,14 @@ class SftObjective : public TrainingObjective {
   // The mean loss over the counted targets, and that total in bits over
   // their bytes.
   std::optional<ValidationResult> validate() override {
-    const auto* windows = ctx_.val_loader;
-    if (!windows) return std::nullopt;
-    const int64_t B = ctx_.config.train.batch, T = ctx_.config.train.seq_len;
-    const int64_t n_batches = std::min(ctx_.config.train.eval_batches, windows->n_windows() / B);
-    if (n_batches == 0) return std::nullopt;
-    inputs_.resize(size_t(B * T));
-    targets_.resize(size_t(B * T));
-    doc_start_.resize(size_t(B * T));
+    if (val_.count() == 0) return std::nullopt;
     auto& dp = ctx_.dp;
+    const int64_t T = ctx_.config.train.seq_len;
     double sum = 0, counted = 0, bytes = 0;  // over every counted target of the batches
-    for (int64_t i = 0; i < n_batches; ++i) {
-      for (int64_t b = 0; b < B; ++b)
-        windows->window(i * B + b, inputs_.data() + b * T, targets_.data() + b * T, doc_start_.data() + b * T);
-      const int32_t* targets = dp.local(targets_.data());
-      const double mean = ctx_.model.evaluate(dp.local(inputs_.data()), targets,
-                                              ctx_.documents ? dp.local(doc_start_.data()) : nullptr);
+    for (int64_t i = 0; i < val_.count(); ++i) {
+      val_.load(i);
+      const int32_t* targets = val_.targets();
+      const double mean = ctx_.model.evaluate(val_.inputs(), targets, val_.documents());
       sum += mean * double(ctx_.model.counted_targets());
       counted += double(ctx_.model.counted_targets());
       for (int64_t k = 0; k < ctx_.model.batch() * T; ++k)
@@ -83,21 +75,13 @@ class SftObjective : public TrainingObjective {
 
  private:
   const ObjectiveContext ctx_;
-  std::vector<int32_t> inputs_, targets_, doc_start_;  // a validation batch
+  ValidationBatches val_;
 };
 
 }  // namespace
 
 std::unique_ptr<TrainingObjective> make_sft_objective(const ObjectiveContext& ctx) {
   return std::make_unique<SftObjective>(ctx);
-}
-
-std::unique_ptr<TrainingObjective> make_objective(const ObjectiveContext& ctx) {
-  switch (ctx.config.train.objective) {
-    case Objective::kSft: return make_sft_objective(ctx);
-    case Objective::kDistill: return make_distill_objective(ctx);
-    default: return make_preference_objective(ctx);
-  }
 }
 
 }  // namespace ggtrain::train
