@@ -128,6 +128,20 @@ inline double sum_exp_shift(const double* x, int64_t n, double shift) {
   return sum;
 }
 
+// sum of x[0, n) in 16 double lanes (the compiler vectorizes the fixed
+// inner loop): float lanes lose about 1e-6 relative over a 150k vocabulary.
+template <typename T>
+double sum_lanes(const T* x, int64_t n) {
+  double lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) lanes[j] += double(x[i + j]);
+  double s = 0;
+  for (double l : lanes) s += l;
+  for (; i < n; ++i) s += double(x[i]);
+  return s;
+}
+
 // max over x[0, n)
 template <typename T>
 T max_of(const T* x, int64_t n) {

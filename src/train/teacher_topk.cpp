@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
 #include <vector>
 
+#include "kernels/vexp.h"
 #include "util/error.h"
 
 namespace ggtrain::train {
@@ -26,29 +26,51 @@ int64_t record_size(int64_t k) { return k * int64_t(sizeof(int32_t) + sizeof(flo
 
 }  // namespace
 
+// One pass keeps the k best ids in a heap whose top is the worst kept (most
+// ids fail the one compare with it), then exp(logits / tau - max) over the
+// whole row in the softmax kernels' vectorized exp, summed; the rest's mass
+// is that row summed again with the top k zeroed, not 1 minus the top k
+// (which cancels when they hold nearly all the mass).
 void teacher_top_k(const float* logits, int64_t V, int64_t shared, int64_t k, double tau, int32_t* ids, float* logp,
                    float* log_other) {
-  thread_local std::vector<int32_t> order;
-  order.resize(size_t(shared));
-  std::iota(order.begin(), order.end(), 0);
-  // Most likely first; equal logits by id, so the choice is reproducible.
-  const auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-  const double m = double(*std::max_element(logits, logits + V)) / tau;
-  double s = 0, s_top = 0;
-  for (int64_t j = 0; j < V; ++j) s += std::exp(double(logits[j]) / tau - m);
-  const double lse = m + std::log(s);
-  for (int64_t i = 0; i < k; ++i) {
-    const double u = double(logits[order[size_t(i)]]) / tau;
-    ids[i] = order[size_t(i)];
-    logp[i] = float(u - lse);
-    s_top += std::exp(u - m);
+  thread_local std::vector<std::pair<float, int32_t>> heap;
+  thread_local std::vector<float> e;
+  // a before b: more likely, or equally likely with the smaller id
+  const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  heap.clear();
+  for (int32_t j = 0; j < int32_t(k); ++j) heap.emplace_back(logits[j], j);
+  std::make_heap(heap.begin(), heap.end(), better);
+  float worst = heap.front().first;  // ids below it cannot enter: one compare each
+  constexpr int32_t kBlock = 64;  // blocks whose max is below the worst kept are skipped whole (vectorized)
+  for (int32_t j = int32_t(k); j < int32_t(shared); ++j) {
+    if (j % kBlock == 0 && j + kBlock <= shared && kernels::max_of(logits + j, kBlock) < worst) {
+      j += kBlock - 1;
+      continue;
+    }
+    if (logits[j] < worst) continue;
+    const std::pair<float, int32_t> c{logits[j], j};
+    if (!better(c, heap.front())) continue;
+    std::pop_heap(heap.begin(), heap.end(), better);
+    heap.back() = c;
+    std::push_heap(heap.begin(), heap.end(), better);
+    worst = heap.front().first;
   }
-  // The rest summed directly (no 1 - sum: that cancels when the top k hold
-  // nearly all the mass).
-  double s_rest = 0;
-  for (int64_t i = k; i < shared; ++i) s_rest += std::exp(double(logits[order[size_t(i)]]) / tau - m);
-  for (int64_t j = shared; j < V; ++j) s_rest += std::exp(double(logits[j]) / tau - m);
+  std::sort(heap.begin(), heap.end(), better);
+  e.resize(size_t(V));
+  const float inv = float(1 / tau);
+  for (int64_t j = 0; j < V; ++j) e[size_t(j)] = logits[j] * inv;
+  const float m = kernels::max_of(e.data(), V);
+  kernels::exp_shift(e.data(), V, m);
+  const double s = kernels::sum_lanes(e.data(), V);
+  const double lse = double(m) + std::log(s);
+  for (int64_t i = 0; i < k; ++i) {
+    ids[i] = heap[size_t(i)].second;
+    logp[i] = float(double(heap[size_t(i)].first) / tau - lse);
+    e[size_t(ids[i])] = 0.f;
+  }
+  const double s_rest = kernels::sum_lanes(e.data(), V);
   *log_other = s_rest > 0 ? float(std::log(s_rest) - std::log(s)) : -INFINITY;
 }
 

@@ -189,8 +189,9 @@ TEST(DistillLoss, FullTopKIsTheFullKl) {
   EXPECT_EQ(log_other, -std::numeric_limits<float>::infinity());
   const DistillTerms d = distill_row(z.data(), (double*)nullptr, kV, {ids.data(), logp.data(), kV, log_other},
                                      kernels::kNoTarget, {tau, 0.0, Divergence::kForward}, 1.0);
-  // The teacher's log-probabilities are stored as floats: measured 2e-8
-  // relative; the bound is 5x that.
+  // The teacher's log-probabilities come from a float exp summed in double
+  // lanes and are stored as floats: measured 1.4e-8 relative; bound 1e-7. A
+  // missing bucket or a wrong normalization is off by 1e-3 and more.
   std::printf("full KL %.12Lg, top-k KL with k = V %.12g\n", full, d.kl);
   EXPECT_NEAR(d.kl, double(full), 1e-7 * double(full));
   EXPECT_EQ(d.nll, 0.0);  // no target: no hard-label term
@@ -248,6 +249,54 @@ TEST(TeacherTopK, MatchesASortAndKeepsTheRest) {
   for (int64_t j = shared; j < kV; ++j) tail += std::exp((long double)yd[size_t(j)] / tau) / zs;
   ASSERT_GT(tail, 1e-4);
   EXPECT_GT(std::fabs(double(std::log(std::exp((long double)log_other) - tail)) - log_other), 1e-4);
+}
+
+// At a vocabulary where the vectorized paths run (blocks skipped in the
+// top-k scan, 16-lane exp and sums), with ties among the logits: the ids are
+// a full sort's (ties by id), the log-probabilities and the rest's mass
+// within float rounding of long double.
+TEST(TeacherTopK, LargeVocabularyMatchesAFullSort) {
+  const int64_t V = 5000, shared = 4100, k = 64;
+  auto y = random_vector(V, 21, 8.0);
+  for (int64_t j = 0; j < V; j += 97) y[size_t(j)] = y[size_t(j / 2)];  // ties
+  const std::vector<float> yf(y.begin(), y.end());
+  std::vector<double> yd(yf.begin(), yf.end());
+  std::vector<int32_t> ids(static_cast<size_t>(k));
+  std::vector<float> logp(ids.size());
+  float log_other = 0;
+  teacher_top_k(yf.data(), V, shared, k, 1.3, ids.data(), logp.data(), &log_other);
+  const Teacher want = make_teacher(yd, k, 1.3, shared);
+  EXPECT_EQ(ids, want.ids);
+  double worst = 0;
+  for (int64_t i = 0; i < k; ++i) worst = std::max(worst, std::fabs(double(logp[size_t(i)]) - want.logp[size_t(i)]));
+  std::printf("top %lld of %lld: max |logp - long double| %.3g, log_other %.9g vs %.9g\n", (long long)k, (long long)V,
+              worst, double(log_other), double(want.log_other));
+  // Float logits scaled by 1 / tau and a float exp: measured 4.8e-7 and
+  // 1.5e-8; bounds 2e-6 and 1e-7.
+  EXPECT_LT(worst, 2e-6);
+  EXPECT_NEAR(log_other, want.log_other, 1e-7);
+}
+
+// The float path (vectorized exp, float lanes) against the double path on
+// the same row, with the hard label and a temperature: the terms within
+// 1e-6 relative (measured 4e-8 for the KL, 2e-8 for the hard label) and
+// the gradient within 1e-5 of its largest entry; a dropped factor such as
+// tau moves them by 0.1 and more.
+TEST(DistillLoss, FloatPathMatchesDouble) {
+  const int64_t V = 3000;
+  const auto z = random_vector(V, 31, 5.0), y = random_vector(V, 32, 5.0);
+  for (Divergence div : {Divergence::kForward, Divergence::kReverse}) {
+    const DistillParams p{1.7, 0.3, div};
+    const Teacher t = make_teacher(y, 32, p.temperature, V);
+    std::vector<double> gd(z.size());
+    std::vector<float> zf(z.begin(), z.end()), gf(zf);
+    const DistillTerms d = distill_row(z.data(), gd.data(), V, t.row(), 17, p, 0.5);
+    const DistillTerms f = distill_row(gf.data(), gf.data(), V, t.row(), 17, p, 0.5);  // in place, as training runs it
+    std::printf("float vs double: kl %.9g vs %.9g, nll %.9g vs %.9g\n", f.kl, d.kl, f.nll, d.nll);
+    EXPECT_NEAR(f.kl, d.kl, 1e-6 * d.kl);
+    EXPECT_NEAR(f.nll, d.nll, 1e-6 * d.nll);
+    EXPECT_TRUE(test_support::within_rel_to_max(test_support::compare(gf, gd), 1e-5));
+  }
 }
 
 }  // namespace
