@@ -118,6 +118,7 @@ void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const corpu
                                       int64_t n_tokens, const TeacherSource& source, const std::string& path,
                                       const char* name) {
   const double t0 = now_seconds();
+  double last_report = t0;
   const int64_t T = source.seq_len, k = source.k;
   infer::Decoder dec(teacher, T, kernels::CacheType::kF32);
   const int64_t V = dec.config().vocab;
@@ -143,6 +144,12 @@ void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const corpu
     for (int64_t i = 0; i < T; ++i)
       if (tg[size_t(i)] == corpus::kNoTarget) out.add_empty();
       else out.add(ids.data() + i * k, logp.data() + i * k, log_other[size_t(i)]);
+    if (!ctx_.quiet && now_seconds() - last_report >= 10) {  // a long pass says where it is
+      last_report = now_seconds();
+      const double rate = double((w + 1) * T) / (last_report - t0);
+      fmt::print(stderr, "teacher: {} of {} windows of {} ({:.0f} tokens/s, ETA {:.0f} s)\n", w + 1,
+                 windows.n_windows(), name, rate, double((windows.n_windows() - w - 1) * T) / rate);
+    }
   }
   out.add_empty(n_tokens - 1 - windows.n_windows() * T);  // the stream's tail no window reaches
   out.commit();
