@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Distillation on the King James Bible (the main job's corpus, every book but
 # Ruth): a teacher bigger than the default model is trained, exported as
-# Q8_0, and an s15 student is trained twice for the same steps and tokens
-# from the same start: on the text alone (SFT) and distilled from the Q8_0
-# teacher (train.objective = "distill", forward KL, top 32). Printed: each
+# Q8_0, and an s15 student is trained three times for the same steps and tokens
+# from the same start: on the text alone (SFT), distilled from the Q8_0
+# teacher (train.objective = "distill", forward KL, top 32), and distilled
+# with the hard-label loss mixed in at alpha 0.5. Printed: each
 # model's perplexity on the held-out book (Ruth, `ggtrain eval --text`) and
-# both students' last validation records (val_nll is the distilled one's
+# the students' last validation records (val_nll is the distilled ones'
 # loss on the text itself).
 #
 #   bash scripts/distill_demo.sh [STUDENT_STEPS (default 400)] [TEACHER_STEPS (default 800)]
@@ -33,7 +34,7 @@ if [[ ! -f $R-teacher/weights/step_$TEACHER_STEPS.gguf ]]; then
     --set model.d_ff=1024 --set train.sample_every=0 --set checkpoint.every="$TEACHER_STEPS"
 fi
 TEACHER=$R-teacher/teacher-q8_0.gguf
-[[ -f $TEACHER ]] || "$GG" export "$R-teacher/weights/step_$TEACHER_STEPS.gguf" --type q8_0 -o "$TEACHER"
+[[ -f $TEACHER ]] || "$GG" export "$R-teacher/weights/step_$TEACHER_STEPS.gguf" "$TEACHER" --type q8_0
 # Both students: s15 from scratch on the teacher's vocabulary, same seed,
 # steps, batches and schedule.
 student() {
@@ -46,15 +47,17 @@ student() {
 }
 student sft
 student kd --set train.objective=distill --set train.teacher="$TEACHER" --set train.distill.top_k=32
+student kd-mix --set train.objective=distill --set train.teacher="$TEACHER" --set train.distill.top_k=32 \
+  --set train.distill.alpha=0.5
 echo
 [[ -s data/ruth.txt ]] || bible -f Ruth1:1-Ruth4:22 </dev/null | sed 's/^[^ ]* //' > data/ruth.txt
 echo
 echo "== perplexity on the held-out book (Ruth), llama-perplexity's rule, 256-token windows =="
 for m in "$R-teacher/weights/step_$TEACHER_STEPS.gguf" "$TEACHER" "$R-sft/weights/step_$STEPS.gguf" \
-         "$R-kd/weights/step_$STEPS.gguf"; do
+         "$R-kd/weights/step_$STEPS.gguf" "$R-kd-mix/weights/step_$STEPS.gguf"; do
   printf '%s: ' "$m"
   "$GG" eval -m "$m" --text data/ruth.txt -c 256 2>&1 | tail -n1
 done
 echo
 echo "== the last validation records (KJV validation windows) =="
-for name in sft kd; do echo "$name: $(grep '"val_loss"' "$R-$name/metrics.jsonl" | tail -n1)"; done
+for name in sft kd kd-mix; do echo "$name: $(grep '"val_loss"' "$R-$name/metrics.jsonl" | tail -n1)"; done
