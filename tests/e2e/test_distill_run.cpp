@@ -21,29 +21,11 @@
 #include "train/trainer.h"
 
 using namespace ggtrain;
+using test_support::last_eval;
+using test_support::step_record;
 using test_support::TempDir;
 
 namespace {
-
-std::vector<nlohmann::json> records(const std::string& run) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-nlohmann::json step_record(const std::string& run, int64_t step) {
-  for (const auto& r : records(run))
-    if (r.value("step", -1) == step && r.contains("loss")) return r;
-  return nullptr;
-}
-
-nlohmann::json last_eval(const std::string& run) {
-  nlohmann::json last;
-  for (const auto& r : records(run))
-    if (r.contains("val_loss")) last = r;
-  return last;
-}
 
 // The tiny preset trained `steps` steps on the synthetic corpus in tmp/name.
 std::string trained_model(TempDir& tmp, const std::string& name, int64_t steps) {

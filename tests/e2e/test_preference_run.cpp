@@ -31,6 +31,8 @@
 #include "util/error.h"
 
 using namespace ggtrain;
+using test_support::last_eval;
+using test_support::step_record;
 using test_support::TempDir;
 
 namespace {
@@ -84,28 +86,6 @@ train::RunConfig pref_config(TempDir& tmp, const std::string& base, const std::s
   c.train.warmup_steps = 2;
   c.checkpoint.every = 5;
   return c;
-}
-
-// The metrics.jsonl records (steps and evaluations) in order.
-std::vector<nlohmann::json> records(const std::string& run) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-nlohmann::json step_record(const std::string& run, int64_t step) {
-  for (const auto& r : records(run))
-    if (r.value("step", -1) == step && r.contains("loss")) return r;
-  return nullptr;
-}
-
-nlohmann::json last_eval(const std::string& run) {
-  nlohmann::json last;
-  for (const auto& r : records(run))
-    if (r.contains("val_loss")) last = r;
-  return last;
 }
 
 class ObjectiveRun : public ::testing::TestWithParam<const char*> {};

@@ -70,6 +70,26 @@ train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c,
   return train::run_training(o);
 }
 
+std::vector<nlohmann::json> metrics_records(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+nlohmann::json step_record(const std::string& run_dir, int64_t step) {
+  for (const auto& r : metrics_records(run_dir))
+    if (r.value("step", -1) == step && r.contains("loss")) return r;
+  return nullptr;
+}
+
+nlohmann::json last_eval(const std::string& run_dir) {
+  nlohmann::json last;
+  for (const auto& r : metrics_records(run_dir))
+    if (r.contains("val_loss")) last = r;
+  return last;
+}
+
 std::string tiny_base_model(const std::string& dir) {
   write_synthetic_corpus(dir + "/corpus.txt", 1200);
   run_quiet(dir + "/base", tiny_run_config(dir + "/corpus.txt", 10), false);

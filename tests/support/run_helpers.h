@@ -1,7 +1,11 @@
 #pragma once
 // Helpers for tests that run whole training runs: a synthetic corpus, temp
 // folders, and byte-level comparison of GGUF tensor data.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "support/temp_dir.h"
 #include "train/run_config.h"
@@ -44,6 +48,13 @@ void expect_same_data_position(const std::string& state_a, const std::string& st
 // learning rates, gradient norms, validation losses), timings aside: a
 // resumed run continues the uninterrupted run's log line for line.
 void expect_same_metrics(const std::string& dir_a, const std::string& dir_b);
+
+// Every record of RUN/metrics.jsonl (steps and evaluations), in order.
+std::vector<nlohmann::json> metrics_records(const std::string& run_dir);
+// The record of optimizer step `step` (one with a loss); null when none.
+nlohmann::json step_record(const std::string& run_dir, int64_t step);
+// The last evaluation record (one with val_loss); null when none.
+nlohmann::json last_eval(const std::string& run_dir);
 
 // True when every tensor of both GGUF files has the same name, type, shape
 // and bytes (metadata such as run ids may differ). Explains the first

@@ -45,13 +45,6 @@ train::TrainSummary train_run(const std::string& dir, const train::RunConfig& c,
   return train::run_training(o);
 }
 
-std::vector<nlohmann::json> metrics(const std::string& dir) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(dir + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
 #define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 }  // namespace
@@ -115,7 +108,7 @@ TEST(NonFinite, SkipPolicyLeavesWeightsAndMomentsUntouchedAndCountsTheStep) {
   EXPECT_EQ(updates(12), 10u);
   // metrics.jsonl: the skipped steps say so, with the running count.
   int skipped = 0;
-  for (const auto& m : metrics(tmp / "r")) {
+  for (const auto& m : test_support::metrics_records(tmp / "r")) {
     if (!m.contains("skipped")) continue;
     ++skipped;
     EXPECT_TRUE(m["loss"].is_null()) << m.dump();
@@ -137,7 +130,7 @@ TEST(NonFinite, SkipPolicyResumesAfterSkippedSteps) {
     train_run(tmp / "r", c, false, 10);
   }
   EXPECT_EQ(train_run(tmp / "r", train::saved_run_config(tmp / "r"), true).last_step, 20);
-  EXPECT_EQ(metrics(tmp / "r").size(), 20u + 2u);  // 20 steps + 2 evaluations
+  EXPECT_EQ(test_support::metrics_records(tmp / "r").size(), 20u + 2u);  // 20 steps + 2 evaluations
   // Exactly where the run without the stop ends: the resume restored 8
   // updates taken by step 10, not 10.
   {
