@@ -17,12 +17,7 @@ STEPS=${1:-400}
 TEACHER_STEPS=${2:-800}
 GG=build/src/ggtrain
 cmake --build build --target ggtrain -j "$(nproc)" >/dev/null
-mkdir -p data
-if [[ ! -s data/kjv.txt ]]; then
-  for range in Gen1:1-Judg21:25 1Sam1:1-Rev22:21; do bible -f "$range" </dev/null; done |
-    sed 's/^[^ ]* //' > data/kjv.txt.tmp
-  mv data/kjv.txt.tmp data/kjv.txt
-fi
+bash scripts/kjv_corpus.sh  # data/kjv.txt and the held-out data/ruth.txt
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) cores)"
 R=runs/kjv-distill
 # The teacher: s15's recipe wider and deeper (d_model 384, 8 layers, d_ff
@@ -50,7 +45,6 @@ student kd --set train.objective=distill --set train.teacher="$TEACHER" --set tr
 student kd-mix --set train.objective=distill --set train.teacher="$TEACHER" --set train.distill.top_k=32 \
   --set train.distill.alpha=0.5
 echo
-[[ -s data/ruth.txt ]] || bible -f Ruth1:1-Ruth4:22 </dev/null | sed 's/^[^ ]* //' > data/ruth.txt
 echo
 echo "== perplexity on the held-out book (Ruth), llama-perplexity's rule, 256-token windows =="
 for m in "$R-teacher/weights/step_$TEACHER_STEPS.gguf" "$TEACHER" "$R-sft/weights/step_$STEPS.gguf" \

@@ -12,13 +12,8 @@ bash scripts/setup.sh ggtrain   # only what the main job needs
 GGTRAIN=./build/src/ggtrain
 RUN_DIR=${RUN_DIR:-runs/kjv}
 
-mkdir -p data
 # Every book but Ruth, which is held out for the task below.
-if [[ ! -s data/kjv.txt ]]; then
-  for range in Gen1:1-Judg21:25 1Sam1:1-Rev22:21; do bible -f "$range" </dev/null; done |
-    sed 's/^[^ ]* //' > data/kjv.txt.tmp
-  mv data/kjv.txt.tmp data/kjv.txt
-fi
+bash scripts/kjv_corpus.sh
 echo "corpus: data/kjv.txt ($(wc -c < data/kjv.txt) bytes, every book but Ruth)"
 # Two multiple-choice tasks on the held-out book: which of four verses of
 # Ruth follows a verse of Ruth (chance 25%), and which of two words fills a
