@@ -82,7 +82,7 @@ void DataParallel::finish_backward() {
 DataParallel::Reduced DataParallel::reduce(double local_loss, const std::function<void()>& before_norm) {
   Reduced r;
   if (size() > 1) finish_backward();
-  r.loss = mean_over_ranks(local_loss) * double(size());
+  r.loss = sum_over_ranks(local_loss);
   if (before_norm) before_norm();
   r.grad_norm = grad_norm();
   return r;

@@ -90,6 +90,9 @@ class DataParallel {
   void update(optim::AdamW& opt, double lr, float grad_scale);
 
   double mean_over_ranks(double x);
+  // The sum over the ranks (collective): the mean times the rank count,
+  // x itself in one process.
+  double sum_over_ranks(double x) { return mean_over_ranks(x) * double(size()); }
   int64_t max_over_ranks(int64_t x);
 
   // ZeRO-1: the optimizer keeps only this rank's slices of its state.

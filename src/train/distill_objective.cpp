@@ -198,18 +198,15 @@ DistillObjective::Totals DistillObjective::score(const TeacherTopK& teacher, con
 void DistillObjective::sum_over_ranks(Totals& t) {
   auto& dp = ctx_.dp;
   if (dp.size() == 1) return;
-  const double n = double(dp.size());
-  for (double* x : {&t.loss, &t.kl, &t.nll}) *x = dp.mean_over_ranks(*x) * n;
-  t.targets = int64_t(dp.mean_over_ranks(double(t.targets)) * n + 0.5);
+  for (double* x : {&t.loss, &t.kl, &t.nll}) *x = dp.sum_over_ranks(*x);
+  t.targets = int64_t(dp.sum_over_ranks(double(t.targets)) + 0.5);
 }
 
 StepTerms DistillObjective::step(const StepBatches& b) {
   const auto& t = ctx_.config.train;
   auto& dp = ctx_.dp;
   const int64_t micro = t.batch * t.seq_len;
-  const int64_t counted =
-      t.grad_accum * micro - std::count(b.targets, b.targets + t.grad_accum * micro, corpus::kNoTarget);
-  const double weight = 1.0 / double(std::max<int64_t>(1, counted));
+  const double weight = 1.0 / double(std::max<int64_t>(1, counted_targets(b, t)));
   Totals mine;
   for (int64_t k = 0; k < t.grad_accum; ++k) {
     dp.begin_micro_batch(k + 1 == t.grad_accum);

@@ -4,6 +4,11 @@
 
 namespace ggtrain::train {
 
+int64_t counted_targets(const StepBatches& b, const TrainSection& t) {
+  const int64_t n = t.tokens_per_step();
+  return n - std::count(b.targets, b.targets + n, corpus::kNoTarget);
+}
+
 ValidationBatches::ValidationBatches(const ObjectiveContext& ctx) : ctx_(ctx) {
   if (!ctx.val_loader) return;
   const int64_t B = ctx.config.train.batch, T = ctx.config.train.seq_len;

@@ -49,6 +49,10 @@ struct StepBatches {
   const int64_t* window_ids;
 };
 
+// The step's targets that carry loss, over every rank and micro-batch:
+// what the step's mean divides by.
+int64_t counted_targets(const StepBatches& b, const TrainSection& t);
+
 // One step's pass: this rank's share of the step's loss (the trainer sums
 // the shares over the ranks), and what the step's metrics record and
 // progress line add (values over every rank).

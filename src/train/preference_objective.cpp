@@ -23,10 +23,9 @@ namespace {
 // The step's sums on every rank: each rank's micro-batch shares added up.
 void sum_over_ranks(parallel::DataParallel& dp, PreferenceTotals& t) {
   if (dp.size() == 1) return;
-  const double n = double(dp.size());
   for (double* x : {&t.loss, &t.chosen_nll, &t.reward_chosen, &t.reward_rejected, &t.reward_accuracy, &t.reward_margin,
                     &t.logps_chosen, &t.logps_rejected})
-    *x = dp.mean_over_ranks(*x) * n;
+    *x = dp.sum_over_ranks(*x);
 }
 
 class PreferenceObjective : public TrainingObjective {
@@ -181,8 +180,8 @@ std::optional<ValidationResult> PreferenceObjective::validate() {
   }
   const int64_t pairs = all.pairs, chosen_tokens = all.chosen_tokens;
   sum_over_ranks(dp, all);
-  all.pairs = int64_t(dp.mean_over_ranks(double(pairs)) * double(dp.size()) + 0.5);
-  all.chosen_tokens = int64_t(dp.mean_over_ranks(double(chosen_tokens)) * double(dp.size()) + 0.5);
+  all.pairs = int64_t(dp.sum_over_ranks(double(pairs)) + 0.5);
+  all.chosen_tokens = int64_t(dp.sum_over_ranks(double(chosen_tokens)) + 0.5);
   if (all.pairs == 0) return std::nullopt;
   ValidationResult v;
   v.loss = all.loss / double(all.pairs);

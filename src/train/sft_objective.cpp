@@ -21,9 +21,7 @@ class SftObjective : public TrainingObjective {
   // step's (all ranks', all micro-batches').
   StepTerms step(const StepBatches& b) override {
     const auto& t = ctx_.config.train;
-    const int64_t micro = t.batch * t.seq_len;
-    const int64_t counted =
-        t.grad_accum * micro - std::count(b.targets, b.targets + t.grad_accum * micro, corpus::kNoTarget);
+    const int64_t micro = t.batch * t.seq_len, counted = counted_targets(b, t);
     auto& dp = ctx_.dp;
     StepTerms r;
     double router_aux = 0;  // the load-balancing loss, unweighted: the mean over this rank's micro-batches

@@ -197,8 +197,7 @@ void Run::maybe_score_tasks(int64_t step) {
     with_decoder(set.tokens,
                  [&](infer::Decoder& dec) { t = eval::totals_of(eval::score_choice_tasks(dec, *tok_, mine).tasks); });
     if (dp_->size() > 1)
-      for (double* x : {&t.tasks, &t.right, &t.right_norm, &t.gold_logprob})
-        *x = dp_->mean_over_ranks(*x) * double(dp_->size());
+      for (double* x : {&t.tasks, &t.right, &t.right_norm, &t.gold_logprob}) *x = dp_->sum_over_ranks(*x);
     if (!dp_->root()) continue;
     eval::ChoiceResult r;
     eval::set_accuracies(r, t);
