@@ -79,10 +79,11 @@ RecordFormat detect_record_format(const nlohmann::json& record, std::string_view
   if (!record.is_object()) fail("{}: a record must be a JSON object, is {}", where, record.type_name());
   if (record.contains("messages") || record.contains("conversations")) return RecordFormat::kChat;
   if (record.contains("instruction") && record.contains("output")) return RecordFormat::kAlpaca;
-  if (record.contains("prompt") && record.contains("completion")) return RecordFormat::kCompletion;
+  if (record.contains("prompt") && (record.contains("completion") || record.contains("answer")))
+    return RecordFormat::kCompletion;
   fail("{}: not a chat record (\"messages\", or ShareGPT's \"conversations\"), an alpaca one (\"instruction\", "
        "\"output\") or a completion one "
-       "(\"prompt\", \"completion\")",
+       "(\"prompt\", \"completion\" or GRPO's \"answer\")",
        where);
 }
 
@@ -101,7 +102,9 @@ Conversation conversation_of(const nlohmann::json& record, RecordFormat f, std::
       break;
     }
     case RecordFormat::kCompletion:
-      c = {{"user", string_member(record, "prompt", where)}, {"assistant", string_member(record, "completion", where)}};
+      // GRPO's prompt files name the reply "answer" (what a reward checks).
+      c = {{"user", string_member(record, "prompt", where)},
+           {"assistant", string_member(record, record.contains("completion") ? "completion" : "answer", where)}};
       break;
   }
   check_conversation(c, true, where);
@@ -121,7 +124,7 @@ std::vector<std::string> ignored_members(const nlohmann::json& record, std::opti
   if (!f) read = {"prompt", "messages", "chosen", "rejected"};
   else if (*f == RecordFormat::kChat) read = {sharegpt ? "conversations" : "messages"};
   else if (*f == RecordFormat::kAlpaca) read = {"instruction", "input", "output"};
-  else read = {"prompt", "completion"};
+  else read = {"prompt", record.contains("completion") ? "completion" : "answer"};
   for (const auto& [name, value] : record.items())
     if (std::find(read.begin(), read.end(), name) == read.end()) add(name);
   // A message's members beyond its speaker and text (a reasoning trace, a

@@ -2,7 +2,7 @@
 // A conversation as training and `ggtrain chat` see it, and the JSONL record
 // shapes it comes from: chat ({"messages": [{"role", "content"}, ...]}),
 // alpaca ({"instruction", "input"?, "output"}) and completion ({"prompt",
-// "completion"}).
+// "completion"}, or GRPO's {"prompt", "answer"}).
 #include <nlohmann/json_fwd.hpp>
 
 #include <optional>
@@ -25,7 +25,7 @@ std::string_view record_format_name(RecordFormat f);
 
 // The format a record has: "messages" (or ShareGPT's "conversations" of
 // {"from": "system"|"human"|"gpt", "value"}) -> chat; "instruction" and "output"
-// -> alpaca; "prompt" and "completion" -> completion. Error naming `where`
+// -> alpaca; "prompt" and "completion" (or "answer") -> completion. Error naming `where`
 // (file:line) when it has none of these shapes.
 RecordFormat detect_record_format(const nlohmann::json& record, std::string_view where);
 

@@ -12,36 +12,41 @@
 
 namespace ggtrain::train {
 
-MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step, bool write)
-    : run_dir_(std::move(run_dir)), write_(write) {
+StepRecordFile::StepRecordFile(std::string path, int64_t resume_step, bool write,
+                               const std::function<void(const nlohmann::json&)>& kept)
+    : path_(std::move(path)), write_(write) {
   if (!write_) return;
-  const std::string path = run_dir_ + "/metrics.jsonl";
-  std::string kept;
+  std::string lines;
   if (resume_step >= 0) {
-    std::ifstream in(path);
+    std::ifstream in(path_);
     // Lines that are not a record with an integer step (a torn or edited
-    // line) are dropped; NaN/Inf losses were written as null and are kept
-    // in the file but not plotted.
+    // line) are dropped.
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer() ||
           j["step"].get<int64_t>() > resume_step)
         continue;
-      kept += line + "\n";
-      keep_point(j);
+      lines += line + "\n";
+      if (kept) kept(j);
     }
-    write_file_atomic(path, kept.data(), kept.size());
+    write_file_atomic(path_, lines.data(), lines.size());
   }
-  out_.open(path, resume_step >= 0 ? std::ios::app : std::ios::trunc);
-  if (!out_) fail("{}: cannot open for writing", path);
+  out_.open(path_, resume_step >= 0 ? std::ios::app : std::ios::trunc);
+  if (!out_) fail("{}: cannot open for writing", path_);
 }
 
-void MetricsLog::append(const nlohmann::json& record) {
+void StepRecordFile::append(const nlohmann::json& record) {
   if (!write_) return;
   out_ << record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   out_.flush();
-  if (!out_) fail("{}/metrics.jsonl: cannot append a record (disk full?)", run_dir_);
+  if (!out_) fail("{}: cannot append a record (disk full?)", path_);
 }
+
+// NaN/Inf losses were written as null: kept in the file, not plotted.
+MetricsLog::MetricsLog(std::string run_dir, int64_t resume_step, bool write)
+    : run_dir_(std::move(run_dir)),
+      write_(write),
+      file_(run_dir_ + "/metrics.jsonl", resume_step, write, [this](const nlohmann::json& j) { keep_point(j); }) {}
 
 // NaN/Inf losses were written as null: left out of the plots.
 void MetricsLog::keep_point(const nlohmann::json& j) {
@@ -54,17 +59,17 @@ void MetricsLog::keep_point(const nlohmann::json& j) {
 }
 
 void MetricsLog::log_step(const nlohmann::json& r) {
-  append(r);
+  file_.append(r);
   keep_point(r);
 }
 
 void MetricsLog::log_eval(const nlohmann::json& r) {
-  append(r);
+  file_.append(r);
   keep_point(r);
 }
 
 void MetricsLog::log_record(const nlohmann::json& r) {
-  append(r);
+  file_.append(r);
   keep_point(r);
 }
 

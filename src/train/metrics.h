@@ -5,6 +5,7 @@
 // against step), kept current.
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +13,23 @@
 #include <vector>
 
 namespace ggtrain::train {
+
+// A JSONL file of records that each carry a "step" (metrics.jsonl, GRPO's
+// rollouts.jsonl), appended as a run goes. On resume it keeps only the
+// records of steps <= resume_step (a crashed run may have logged steps past
+// its last checkpoint), each shown to `kept`; -1 starts a new file.
+// write = false: touches no file (data-parallel ranks other than 0).
+class StepRecordFile {
+ public:
+  StepRecordFile(std::string path, int64_t resume_step, bool write = true,
+                 const std::function<void(const nlohmann::json&)>& kept = {});
+  void append(const nlohmann::json& record);
+
+ private:
+  std::string path_;
+  bool write_ = true;
+  std::ofstream out_;
+};
 
 class MetricsLog {
  public:
@@ -28,13 +46,12 @@ class MetricsLog {
   void write_plot() const;  // atomic writes of loss.svg and tasks.svg
 
  private:
-  void append(const nlohmann::json& record);
   void keep_point(const nlohmann::json& record);  // a record's values for the plots
   std::string run_dir_;
   bool write_ = true;
-  std::ofstream out_;
   std::vector<std::pair<double, double>> train_, val_;
   std::map<std::string, std::vector<std::pair<double, double>>> tasks_;  // task file -> (step, acc_norm)
+  StepRecordFile file_;  // last: reading it back on resume fills the series above
 };
 
 // An SVG line chart of one or two series (x = step, y = loss) under

@@ -31,6 +31,7 @@ std::unique_ptr<TrainingObjective> make_objective(const ObjectiveContext& ctx) {
   switch (ctx.config.train.objective) {
     case Objective::kSft: return make_sft_objective(ctx);
     case Objective::kDistill: return make_distill_objective(ctx);
+    case Objective::kGrpo: return make_grpo_objective(ctx);
     default: return make_preference_objective(ctx);
   }
 }

@@ -2,13 +2,15 @@
 // What a run's steps minimize (train.objective), behind one seam: SFT's
 // next-token cross-entropy over the counted targets (train/sft_objective.cpp)
 // or a preference objective over chosen/rejected pairs
-// (train/preference_objective.cpp), or distillation from a teacher's
-// distribution (train/distill_objective.cpp). An objective runs a step's micro-batches
+// (train/preference_objective.cpp), distillation from a teacher's
+// distribution (train/distill_objective.cpp), or GRPO on the rewards of the
+// model's own replies (train/grpo_objective.cpp). An objective runs a step's micro-batches
 // forward and backward, validates on held-out windows, and says what it adds
 // to the metrics and the progress line; the Run owns the data, the model and
 // the ranks, and lends them (ObjectiveContext). A new objective is a new
 // implementation of TrainingObjective and a row in make_objective.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "corpus/batch_loader.h"
+#include "infer/decoder.h"
 #include "model/transformer.h"
 #include "parallel/data_parallel.h"
 #include "tokenizer/tokenizer.h"
@@ -24,6 +27,9 @@
 #include "train/run_variant.h"
 
 namespace ggtrain::train {
+
+// A decoder over the run's weights as they are now (Run::with_decoder).
+using WithDecoder = std::function<void(int64_t n_ctx, const std::function<void(infer::Decoder&)>& f)>;
 
 // What a run lends its objective; all of it outlives the objective.
 struct ObjectiveContext {
@@ -38,6 +44,7 @@ struct ObjectiveContext {
   const RunVariant& variant;
   const std::string& run_dir;
   bool resume, quiet;
+  WithDecoder with_decoder;  // objectives that sample from the model (GRPO)
 };
 
 // A step's train.grad_accum micro-batches as every rank drew them: micro-batch
@@ -47,6 +54,7 @@ struct StepBatches {
   const int32_t* targets;
   const int32_t* doc_start;
   const int64_t* window_ids;
+  int64_t step;  // the step they make (1 for the first), which seeds what an objective samples
 };
 
 // The step's targets that carry loss, over every rank and micro-batch:
@@ -113,5 +121,6 @@ std::unique_ptr<TrainingObjective> make_objective(const ObjectiveContext& ctx);
 std::unique_ptr<TrainingObjective> make_sft_objective(const ObjectiveContext& ctx);
 std::unique_ptr<TrainingObjective> make_preference_objective(const ObjectiveContext& ctx);
 std::unique_ptr<TrainingObjective> make_distill_objective(const ObjectiveContext& ctx);
+std::unique_ptr<TrainingObjective> make_grpo_objective(const ObjectiveContext& ctx);
 
 }  // namespace ggtrain::train

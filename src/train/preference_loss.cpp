@@ -36,6 +36,7 @@ std::string_view objective_name(Objective o) {
     case Objective::kOrpo: return "orpo";
     case Objective::kSimpo: return "simpo";
     case Objective::kDistill: return "distill";
+    case Objective::kGrpo: return "grpo";
   }
   return "?";
 }
@@ -94,7 +95,8 @@ PairLoss pair_loss(Objective o, const PreferenceParams& p, const PairLogps& x) {
       return r;
     }
     case Objective::kSft:
-    case Objective::kDistill: break;
+    case Objective::kDistill:
+    case Objective::kGrpo: break;
   }
   fail("pair_loss: objective {} has no pair loss", objective_name(o));
 }

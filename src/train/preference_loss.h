@@ -11,12 +11,15 @@
 
 namespace ggtrain::train {
 
-// kDistill: distillation from a teacher (train/distill_loss.h).
-enum class Objective { kSft, kDpo, kIpo, kOrpo, kSimpo, kDistill };
+// kDistill: distillation from a teacher (train/distill_loss.h); kGrpo: RL
+// on verifiable rewards (train/grpo_loss.h).
+enum class Objective { kSft, kDpo, kIpo, kOrpo, kSimpo, kDistill, kGrpo };
 
 std::string_view objective_name(Objective o);
 // Preference objectives train on chosen/rejected pairs.
-inline bool on_pairs(Objective o) { return o != Objective::kSft && o != Objective::kDistill; }
+inline bool on_pairs(Objective o) {
+  return o == Objective::kDpo || o == Objective::kIpo || o == Objective::kOrpo || o == Objective::kSimpo;
+}
 // DPO and IPO compare with a reference model; ORPO and SimPO need none.
 inline bool needs_reference(Objective o) { return o == Objective::kDpo || o == Objective::kIpo; }
 // ORPO adds the chosen answers' mean negative log-likelihood (SFT) to its loss.

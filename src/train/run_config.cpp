@@ -12,6 +12,7 @@
 #include "optim/schedule.h"
 #include "train/best_metric.h"
 #include "train/preference_loss.h"
+#include "train/reward.h"
 #include "util/error.h"
 #include "util/suggest.h"
 
@@ -184,6 +185,47 @@ void check_distillation(const RunConfig& c) {
     fail("config: train.distill.alpha (the hard-label loss's weight) must be in [0, 1], got {}", t.distill.alpha);
 }
 
+// train.objective = "grpo" and the train.grpo table: prompts with answers
+// (instruction records), a reward, groups that can differ, and replies that
+// fit the windows a rollout is trained in.
+void check_grpo(const RunConfig& c) {
+  const GrpoSection& g = c.grpo;
+  const bool grpo = c.train.objective == Objective::kGrpo;
+  if (!grpo && !g.reward.empty())
+    fail("config: train.grpo.reward ('{}') is only read by train.objective = \"grpo\"; set that objective or remove "
+         "train.grpo.reward",
+         g.reward);
+  if (!grpo) return;
+  if (c.data.format == DataFormat::kText || c.data.format == DataFormat::kPreference)
+    fail("config: train.objective = \"grpo\" samples replies to prompts: set data.format to completion ({{\"prompt\", "
+         "\"answer\"}} records), chat or auto");
+  if (g.reward.empty())
+    fail("config: train.objective = \"grpo\" needs a reward: set train.grpo.reward to exact, number, choice, "
+         "regex:PATTERN or cmd:COMMAND");
+  make_reward(g.reward, g.reward_timeout);  // a bad spec or pattern fails here, before any data is prepared
+  if (g.group < 2)
+    fail("config: train.grpo.group must be >= 2 (advantages compare the replies to one prompt), got {}", g.group);
+  if (g.max_tokens < 1 || g.max_tokens >= c.train.seq_len)
+    fail("config: train.grpo.max_tokens must be in [1, train.seq_len = {}) (a prompt and its reply are trained in "
+         "one window), got {}",
+         c.train.seq_len, g.max_tokens);
+  if (!(g.temperature > 0 && std::isfinite(g.temperature)))
+    fail("config: train.grpo.temperature must be positive (greedy replies to a prompt would all be the same), got {}",
+         g.temperature);
+  if (!(g.top_p > 0 && g.top_p <= 1)) fail("config: train.grpo.top_p must be in (0, 1], got {}", g.top_p);
+  if (!(g.min_p >= 0 && g.min_p < 1)) fail("config: train.grpo.min_p must be in [0, 1), got {}", g.min_p);
+  if (g.top_k < 0) fail("config: train.grpo.top_k must be >= 0 (0: off), got {}", g.top_k);
+  if (!(g.epsilon > 0 && g.epsilon < 1)) fail("config: train.grpo.epsilon must be in (0, 1), got {}", g.epsilon);
+  if (!(g.epsilon_high < 0 || g.epsilon_high > 0) || !std::isfinite(g.epsilon_high))
+    fail("config: train.grpo.epsilon_high must be positive (or negative: train.grpo.epsilon), got {}", g.epsilon_high);
+  if (!(g.beta >= 0 && std::isfinite(g.beta))) fail("config: train.grpo.beta must be >= 0, got {}", g.beta);
+  if (g.beta > 0 && (c.init.from.empty() || !c.init.donor.empty()))
+    fail("config: train.grpo.beta = {} keeps the policy near a reference: set init.from (the model GRPO starts from)",
+         g.beta);
+  if (!(g.reward_timeout > 0 && std::isfinite(g.reward_timeout)))
+    fail("config: train.grpo.reward_timeout must be positive seconds, got {}", g.reward_timeout);
+}
+
 }  // namespace
 
 // train.objective and its parameters: preference objectives go with
@@ -207,6 +249,7 @@ void check_objective(const RunConfig& c) {
     fail("config: train.label_smoothing must be in [0, 0.5), got {}", t.label_smoothing);
   if (!(t.simpo_gamma >= 0)) fail("config: train.simpo_gamma must be >= 0, got {}", t.simpo_gamma);
   check_distillation(c);
+  check_grpo(c);
 }
 
 void RunConfig::validate() const {

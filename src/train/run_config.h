@@ -175,6 +175,22 @@ struct CheckpointSection {
 model::Config model_shape(int64_t d_model, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t d_ff,
                           int64_t ctx, bool tied, double rope_freq_base = 10000.0);
 
+// The train.grpo table: train.objective = "grpo" (train/grpo_objective.cpp,
+// the loss in train/grpo_loss.h, the rewards in train/reward.h). Each step
+// samples `group` replies to every prompt of its windows with llama.cpp's
+// sampler at these settings, at most max_tokens each.
+struct GrpoSection {
+  std::string reward;  // exact, number, choice, regex:PATTERN or cmd:COMMAND
+  double reward_timeout = 60;  // seconds a cmd: reward may take per step
+  int64_t group = 8;  // rollouts per prompt (TRL's num_generations)
+  int64_t max_tokens = 64;  // per reply (TRL's max_completion_length is 256)
+  double temperature = 1.0, top_p = 1.0, min_p = 0.0;  // TRL's defaults (no top-k, no min-p)
+  int64_t top_k = 0;
+  double epsilon = 0.2, epsilon_high = -1;  // the ratio's clip range; epsilon_high < 0: epsilon
+  double beta = 0.0;  // the KL penalty to the initial weights (0: none, TRL's default)
+  bool scale_rewards = true;  // advantages divided by the group's reward std
+};
+
 struct RunConfig {
   // model.*: the fields of model::config_fields() (the defaults are s15's);
   // vocab, donor_dim and lora stay unset here (see model_config()).
@@ -183,6 +199,7 @@ struct RunConfig {
   TrainSection train;
   CheckpointSection checkpoint;
   InitSection init;
+  GrpoSection grpo;  // train.grpo.*
   // Keys given by a config file or --set rather than by the preset: with
   // init.from, a model.* key the user set must agree with the file.
   std::set<std::string> set_keys;

@@ -143,12 +143,13 @@ constexpr std::array<Choice<model::Recompute>, 3> kRecomputes{
     {{model::Recompute::kNone, "none"}, {model::Recompute::kAttn, "attn"}, {model::Recompute::kAll, "all"}}};
 constexpr std::array<Choice<model::Precision>, 2> kPrecisions{
     {{model::Precision::kFp32, "fp32"}, {model::Precision::kBf16, "bf16"}}};
-constexpr std::array<Choice<Objective>, 6> kObjectives{{{Objective::kSft, "sft"},
+constexpr std::array<Choice<Objective>, 7> kObjectives{{{Objective::kSft, "sft"},
                                                         {Objective::kDpo, "dpo"},
                                                         {Objective::kIpo, "ipo"},
                                                         {Objective::kOrpo, "orpo"},
                                                         {Objective::kSimpo, "simpo"},
-                                                        {Objective::kDistill, "distill"}}};
+                                                        {Objective::kDistill, "distill"},
+                                                        {Objective::kGrpo, "grpo"}}};
 constexpr std::array<Choice<Divergence>, 2> kDivergences{
     {{Divergence::kForward, "forward"}, {Divergence::kReverse, "reverse"}}};
 
@@ -407,6 +408,7 @@ std::vector<Key> model_keys() {
 const std::vector<Key>& keys() {
   using D = DataSection;
   using T = TrainSection;
+  using G = GrpoSection;
   using K = CheckpointSection;
   using I = InitSection;
   static const std::vector<Key> k = [] {
@@ -511,8 +513,8 @@ const std::vector<Key>& keys() {
         float_key("train.memory_limit", &RunConfig::train, &T::memory_limit,
                   "GiB a run may plan for (weights, gradients, AdamW moments, activations); 0: MemAvailable"),
         choice_key("train.objective", &RunConfig::train, &T::objective, kObjectives,
-                   "sft, distill (from train.teacher), or on data.format = \"preference\" pairs: dpo, ipo, orpo or "
-                   "simpo"),
+                   "sft, distill (from train.teacher), grpo (rewards of sampled replies), or on data.format = "
+                   "\"preference\" pairs: dpo, ipo, orpo or simpo"),
         string_key("train.teacher", &RunConfig::train, &T::teacher,
                    "distill: the teacher GGUF (any type; the student's vocabulary, or one that extends it)"),
         int_key("train.distill.top_k", &RunConfig::train, &T::distill_top_k,
@@ -533,6 +535,23 @@ const std::vector<Key>& keys() {
          },
          [](const RunConfig& c) { return quote(std::string(name_in(kDivergences, c.train.distill.divergence))); },
          Kind::String, "distill: forward (KL(teacher || student), Hinton) or reverse (KL(student || teacher))"},
+        string_key("train.grpo.reward", &RunConfig::grpo, &G::reward,
+                   "grpo: exact, number, choice, regex:PATTERN or cmd:COMMAND (docs/guide.md)"),
+        float_key("train.grpo.reward_timeout", &RunConfig::grpo, &G::reward_timeout,
+                  "grpo: seconds a cmd: reward may take for one step's rollouts"),
+        int_key("train.grpo.group", &RunConfig::grpo, &G::group, "grpo: replies sampled per prompt (>= 2)"),
+        int_key("train.grpo.max_tokens", &RunConfig::grpo, &G::max_tokens, "grpo: the longest reply, in tokens"),
+        float_key("train.grpo.temperature", &RunConfig::grpo, &G::temperature, "grpo: the sampler's temperature"),
+        float_key("train.grpo.top_p", &RunConfig::grpo, &G::top_p, "grpo: the sampler's top-p (1: off)"),
+        int_key("train.grpo.top_k", &RunConfig::grpo, &G::top_k, "grpo: the sampler's top-k (0: off)"),
+        float_key("train.grpo.min_p", &RunConfig::grpo, &G::min_p, "grpo: the sampler's min-p (0: off)"),
+        float_key("train.grpo.epsilon", &RunConfig::grpo, &G::epsilon, "grpo: the policy ratio's clip range"),
+        float_key("train.grpo.epsilon_high", &RunConfig::grpo, &G::epsilon_high,
+                  "grpo: the upper clip range (DAPO's 0.28); < 0: train.grpo.epsilon"),
+        float_key("train.grpo.beta", &RunConfig::grpo, &G::beta,
+                  "grpo: the KL penalty to init.from's weights (0: none)"),
+        bool_key("train.grpo.scale_rewards", &RunConfig::grpo, &G::scale_rewards,
+                 "grpo: divide each advantage by its group's reward std"),
         float_key("train.beta", &RunConfig::train, &T::beta,
                   "DPO/IPO/SimPO beta, ORPO lambda (TRL's beta; SimPO usually 2.0-2.5)"),
         float_key("train.label_smoothing", &RunConfig::train, &T::label_smoothing,

@@ -276,7 +276,10 @@ void Run::build_model() {
                                .variant = *variant_,
                                .run_dir = run_dir_,
                                .resume = resume_,
-                               .quiet = quiet_});
+                               .quiet = quiet_,
+                               .with_decoder = [this](int64_t n_ctx, const std::function<void(infer::Decoder&)>& f) {
+                                 with_decoder(n_ctx, f);
+                               }});
   if (!frozen.empty() && !quiet_) {
     const model::ParamLayout all(mc_);  // model_->layout() lacks what a LoRA base holds quantized
     fmt::print(stderr, "frozen: {} of {} tensors ({} of {} parameters train)\n", frozen.size(), all.tensors().size(),

@@ -89,7 +89,7 @@ StepResult Run::train_step(int64_t step) {
   for (int64_t k = 0; k < t.grad_accum; ++k)
     loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro,
                   window_ids_.data() + k * t.batch);
-  StepTerms terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data()});
+  StepTerms terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data(), r.step});
   r.loss = terms.loss;
   r.metrics = std::move(terms.metrics);
   r.progress = std::move(terms.progress);

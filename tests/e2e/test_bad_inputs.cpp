@@ -1119,6 +1119,61 @@ std::vector<Case> cases() {
                  return e.resume();
                },
                {"teacher-train.bin", "another train.teacher"}});
+  // --- GRPO (train.objective = "grpo", train.grpo.*)
+  const std::string prompt = "{\"prompt\": \"Hi\", \"answer\": \"Hello\"}\n";
+  auto grpo = [](std::vector<std::string> sets) {
+    sets.insert(sets.begin(),
+                {"data.format=auto", "train.objective=grpo", "train.grpo.group=2", "train.grpo.max_tokens=4"});
+    return sets;
+  };
+  c.push_back({"grpo_without_reward",
+               "`train.objective = \"grpo\"` without `train.grpo.reward`",
+               [grpo](Env& e) { return e.fresh(grpo({})); },
+               {"grpo", "train.grpo.reward", "regex:PATTERN"}});
+  c.push_back({"grpo_on_text",
+               "GRPO on pretraining text (no prompts to reply to)",
+               [](Env& e) {
+                 return e.fresh({"train.objective=grpo", "train.grpo.reward=exact"});
+               },
+               {"grpo", "data.format", "answer"}});
+  c.push_back({"grpo_group_of_one",
+               "`train.grpo.group` = 1 (no group to compare replies in)",
+               [grpo](Env& e) {
+                 return e.fresh(grpo({"train.grpo.reward=exact", "train.grpo.group=1"}));
+               },
+               {"train.grpo.group", ">= 2"}});
+  c.push_back({"grpo_unknown_reward",
+               "`train.grpo.reward` names no reward",
+               [grpo](Env& e) { return e.fresh(grpo({"train.grpo.reward=correct"})); },
+               {"train.grpo.reward", "correct", "cmd:COMMAND"}});
+  c.push_back({"grpo_bad_regex",
+               "a `regex:` reward whose pattern does not compile",
+               [grpo](Env& e) { return e.fresh(grpo({"train.grpo.reward=regex:(["})); },
+               {"train.grpo.reward", "regex:([", "not a valid pattern"}});
+  c.push_back(
+      {"grpo_prompt_without_answer",
+       "a GRPO prompt record without an answer",
+       [prompt, grpo](Env& e) { return e.chat(prompt + "{\"prompt\": \"Hi\"}\n", grpo({"train.grpo.reward=exact"})); },
+       {"chat.jsonl:2", "answer"}});
+  c.push_back({"grpo_reward_command_missing",
+               "a `cmd:` reward whose program does not exist",
+               [prompt, grpo](Env& e) {
+                 return e.chat(prompt + prompt, grpo({"train.grpo.reward=cmd:" + e.t("no-such-scorer")}));
+               },
+               {"no-such-scorer", "train.grpo.reward", "status 127"}});
+  c.push_back({"grpo_reward_command_garbage",
+               "a `cmd:` reward that prints something other than numbers",
+               [prompt, grpo](Env& e) {
+                 return e.chat(prompt + prompt, grpo({"train.grpo.reward=cmd:cat >/dev/null; echo 1; echo yes"}));
+               },
+               {"train.grpo.reward", "line 2 is 'yes', not a finite number"}});
+  c.push_back(
+      {"grpo_reward_command_hangs",
+       "a `cmd:` reward that does not answer within `train.grpo.reward_timeout`",
+       [prompt, grpo](Env& e) {
+         return e.chat(prompt + prompt, grpo({"train.grpo.reward=cmd:sleep 30", "train.grpo.reward_timeout=0.5"}));
+       },
+       {"train.grpo.reward", "within 0.5 s", "killed"}});
   // --- finetuning (init.from, train.freeze, train.lora)
   c.push_back({"from_missing",
                "`init.from` names no file",

@@ -385,6 +385,44 @@ TEST_F(MpiTest, DistillationTwoRanksFollowOneProcess) {
                         std::string("distill ") + run + " weights");
 }
 
+// GRPO under MPI: each rank samples the replies to its windows' prompts,
+// seeded by step and prompt as one process seeds them, and the loss is
+// divided by the reply tokens of every rank, so 2 ranks (replicated and
+// ZeRO-1) follow one process: the same rewards, losses within 1e-5 and
+// weights within kPreferenceWeightLimit (measured 1.25e-5, both).
+TEST_F(MpiTest, GrpoTwoRanksFollowOneProcess) {
+  run_ok(train("base", {"train.steps=10", "model.ctx=128"}), out("base"));
+  {
+    std::ofstream prompts(tmp_ / "prompts.jsonl");
+    for (int i = 0; i < 200; ++i)
+      prompts << "{\"prompt\": \"Which word is number " << i % 8 << "?\", \"answer\": \"w" << i % 4 << "\"}\n";
+  }
+  auto grpo_run = [&](const std::string& name, int zero) {
+    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "prompts.jsonl",
+                           {"init.from=" + train::weights_path(dir("base"), 10), "data.format=auto",
+                            "train.objective=grpo", "train.grpo.reward=regex:ight", "train.grpo.group=4",
+                            "train.grpo.max_tokens=8", "train.seq_len=64", "train.batch=4", "train.steps=4",
+                            "train.eval_every=2", "data.val_fraction=0.05", "train.zero=" + std::to_string(zero)});
+  };
+  run_ok(grpo_run("one", 0), out("one"));
+  run_ok(under_mpirun(2, grpo_run("dp", 0)), out("dp"));
+  run_ok(under_mpirun(2, grpo_run("zero", 1)), out("zero"));
+  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
+  ASSERT_EQ(one.train.size(), 4u);
+  ASSERT_EQ(one.val.size(), 2u);
+  expect_close(one.train, dp.train, 1e-5, "grpo, 2 ranks vs 1 process");
+  expect_close(one.train, zero.train, 1e-5, "grpo, 2 ranks ZeRO-1 vs 1 process");
+  expect_close(one.val, dp.val, 1e-5, "grpo validation, 2 ranks");
+  for (int64_t step = 1; step <= 4; ++step)
+    for (const char* run : {"dp", "zero"})
+      EXPECT_EQ(test_support::step_record(dir("one"), step)["reward"],
+                test_support::step_record(dir(run), step)["reward"])
+          << run << " step " << step;
+  for (const char* run : {"dp", "zero"})
+    expect_same_tensors(train::weights_path(dir("one"), 4), train::weights_path(dir(run), 4), kPreferenceWeightLimit,
+                        std::string("grpo ") + run + " weights");
+}
+
 // Negative control of the tensor comparison above: a single-process run
 // whose learning rate is 1% higher is told apart from the first one.
 TEST_F(MpiTest, TensorComparisonTellsANearbyRunApart) {

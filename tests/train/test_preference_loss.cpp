@@ -50,7 +50,8 @@ double trl_loss(Objective o, const PreferenceParams& p, const PairLogps& x) {
       return -naive_log_sigmoid(beta * logits) * (1 - ls) - naive_log_sigmoid(-beta * logits) * ls;
     }
     case Objective::kSft:
-    case Objective::kDistill: break;
+    case Objective::kDistill:
+    case Objective::kGrpo: break;
   }
   return NAN;
 }

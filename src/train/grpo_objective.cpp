@@ -1,0 +1,338 @@
+// train.objective = "grpo": each step samples train.grpo.group replies to
+// every prompt of its windows from the weights as they are (the decoder,
+// llama.cpp's sampler), scores them with train.grpo.reward, and takes one
+// gradient step on GRPO's loss over the replies' tokens (train/grpo_loss.h).
+// Prompts and answers are instruction records prepared as for SFT: in a
+// window, each example's tokens before its first trained target are the
+// prompt (the rendered template up to the assistant's turn), its first run
+// of trained targets the answer. Validation replies greedily to the
+// held-out prompts (val_reward) beside the answers' loss (val_loss).
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gguf/reader.h"
+#include "infer/generate.h"
+#include "train/grpo_loss.h"
+#include "train/metrics.h"
+#include "train/objective.h"
+#include "train/reward.h"
+#include "train/run_checkpoint.h"
+#include "util/clock.h"
+#include "util/error.h"
+#include "util/hash.h"
+
+namespace ggtrain::train {
+
+namespace {
+
+struct Prompt {
+  std::vector<int32_t> ids;  // the example's tokens up to the reply's first
+  std::string answer;  // the record's answer as text
+  uint64_t key;  // its window and place there: with the step, it seeds the replies
+};
+
+struct Rollout {
+  const Prompt* prompt;
+  std::vector<int32_t> reply;  // sampled, the stop token included when it came
+  double reward = 0, advantage = 0;
+};
+
+// Each example of one window [T] that has a trained target.
+void add_prompts(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start, int64_t T,
+                 int64_t window_id, const tokenizer::Tokenizer& tok, std::vector<Prompt>& out) {
+  for (int64_t s = 0, e = 0; s < T; s = e) {
+    e = s + 1;
+    while (e < T && doc_start[e] == doc_start[s]) ++e;
+    int64_t p = s;
+    while (p < e && targets[p] == corpus::kNoTarget) ++p;
+    if (p == e) continue;  // padding
+    std::vector<int32_t> answer;
+    for (int64_t i = p; i < e && targets[i] != corpus::kNoTarget; ++i) answer.push_back(targets[i]);
+    out.push_back({std::vector<int32_t>(inputs + s, inputs + p + 1), tok.decode(answer),
+                   uint64_t(window_id) * uint64_t(T) + uint64_t(s)});
+  }
+}
+
+// What one pass over the rollouts' tokens sums (this rank's).
+struct PassTotals {
+  double loss = 0, kl = 0, clipped = 0;
+};
+
+class GrpoObjective : public TrainingObjective {
+ public:
+  explicit GrpoObjective(const ObjectiveContext& ctx);
+  void prepare() override;
+  StepTerms step(const StepBatches& b) override;
+  std::optional<ValidationResult> validate() override;
+
+ private:
+  std::vector<Rollout> sample(const std::vector<Prompt>& prompts, int64_t step, bool greedy) const;
+  void score(std::vector<Rollout>& rollouts) const;
+  PassTotals train_on(const std::vector<Rollout>& rollouts, double all_tokens);
+  int64_t fill_rows(const std::vector<Rollout>& rollouts, size_t first);
+  void reference_logps(const Rollout& r, float* out);
+  void log_rollouts(int64_t step, const std::vector<Rollout>& rollouts);
+
+  const ObjectiveContext ctx_;
+  const GrpoSection& g_;
+  const GrpoParams params_;
+  const std::unique_ptr<RewardFunction> reward_;
+  std::vector<int32_t> stops_;  // EOS and the template's end of turn
+  ValidationBatches val_;
+  std::vector<int32_t> inputs_, targets_;  // a micro-batch of rollout rows [local batch, T]
+  std::vector<float> d_nll_, ref_logp_;
+  // train.grpo.beta > 0: the reference, init.from's weights.
+  std::unique_ptr<gguf::GgufFile> ref_file_;
+  std::unique_ptr<infer::Decoder> ref_;
+  std::unique_ptr<StepRecordFile> rollouts_log_;
+};
+
+GrpoParams params_of(const GrpoSection& g) {
+  return {g.epsilon, g.epsilon_high < 0 ? g.epsilon : g.epsilon_high, g.beta, g.scale_rewards};
+}
+
+GrpoObjective::GrpoObjective(const ObjectiveContext& ctx)
+    : ctx_(ctx),
+      g_(ctx.config.grpo),
+      params_(params_of(ctx.config.grpo)),
+      reward_(make_reward(g_.reward, g_.reward_timeout)),
+      val_(ctx_) {
+  for (int32_t id : {ctx.tokenizer.eos_id(), ctx.tokenizer.eot_id()})
+    if (id >= 0) stops_.push_back(id);
+  const int64_t rows = ctx.model.batch() * ctx.config.train.seq_len;
+  inputs_.resize(size_t(rows));
+  targets_.resize(size_t(rows));
+  d_nll_.resize(size_t(rows));
+  ref_logp_.resize(size_t(rows));
+}
+
+void GrpoObjective::prepare() {
+  // Only rank 0 writes the samples; on resume, those of steps past the checkpoint go.
+  rollouts_log_ = std::make_unique<StepRecordFile>(ctx_.run_dir + "/rollouts.jsonl",
+                                                   ctx_.resume ? latest_step(ctx_.run_dir) : -1, ctx_.dp.root());
+  if (params_.beta <= 0) return;
+  ref_file_ = std::make_unique<gguf::GgufFile>(ctx_.config.init.from);
+  ref_ = std::make_unique<infer::Decoder>(*ref_file_, ctx_.config.train.seq_len);
+  if (ref_->config().vocab != ctx_.model.config().vocab)
+    fail("train.grpo.beta: the reference (init.from, {}) has {} tokens, the run's model {} (the chat template's "
+         "tokens were added); the KL needs the run's vocabulary: start from a model that has them (one this run's "
+         "template trained, e.g. an SFT run's), or set train.grpo.beta = 0",
+         ctx_.config.init.from, ref_->config().vocab, ctx_.model.config().vocab);
+}
+
+// The replies to each prompt: `group` sampled ones (greedy: one), each
+// seeded by (train.seed, step, prompt, reply) so that a resumed run draws
+// the same, as do the ranks whatever their number.
+std::vector<Rollout> GrpoObjective::sample(const std::vector<Prompt>& prompts, int64_t step, bool greedy) const {
+  const int64_t T = ctx_.config.train.seq_len;
+  infer::SamplerConfig s{greedy ? 0.0 : g_.temperature, g_.top_k, g_.top_p, g_.min_p, 1.0, 64};
+  const int64_t n = greedy ? 1 : g_.group;
+  std::vector<Rollout> out;
+  ctx_.with_decoder(T, [&](infer::Decoder& dec) {
+    infer::GenerateControl keep_prompt;
+    keep_prompt.reuse_cache = true;  // the group's replies share their prompt's cache
+    for (const Prompt& p : prompts) {
+      // A row holds the prompt and the reply but the reply's last token.
+      const int64_t room = std::min(g_.max_tokens, T + 1 - int64_t(p.ids.size()));
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t words[] = {ctx_.config.train.seed, uint64_t(step), p.key, uint64_t(i)};
+        infer::Generation gen = infer::generate(dec, p.ids, room, s, fnv1a(words, sizeof words), stops_, {}, keep_prompt);
+        out.push_back({&p, std::move(gen.tokens)});
+      }
+    }
+  });
+  return out;
+}
+
+void GrpoObjective::score(std::vector<Rollout>& rollouts) const {
+  std::vector<RewardInput> in;
+  for (const Rollout& r : rollouts)
+    in.push_back({ctx_.tokenizer.decode(r.prompt->ids), ctx_.tokenizer.decode(r.reply), r.prompt->answer});
+  const std::vector<double> rewards = reward_->score(in);
+  for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].reward = rewards[i];
+}
+
+// Rows of rollouts[first..] into the micro-batch: prompt and reply as one
+// sequence from position 0 (as the decoder sampled it), the reply's tokens
+// the targets. Returns how many rollouts it took.
+int64_t GrpoObjective::fill_rows(const std::vector<Rollout>& rollouts, size_t first) {
+  const int64_t B = ctx_.model.batch(), T = ctx_.config.train.seq_len;
+  std::fill(inputs_.begin(), inputs_.end(), 0);
+  std::fill(targets_.begin(), targets_.end(), corpus::kNoTarget);
+  int64_t rows = 0;
+  for (; rows < B && first + size_t(rows) < rollouts.size(); ++rows) {
+    const Rollout& r = rollouts[first + size_t(rows)];
+    const auto& prompt = r.prompt->ids;
+    const int64_t P = int64_t(prompt.size());
+    int32_t* in = inputs_.data() + rows * T;
+    int32_t* tg = targets_.data() + rows * T;
+    std::copy(prompt.begin(), prompt.end(), in);
+    std::copy(r.reply.begin(), r.reply.end() - 1, in + P);
+    std::copy(r.reply.begin(), r.reply.end(), tg + P - 1);
+  }
+  return rows;
+}
+
+// The reference's log-probability of each reply token of `r`, at the
+// positions fill_rows gave them (out: the row).
+void GrpoObjective::reference_logps(const Rollout& r, float* out) {
+  const auto& prompt = r.prompt->ids;
+  const int64_t P = int64_t(prompt.size()), V = ref_->config().vocab;
+  const auto& cached = ref_->cached_tokens();
+  const bool same_prompt = int64_t(cached.size()) >= P - 1 && std::equal(prompt.begin(), prompt.end() - 1, cached.begin());
+  ref_->truncate(same_prompt ? P - 1 : 0);
+  if (!same_prompt) ref_->eval(prompt.data(), P - 1, false);
+  std::vector<int32_t> rest{prompt.back()};
+  rest.insert(rest.end(), r.reply.begin(), r.reply.end() - 1);
+  ref_->eval(rest.data(), int64_t(rest.size()), true);
+  for (size_t i = 0; i < r.reply.size(); ++i) {
+    const float* z = ref_->logits() + int64_t(i) * V;
+    const float zmax = *std::max_element(z, z + V);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v] - zmax));
+    out[P - 1 + int64_t(i)] = float(double(z[r.reply[i]] - zmax) - std::log(sum));
+  }
+}
+
+// Forward and backward over this rank's rollouts, one row each, in as many
+// micro-batches as the rank with the most needs (a rank with fewer runs
+// empty ones: the gradient reduction is collective). The loss is the sum
+// over reply tokens divided by all ranks' reply tokens ("dapo").
+PassTotals GrpoObjective::train_on(const std::vector<Rollout>& rollouts, double all_tokens) {
+  auto& model = ctx_.model;
+  auto& dp = ctx_.dp;
+  const int64_t B = model.batch(), T = ctx_.config.train.seq_len;
+  const int64_t micro = std::max<int64_t>(1, dp.max_over_ranks((int64_t(rollouts.size()) + B - 1) / B));
+  PassTotals t;
+  for (int64_t k = 0; k < micro; ++k) {
+    const size_t first = size_t(k * B);
+    const int64_t rows = fill_rows(rollouts, first);
+    dp.begin_micro_batch(k + 1 == micro);
+    model.forward_scores(inputs_.data(), targets_.data());
+    std::fill(d_nll_.begin(), d_nll_.end(), 0.f);
+    const float* nll = model.token_losses();
+    for (int64_t row = 0; row < rows; ++row) {
+      const Rollout& r = rollouts[first + size_t(row)];
+      const int64_t at = row * T;
+      if (ref_) reference_logps(r, ref_logp_.data() + at);
+      for (int64_t i = at; i < at + T; ++i) {
+        if (targets_[size_t(i)] == corpus::kNoTarget) continue;
+        const double logp = -double(nll[i]);
+        // One pass per batch of rollouts: the sampling policy is the policy, r = 1.
+        const GrpoToken tok = grpo_token(logp, logp, ref_ ? ref_logp_[size_t(i)] : 0.0, r.advantage, params_);
+        d_nll_[size_t(i)] = float(-tok.d_logp / all_tokens);
+        t.loss += tok.loss;
+        t.kl += tok.kl;
+        t.clipped += tok.clipped ? 1 : 0;
+      }
+    }
+    model.backward_weighted(d_nll_.data());
+  }
+  return t;
+}
+
+void GrpoObjective::log_rollouts(int64_t step, const std::vector<Rollout>& rollouts) {
+  for (const Rollout& r : rollouts)
+    rollouts_log_->append({{"step", step},
+                           {"prompt", ctx_.tokenizer.decode(r.prompt->ids)},
+                           {"answer", r.prompt->answer},
+                           {"completion", ctx_.tokenizer.decode(r.reply)},
+                           {"tokens", r.reply.size()},
+                           {"reward", r.reward},
+                           {"advantage", r.advantage}});
+}
+
+StepTerms GrpoObjective::step(const StepBatches& b) {
+  const auto& t = ctx_.config.train;
+  auto& dp = ctx_.dp;
+  const int64_t T = t.seq_len, micro = t.batch * T;
+  std::vector<Prompt> prompts;
+  for (int64_t k = 0; k < t.grad_accum; ++k)
+    for (int64_t row = 0; row < dp.local_batch(); ++row) {
+      const int64_t at = row * T;
+      add_prompts(dp.local(b.inputs + k * micro) + at, dp.local(b.targets + k * micro) + at,
+                  dp.local(b.doc_start + k * micro) + at, T, b.window_ids[k * t.batch + dp.first_row() + row],
+                  ctx_.tokenizer, prompts);
+    }
+  const double t0 = now_seconds();
+  std::vector<Rollout> rollouts = sample(prompts, b.step, false);
+  const double t1 = now_seconds();
+  score(rollouts);
+  std::vector<double> rewards;
+  for (const Rollout& r : rollouts) rewards.push_back(r.reward);
+  double reward_sum = 0, std_sum = 0, tokens = 0;
+  if (!rollouts.empty()) {
+    const std::vector<double> a = group_advantages(rewards, g_.group, params_.scale_rewards);
+    for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].advantage = a[i];
+    for (double r : rewards) reward_sum += r;
+    std_sum = mean_group_std(rewards, g_.group) * double(prompts.size());
+  }
+  for (const Rollout& r : rollouts) tokens += double(r.reply.size());
+  const double all_tokens = std::max(1.0, dp.sum_over_ranks(tokens));
+  const double t2 = now_seconds();
+  const PassTotals pass = train_on(rollouts, all_tokens);
+  const double t3 = now_seconds();
+  if (dp.root()) log_rollouts(b.step, rollouts);
+
+  const double all_prompts = dp.sum_over_ranks(double(prompts.size()));
+  const double all_rollouts = all_prompts * double(g_.group);
+  const double reward = dp.sum_over_ranks(reward_sum) / std::max(1.0, all_rollouts);
+  const double reward_std = dp.sum_over_ranks(std_sum) / std::max(1.0, all_prompts);
+  const double kl = dp.sum_over_ranks(pass.kl) / all_tokens, clip = dp.sum_over_ranks(pass.clipped) / all_tokens;
+  StepTerms r;
+  r.loss = pass.loss / all_tokens;
+  r.metrics = {{"reward", reward},
+               {"reward_std", reward_std},
+               {"completion_length", all_tokens / std::max(1.0, all_rollouts)},
+               {"clip_ratio", clip},
+               {"prompts", int64_t(all_prompts)},
+               {"rollout_s", t1 - t0},
+               {"train_s", t3 - t2}};
+  if (params_.beta > 0) r.metrics["kl"] = kl;
+  r.progress = fmt::format(" | reward {:.3f} (std {:.3f}) | reply {:.1f} tokens", reward, reward_std,
+                           all_tokens / std::max(1.0, all_rollouts));
+  return r;
+}
+
+// The answers' mean loss over the held-out windows (as SFT validates) and
+// the mean reward of one greedy reply to each of their prompts.
+std::optional<ValidationResult> GrpoObjective::validate() {
+  if (val_.count() == 0) return std::nullopt;
+  auto& dp = ctx_.dp;
+  const int64_t T = ctx_.config.train.seq_len;
+  double nll = 0, counted = 0, reward = 0, replies = 0;
+  for (int64_t i = 0; i < val_.count(); ++i) {
+    val_.load(i);
+    nll += double(ctx_.model.evaluate(val_.inputs(), val_.targets(), val_.documents())) *
+           double(ctx_.model.counted_targets());
+    counted += double(ctx_.model.counted_targets());
+    std::vector<Prompt> prompts;
+    for (int64_t row = 0; row < dp.local_batch(); ++row)
+      add_prompts(val_.inputs() + row * T, val_.targets() + row * T, val_.doc_start() + row * T, T,
+                  val_.window_ids()[row], ctx_.tokenizer, prompts);
+    std::vector<Rollout> rollouts = sample(prompts, 0, true);
+    score(rollouts);
+    for (const Rollout& r : rollouts) reward += r.reward;
+    replies += double(rollouts.size());
+  }
+  const double all = dp.sum_over_ranks(counted), all_replies = dp.sum_over_ranks(replies);
+  if (all <= 0 || all_replies <= 0) return std::nullopt;
+  const double loss = dp.sum_over_ranks(nll) / all, val_reward = dp.sum_over_ranks(reward) / all_replies;
+  ValidationResult v;
+  v.loss = loss;
+  v.metrics = {{"val_loss", loss}, {"val_reward", val_reward}, {"val_prompts", int64_t(all_replies)}};
+  v.best_candidates = {{"val_loss", loss}};
+  v.line = fmt::format("answers' loss {:.4f}, greedy reward {:.4f} over {} prompts", loss, val_reward,
+                       int64_t(all_replies));
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<TrainingObjective> make_grpo_objective(const ObjectiveContext& ctx) {
+  return std::make_unique<GrpoObjective>(ctx);
+}
+
+}  // namespace ggtrain::train

@@ -1,0 +1,215 @@
+// GRPO runs end to end (train.objective = "grpo") on completion records
+// {"prompt", "answer"} from a small trained model: the step logs TRL's
+// metrics and rollouts.jsonl keeps every reply with the reward the test
+// recomputes from the reply; rewards that never differ within a group give
+// zero loss and zero gradient; the KL to the reference starts at zero; the
+// reward a run follows goes up; a run resumes exactly; bad configs are
+// refused naming the key.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "support/files.h"
+#include "support/run_helpers.h"
+#include "train/run_checkpoint.h"
+#include "train/trainer.h"
+
+using namespace ggtrain;
+using test_support::last_eval;
+using test_support::step_record;
+using test_support::TempDir;
+
+namespace {
+
+// "Which word is number i?" with its word as the answer.
+void write_prompts(const std::string& path, int n) {
+  std::ofstream out(path);
+  const char* words[] = {"alpha", "beta", "gamma", "delta"};
+  for (int i = 0; i < n; ++i)
+    out << fmt::format(R"({{"prompt": "Which word is number {}?", "answer": "{}"}})", i % 8, words[i % 4]) << "\n";
+}
+
+std::string base_model(TempDir& tmp) {
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
+  c.model.ctx = 128;
+  test_support::run_quiet(tmp / "base", c, false);
+  return train::weights_path(tmp / "base", 10);
+}
+
+// The reward: a reply without the letter 'e' (the synthetic English makes
+// both kinds common in 8 tokens, so groups differ).
+constexpr const char* kNoE = "^[^e]*$";
+
+train::RunConfig grpo_config(TempDir& tmp, const std::string& base, int64_t steps) {
+  train::RunConfig c = train::preset("s15");  // the model section comes from init.from
+  write_prompts(tmp / "prompts.jsonl", 200);
+  c.data.corpus = {tmp / "prompts.jsonl"};
+  c.data.format = train::DataFormat::kAuto;
+  c.data.val_fraction = 0.05;
+  c.init.from = base;
+  train::apply_override(c, "train.objective=grpo");
+  c.grpo.reward = std::string("regex:") + kNoE;
+  c.grpo.group = 4;
+  c.grpo.max_tokens = 8;
+  c.train.steps = steps;
+  c.train.batch = 2;
+  c.train.seq_len = 64;
+  c.train.threads = 1;
+  c.train.eval_every = steps;
+  c.train.eval_batches = 1;
+  c.train.sample_every = 0;
+  c.train.lr_max = 2e-3;
+  c.train.warmup_steps = 1;
+  c.checkpoint.every = steps;
+  return c;
+}
+
+std::vector<nlohmann::json> rollouts_of(const std::string& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir + "/rollouts.jsonl");
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// Every reply is logged with the reward the regex gives it here, the
+// advantages of a group sum to zero, and the step's metrics are TRL's
+// names with the values the rollouts give.
+TEST(GrpoRun, LogsRolloutsAndTrlMetrics) {
+  TempDir tmp;
+  auto c = grpo_config(tmp, base_model(tmp), 2);
+  test_support::run_quiet(tmp / "run", c, false);
+  const auto rollouts = rollouts_of(tmp / "run");
+  const std::regex no_e(kNoE);
+  std::map<int64_t, std::vector<nlohmann::json>> by_step;
+  for (const auto& r : rollouts) by_step[r["step"].get<int64_t>()].push_back(r);
+  ASSERT_EQ(by_step.size(), 2u);
+  for (const auto& [step, rs] : by_step) {
+    const auto m = step_record(tmp / "run", step);
+    ASSERT_FALSE(m.is_null());
+    ASSERT_EQ(int64_t(rs.size()), m["prompts"].get<int64_t>() * 4) << step;
+    double reward = 0, tokens = 0;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      const std::string completion = rs[i]["completion"];
+      EXPECT_EQ(rs[i]["reward"].get<double>(), std::regex_search(completion, no_e) ? 1.0 : 0.0) << completion;
+      reward += rs[i]["reward"].get<double>();
+      tokens += rs[i]["tokens"].get<double>();
+      EXPECT_NE(rs[i]["prompt"].get<std::string>().find("Which word is number"), std::string::npos);
+      if (i % 4 == 3) {
+        double sum = 0;
+        for (size_t j = i - 3; j <= i; ++j) sum += rs[j]["advantage"].get<double>();
+        EXPECT_NEAR(sum, 0.0, 1e-9);
+      }
+    }
+    std::printf("step %lld: %zu rollouts, reward %.3f, reply %.2f tokens, loss %.4g, grad_norm %.4g\n",
+                (long long)step, rs.size(), m["reward"].get<double>(), m["completion_length"].get<double>(),
+                m["loss"].get<double>(), m["grad_norm"].get<double>());
+    EXPECT_NEAR(m["reward"].get<double>(), reward / double(rs.size()), 1e-12);
+    EXPECT_NEAR(m["completion_length"].get<double>(), tokens / double(rs.size()), 1e-12);
+    EXPECT_EQ(m["clip_ratio"].get<double>(), 0.0);  // one pass per batch: the ratio is 1
+    EXPECT_TRUE(m.contains("reward_std"));
+    EXPECT_FALSE(m.contains("kl"));  // beta = 0: no reference
+  }
+  const auto v = last_eval(tmp / "run");
+  ASSERT_FALSE(v.is_null());
+  EXPECT_TRUE(v.contains("val_reward") && v.contains("val_loss"));
+}
+
+// A reward every reply earns: no group differs, every advantage is zero,
+// and so are the loss and the gradient (not merely small). The regex run
+// above is the negative control: its gradient is not zero.
+TEST(GrpoRun, EqualRewardsGiveZeroGradient) {
+  TempDir tmp;
+  const std::string base = base_model(tmp);
+  auto same = grpo_config(tmp, base, 1);
+  same.grpo.reward = "regex:.*";
+  test_support::run_quiet(tmp / "same", same, false);
+  auto differs = grpo_config(tmp, base, 1);
+  test_support::run_quiet(tmp / "differs", differs, false);
+  const auto a = step_record(tmp / "same", 1), b = step_record(tmp / "differs", 1);
+  ASSERT_FALSE(a.is_null() || b.is_null());
+  EXPECT_EQ(a["reward"].get<double>(), 1.0);
+  EXPECT_EQ(a["loss"].get<double>(), 0.0);
+  EXPECT_EQ(a["grad_norm"].get<double>(), 0.0);
+  ASSERT_GT(b["reward_std"].get<double>(), 0.0);
+  EXPECT_GT(b["grad_norm"].get<double>(), 1e-4);
+}
+
+// With train.grpo.beta the reference is init.from: the first step's policy
+// is that model, so the KL estimate is zero to float rounding (decoder vs
+// training forward); after updates it grows. The reference must have the
+// run's vocabulary: a first GRPO step adds the chat template's tokens.
+TEST(GrpoRun, KlToTheReferenceStartsAtZero) {
+  TempDir tmp;
+  test_support::run_quiet(tmp / "chat", grpo_config(tmp, base_model(tmp), 1), false);
+  auto c = grpo_config(tmp, train::weights_path(tmp / "chat", 1), 4);
+  c.grpo.beta = 0.04;
+  c.train.lr_max = 1e-2;
+  test_support::run_quiet(tmp / "run", c, false);
+  const double first = step_record(tmp / "run", 1)["kl"], last = step_record(tmp / "run", 4)["kl"];
+  std::printf("kl: step 1 %.3g, step 4 %.3g\n", first, last);
+  ASSERT_TRUE(std::isfinite(first) && std::isfinite(last));
+  EXPECT_LT(std::abs(first), 1e-9);  // measured 3.6e-14
+  EXPECT_GT(last, 100 * std::max(std::abs(first), 1e-9));
+}
+
+// The reward GRPO follows goes up: the mean over the last 5 steps' groups
+// against the first 5 (from the same prompts' distribution). Replies that
+// contain "ight" (as in "light", "night"): measured 0.21 at first, 1.0 at
+// the end; a gradient of the wrong sign drives it to 0.
+TEST(GrpoRun, RewardGoesUp) {
+  TempDir tmp;
+  auto c = grpo_config(tmp, base_model(tmp), 30);
+  c.grpo.reward = "regex:ight";
+  c.train.lr_max = 5e-3;
+  test_support::run_quiet(tmp / "run", c, false);
+  double first = 0, last = 0;
+  for (int64_t s = 1; s <= 5; ++s) {
+    first += step_record(tmp / "run", s)["reward"].get<double>() / 5;
+    last += step_record(tmp / "run", 25 + s)["reward"].get<double>() / 5;
+  }
+  std::printf("reward: first 5 steps %.3f, last 5 steps %.3f\n", first, last);
+  EXPECT_GT(last, first + 0.5);
+}
+
+// Stopped after step 2 and resumed: the same replies (the sampler is seeded
+// by step and prompt), the same weights and optimizer state bit for bit.
+TEST(GrpoRun, ResumesExactly) {
+  TempDir tmp;
+  auto c = grpo_config(tmp, base_model(tmp), 4);
+  c.checkpoint.every = 2;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 2);
+  EXPECT_EQ(test_support::slurp(tmp / "a/rollouts.jsonl"), test_support::slurp(tmp / "b/rollouts.jsonl"));
+}
+
+TEST(GrpoRun, BadConfigsNameTheKey) {
+  TempDir tmp;
+  auto c = grpo_config(tmp, "base.gguf", 2);
+  auto error = [&](const std::function<void(train::RunConfig&)>& change) {
+    auto bad = c;
+    change(bad);
+    return test_support::error_of([&] { bad.validate(); });
+  };
+  EXPECT_NE(error([](auto& b) { b.grpo.group = 1; }).find("train.grpo.group must be >= 2"), std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.grpo.reward = ""; }).find("needs a reward"), std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.grpo.reward = "regex:(["; }).find("not a valid pattern"), std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.data.format = train::DataFormat::kText; }).find("set data.format"),
+            std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.grpo.max_tokens = 64; }).find("train.grpo.max_tokens"), std::string::npos);
+  EXPECT_NE(error([](auto& b) {
+              b.grpo.beta = 0.1;
+              b.init.from = "";
+            }).find("set init.from"),
+            std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.train.objective = train::Objective::kSft; }).find("only read by"),
+            std::string::npos);
+}
+
+}  // namespace
