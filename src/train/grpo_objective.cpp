@@ -40,8 +40,8 @@ struct Rollout {
 };
 
 // Each example of one window [T] that has a trained target.
-void add_prompts(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start, int64_t T,
-                 int64_t window_id, const tokenizer::Tokenizer& tok, std::vector<Prompt>& out) {
+void add_prompts(const int32_t* inputs, const int32_t* targets, const int32_t* doc_start, int64_t T, int64_t window_id,
+                 const tokenizer::Tokenizer& tok, std::vector<Prompt>& out) {
   for (int64_t s = 0, e = 0; s < T; s = e) {
     e = s + 1;
     while (e < T && doc_start[e] == doc_start[s]) ++e;
@@ -138,7 +138,8 @@ std::vector<Rollout> GrpoObjective::sample(const std::vector<Prompt>& prompts, i
       const int64_t room = std::min(g_.max_tokens, T + 1 - int64_t(p.ids.size()));
       for (int64_t i = 0; i < n; ++i) {
         const uint64_t words[] = {ctx_.config.train.seed, uint64_t(step), p.key, uint64_t(i)};
-        infer::Generation gen = infer::generate(dec, p.ids, room, s, fnv1a(words, sizeof words), stops_, {}, keep_prompt);
+        infer::Generation gen =
+            infer::generate(dec, p.ids, room, s, fnv1a(words, sizeof words), stops_, {}, keep_prompt);
         out.push_back({&p, std::move(gen.tokens)});
       }
     }
@@ -181,7 +182,8 @@ void GrpoObjective::reference_logps(const Rollout& r, float* out) {
   const auto& prompt = r.prompt->ids;
   const int64_t P = int64_t(prompt.size()), V = ref_->config().vocab;
   const auto& cached = ref_->cached_tokens();
-  const bool same_prompt = int64_t(cached.size()) >= P - 1 && std::equal(prompt.begin(), prompt.end() - 1, cached.begin());
+  const bool same_prompt =
+      int64_t(cached.size()) >= P - 1 && std::equal(prompt.begin(), prompt.end() - 1, cached.begin());
   ref_->truncate(same_prompt ? P - 1 : 0);
   if (!same_prompt) ref_->eval(prompt.data(), P - 1, false);
   std::vector<int32_t> rest{prompt.back()};
@@ -324,8 +326,8 @@ std::optional<ValidationResult> GrpoObjective::validate() {
   v.loss = loss;
   v.metrics = {{"val_loss", loss}, {"val_reward", val_reward}, {"val_prompts", int64_t(all_replies)}};
   v.best_candidates = {{"val_loss", loss}};
-  v.line = fmt::format("answers' loss {:.4f}, greedy reward {:.4f} over {} prompts", loss, val_reward,
-                       int64_t(all_replies));
+  v.line =
+      fmt::format("answers' loss {:.4f}, greedy reward {:.4f} over {} prompts", loss, val_reward, int64_t(all_replies));
   return v;
 }
 

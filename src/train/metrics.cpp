@@ -54,6 +54,8 @@ void MetricsLog::keep_point(const nlohmann::json& j) {
   auto number = [&](const char* key) { return j.contains(key) && j[key].is_number(); };
   if (j.contains("loss")) train_.emplace_back(step, number("loss") ? j["loss"].get<double>() : NAN);
   if (number("val_loss")) val_.emplace_back(step, j["val_loss"].get<double>());
+  if (number("reward") && j.contains("loss")) reward_.emplace_back(step, j["reward"].get<double>());
+  if (number("val_reward")) val_reward_.emplace_back(step, j["val_reward"].get<double>());
   if (j.contains("task") && j["task"].is_string() && number("acc_norm"))
     tasks_[j["task"].get<std::string>()].emplace_back(step, j["acc_norm"].get<double>());
 }
@@ -77,6 +79,12 @@ void MetricsLog::write_plot() const {
   if (!write_) return;
   const std::string svg = loss_svg(train_, val_, run_dir_ + ": training and validation loss");
   write_file_atomic(run_dir_ + "/loss.svg", svg.data(), svg.size());
+  if (!reward_.empty()) {
+    const std::string rewards = line_chart_svg({{"reward (sampled replies)", "#2ca02c", reward_, false},
+                                                {"validation reward (greedy)", "#d62728", val_reward_, true}},
+                                               "reward", run_dir_ + ": GRPO reward");
+    write_file_atomic(run_dir_ + "/reward.svg", rewards.data(), rewards.size());
+  }
   if (tasks_.empty()) return;
   static const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
   std::vector<ChartSeries> series;

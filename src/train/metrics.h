@@ -1,8 +1,8 @@
 #pragma once
 // RUN/metrics.jsonl (one JSON object per step and per evaluation),
-// RUN/loss.svg (train and validation loss against step) and, when the run
-// scores multiple-choice tasks, RUN/tasks.svg (each task file's acc_norm
-// against step), kept current.
+// RUN/loss.svg (train and validation loss against step), when the run
+// scores multiple-choice tasks RUN/tasks.svg (each task file's acc_norm
+// against step), and for GRPO RUN/reward.svg, kept current.
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -50,6 +50,7 @@ class MetricsLog {
   std::string run_dir_;
   bool write_ = true;
   std::vector<std::pair<double, double>> train_, val_;
+  std::vector<std::pair<double, double>> reward_, val_reward_;  // GRPO's, for reward.svg
   std::map<std::string, std::vector<std::pair<double, double>>> tasks_;  // task file -> (step, acc_norm)
   StepRecordFile file_;  // last: reading it back on resume fills the series above
 };

@@ -50,8 +50,7 @@ std::string CommandResult::failure() const {
   return line.empty() ? what : fmt::format("{}: {}", what, line.substr(0, 300));
 }
 
-CommandResult run_command(const std::string& command, const std::string& input, double timeout_s,
-                          size_t max_output) {
+CommandResult run_command(const std::string& command, const std::string& input, double timeout_s, size_t max_output) {
   // stdin is a socket so that writing to a command that has exited fails
   // with EPIPE (MSG_NOSIGNAL) instead of raising SIGPIPE in the caller.
   int in_pair[2], out_pipe[2], err_pipe[2];

@@ -108,9 +108,9 @@ TEST(GrpoRun, LogsRolloutsAndTrlMetrics) {
         EXPECT_NEAR(sum, 0.0, 1e-9);
       }
     }
-    std::printf("step %lld: %zu rollouts, reward %.3f, reply %.2f tokens, loss %.4g, grad_norm %.4g\n",
-                (long long)step, rs.size(), m["reward"].get<double>(), m["completion_length"].get<double>(),
-                m["loss"].get<double>(), m["grad_norm"].get<double>());
+    std::printf("step %lld: %zu rollouts, reward %.3f, reply %.2f tokens, loss %.4g, grad_norm %.4g\n", (long long)step,
+                rs.size(), m["reward"].get<double>(), m["completion_length"].get<double>(), m["loss"].get<double>(),
+                m["grad_norm"].get<double>());
     EXPECT_NEAR(m["reward"].get<double>(), reward / double(rs.size()), 1e-12);
     EXPECT_NEAR(m["completion_length"].get<double>(), tokens / double(rs.size()), 1e-12);
     EXPECT_EQ(m["clip_ratio"].get<double>(), 0.0);  // one pass per batch: the ratio is 1
@@ -120,6 +120,7 @@ TEST(GrpoRun, LogsRolloutsAndTrlMetrics) {
   const auto v = last_eval(tmp / "run");
   ASSERT_FALSE(v.is_null());
   EXPECT_TRUE(v.contains("val_reward") && v.contains("val_loss"));
+  EXPECT_NE(test_support::slurp(tmp / "run/reward.svg").find("validation reward (greedy)"), std::string::npos);
 }
 
 // A reward every reply earns: no group differs, every advantage is zero,
@@ -208,8 +209,7 @@ TEST(GrpoRun, BadConfigsNameTheKey) {
               b.init.from = "";
             }).find("set init.from"),
             std::string::npos);
-  EXPECT_NE(error([](auto& b) { b.train.objective = train::Objective::kSft; }).find("only read by"),
-            std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.train.objective = train::Objective::kSft; }).find("only read by"), std::string::npos);
 }
 
 }  // namespace

@@ -67,8 +67,10 @@ TEST(Reward, UnknownSpecNamesTheKey) {
 TEST(RewardCommand, ReadsOneNumberPerRollout) {
   const std::vector<RewardInput> in{{"p1", "yes", "a"}, {"p2", "no", "b"}, {"p3", "yes \"quoted\"\n", "c"}};
   // 1 when the completion member starts with "yes", else 0.5: the command sees the JSON.
-  EXPECT_EQ(rewards(R"(cmd:while IFS= read -r l; do case "$l" in *'"completion":"yes'*) echo 1;; *) echo 0.5;; esac; done)", in),
-            (std::vector<double>{1, 0.5, 1}));
+  EXPECT_EQ(
+      rewards(R"(cmd:while IFS= read -r l; do case "$l" in *'"completion":"yes'*) echo 1;; *) echo 0.5;; esac; done)",
+              in),
+      (std::vector<double>{1, 0.5, 1}));
 }
 
 TEST(RewardCommand, HostileOutputIsAClearError) {
