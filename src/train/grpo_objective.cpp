@@ -55,6 +55,11 @@ void add_prompts(const int32_t* inputs, const int32_t* targets, const int32_t* d
   }
 }
 
+// Where a rollout is trained: micro-batch, and its first token's index there.
+struct Placement {
+  int64_t micro, at;
+};
+
 // What one pass over the rollouts' tokens sums (this rank's).
 struct PassTotals {
   double loss = 0, kl = 0, clipped = 0;
@@ -71,7 +76,8 @@ class GrpoObjective : public TrainingObjective {
   std::vector<Rollout> sample(const std::vector<Prompt>& prompts, int64_t step, bool greedy) const;
   void score(std::vector<Rollout>& rollouts) const;
   PassTotals train_on(const std::vector<Rollout>& rollouts, double all_tokens);
-  int64_t fill_rows(const std::vector<Rollout>& rollouts, size_t first);
+  std::vector<Placement> pack(const std::vector<Rollout>& rollouts) const;
+  void fill_micro_batch(const std::vector<Rollout>& rollouts, const std::vector<Placement>& at, int64_t micro);
   void reference_logps(const Rollout& r, float* out);
   void log_rollouts(int64_t step, const std::vector<Rollout>& rollouts);
 
@@ -81,7 +87,7 @@ class GrpoObjective : public TrainingObjective {
   const std::unique_ptr<RewardFunction> reward_;
   std::vector<int32_t> stops_;  // EOS and the template's end of turn
   ValidationBatches val_;
-  std::vector<int32_t> inputs_, targets_;  // a micro-batch of rollout rows [local batch, T]
+  std::vector<int32_t> inputs_, targets_, doc_start_;  // a micro-batch of rollout rows [local batch, T]
   std::vector<float> d_nll_, ref_logp_;
   // train.grpo.beta > 0: the reference, init.from's weights.
   std::unique_ptr<gguf::GgufFile> ref_file_;
@@ -104,6 +110,7 @@ GrpoObjective::GrpoObjective(const ObjectiveContext& ctx)
   const int64_t rows = ctx.model.batch() * ctx.config.train.seq_len;
   inputs_.resize(size_t(rows));
   targets_.resize(size_t(rows));
+  doc_start_.resize(size_t(rows));
   d_nll_.resize(size_t(rows));
   ref_logp_.resize(size_t(rows));
 }
@@ -155,29 +162,46 @@ void GrpoObjective::score(std::vector<Rollout>& rollouts) const {
   for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].reward = rewards[i];
 }
 
-// Rows of rollouts[first..] into the micro-batch: prompt and reply as one
-// sequence from position 0 (as the decoder sampled it), the reply's tokens
-// the targets. Returns how many rollouts it took.
-int64_t GrpoObjective::fill_rows(const std::vector<Rollout>& rollouts, size_t first) {
+// Rollouts packed into rows of the model's micro-batches, each a document
+// of its own (attention and recurrent state stop at it): prompt and reply
+// as one sequence but the reply's last token, which is only a target.
+// Positions start at the row's, not at 0 as the decoder sampled them; RoPE
+// sees only differences of positions, so the log-probabilities differ by
+// rounding.
+std::vector<Placement> GrpoObjective::pack(const std::vector<Rollout>& rollouts) const {
   const int64_t B = ctx_.model.batch(), T = ctx_.config.train.seq_len;
+  std::vector<Placement> at;
+  int64_t row = 0, pos = 0;
+  for (const Rollout& r : rollouts) {
+    const int64_t n = int64_t(r.prompt->ids.size() + r.reply.size()) - 1;
+    if (pos + n > T) ++row, pos = 0;
+    at.push_back({row / B, (row % B) * T + pos});
+    pos += n;
+  }
+  return at;
+}
+
+void GrpoObjective::fill_micro_batch(const std::vector<Rollout>& rollouts, const std::vector<Placement>& at,
+                                     int64_t micro) {
+  const int64_t T = ctx_.config.train.seq_len;
   std::fill(inputs_.begin(), inputs_.end(), 0);
   std::fill(targets_.begin(), targets_.end(), corpus::kNoTarget);
-  int64_t rows = 0;
-  for (; rows < B && first + size_t(rows) < rollouts.size(); ++rows) {
-    const Rollout& r = rollouts[first + size_t(rows)];
-    const auto& prompt = r.prompt->ids;
-    const int64_t P = int64_t(prompt.size());
-    int32_t* in = inputs_.data() + rows * T;
-    int32_t* tg = targets_.data() + rows * T;
-    std::copy(prompt.begin(), prompt.end(), in);
-    std::copy(r.reply.begin(), r.reply.end() - 1, in + P);
-    std::copy(r.reply.begin(), r.reply.end(), tg + P - 1);
+  // Padding: each position its own document, so every row's starts never decrease.
+  for (size_t i = 0; i < doc_start_.size(); ++i) doc_start_[i] = int32_t(int64_t(i) % T);
+  for (size_t k = 0; k < rollouts.size(); ++k) {
+    if (at[k].micro != micro) continue;
+    const auto& prompt = rollouts[k].prompt->ids;
+    const auto& reply = rollouts[k].reply;
+    const int64_t P = int64_t(prompt.size()), n = P + int64_t(reply.size()) - 1, first = at[k].at;
+    std::copy(prompt.begin(), prompt.end(), inputs_.begin() + first);
+    std::copy(reply.begin(), reply.end() - 1, inputs_.begin() + first + P);
+    std::copy(reply.begin(), reply.end(), targets_.begin() + first + P - 1);
+    std::fill(doc_start_.begin() + first, doc_start_.begin() + first + n, int32_t(first % T));
   }
-  return rows;
 }
 
 // The reference's log-probability of each reply token of `r`, at the
-// positions fill_rows gave them (out: the row).
+// positions fill_micro_batch gives them (out: the rollout's first token).
 void GrpoObjective::reference_logps(const Rollout& r, float* out) {
   const auto& prompt = r.prompt->ids;
   const int64_t P = int64_t(prompt.size()), V = ref_->config().vocab;
@@ -198,29 +222,28 @@ void GrpoObjective::reference_logps(const Rollout& r, float* out) {
   }
 }
 
-// Forward and backward over this rank's rollouts, one row each, in as many
-// micro-batches as the rank with the most needs (a rank with fewer runs
-// empty ones: the gradient reduction is collective). The loss is the sum
-// over reply tokens divided by all ranks' reply tokens ("dapo").
+// Forward and backward over this rank's rollouts, in as many micro-batches
+// as the rank with the most needs (a rank with fewer runs empty ones: the
+// gradient reduction is collective). The loss is the sum over reply tokens
+// divided by all ranks' reply tokens ("dapo").
 PassTotals GrpoObjective::train_on(const std::vector<Rollout>& rollouts, double all_tokens) {
   auto& model = ctx_.model;
   auto& dp = ctx_.dp;
-  const int64_t B = model.batch(), T = ctx_.config.train.seq_len;
-  const int64_t micro = std::max<int64_t>(1, dp.max_over_ranks((int64_t(rollouts.size()) + B - 1) / B));
+  const std::vector<Placement> at = pack(rollouts);
+  const int64_t micro = dp.max_over_ranks(at.empty() ? 1 : at.back().micro + 1);
   PassTotals t;
   for (int64_t k = 0; k < micro; ++k) {
-    const size_t first = size_t(k * B);
-    const int64_t rows = fill_rows(rollouts, first);
+    fill_micro_batch(rollouts, at, k);
     dp.begin_micro_batch(k + 1 == micro);
-    model.forward_scores(inputs_.data(), targets_.data());
+    model.forward_scores(inputs_.data(), targets_.data(), doc_start_.data());
     std::fill(d_nll_.begin(), d_nll_.end(), 0.f);
     const float* nll = model.token_losses();
-    for (int64_t row = 0; row < rows; ++row) {
-      const Rollout& r = rollouts[first + size_t(row)];
-      const int64_t at = row * T;
-      if (ref_) reference_logps(r, ref_logp_.data() + at);
-      for (int64_t i = at; i < at + T; ++i) {
-        if (targets_[size_t(i)] == corpus::kNoTarget) continue;
+    for (size_t j = 0; j < rollouts.size(); ++j) {
+      if (at[j].micro != k) continue;
+      const Rollout& r = rollouts[j];
+      const int64_t first = at[j].at + int64_t(r.prompt->ids.size()) - 1;  // the reply's first target
+      if (ref_) reference_logps(r, ref_logp_.data() + at[j].at);
+      for (int64_t i = first; i < first + int64_t(r.reply.size()); ++i) {
         const double logp = -double(nll[i]);
         // One pass per batch of rollouts: the sampling policy is the policy, r = 1.
         const GrpoToken tok = grpo_token(logp, logp, ref_ ? ref_logp_[size_t(i)] : 0.0, r.advantage, params_);
