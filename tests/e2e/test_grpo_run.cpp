@@ -38,14 +38,6 @@ void write_prompts(const std::string& path, int n) {
     out << fmt::format(R"({{"prompt": "Which word is number {}?", "answer": "{}"}})", i % 8, words[i % 4]) << "\n";
 }
 
-std::string base_model(TempDir& tmp) {
-  test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
-  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
-  c.model.ctx = 128;
-  test_support::run_quiet(tmp / "base", c, false);
-  return train::weights_path(tmp / "base", 10);
-}
-
 // The reward: a reply without the letter 'e' (the synthetic English makes
 // both kinds common in 8 tokens, so groups differ).
 constexpr const char* kNoE = "^[^e]*$";
@@ -86,7 +78,7 @@ std::vector<nlohmann::json> rollouts_of(const std::string& run_dir) {
 // names with the values the rollouts give.
 TEST(GrpoRun, LogsRolloutsAndTrlMetrics) {
   TempDir tmp;
-  auto c = grpo_config(tmp, base_model(tmp), 2);
+  auto c = grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 2);
   test_support::run_quiet(tmp / "run", c, false);
   const auto rollouts = rollouts_of(tmp / "run");
   const std::regex no_e(kNoE);
@@ -130,7 +122,7 @@ TEST(GrpoRun, LogsRolloutsAndTrlMetrics) {
 // above is the negative control: its gradient is not zero.
 TEST(GrpoRun, EqualRewardsGiveZeroGradient) {
   TempDir tmp;
-  const std::string base = base_model(tmp);
+  const std::string base = test_support::tiny_base_model(tmp.path());
   auto same = grpo_config(tmp, base, 1);
   same.grpo.reward = "regex:.*";
   test_support::run_quiet(tmp / "same", same, false);
@@ -151,7 +143,7 @@ TEST(GrpoRun, EqualRewardsGiveZeroGradient) {
 // run's vocabulary: a first GRPO step adds the chat template's tokens.
 TEST(GrpoRun, KlToTheReferenceStartsAtZero) {
   TempDir tmp;
-  test_support::run_quiet(tmp / "chat", grpo_config(tmp, base_model(tmp), 1), false);
+  test_support::run_quiet(tmp / "chat", grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 1), false);
   auto c = grpo_config(tmp, train::weights_path(tmp / "chat", 1), 4);
   c.grpo.beta = 0.04;
   c.train.lr_max = 1e-2;
@@ -169,7 +161,7 @@ TEST(GrpoRun, KlToTheReferenceStartsAtZero) {
 // the end; a gradient of the wrong sign drives it to 0.
 TEST(GrpoRun, RewardGoesUp) {
   TempDir tmp;
-  auto c = grpo_config(tmp, base_model(tmp), 30);
+  auto c = grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 30);
   c.grpo.reward = "regex:ight";
   c.train.lr_max = 5e-3;
   test_support::run_quiet(tmp / "run", c, false);
@@ -186,7 +178,7 @@ TEST(GrpoRun, RewardGoesUp) {
 // by step and prompt), the same weights and optimizer state bit for bit.
 TEST(GrpoRun, ResumesExactly) {
   TempDir tmp;
-  auto c = grpo_config(tmp, base_model(tmp), 4);
+  auto c = grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 4);
   c.checkpoint.every = 2;
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 2);
   EXPECT_EQ(test_support::slurp(tmp / "a/rollouts.jsonl"), test_support::slurp(tmp / "b/rollouts.jsonl"));

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -188,6 +189,25 @@ class MpiTest : public ::testing::Test {
   }
   std::string out(const std::string& name) const { return tmp_ / (name + ".out"); }
   void hybrid_with_zero1_follows_one_process(const std::string& arch, std::vector<std::string> model_sets);
+  // args(name, train.zero) run as one process ("one"), under 2 ranks ("dp")
+  // and 2 ranks with ZeRO-1 ("zero"): `steps` step losses and `evals`
+  // validations, each within 1e-5 of one process's, and the final weights
+  // within weight_limit.
+  void expect_two_ranks_follow_one_process(const std::function<std::vector<std::string>(const std::string&, int)>& args,
+                                           int64_t steps, size_t evals, double weight_limit, const std::string& what) {
+    run_ok(args("one", 0), out("one"));
+    run_ok(under_mpirun(2, args("dp", 0)), out("dp"));
+    run_ok(under_mpirun(2, args("zero", 1)), out("zero"));
+    const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
+    ASSERT_EQ(one.train.size(), size_t(steps));
+    ASSERT_EQ(one.val.size(), evals);
+    expect_close(one.train, dp.train, 1e-5, what + ", 2 ranks vs 1 process");
+    expect_close(one.train, zero.train, 1e-5, what + ", 2 ranks ZeRO-1 vs 1 process");
+    expect_close(one.val, dp.val, 1e-5, what + " validation, 2 ranks");
+    for (const char* run : {"dp", "zero"})
+      expect_same_tensors(train::weights_path(dir("one"), steps), train::weights_path(dir(run), steps), weight_limit,
+                          what + " " + run + " weights");
+  }
 
   TempDir tmp_;
   std::string corpus_ = tmp_ / "corpus.txt";
@@ -339,18 +359,7 @@ TEST_P(MpiPreference, TwoRanksFollowOneProcess) {
          "train.beta=0.3", "train.seq_len=96", "train.batch=4", "train.steps=10", "train.eval_every=5",
          "data.val_fraction=0.1", "train.zero=" + std::to_string(zero)});
   };
-  run_ok(preference_run("one", 0), out("one"));
-  run_ok(under_mpirun(2, preference_run("dp", 0)), out("dp"));
-  run_ok(under_mpirun(2, preference_run("zero", 1)), out("zero"));
-  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
-  ASSERT_EQ(one.train.size(), 10u);
-  ASSERT_EQ(one.val.size(), 2u);
-  expect_close(one.train, dp.train, 1e-5, objective + ", 2 ranks vs 1 process");
-  expect_close(one.train, zero.train, 1e-5, objective + ", 2 ranks ZeRO-1 vs 1 process");
-  expect_close(one.val, dp.val, 1e-5, objective + " validation, 2 ranks");
-  for (const char* run : {"dp", "zero"})
-    expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kPreferenceWeightLimit,
-                        objective + " " + run + " weights");
+  expect_two_ranks_follow_one_process(preference_run, 10, 2, kPreferenceWeightLimit, objective);
 }
 
 INSTANTIATE_TEST_SUITE_P(Objectives, MpiPreference, ::testing::Values("dpo", "orpo", "simpo"),
@@ -371,18 +380,7 @@ TEST_F(MpiTest, DistillationTwoRanksFollowOneProcess) {
                             "train.distill.temperature=1.5", "train.distill.alpha=0.2", "train.batch=4",
                             "train.steps=10", "train.eval_every=5", "train.zero=" + std::to_string(zero)});
   };
-  run_ok(distill_run("one", 0), out("one"));
-  run_ok(under_mpirun(2, distill_run("dp", 0)), out("dp"));
-  run_ok(under_mpirun(2, distill_run("zero", 1)), out("zero"));
-  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
-  ASSERT_EQ(one.train.size(), 10u);
-  ASSERT_EQ(one.val.size(), 2u);
-  expect_close(one.train, dp.train, 1e-5, "distill, 2 ranks vs 1 process");
-  expect_close(one.train, zero.train, 1e-5, "distill, 2 ranks ZeRO-1 vs 1 process");
-  expect_close(one.val, dp.val, 1e-5, "distill validation, 2 ranks");
-  for (const char* run : {"dp", "zero"})
-    expect_same_tensors(train::weights_path(dir("one"), 10), train::weights_path(dir(run), 10), kPreferenceWeightLimit,
-                        std::string("distill ") + run + " weights");
+  expect_two_ranks_follow_one_process(distill_run, 10, 2, kPreferenceWeightLimit, "distill");
 }
 
 // GRPO under MPI: each rank samples the replies to its windows' prompts,
@@ -404,23 +402,12 @@ TEST_F(MpiTest, GrpoTwoRanksFollowOneProcess) {
                             "train.grpo.max_tokens=8", "train.seq_len=64", "train.batch=4", "train.steps=4",
                             "train.eval_every=2", "data.val_fraction=0.05", "train.zero=" + std::to_string(zero)});
   };
-  run_ok(grpo_run("one", 0), out("one"));
-  run_ok(under_mpirun(2, grpo_run("dp", 0)), out("dp"));
-  run_ok(under_mpirun(2, grpo_run("zero", 1)), out("zero"));
-  const Losses one = read_losses(dir("one")), dp = read_losses(dir("dp")), zero = read_losses(dir("zero"));
-  ASSERT_EQ(one.train.size(), 4u);
-  ASSERT_EQ(one.val.size(), 2u);
-  expect_close(one.train, dp.train, 1e-5, "grpo, 2 ranks vs 1 process");
-  expect_close(one.train, zero.train, 1e-5, "grpo, 2 ranks ZeRO-1 vs 1 process");
-  expect_close(one.val, dp.val, 1e-5, "grpo validation, 2 ranks");
+  expect_two_ranks_follow_one_process(grpo_run, 4, 2, kPreferenceWeightLimit, "grpo");
   for (int64_t step = 1; step <= 4; ++step)
     for (const char* run : {"dp", "zero"})
       EXPECT_EQ(test_support::step_record(dir("one"), step)["reward"],
                 test_support::step_record(dir(run), step)["reward"])
           << run << " step " << step;
-  for (const char* run : {"dp", "zero"})
-    expect_same_tensors(train::weights_path(dir("one"), 4), train::weights_path(dir(run), 4), kPreferenceWeightLimit,
-                        std::string("grpo ") + run + " weights");
 }
 
 // Negative control of the tensor comparison above: a single-process run
