@@ -155,6 +155,26 @@ TEST(GrpoRun, KlToTheReferenceStartsAtZero) {
   EXPECT_GT(last, 100 * std::max(std::abs(first), 1e-9));
 }
 
+// LoRA: the adapter starts at zero, so the first step's policy is the base
+// (KL to it zero to rounding: measured 4.6e-14), and the adapter trains
+// away from it.
+TEST(GrpoRun, LoraTrainsTheAdapter) {
+  TempDir tmp;
+  test_support::run_quiet(tmp / "chat", grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 1), false);
+  auto c = grpo_config(tmp, train::weights_path(tmp / "chat", 1), 3);
+  c.train.lora.rank = 4;
+  c.grpo.beta = 0.04;
+  c.train.lr_max = 1e-2;
+  test_support::run_quiet(tmp / "run", c, false);
+  const auto first = step_record(tmp / "run", 1), last = step_record(tmp / "run", 3);
+  ASSERT_FALSE(first.is_null() || last.is_null());
+  std::printf("LoRA: kl step 1 %.3g, step 3 %.3g; grad_norm step 1 %.3g\n", first["kl"].get<double>(),
+              last["kl"].get<double>(), first["grad_norm"].get<double>());
+  EXPECT_LT(std::abs(first["kl"].get<double>()), 1e-9);
+  EXPECT_GT(last["kl"].get<double>(), 1e-6);
+  EXPECT_GT(first["grad_norm"].get<double>(), 0.0);
+}
+
 // The reward GRPO follows goes up: the mean over the last 5 steps' groups
 // against the first 5 (from the same prompts' distribution). Replies that
 // contain "ight" (as in "light", "night"): measured 0.21 at first, 1.0 at
