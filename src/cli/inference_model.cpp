@@ -5,16 +5,17 @@
 #include <algorithm>
 
 #include "cli/threads_option.h"
+#include "gguf/ollama_store.h"
 
 namespace ggtrain::cli {
 
 namespace {
 
-// The model's path, after the thread count is set (the decoder plans its
-// per-thread scratch when it is built).
-const std::string& path_with_threads_set(const InferenceOptions& o) {
+// The model's path (an ollama name resolved), after the thread count is set
+// (the decoder plans its per-thread scratch when it is built).
+std::string path_with_threads_set(const InferenceOptions& o) {
   apply_threads_option(o.threads);
-  return o.model;
+  return gguf::resolve_model_path(o.model);
 }
 
 // Without -c: the model's context, at most kDefaultCtx (as llama.cpp's tools
@@ -29,7 +30,8 @@ int64_t context_of(const InferenceOptions& o, const gguf::GgufFile& f) {
 }  // namespace
 
 void add_inference_options(CLI::App* cmd, InferenceOptions& o, bool model_required) {
-  auto* model = cmd->add_option("-m,--model", o.model, "GGUF model");
+  auto* model = cmd->add_option("-m,--model", o.model, "GGUF model, or ollama:NAME[:TAG] from ollama's store");
+
   if (model_required) model->required();
   cmd->add_option("-c,--ctx-size", o.ctx, "Context length (default: the model's, at most 4096)");
   cmd->add_option("--cache-type", o.cache_type, "KV cache type: f16 (llama.cpp's default) or f32");

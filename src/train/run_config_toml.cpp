@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "gguf/ollama_store.h"
 #include "train/run_config.h"
 #include "util/error.h"
 #include "util/suggest.h"
@@ -104,6 +105,23 @@ Key string_key(const std::string& name, T RunConfig::*sec, std::string T::*field
             (c.*sec).*field = v;
           },
           [=](const RunConfig& c) { return quote((c.*sec).*field); }, Kind::String, doc};
+}
+
+// A model GGUF of the init table: "ollama:NAME[:TAG]" is resolved at once to
+// the blob in ollama's store (gguf/ollama_store.h), so the saved config
+// names the exact file the run started from.
+Key model_path_key(const std::string& name, std::string InitSection::*field, const char* doc) {
+  Key k = string_key(name, &RunConfig::init, field, doc);
+  auto set_text = k.set;
+  k.set = [=](RunConfig& c, const std::string& v) {
+    set_text(c, v);
+    try {
+      c.init.*field = gguf::resolve_model_path(v);
+    } catch (const Error& e) {
+      fail("config: {}: {}", name, e.what());
+    }
+  };
+  return k;
 }
 
 // A choice option: one of a few names, held in the config as its enum (read
@@ -580,8 +598,9 @@ const std::vector<Key>& keys() {
                    "file's acc_norm); empty: off"),
         string_key("init.donor", &RunConfig::init, &I::donor,
                    "a model GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
-        string_key("init.from", &RunConfig::init, &I::from,
-                   "a GGUF to continue training (finetune): shape, vocabulary and weights come from it"),
+        model_path_key("init.from", &I::from,
+                       "a GGUF to continue training (finetune): shape, vocabulary and weights come from it; "
+                       "ollama:NAME[:TAG] names one in ollama's store"),
     };
     all.insert(all.end(), rest.begin(), rest.end());
     return all;

@@ -411,6 +411,22 @@ std::vector<Case> cases() {
                "`generate -m` given a LoRA adapter instead of a model",
                [](Env& e) { return A{e.bin(), "generate", "-m", e.lora_adapter(), "-p", "a"}; },
                {"lora/weights/step_2.gguf", "is a LoRA adapter, not a model", "--lora"}});
+  c.push_back({"ollama_name_missing",
+               "`generate -m ollama:NAME` with a name ollama's store does not hold",
+               [](Env& e) {
+                 fs::create_directories(e.t("models/manifests/registry.ollama.ai/library/tiny"));
+                 std::ofstream(e.t("models/manifests/registry.ollama.ai/library/tiny/latest")) << "{}";
+                 e.opts.env = {{"OLLAMA_MODELS", e.t("models")}};
+                 return A{e.bin(), "generate", "-m", "ollama:llama3.2", "-p", "a"};
+               },
+               {"ollama:llama3.2", "no such model", "OLLAMA_MODELS", "it holds tiny:latest"}});
+  c.push_back({"ollama_init_from_missing",
+               "`init.from = ollama:NAME` with a name ollama's store does not hold",
+               [](Env& e) {
+                 e.opts.env = {{"OLLAMA_MODELS", e.t("empty-store")}};
+                 return e.fresh({"init.from=ollama:qwen3:0.6b"});
+               },
+               {"init.from", "ollama:qwen3:0.6b", "no such model", "it holds none"}});
   c.push_back({"model_truncated",
                "`generate -m` given a model file cut short (an interrupted copy)",
                [](Env& e) {

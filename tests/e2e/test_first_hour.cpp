@@ -292,6 +292,38 @@ TEST_F(FirstHour, GenerateTakesLlamaCppFlags) {
   EXPECT_TRUE(contains(longer.output, "warning: -c 128 is longer than the 64 tokens")) << longer.output;
 }
 
+// The model a user runs in ollama, by its ollama name: the run's GGUF laid
+// into a store as ollama lays it out (manifest by name and tag, blob by
+// digest) generates the same tokens under `-m ollama:NAME:TAG` as under its
+// path, and `init.from = ollama:NAME:TAG` finetunes that very file.
+TEST_F(FirstHour, OllamaNamesTheModel) {
+  ASSERT_EQ(base_run_->status, 0) << base_run_->output;
+  const std::string store = t("ollama-store"), digest(64, 'e');
+  std::filesystem::create_directories(store + "/blobs");
+  std::filesystem::create_directories(store + "/manifests/registry.ollama.ai/library/mine");
+  std::filesystem::copy_file(model(), store + "/blobs/sha256-" + digest,
+                             std::filesystem::copy_options::overwrite_existing);
+  spit(store + "/manifests/registry.ollama.ai/library/mine/v1",
+       R"({"schemaVersion":2,"layers":[{"mediaType":"application/vnd.ollama.image.model","digest":"sha256:)" + digest +
+           R"(","size":1}]})");
+  CliOptions env;
+  env.env = {{"OLLAMA_MODELS", store}};
+  const CliResult by_path = cli({"generate", "-m", model(), "-p", "The quick", "-s", "3", "-n", "8", "--print-ids"});
+  const CliResult by_name =
+      cli({"generate", "-m", "ollama:mine:v1", "-p", "The quick", "-s", "3", "-n", "8", "--print-ids"}, env);
+  ASSERT_EQ(by_path.status, 0) << by_path.output;
+  ASSERT_EQ(by_name.status, 0) << by_name.output;
+  auto ids = [](const std::string& out) { return out.substr(0, out.find("prompt:")); };
+  EXPECT_EQ(ids(by_name.output), ids(by_path.output));
+  const CliResult tuned =
+      cli({"train", "--preset", "tiny", "--set", "init.from=ollama:mine:v1", "--set", "data.corpus=" + t("mine.txt"),
+           "--set", "train.steps=2", "--set", "train.threads=1", "--run-dir", t("runs/from-ollama")},
+          env);
+  ASSERT_EQ(tuned.status, 0) << tuned.output;
+  const std::string saved = slurp(t("runs/from-ollama/config.toml"));
+  EXPECT_TRUE(contains(saved, "blobs/sha256-" + digest)) << saved;
+}
+
 // `tokenize --sp` reads a sentencepiece model as llama.cpp's converter would:
 // the same ids as the GGUF of a run trained with it (whose ids llama_cpp_check
 // compares with llama.cpp's).
