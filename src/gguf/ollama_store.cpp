@@ -75,7 +75,8 @@ bool is_sha256_hex(const std::string& s) {
 std::string ollama_store() {
   if (const char* env = std::getenv("OLLAMA_MODELS"); env && *env) return env;
   std::vector<std::string> candidates;
-  if (const char* home = std::getenv("HOME"); home && *home) candidates.push_back(std::string(home) + "/.ollama/models");
+  if (const char* home = std::getenv("HOME"); home && *home)
+    candidates.push_back(std::string(home) + "/.ollama/models");
   candidates.push_back("/usr/share/ollama/.ollama/models");
   for (const auto& c : candidates)
     if (fs::is_directory(c)) return c;
@@ -119,7 +120,8 @@ std::string ollama_model_blob(const std::string& name, const std::string& store)
     const fs::path blob = fs::path(store) / "blobs" / ("sha256-" + digest.substr(7));
     std::ifstream b(blob, std::ios::binary);
     char magic[4] = {};
-    if (!b.read(magic, 4)) fail("{}: its model blob {} is missing or empty (pull the model again)", where, blob.string());
+    if (!b.read(magic, 4))
+      fail("{}: its model blob {} is missing or empty (pull the model again)", where, blob.string());
     if (std::memcmp(magic, "GGUF", 4) != 0)
       fail("{}: its model blob {} is not a GGUF file (ggtrain reads GGUF models only)", where, blob.string());
     return blob.string();

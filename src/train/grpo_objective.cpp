@@ -155,6 +155,7 @@ std::vector<Rollout> GrpoObjective::sample(const std::vector<Prompt>& prompts, i
 }
 
 void GrpoObjective::score(std::vector<Rollout>& rollouts) const {
+  if (rollouts.empty()) return;  // a rank whose windows hold no prompt runs no reward command
   std::vector<RewardInput> in;
   for (const Rollout& r : rollouts)
     in.push_back({ctx_.tokenizer.decode(r.prompt->ids), ctx_.tokenizer.decode(r.reply), r.prompt->answer});
