@@ -53,6 +53,10 @@ class RegexReward : public PerRollout {
 
  private:
   static std::regex compile(const std::string& pattern) {
+    // libstdc++ compiles and matches by recursion: a pattern of thousands of
+    // characters can exhaust the stack instead of failing.
+    if (pattern.size() > 1000)
+      fail("config: train.grpo.reward: a regex: pattern of {} characters; at most 1000", pattern.size());
     try {
       return std::regex(pattern, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
