@@ -29,13 +29,15 @@ namespace {
 
 struct Prompt {
   std::vector<int32_t> ids;  // the example's tokens up to the reply's first
+  std::string text;  // ids as text, what a reward command and rollouts.jsonl see
   std::string answer;  // the record's answer as text
   uint64_t key;  // its window and place there: with the step, it seeds the replies
 };
 
 struct Rollout {
-  const Prompt* prompt;
+  const Prompt* prompt = nullptr;
   std::vector<int32_t> reply;  // sampled, the stop token included when it came
+  std::string completion;  // reply as text (score() decodes it)
   double reward = 0, advantage = 0;
 };
 
@@ -50,8 +52,10 @@ void add_prompts(const int32_t* inputs, const int32_t* targets, const int32_t* d
     if (p == e) continue;  // padding
     std::vector<int32_t> answer;
     for (int64_t i = p; i < e && targets[i] != corpus::kNoTarget; ++i) answer.push_back(targets[i]);
-    out.push_back({std::vector<int32_t>(inputs + s, inputs + p + 1), tok.decode(answer),
-                   uint64_t(window_id) * uint64_t(T) + uint64_t(s)});
+    std::vector<int32_t> ids(inputs + s, inputs + p + 1);
+    std::string text = tok.decode(ids);
+    out.push_back(
+        {std::move(ids), std::move(text), tok.decode(answer), uint64_t(window_id) * uint64_t(T) + uint64_t(s)});
   }
 }
 
@@ -147,18 +151,23 @@ std::vector<Rollout> GrpoObjective::sample(const std::vector<Prompt>& prompts, i
         const uint64_t words[] = {ctx_.config.train.seed, uint64_t(step), p.key, uint64_t(i)};
         infer::Generation gen =
             infer::generate(dec, p.ids, room, s, fnv1a(words, sizeof words), stops_, {}, keep_prompt);
-        out.push_back({&p, std::move(gen.tokens)});
+        Rollout& r = out.emplace_back();
+        r.prompt = &p;
+        r.reply = std::move(gen.tokens);
       }
     }
   });
   return out;
 }
 
+// Each reply decoded once, then scored.
 void GrpoObjective::score(std::vector<Rollout>& rollouts) const {
   if (rollouts.empty()) return;  // a rank whose windows hold no prompt runs no reward command
   std::vector<RewardInput> in;
-  for (const Rollout& r : rollouts)
-    in.push_back({ctx_.tokenizer.decode(r.prompt->ids), ctx_.tokenizer.decode(r.reply), r.prompt->answer});
+  for (Rollout& r : rollouts) {
+    r.completion = ctx_.tokenizer.decode(r.reply);
+    in.push_back({r.prompt->text, r.completion, r.prompt->answer});
+  }
   const std::vector<double> rewards = reward_->score(in);
   for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].reward = rewards[i];
 }
@@ -262,9 +271,9 @@ PassTotals GrpoObjective::train_on(const std::vector<Rollout>& rollouts, double 
 void GrpoObjective::log_rollouts(int64_t step, const std::vector<Rollout>& rollouts) {
   for (const Rollout& r : rollouts)
     rollouts_log_->append({{"step", step},
-                           {"prompt", ctx_.tokenizer.decode(r.prompt->ids)},
+                           {"prompt", r.prompt->text},
                            {"answer", r.prompt->answer},
-                           {"completion", ctx_.tokenizer.decode(r.reply)},
+                           {"completion", r.completion},
                            {"tokens", r.reply.size()},
                            {"reward", r.reward},
                            {"advantage", r.advantage}});
