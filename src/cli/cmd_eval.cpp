@@ -15,6 +15,7 @@
 #include "cli/token_list.h"
 #include "eval/choice_score.h"
 #include "eval/choice_tasks.h"
+#include "eval/kl_divergence.h"
 #include "eval/run_table.h"
 #include "gguf/reader.h"
 #include "infer/decoder.h"
@@ -48,28 +49,11 @@ int eval_tokens(infer::Decoder& dec, const std::string& csv, const std::string& 
   return 0;
 }
 
-// A model file or an archive given to --text would be scored as bytes:
-// refuse it, naming the first byte that is no text.
-void check_is_text(const std::string& text, const std::string& path) {
-  const size_t nul = text.find('\0');
-  const int64_t bad = first_invalid_utf8(text.data(), text.size());
-  if (nul == std::string::npos && bad < 0) return;
-  const size_t at = bad >= 0 && (nul == std::string::npos || size_t(bad) < nul) ? size_t(bad) : nul;
-  fail("{}: not a text file (byte {} is 0x{:02x}, {}); eval --text scores UTF-8 text", path, at,
-       static_cast<unsigned char>(text[at]), text[at] == '\0' ? "a NUL" : "not UTF-8");
-}
-
 // Perplexity and bits per byte of a text file (chunks of ctx tokens).
 infer::PerplexityResult text_scores(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const std::string& path,
                                     int64_t ctx, bool progress, size_t* n_tokens = nullptr) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  check_is_text(text, path);
   // As llama.cpp: BOS first and at each chunk start only when the vocabulary asks for it.
-  auto tokens = tok.encode(text, tok.add_bos());
+  const auto tokens = text_file_tokens(tok, path);
   if (n_tokens) *n_tokens = tokens.size();
   const auto token_bytes = tok.token_byte_lengths();
   auto r = infer::perplexity(
@@ -88,6 +72,34 @@ int eval_text(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const std::s
   fmt::print("perplexity {:.4f} over {} chunks of {} tokens ({} tokens scored, {} in the text), {:.1f} tokens/s; "
              "{:.4f} bits per byte ({} bytes scored)\n",
              r.ppl, r.chunks, ctx, r.scored, n_tokens, double(r.chunks * ctx) / r.seconds, r.bpb, r.bytes);
+  return 0;
+}
+
+// --kl-divergence BASE: the model against its base on the text, as
+// llama-perplexity --kl-divergence reports it. The base runs with the
+// model's context, threads and cache type.
+int eval_kl_divergence(InferenceModel& m, const InferenceOptions& o, const std::string& base_path,
+                       const std::string& path) {
+  InferenceOptions base_options = o;
+  base_options.model = base_path;
+  base_options.lora = {};
+  base_options.ctx = m.decoder.n_ctx();
+  InferenceModel base(base_options);
+  const auto tokens = text_file_tokens(m.tokenizer, path);
+  const bool progress = ::isatty(2);
+  const auto k = eval::kl_divergence(
+      m.decoder, base.decoder, tokens, m.decoder.n_ctx(), m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1, 0,
+      [&](int64_t c, const eval::KlDivergence& sums) {
+        if (progress) fmt::print(stderr, "\rchunk {}: mean KLD {:.6f}", c + 1, sums.sum_kld / double(sums.count));
+      });
+  if (progress) fmt::print(stderr, "\n");
+  const std::string report = eval::kl_divergence_report(k);
+  if (report.empty())
+    fail("eval --kl-divergence: {} scored positions; llama-perplexity prints its statistics from 100 on (a longer "
+         "text, or a larger -c)",
+         k.count);
+  fmt::print("{} against {} on {}: {} chunks of {} tokens, {} positions\n\n{}", o.model, base_path, path, k.chunks,
+             m.decoder.n_ctx(), k.count, report);
   return 0;
 }
 
@@ -203,7 +215,7 @@ int eval_run(const std::string& run_dir, InferenceOptions model, const std::stri
 Runner add_eval_command(CLI::App& app) {
   struct Opts {
     InferenceOptions model;
-    std::string tokens, text, dump_logits, run;
+    std::string tokens, text, dump_logits, run, kl_base;
     TaskOptions task;
   };
   auto o = std::make_shared<Opts>();
@@ -235,6 +247,11 @@ Runner add_eval_command(CLI::App& app) {
       ->needs(task)
       ->excludes(run);
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
+  cmd->add_option("--kl-divergence", o->kl_base,
+                  "With --text: the KL divergence, top-token agreement and probability changes of the model against "
+                  "this base GGUF (its F32/F16 original), as llama-perplexity --kl-divergence reports them")
+      ->needs(text)
+      ->excludes(run);
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     if (!o->run.empty()) {
@@ -247,6 +264,7 @@ Runner add_eval_command(CLI::App& app) {
     InferenceModel m(o->model);
     if (!o->tokens.empty()) return eval_tokens(m.decoder, o->tokens, o->dump_logits);
     if (!o->task.path.empty()) return eval_task(m.tokenizer, m.decoder, o->task);
+    if (!o->kl_base.empty()) return eval_kl_divergence(m, o->model, o->kl_base, o->text);
     m.decoder.warmup();  // perplexity reports tokens/s
     return eval_text(m.tokenizer, m.decoder, o->text, m.decoder.n_ctx());
   };

@@ -1,7 +1,9 @@
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,12 +28,24 @@ void check_output_folder(const std::string& out) {
          dir.string());
 }
 
+// llama-quantize names each tensor it found no importance for: so does this,
+// in one line.
+void report_importance(const convert::QuantizeReport& r, const std::string& path) {
+  fmt::print("{} of {} quantized tensors used the importance matrix {}{}\n", r.weighted, r.quantized, path,
+             r.weighted + int(r.without_importance.size()) < r.quantized
+                 ? " (the others' types, Q8_0 or F16, take none, as in llama-quantize)"
+                 : "");
+  if (!r.without_importance.empty())  // the embedding always: llama-imatrix sees no product with it
+    fmt::print("note: no entry for {} ({}), quantized without one as llama-quantize does\n",
+               fmt::join(r.without_importance, ", "), r.without_importance.size());
+}
+
 }  // namespace
 
 Runner add_export_command(CLI::App& app) {
   struct Opts {
     std::vector<std::string> files;
-    std::string type;
+    std::string type, imatrix;
     bool ollama = false, merge_lora = false;
     double lora_scale = 1.0;
   };
@@ -46,6 +60,9 @@ Runner add_export_command(CLI::App& app) {
   cmd->add_option("--type", o->type,
                   "f32, f16, bf16, or a llama.cpp file type: " + quant::quantized_file_type_names() +
                       " (default f16; f32 with --merge-lora)");
+  cmd->add_option("--imatrix", o->imatrix,
+                  "Quantize against this importance matrix (from `ggtrain imatrix` or llama-imatrix, GGUF or .dat), "
+                  "as llama-quantize --imatrix does");
   cmd->add_flag("--merge-lora", o->merge_lora, "Merge ADAPTER (a LoRA GGUF) into BASE: a standard model");
   cmd->add_option("--lora-scale", o->lora_scale, "With --merge-lora: the adapter's scale (default 1)");
   cmd->add_flag("--ollama", o->ollama, "Also write OUT.Modelfile beside OUT.gguf for `ollama create`");
@@ -68,10 +85,18 @@ Runner add_export_command(CLI::App& app) {
     const std::string type_name = o->type.empty() ? (o->merge_lora ? "f32" : "f16") : o->type;
     const std::string& out = o->files.back();
     check_output_folder(out);
-    if (const auto ft = quant::quantized_file_type(type_name)) {
+    const auto ft = quant::quantized_file_type(type_name);
+    if (!o->imatrix.empty() && !ft)
+      fail("export: --imatrix applies to a quantized --type ({}), not {}", quant::quantized_file_type_names(),
+           type_name);
+    if (ft) {
+      std::optional<convert::ImatrixInput> imatrix;
+      if (!o->imatrix.empty()) imatrix = convert::load_imatrix_input(o->imatrix);
+      const convert::ImatrixInput* im = imatrix ? &*imatrix : nullptr;
       const convert::QuantizeReport r =
-          o->merge_lora ? convert::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft)
-                        : convert::export_quantized(o->files[0], out, *ft);
+          o->merge_lora ? convert::merge_lora_quantized(o->files[0], o->files[1], o->lora_scale, out, *ft, im)
+                        : convert::export_quantized(o->files[0], out, *ft, im);
+      if (im) report_importance(r, o->imatrix);
       if (r.fallbacks > 0)  // llama-quantize says the same
         fmt::print("note: {} of {} quantized tensors have rows that are not a multiple of the {} block size and were "
                    "stored in a fallback type (Q5_0, Q5_1, Q8_0 or F16), as llama-quantize does; `ggtrain inspect {}` "

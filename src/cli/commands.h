@@ -13,6 +13,7 @@ Runner add_tokenizer_command(CLI::App& app);
 Runner add_tokenize_command(CLI::App& app);
 Runner add_train_command(CLI::App& app);
 Runner add_eval_command(CLI::App& app);
+Runner add_imatrix_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);
 Runner add_chat_command(CLI::App& app);
 Runner add_export_command(CLI::App& app);

@@ -3,9 +3,13 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "cli/threads_option.h"
 #include "gguf/ollama_store.h"
+#include "util/error.h"
+#include "util/utf8.h"
 
 namespace ggtrain::cli {
 
@@ -27,7 +31,28 @@ int64_t context_of(const InferenceOptions& o, const gguf::GgufFile& f) {
   return std::min(kDefaultCtx, model::config_from_gguf(f).ctx);
 }
 
+// A model file or an archive would be scored as bytes: refuse it, naming
+// the first byte that is no text.
+void check_is_text(const std::string& text, const std::string& path) {
+  const size_t nul = text.find('\0');
+  const int64_t bad = first_invalid_utf8(text.data(), text.size());
+  if (nul == std::string::npos && bad < 0) return;
+  const size_t at = bad >= 0 && (nul == std::string::npos || size_t(bad) < nul) ? size_t(bad) : nul;
+  fail("{}: not a text file (byte {} is 0x{:02x}, {}); give a UTF-8 text file", path, at,
+       static_cast<unsigned char>(text[at]), text[at] == '\0' ? "a NUL" : "not UTF-8");
+}
+
 }  // namespace
+
+std::vector<int32_t> text_file_tokens(const tokenizer::Tokenizer& tok, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  check_is_text(text, path);
+  return tok.encode(text, tok.add_bos());
+}
 
 void add_inference_options(CLI::App* cmd, InferenceOptions& o, bool model_required) {
   auto* model = cmd->add_option("-m,--model", o.model, "GGUF model, or ollama:NAME[:TAG] from ollama's store");

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/lora_options.h"
 #include "gguf/reader.h"
@@ -32,5 +33,10 @@ struct InferenceModel {
   infer::Decoder decoder;
   tokenizer::Tokenizer tokenizer;
 };
+
+// A UTF-8 text file's tokens as llama.cpp's perplexity and imatrix tools
+// take them: the whole file, BOS first when the vocabulary asks for it. A
+// file that is no text (a model, an archive) is refused naming its first bad byte.
+std::vector<int32_t> text_file_tokens(const tokenizer::Tokenizer& tok, const std::string& path);
 
 }  // namespace ggtrain::cli

@@ -43,12 +43,13 @@ void merge_lora_model(const std::string& base_path, const std::string& adapter_p
   merge_lora_quantized(base_path, adapter_path, user_scale, out_path, file_type_of(type));
 }
 
-QuantizeReport export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft) {
-  return quantize_model(gguf::GgufFile(in_path), ft, out_path);
+QuantizeReport export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft,
+                                const ImatrixInput* imatrix) {
+  return quantize_model(gguf::GgufFile(in_path), ft, out_path, {}, {}, imatrix);
 }
 
 QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
-                                    const std::string& out_path, quant::FileType ft) {
+                                    const std::string& out_path, quant::FileType ft, const ImatrixInput* imatrix) {
   const gguf::GgufFile f(base_path);
   const model::Config c = model::config_from_gguf(f);
   const model::ParamLayout layout(c);
@@ -62,7 +63,7 @@ QuantizeReport merge_lora_quantized(const std::string& base_path, const std::str
     const float* begin = params.data() + p->offset;
     return std::vector<float>(begin, begin + t.n_elements);
   };
-  return quantize_model(f, ft, out_path, merged, adapter_chat_keys(adapter));
+  return quantize_model(f, ft, out_path, merged, adapter_chat_keys(adapter), imatrix);
 }
 
 }  // namespace ggtrain::convert

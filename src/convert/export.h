@@ -24,8 +24,11 @@ void merge_lora_model(const std::string& base_path, const std::string& adapter_p
 
 // The same two as a llama.cpp quantized file type (q4_k_m, q8_0, ...),
 // byte-identical to llama.cpp's llama_model_quantize output (convert/quantize.h).
-QuantizeReport export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft);
+// imatrix (optional): quantized against it, as llama-quantize --imatrix.
+QuantizeReport export_quantized(const std::string& in_path, const std::string& out_path, quant::FileType ft,
+                                const ImatrixInput* imatrix = nullptr);
 QuantizeReport merge_lora_quantized(const std::string& base_path, const std::string& adapter_path, double user_scale,
-                                    const std::string& out_path, quant::FileType ft);
+                                    const std::string& out_path, quant::FileType ft,
+                                    const ImatrixInput* imatrix = nullptr);
 
 }  // namespace ggtrain::convert

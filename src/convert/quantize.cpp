@@ -4,8 +4,10 @@
 #include <cmath>
 #include <deque>
 
+#include <fmt/core.h>
 #include "gguf/writer.h"
 #include "model/config.h"
+
 #include "quant/gguf_floats.h"
 #include "quant/type_traits.h"
 #include "util/error.h"
@@ -20,15 +22,70 @@ bool is_float_type(gguf::TensorType t) {
   return c && c->block_size == 1;
 }
 
+// The n floats of tensor `name` (shape ne) stored as `type`, each row
+// against its importance values when `imatrix` has an entry for it: ggml's
+// quantize_chunk with llama-quantize's per-row pointer (an expert's rows use
+// that expert's slice). Counts the weighted and the unweighted ones.
+std::vector<uint8_t> encode_tensor(const std::string& name, gguf::TensorType type, const std::vector<uint64_t>& ne,
+                                   const float* x, const ImatrixInput& imatrix, QuantizeReport& report) {
+  const uint64_t cols = ne[0], rows_per_slice = ne.size() > 1 ? ne[1] : 1;
+  uint64_t rows = 1;
+  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+  std::vector<uint8_t> out(gguf::storage_bytes(type, size_t(cols * rows)));
+  const quant::TypeCodec& c = quant::codec(type, "quantize to");
+  const auto it = imatrix.matrix.entries.find(name);
+  if (it == imatrix.matrix.entries.end() || !c.from_float_weighted) {
+    if (it == imatrix.matrix.entries.end() && c.from_float_weighted) report.without_importance.push_back(name);
+    quant::encode_floats(type, x, out.data(), size_t(cols * rows));
+    return out;
+  }
+  const uint64_t slices = ne.size() > 2 ? ne[2] : 1;
+  if (uint64_t(it->second.sums.size()) != cols * slices && name == "token_embd.weight") {
+    quant::encode_floats(type, x, out.data(), size_t(cols * rows));  // llama-quantize ignores it there
+    return out;
+  }
+  if (uint64_t(it->second.sums.size()) != cols * slices)
+    fail("{}: entry '{}' has {} values; the tensor has {} columns{}: this importance matrix is for another model",
+         imatrix.path, name, it->second.sums.size(), cols, slices > 1 ? fmt::format(" x {} experts", slices) : "");
+  const std::vector<float> qw = quant::importance_values(it->second, imatrix.matrix.legacy);
+  const size_t row_bytes = out.size() / size_t(rows);
+  for (uint64_t r = 0; r < rows; ++r)
+    c.from_float_weighted(x + r * cols, qw.data() + (r / rows_per_slice) * cols, out.data() + r * row_bytes,
+                          size_t(cols));
+  ++report.weighted;
+  return out;
+}
+
 // Keys llama_model_quantize sets itself (appended last) or drops.
 bool replaced_key(const std::string& k) {
   return k == "general.quantization_version" || k == "general.file_type" || k.rfind("split.", 0) == 0;
 }
 
+// What llama-quantize --imatrix records, after general.file_type: the
+// file's path and first dataset as it was given (at most 127 bytes, its
+// fixed-size override strings), the entry count, and the chunk count when known.
+void add_imatrix_keys(gguf::GgufWriter& w, const ImatrixInput& imatrix) {
+  w.set("quantize.imatrix.file", gguf::Value::str(imatrix.path.substr(0, 127)));
+  if (!imatrix.matrix.datasets.empty())
+    w.set("quantize.imatrix.dataset", gguf::Value::str(imatrix.matrix.datasets[0].substr(0, 127)));
+  w.set("quantize.imatrix.entries_count", gguf::Value::u32(uint32_t(imatrix.matrix.entries.size())));
+  if (imatrix.matrix.chunk_count > 0)
+    w.set("quantize.imatrix.chunks_count", gguf::Value::u32(imatrix.matrix.chunk_count));
+}
+
 }  // namespace
 
+ImatrixInput load_imatrix_input(const std::string& path) {
+  ImatrixInput in{path, quant::read_importance_matrix(path)};
+  if (!in.matrix.legacy && !in.matrix.has_metadata)
+    fail("{}: no imatrix.datasets, imatrix.chunk_count and imatrix.chunk_size keys; llama-quantize refuses such a "
+         "file too (write it again with `ggtrain imatrix` or a current llama-imatrix)",
+         path);
+  return in;
+}
+
 QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
-                              const FloatSource& floats, const MetadataChanges& changes) {
+                              const FloatSource& floats, const MetadataChanges& changes, const ImatrixInput* imatrix) {
   const model::Config c = model::config_from_gguf(in);
   std::vector<const gguf::TensorInfo*> order;
   std::vector<quant::TensorShape> shapes;
@@ -47,9 +104,12 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
   for (const auto& [k, v] : changes) w.set(k, v);  // set() replaces a key in place
   w.set("general.quantization_version", gguf::Value::u32(2));  // ggml's GGML_QNT_VERSION
   w.set("general.file_type", gguf::Value::u32(uint32_t(ft)));
+  if (imatrix) add_imatrix_keys(w, *imatrix);
 
-  quant::TypeRecipe recipe(ft, shapes, c.n_layers, int(c.n_experts));
+  quant::TypeRecipe recipe(ft, shapes, c.n_layers, int(c.n_experts), imatrix != nullptr);
+  QuantizeReport report;
   std::deque<std::vector<float>> values;  // kept until write()
+  std::deque<std::vector<uint8_t>> encoded;
   for (const auto* t : order) {
     const auto type = recipe.next({t->name, t->shape()}, t->type);
     if (type == t->type && !floats) {
@@ -69,10 +129,17 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
     if (bad != v.end())
       fail("{}: tensor '{}' has the non-finite value {} at element {}; cannot quantize it", in.path(), t->name, *bad,
            bad - v.begin());
-    quant::add_float_tensor(w, t->name, type, t->shape(), values.back().data());
+    if (imatrix && !is_float_type(type)) {
+      encoded.push_back(encode_tensor(t->name, type, t->shape(), v.data(), *imatrix, report));
+      w.add_tensor_raw(t->name, type, t->shape(), encoded.back().data());
+    } else {
+      quant::add_float_tensor(w, t->name, type, t->shape(), v.data());
+    }
   }
   w.write(out_path);
-  return {recipe.quantized(), recipe.fallbacks()};
+  report.quantized = recipe.quantized();
+  report.fallbacks = recipe.fallbacks();
+  return report;
 }
 
 }  // namespace ggtrain::convert

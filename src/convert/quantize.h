@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "quant/importance_matrix.h"
 #include "quant/recipe.h"
 
 namespace ggtrain::convert {
@@ -23,12 +24,28 @@ using FloatSource = std::function<std::vector<float>(const gguf::TensorInfo&)>;
 // or is added after the input's keys.
 using MetadataChanges = std::vector<std::pair<std::string, gguf::Value>>;
 
+// llama-quantize --imatrix FILE: the matrix and the path it came from (both
+// are recorded in the output's quantize.imatrix.* keys).
+struct ImatrixInput {
+  std::string path;
+  quant::ImportanceMatrix matrix;
+};
+// Reads FILE (GGUF or legacy .dat) as llama-quantize does: a GGUF without
+// the imatrix.* metadata keys is refused, as there.
+ImatrixInput load_imatrix_input(const std::string& path);
+
 struct QuantizeReport {
   int quantized = 0;  // tensors the recipe quantized
   int fallbacks = 0;  // of those, stored in a fallback type (rows not a multiple of its block)
+  int weighted = 0;  // of those, quantized against an importance matrix entry
+  std::vector<std::string> without_importance;  // quantized with no entry for them (llama-quantize warns)
 };
 
+// imatrix (optional): each tensor with an entry of its name is quantized
+// against it (quant::TypeCodec::from_float_weighted), and the recipe makes
+// llama.cpp's imatrix choices (Q4_0/Q5_0's first ffn_down layers as Q4_1/Q5_1).
 QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,
-                              const FloatSource& floats = {}, const MetadataChanges& changes = {});
+                              const FloatSource& floats = {}, const MetadataChanges& changes = {},
+                              const ImatrixInput* imatrix = nullptr);
 
 }  // namespace ggtrain::convert

@@ -361,7 +361,7 @@ void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
   const Layer& L = layers_[size_t(l)];
   const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = cfg_.n_experts_used;
   const kernels::RoutingShape s{n, cfg_.n_experts, k, cfg_.architecture().renormalize_expert_weights};
-  L.router.forward(moe_probs_.data(), {const_cast<float*>(h), nullptr}, n);
+  project(L.router, const_cast<float*>(h), moe_probs_.data(), n);
   kernels::route_forward(moe_probs_.data(), moe_chosen_.data(), moe_weights_.data(), s);
   const kernels::ExpertGroups g{moe_offsets_.data(), moe_row_of_.data()};
   kernels::group_by_expert(g, moe_chosen_.data(), s);
@@ -385,6 +385,7 @@ void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
                             shared_up_.data(), n * FS);
     project(L.shared_down, shared_gate_.data(), shared_y_.data(), n);
   }
+  if (shared && observer_) observe(&L.shared_expert_gate, h, n, C);  // llama.cpp's [C] x 1 product
   for (int64_t t = 0; t < n; ++t) {
     const float* w = moe_weights_.data() + t * k;
     const int32_t* row = g.row_of + t * k;
@@ -413,6 +414,29 @@ void Decoder::restore_recurrent_state() {
   for (auto& st : gdn_conv_state_) std::fill(st.begin(), st.end(), 0.0f);
   gdn_position_ = 0;
   if (!prefix.empty()) eval(prefix.data(), int64_t(prefix.size()), false);
+}
+
+void Decoder::observe_matrix_inputs(std::function<void(const MatrixInput&)> observer) {
+  observer_ = std::move(observer);
+  weight_names_.clear();
+  if (!observer_) return;
+  weight_names_[&output_] = {cfg_.tied ? "token_embd.weight" : "output.weight", -1};
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    Layer& L = layers_[size_t(l)];
+    for (int m = 0; m < model::kNumBlockMatrices; ++m)
+      weight_names_[&L.matrix(model::BlockMatrix(m))] = {
+          model::block_tensor_name(l, model::block_matrix_name(model::BlockMatrix(m))), -1};
+    for (int m = 0; m < model::kNumExpertMatrices; ++m)
+      for (size_t e = 0; e < L.experts[size_t(m)].size(); ++e)
+        weight_names_[&L.experts[size_t(m)][e]] = {
+            model::block_tensor_name(l, model::expert_matrix_name(model::ExpertMatrix(m))), int64_t(e)};
+    weight_names_[&L.shared_expert_gate] = {model::block_tensor_name(l, model::kSharedExpertGate), -1};
+  }
+}
+
+void Decoder::observe(const void* weight, const float* x, int64_t rows, int64_t cols) const {
+  const auto it = weight_names_.find(weight);
+  if (it != weight_names_.end()) observer_({it->second.first, it->second.second, x, rows, cols});
 }
 
 void Decoder::warmup() {

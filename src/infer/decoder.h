@@ -5,7 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gguf/reader.h"
@@ -65,6 +68,17 @@ class Decoder {
   void eval(const int32_t* tokens, int64_t n, bool all_logits);
   const float* logits() const { return logits_.data(); }
 
+  // The input rows of every weight-matrix product as eval() runs them
+  // (llama-imatrix's collection point): the matrix's GGUF name, the expert
+  // (-1: the whole tensor), and rows x cols activations. Empty: none.
+  struct MatrixInput {
+    const std::string& name;
+    int64_t expert;
+    const float* x;
+    int64_t rows, cols;
+  };
+  void observe_matrix_inputs(std::function<void(const MatrixInput&)> observer);
+
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
@@ -104,8 +118,12 @@ class Decoder {
   void feed_forward(int64_t l, int64_t n);
   void experts_chunk(int64_t l, const float* h, float* out, int64_t n);
   static constexpr int64_t kExpertChunk = 256;
-  // y[n, p.n_out()] = x p^T (+ its adapters).
-  static void project(const nn::Linear<float>& p, float* x, float* y, int64_t n) { p.forward(y, {x, nullptr}, n); }
+  // y[n, p.n_out()] = x p^T (+ its adapters), x shown to the observer first.
+  void project(const nn::Linear<float>& p, float* x, float* y, int64_t n) {
+    if (observer_) observe(&p, x, n, p.n_in());
+    p.forward(y, {x, nullptr}, n);
+  }
+  void observe(const void* weight, const float* x, int64_t rows, int64_t cols) const;
   void attention(int64_t l, int64_t n);
   // Layer l's mixer on the n normed rows in h_, its output projection in tmp_.
   void attention_mixer(int64_t l, int64_t n);
@@ -172,6 +190,9 @@ class Decoder {
   // the shared expert's gate and up [chunk, F_sh], output [chunk, C]
   std::vector<float> shared_gate_, shared_up_, shared_y_;
   std::vector<int32_t> moe_chosen_, moe_offsets_, moe_row_of_;
+  // observe_matrix_inputs': the observer, and each weight's name and expert
+  std::function<void(const MatrixInput&)> observer_;
+  std::unordered_map<const void*, std::pair<std::string, int64_t>> weight_names_;
 };
 
 }  // namespace ggtrain::infer

@@ -11,7 +11,7 @@ namespace ggtrain::infer {
 
 PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
                             const std::function<void(int64_t, double)>& on_chunk,
-                            const std::vector<int32_t>* token_bytes) {
+                            const std::vector<int32_t>* token_bytes, int64_t max_chunks) {
   if (n_ctx < 2 || n_ctx > dec.n_ctx()) fail("perplexity: context {} must be in [2, {}]", n_ctx, dec.n_ctx());
   if (int64_t(tokens.size()) < 2 * n_ctx)
     fail("perplexity: the text has {} tokens; at least {} (2 x context {}) are needed", tokens.size(), 2 * n_ctx,
@@ -19,6 +19,7 @@ PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, in
   const int64_t V = dec.config().vocab, first = n_ctx / 2;
   PerplexityResult r;
   r.chunks = int64_t(tokens.size()) / n_ctx;
+  if (max_chunks > 0) r.chunks = std::min(r.chunks, max_chunks);
   double nll = 0;
   std::vector<int32_t> window(static_cast<size_t>(n_ctx));
   const double t0 = now_seconds();

@@ -25,9 +25,10 @@ struct PerplexityResult {
 };
 
 // on_chunk (optional) gets (chunk index, running perplexity). token_bytes
-// (optional): each token id's byte length, for bits per byte.
+// (optional): each token id's byte length, for bits per byte. max_chunks >
+// 0: at most that many chunks (llama.cpp's --chunks).
 PerplexityResult perplexity(Decoder& dec, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
                             const std::function<void(int64_t, double)>& on_chunk = {},
-                            const std::vector<int32_t>* token_bytes = nullptr);
+                            const std::vector<int32_t>* token_bytes = nullptr, int64_t max_chunks = 0);
 
 }  // namespace ggtrain::infer

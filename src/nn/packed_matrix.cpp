@@ -49,9 +49,9 @@ PackedMatrix::PackedMatrix(TensorType type, const uint8_t* data, int64_t rows, i
       break;
     }
     case quant::DecodeForm::kWidened:
-      if (type_ == TensorType::Q5_1) {  // ggml's Q8_1 block sums meet Q5_1's mins
-        q5_1_mins_.resize(size_t(rows_ * cols_ / 32));
-        quant::q5_1_mins(data, q5_1_mins_.data(), size_t(rows_ * cols_));
+      if (codec.block_mins) {  // ggml's Q8_1 block sums meet Q4_1's and Q5_1's mins
+        block_mins_.resize(size_t(rows_ * cols_ / 32));
+        codec.block_mins(data, block_mins_.data(), size_t(rows_ * cols_));
       }
       owned_.resize(size_t(rows_ * cols_));
       codec.to_float(data, owned_.data(), owned_.size());
@@ -122,16 +122,16 @@ void PackedMatrix::k_quant_matmul(const float* x_in, float* y, int64_t n) const 
   }
 }
 
-// Q5_1's dot type is Q8_1, whose fp16 block sums ggml multiplies by the
-// weight blocks' mins (quant::q8_1_sum_rounding): without this term logits
-// were off llama.cpp's by a median 5e-4.
+// Q4_1's and Q5_1's dot type is Q8_1, whose fp16 block sums ggml multiplies
+// by the weight blocks' mins (quant::q8_1_sum_rounding): without this term
+// Q5_1 logits were off llama.cpp's by a median 5e-4.
 void PackedMatrix::add_q8_1_sum_rounding(const float* x, const float* rounded, float* y, int64_t n) const {
   const int64_t blocks = cols_ / 32;
   thread_local std::vector<float> fix;
   fix.resize(size_t(n * blocks));
   quant::q8_1_sum_rounding(x, rounded, fix.data(), size_t(n * cols_));
   const float* f = fix.data();  // fix is this thread's: the workers below get its address
-  const float* mins = q5_1_mins_.data();
+  const float* mins = block_mins_.data();
 #pragma omp parallel for schedule(static) if (n * rows_ * blocks >= kernels::kMinParallelWork)
   for (int64_t r = 0; r < rows_; ++r)
     for (int64_t i = 0; i < n; ++i) {
@@ -159,7 +159,7 @@ void PackedMatrix::matmul(const float* x_in, float* y, int64_t n) const {
 #pragma omp parallel for schedule(static) if (rows_ * cols_ >= kernels::kMinParallelWork)
       for (int64_t r = 0; r < rows_; ++r) y[r] = dot_f32(w + r * cols_, x, cols_);
     }
-    if (!q5_1_mins_.empty()) add_q8_1_sum_rounding(x_in, x, y, n);
+    if (!block_mins_.empty()) add_q8_1_sum_rounding(x_in, x, y, n);
     return;
   }
   const int64_t row_bytes = kernels::q8_0_row_bytes(cols_);

@@ -4,7 +4,7 @@
 // int8 kernels (kernels/q8_packed.h; read in place where the build lacks
 // them); Q4_0 and Q5_0 re-encoded exactly as Q8_0 blocks at load, then the same; the
 // K-quants unpacked at load into int8 quants with group scales
-// (quant/k_rows.h); F16, BF16 and Q5_1 dequantized once at load. Like
+// (quant/k_rows.h); F16, BF16, Q4_1 and Q5_1 dequantized once at load. Like
 // ggml, the activations are first rounded to the weight's "dot type" (F16,
 // BF16, Q8_0 blocks with an fp16 scale, or Q8_K blocks of 256 with a float
 // scale for the K-quants), so results match llama.cpp's arithmetic.
@@ -48,9 +48,9 @@ class PackedMatrix {
   gguf::TensorType type_ = gguf::TensorType::F32;  // storage used by matmul: F32, Q8_0 or a K-quant
   gguf::TensorType act_type_ = gguf::TensorType::F32;  // activations are rounded to this
   const uint8_t* data_ = nullptr;
-  std::vector<float> owned_;  // dequantized copy (F16, BF16, Q5_1, K-quants)
+  std::vector<float> owned_;  // dequantized copy (F16, BF16, Q4_1, Q5_1, K-quants)
   std::vector<uint8_t> owned_bytes_;  // Q4_0/Q5_0 re-encoded as Q8_0
-  std::vector<float> q5_1_mins_;  // Q5_1: each row's block mins, [rows, cols / 32]
+  std::vector<float> block_mins_;  // Q4_1, Q5_1: each row's block mins, [rows, cols / 32]
   std::unique_ptr<quant::KRows> krows_;  // Q4_K/Q5_K/Q6_K (type_ says which), no VNNI build
   std::unique_ptr<quant::KPacked> kpacked_;  // the same, repacked for the VNNI kernels
   std::unique_ptr<kernels::Q8Packed> packed_;  // Q8_0 from a file, where AVX512-VNNI is built in

@@ -116,8 +116,9 @@ bool llama_cpp_tensor_before(const std::string& a, const std::string& b) {
   return la != lb ? la < lb : a < b;
 }
 
-TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers, int n_experts)
-    : ft_(ft), default_(row(ft).default_type), n_layers_(n_layers), n_experts_(n_experts) {
+TypeRecipe::TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers, int n_experts,
+                       bool has_imatrix)
+    : ft_(ft), default_(row(ft).default_type), has_imatrix_(has_imatrix), n_layers_(n_layers), n_experts_(n_experts) {
   for (const auto& t : tensors) {
     if (is_attn_v_like(t.name)) ++n_attn_v_;
     if (t.name == "output.weight") tied_embeddings_ = false;
@@ -161,6 +162,10 @@ TensorType TypeRecipe::mix_choice(const TensorShape& t) {
     const int i = n_experts_ > 1 ? layer_of(t.name) : counted;
     if (mix_m && use_more_bits(i, n_layers_)) return TensorType::Q6_K;
     if (ft_ == FileType::Q4_K_S && i < n_layers_ / 8) return TensorType::Q5_K;
+    // llama.cpp's guard against Q4_0/Q5_0 going wrong on the first ffn_down
+    // layers, taken only with an importance matrix
+    if ((ft_ == FileType::Q4_0 || ft_ == FileType::Q5_0) && has_imatrix_ && i < n_layers_ / 8)
+      return ft_ == FileType::Q4_0 ? TensorType::Q4_1 : TensorType::Q5_1;
     return default_;
   }
   return default_;

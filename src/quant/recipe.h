@@ -1,6 +1,6 @@
 #pragma once
 // llama.cpp's file types ("q4_k_m", ...) and the per-tensor type choice its
-// llama_model_quantize makes for a llama model without an importance matrix:
+// llama_model_quantize makes (with or without an importance matrix):
 // a default type, output (or tied token_embd) raised to Q6_K, some attn_v
 // and ffn_down layers raised in the _M/_S mixes, and a 32-block fallback
 // when a row length is not a multiple of 256.
@@ -48,8 +48,11 @@ struct TensorShape {
 class TypeRecipe {
  public:
   // `tensors`: every tensor of the model, `n_layers` its block count,
-  // `n_experts` its experts per layer (0: dense).
-  TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers, int n_experts = 0);
+  // `n_experts` its experts per layer (0: dense); has_imatrix: quantized
+  // against an importance matrix (llama.cpp then raises Q4_0's and Q5_0's
+  // first eighth of ffn_down layers to Q4_1 and Q5_1).
+  TypeRecipe(FileType ft, const std::vector<TensorShape>& tensors, int n_layers, int n_experts = 0,
+             bool has_imatrix = false);
   // The type of the next tensor, called in llama_cpp_tensor_before order
   // (attn_v and ffn_down choices depend on how many came before); `current`
   // is kept for tensors llama.cpp does not quantize (norms, 1-D).
@@ -63,7 +66,7 @@ class TypeRecipe {
  private:
   FileType ft_;
   gguf::TensorType default_;
-  bool tied_embeddings_ = true;
+  bool tied_embeddings_ = true, has_imatrix_ = false;
   int n_layers_ = 0, n_experts_ = 0, n_attn_v_ = 0, i_attn_v_ = 0, i_ffn_down_ = 0;
   int quantized_ = 0, fallbacks_ = 0;
   gguf::TensorType mix_choice(const TensorShape& t);

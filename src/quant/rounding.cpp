@@ -1,9 +1,11 @@
 #include "quant/rounding.h"
 
+#include <algorithm>
+
 namespace ggtrain::quant::detail {
 
-// make_qx_quants(n, nmax, x, L, rmse_type = 1, qw = NULL).
-float symmetric_scale_search(int n, int nmax, const float* x, int8_t* L) {
+// make_qx_quants(n, nmax, x, L, rmse_type = 1, qw).
+float symmetric_scale_search(int n, int nmax, const float* x, int8_t* L, const float* qw) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -19,7 +21,7 @@ float symmetric_scale_search(int n, int nmax, const float* x, int8_t* L) {
   for (int i = 0; i < n; ++i) {
     const int l = quant(iscale, i);
     L[i] = int8_t(l + nmax);
-    const float w = x[i] * x[i];
+    const float w = qw ? qw[i] : x[i] * x[i];
     sumlx += w * x[i] * l;
     suml2 += w * l * l;
   }
@@ -31,7 +33,7 @@ float symmetric_scale_search(int n, int nmax, const float* x, int8_t* L) {
     sumlx = suml2 = 0;
     for (int i = 0; i < n; ++i) {
       const int l = quant(iscale, i);
-      const float w = x[i] * x[i];
+      const float w = qw ? qw[i] : x[i] * x[i];
       sumlx += w * x[i] * l;
       suml2 += w * l * l;
     }
@@ -109,6 +111,72 @@ float offset_scale_search(int n, int nmax, const float* x, const float* weights,
   }
   *neg_min = -min;
   return scale;
+}
+
+// make_qp_quants: the best of nine scales near max / nmax by weighted
+// squared error, then up to five passes that move single quants while that
+// raises sumlx^2 / suml2.
+float positive_scale_search(int n, int nmax, const float* x, uint8_t* L, const float* weights) {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = nmax / max;
+  for (int i = 0; i < n; ++i) L[i] = uint8_t(nearest_int(iscale * x[i]));
+  const float scale = 1 / iscale;
+  float best_mse = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * L[i];
+    best_mse += weights[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * is + nmax) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * l;
+      mse += weights[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, nearest_int(iscale * x[i]));
+    L[i] = uint8_t(l);
+    const float w = weights[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = weights[i];
+      float slx = sumlx - w * x[i] * L[i];
+      float sl2 = suml2 - w * L[i] * L[i];
+      if (slx > 0 && sl2 > 0) {
+        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+        if (new_l != L[i]) {
+          slx += w * x[i] * new_l;
+          sl2 += w * new_l * new_l;
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = uint8_t(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (!n_changed) break;
+  }
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 }  // namespace ggtrain::quant::detail

@@ -17,6 +17,8 @@ namespace ggtrain::quant {
 using DecodeFn = void (*)(const uint8_t* in, float* y, size_t n);
 using EncodeFn = void (*)(const float* x, uint8_t* out, size_t n);
 using RoundFn = void (*)(const float* x, float* y, size_t n);
+// One row of n weights quantized against its n importance values qw.
+using WeightedEncodeFn = void (*)(const float* x, const float* qw, uint8_t* out, size_t n);
 
 // How the decoder holds a weight matrix of the type (nn::PackedMatrix).
 enum class DecodeForm {
@@ -43,6 +45,12 @@ struct TypeCodec {
   // The type quantize uses instead for a row that is not a multiple of
   // block_size (llama.cpp's fallback); itself where there is none.
   gguf::TensorType small_row_fallback = type;
+  // ggml's quantizer with an importance matrix (llama-quantize --imatrix),
+  // one row at a time; null for the types that ignore one (F32, F16, BF16, Q8_0).
+  WeightedEncodeFn from_float_weighted = nullptr;
+  // Q4_1, Q5_1: each block's fp16 min, which ggml's dot product multiplies by
+  // its Q8_1 activations' block sums (nn::PackedMatrix adds that term).
+  void (*block_mins)(const uint8_t* in, float* mins, size_t n) = nullptr;
 };
 
 // Every row, in the order of ggml's type ids.

@@ -20,6 +20,7 @@
 #include "gguf/reader.h"
 #include "gguf/writer.h"
 #include "quant/gguf_floats.h"
+#include "quant/importance_matrix.h"
 #include "support/cli_runner.h"
 #include "support/compress.h"
 #include "support/files.h"
@@ -406,6 +407,55 @@ std::vector<Case> cases() {
                  return A{e.bin(), "export", e.base_run() + "/weights/step_2.gguf", e.t("out.gguf"), "--type", "q8"};
                },
                {"--type q8 (did you mean 'q8_0'?)"}});
+  c.push_back({"export_imatrix_other_model",
+               "`export --imatrix` given an importance matrix of another model (a matrix's column count differs)",
+               [](Env& e) {
+                 quant::ImportanceMatrix m;
+                 m.datasets = {"other.txt"};
+                 m.entries["blk.0.attn_q.weight"] = {std::vector<float>(7, 1.0f), {1}};
+                 quant::write_importance_matrix(m, e.t("other.imatrix.gguf"));
+                 return A{e.bin(),
+                          "export",
+                          train::weights_path(e.base_run(), 2),
+                          e.t("out.gguf"),
+                          "--type",
+                          "q4_0",
+                          "--imatrix",
+                          e.t("other.imatrix.gguf")};
+               },
+               {"other.imatrix.gguf", "blk.0.attn_q.weight", "has 7 values", "for another model"}});
+  c.push_back({"export_imatrix_truncated",
+               "`export --imatrix` given a legacy .dat importance matrix cut short",
+               [](Env& e) {
+                 const int32_t header[2] = {1, 19};
+                 std::ofstream(e.t("cut.dat"), std::ios::binary)
+                     .write(reinterpret_cast<const char*>(header), sizeof header)
+                     .write("blk.0", 5);
+                 return A{e.bin(),         "export",      train::weights_path(e.base_run(), 2),
+                          e.t("out.gguf"), "--type",      "q4_0",
+                          "--imatrix",     e.t("cut.dat")};
+               },
+               {"cut.dat", "truncated at byte 8", "an entry's name", "not a whole importance matrix"}});
+  c.push_back({"export_imatrix_not_imatrix",
+               "`export --imatrix` given a model GGUF instead of an importance matrix",
+               [](Env& e) {
+                 const std::string w = train::weights_path(e.base_run(), 2);
+                 return A{e.bin(), "export", w, e.t("out.gguf"), "--type", "q4_0", "--imatrix", w};
+               },
+               {"step_2.gguf", "not an importance matrix", "ggtrain imatrix"}});
+  c.push_back({"export_imatrix_float_type",
+               "`export --type f16 --imatrix` (an importance matrix only steers quantized types)",
+               [](Env& e) {
+                 const std::string w = train::weights_path(e.base_run(), 2);
+                 return A{e.bin(), "export", w, e.t("out.gguf"), "--type", "f16", "--imatrix", e.t("m.gguf")};
+               },
+               {"--imatrix applies to a quantized --type", "not f16"}});
+  c.push_back({"imatrix_chunk_too_short",
+               "`imatrix -c 8` (llama-imatrix skips products of fewer than 16 rows)",
+               [](Env& e) {
+                 return A{e.bin(), "imatrix", "-m", train::weights_path(e.base_run(), 2), "-f", e.corpus(), "-c", "8"};
+               },
+               {"-c 8 is too short", "at least 16 tokens"}});
   // --- files of the wrong kind, and typing mistakes (usage errors exit 2)
   c.push_back({"model_is_a_lora_adapter",
                "`generate -m` given a LoRA adapter instead of a model",
@@ -483,6 +533,14 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", w, "--text", w};
                },
                {"step_2.gguf", "not a text file", "UTF-8"}});
+  c.push_back({"eval_kld_text_too_short",
+               "`eval --kl-divergence BASE --text` on a text shorter than two chunks",
+               [](Env& e) {
+                 std::ofstream(e.t("short.txt")) << "In the beginning.\n";
+                 const std::string w = train::weights_path(e.base_run(), 2);
+                 return A{e.bin(), "eval", "-m", w, "--text", e.t("short.txt"), "--kl-divergence", w, "-c", "32"};
+               },
+               {"kl-divergence", "the text has", "at least 64 (2 x context 32) are needed"}});
   c.push_back({"eval_task_lines_not_six",
                "`eval --task` given a HellaSwag-form file whose lines are not six per task",
                [](Env& e) {

@@ -110,7 +110,8 @@ TEST(GgufTypes, StorageBytesFollowsBlocks) {
   EXPECT_FALSE(is_float_convertible(TensorType::I32));
   EXPECT_TRUE(is_float_convertible(TensorType::Q4_0));
   EXPECT_TRUE(is_float_convertible(TensorType::Q6_K));
-  EXPECT_FALSE(is_float_convertible(TensorType::Q4_1));  // no codec: ggtrain never writes it
+  EXPECT_TRUE(is_float_convertible(TensorType::Q4_1));  // llama-quantize's ffn_down with an importance matrix
+  EXPECT_FALSE(is_float_convertible(TensorType::IQ4_NL));  // no codec: ggtrain never writes it
   EXPECT_FALSE(is_float_convertible(TensorType::Q2_K));
 }
 
@@ -371,7 +372,7 @@ TEST(GgufQ8_0, EncodeRejectsPartialBlocks) {
   std::vector<uint8_t> out(100);
   EXPECT_THROW(encode_floats(TensorType::Q8_0, x.data(), out.data(), x.size()), ggtrain::Error);
   EXPECT_THROW(encode_floats(TensorType::I32, x.data(), out.data(), 4), ggtrain::Error);
-  EXPECT_THROW(decode_floats(TensorType::Q4_1, out.data(), x.data(), 32), ggtrain::Error);
+  EXPECT_THROW(decode_floats(TensorType::IQ4_NL, out.data(), x.data(), 32), ggtrain::Error);
   EXPECT_THROW(encode_floats(TensorType::Q4_K, x.data(), out.data(), x.size()), ggtrain::Error);  // 48 < 256
 }
 

@@ -315,14 +315,14 @@ TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
   gguf::GgufWriter w;
   model::add_model_tensors(w, c, layout, p.data());
   w.write(tmp / "ok.gguf");
-  // The same model with attn_q stored as Q4_1 (20 bytes per 32 values), a
+  // The same model with attn_q stored as IQ4_NL (18 bytes per 32 values), a
   // type ggtrain neither writes nor reads.
   gguf::GgufFile ok(tmp / "ok.gguf");
   gguf::GgufWriter bad;
   for (const auto& [k, v] : ok.metadata()) bad.set(k, v);
-  std::vector<uint8_t> q4(size_t(64 * 64 / 32 * 20), 0);
+  std::vector<uint8_t> q4(size_t(64 * 64 / 32 * 18), 0);
   for (const auto& t : ok.tensors()) {
-    if (t.name == "blk.0.attn_q.weight") bad.add_tensor_raw(t.name, gguf::TensorType::Q4_1, t.shape(), q4.data());
+    if (t.name == "blk.0.attn_q.weight") bad.add_tensor_raw(t.name, gguf::TensorType::IQ4_NL, t.shape(), q4.data());
     else bad.add_tensor_raw(t.name, t.type, t.shape(), t.data);
   }
   bad.write(tmp / "bad.gguf");
@@ -333,6 +333,6 @@ TEST(Decoder, UnsupportedWeightTypeIsAClearError) {
   } catch (const Error& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("blk.0.attn_q.weight"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("Q4_1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("IQ4_NL"), std::string::npos) << msg;
   }
 }

@@ -1,0 +1,55 @@
+#include <fmt/core.h>
+
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/inference_model.h"
+#include "infer/imatrix.h"
+#include "quant/importance_matrix.h"
+#include "util/error.h"
+
+namespace ggtrain::cli {
+
+Runner add_imatrix_command(CLI::App& app) {
+  struct Opts {
+    InferenceOptions model;
+    std::string text, out = "imatrix.gguf";
+    int64_t chunks = 0;
+    bool process_output = false;
+  };
+  auto o = std::make_shared<Opts>();
+  o->model.ctx = 512;  // llama-imatrix's default chunk
+  auto* cmd = app.add_subcommand(
+      "imatrix", "Collect an importance matrix as llama-imatrix does (for `export --imatrix` or llama-quantize "
+                 "--imatrix): the squared activations each weight matrix multiplies, over a text");
+  add_inference_options(cmd, o->model);
+  cmd->get_option("-c")->description("Tokens per chunk (default 512, as llama-imatrix)");
+  cmd->add_option("-f,--file", o->text, "UTF-8 text to collect over (at least 2 chunks of tokens)")->required();
+  cmd->add_option("-o,--output-file", o->out, "Where to write the matrix (GGUF; default imatrix.gguf)");
+  cmd->add_option("--chunks", o->chunks, "Use at most this many chunks (default: all)");
+  cmd->add_flag("--process-output", o->process_output, "Also collect output.weight's inputs");
+  return [cmd, o]() -> int {
+    if (!cmd->parsed()) return -1;
+    // llama.cpp runs a chunk in micro-batches of 512 and skips products of
+    // fewer than 16 rows: a shorter chunk would collect nothing.
+    if (o->model.ctx < 16) fail("imatrix: -c {} is too short; a chunk needs at least 16 tokens", o->model.ctx);
+    InferenceModel m(o->model);
+    const auto tokens = text_file_tokens(m.tokenizer, o->text);
+    const bool progress = ::isatty(2);
+    const auto r = infer::collect_imatrix(m.decoder, tokens, o->model.ctx,
+                                          m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1, o->chunks,
+                                          o->process_output, o->text, [&](int64_t c, double ppl) {
+                                            if (progress) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
+                                          });
+    if (progress) fmt::print(stderr, "\n");
+    quant::write_importance_matrix(r.matrix, o->out);
+    fmt::print("wrote {}: {} matrices over {} chunks of {} tokens; perplexity {:.4f}\n", o->out,
+               r.matrix.entries.size(), r.matrix.chunk_count, r.matrix.chunk_size, r.perplexity.ppl);
+    return 0;
+  };
+}
+
+}  // namespace ggtrain::cli
