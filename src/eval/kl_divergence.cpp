@@ -129,8 +129,8 @@ KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const st
   if (n_ctx < 2 || n_ctx > model.n_ctx() || n_ctx > base.n_ctx())
     fail("kl-divergence: context {} must be in [2, {}]", n_ctx, std::min(model.n_ctx(), base.n_ctx()));
   if (int64_t(tokens.size()) < 2 * n_ctx)
-    fail("kl-divergence: the text has {} tokens; at least {} (2 x context {}) are needed", tokens.size(),
-         2 * n_ctx, n_ctx);
+    fail("kl-divergence: the text has {} tokens; at least {} (2 x context {}) are needed", tokens.size(), 2 * n_ctx,
+         n_ctx);
   KlDivergence k;
   k.chunks = int64_t(tokens.size()) / n_ctx;
   if (max_chunks > 0) k.chunks = std::min(k.chunks, max_chunks);
@@ -146,8 +146,8 @@ KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const st
     model.reset();
     model.eval(window.data(), n_ctx, true);
     for (int64_t i = first; i < n_ctx - 1; ++i) {
-      const auto [kld, p_diff] = score_position(model.logits() + i * V, V, rows[size_t(i - first)],
-                                                tokens[size_t(c * n_ctx + i + 1)], k);
+      const auto [kld, p_diff] =
+          score_position(model.logits() + i * V, V, rows[size_t(i - first)], tokens[size_t(c * n_ctx + i + 1)], k);
       k.kld_values.push_back(float(kld));
       k.p_diff_values.push_back(p_diff);
     }
@@ -169,12 +169,14 @@ std::string kl_divergence_report(KlDivergence k) {
   const double ppl_base_val = std::exp(log_ppl_base.first), ppl_base_unc = ppl_base_val * log_ppl_base.second;
   line(fmt::format("Mean PPL(base)                : {:10.6f} ± {:10.6f}", ppl_base_val, ppl_base_unc));
   const double log_ppl_cov = covariance(k.sum_nll, k.sum_nll_base, k.sum_nll_nll_base, k.count);
-  line(fmt::format("Cor(ln(PPL(Q)), ln(PPL(base))): {:6.2f}%", 100.0 * log_ppl_cov / (log_ppl.second * log_ppl_base.second)));
+  line(fmt::format("Cor(ln(PPL(Q)), ln(PPL(base))): {:6.2f}%",
+                   100.0 * log_ppl_cov / (log_ppl.second * log_ppl_base.second)));
   const double ratio = log_ppl.first - log_ppl_base.first;
-  const double ratio_unc = std::sqrt(log_ppl.second * log_ppl.second + log_ppl_base.second * log_ppl_base.second -
-                                     2.0 * log_ppl_cov);
+  const double ratio_unc =
+      std::sqrt(log_ppl.second * log_ppl.second + log_ppl_base.second * log_ppl_base.second - 2.0 * log_ppl_cov);
   line(fmt::format("Mean ln(PPL(Q)/PPL(base))     : {:10.6f} ± {:10.6f}", ratio, ratio_unc));
-  line(fmt::format("Mean PPL(Q)/PPL(base)         : {:10.6f} ± {:10.6f}", std::exp(ratio), std::exp(ratio) * ratio_unc));
+  line(
+      fmt::format("Mean PPL(Q)/PPL(base)         : {:10.6f} ± {:10.6f}", std::exp(ratio), std::exp(ratio) * ratio_unc));
   const double ppl_cov = ppl_val * ppl_base_val * log_ppl_cov;
   line(fmt::format("Mean PPL(Q)-PPL(base)         : {:10.6f} ± {:10.6f}", ppl_val - ppl_base_val,
                    std::sqrt(ppl_unc * ppl_unc + ppl_base_unc * ppl_base_unc - 2.0 * ppl_cov)));
@@ -196,12 +198,12 @@ std::string kl_divergence_report(KlDivergence k) {
   line(fmt::format("Mean    Δp: {:6.3f} ± {:5.3f} %", 100.0 * p_diff.first, 100.0 * p_diff.second));
   const auto& pv = k.p_diff_values;
   line(fmt::format("Maximum Δp: {:6.3f}%", 100.0 * pv.back()));
-  for (const auto& [name, f] : {std::pair{"99.9%", 0.999f}, {"99.0%", 0.990f}, {"95.0%", 0.950f}, {"90.0%", 0.900f},
-                                {"75.0%", 0.750f}})
+  for (const auto& [name, f] :
+       {std::pair{"99.9%", 0.999f}, {"99.0%", 0.990f}, {"95.0%", 0.950f}, {"90.0%", 0.900f}, {"75.0%", 0.750f}})
     line(fmt::format("{}   Δp: {:6.3f}%", name, 100.0 * percentile(pv, f)));
   line(fmt::format("Median  Δp: {:6.3f}%", 100.0 * median(pv)));
-  for (const auto& [name, f] : {std::pair{"25.0%", 0.250f}, {"10.0%", 0.100f}, {" 5.0%", 0.050f}, {" 1.0%", 0.010f},
-                                {" 0.1%", 0.001f}})
+  for (const auto& [name, f] :
+       {std::pair{"25.0%", 0.250f}, {"10.0%", 0.100f}, {" 5.0%", 0.050f}, {" 1.0%", 0.010f}, {" 0.1%", 0.001f}})
     line(fmt::format("{}   Δp: {:6.3f}%", name, 100.0 * percentile(pv, f)));
   line(fmt::format("Minimum Δp: {:6.3f}%", 100.0 * pv.front()));
   const auto mse = mean_and_uncertainty(k.sum_p_diff2, k.sum_p_diff4, k.count);

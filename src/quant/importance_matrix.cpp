@@ -51,8 +51,8 @@ class DatReader {
  private:
   void need(size_t n, const char* field) const {
     if (n > b_.size() - at_)
-      fail("{}: truncated at byte {} reading {} ({} bytes needed, {} left); not a whole importance matrix", path_,
-           at_, field, n, b_.size() - at_);
+      fail("{}: truncated at byte {} reading {} ({} bytes needed, {} left); not a whole importance matrix", path_, at_,
+           field, n, b_.size() - at_);
   }
   void take(void* out, size_t n, const char* field) {
     need(n, field);
@@ -69,7 +69,8 @@ ImportanceMatrix read_legacy(const std::string& path, std::string bytes) {
   ImportanceMatrix m;
   m.legacy = true;
   const int32_t n_entries = r.i32("the entry count");
-  if (n_entries < 1) fail("{}: the entry count is {}; not an importance matrix (GGUF or llama-imatrix .dat)", path, n_entries);
+  if (n_entries < 1)
+    fail("{}: the entry count is {}; not an importance matrix (GGUF or llama-imatrix .dat)", path, n_entries);
   for (int32_t i = 0; i < n_entries; ++i) {
     std::string name = r.text(r.i32("an entry's name length"), "an entry's name");
     const int32_t ncall = r.i32("an entry's call count");
@@ -114,8 +115,8 @@ ImportanceMatrix read_gguf(const std::string& path) {
     const auto& sums = f32_tensor(f, &t, name, kSums);
     const auto& counts = f32_tensor(f, f.find_tensor(name + kCounts), name, kCounts);
     if (counts.n_elements == 0 || sums.n_elements % counts.n_elements != 0)
-      fail("{}: entry '{}' has {} sums for {} counts; they must be a whole row per count", path, name,
-           sums.n_elements, counts.n_elements);
+      fail("{}: entry '{}' has {} sums for {} counts; they must be a whole row per count", path, name, sums.n_elements,
+           counts.n_elements);
     ImatrixEntry e;
     e.sums.resize(size_t(sums.n_elements));
     std::memcpy(e.sums.data(), sums.data, sums.n_bytes);

@@ -27,9 +27,9 @@ using namespace ggtrain;
 using test_support::compare;
 using test_support::max_keeping_nan;
 using test_support::small_model_config;
-using test_support::within_elementwise;
 using test_support::spread_tokens;
 using test_support::TempDir;
+using test_support::within_elementwise;
 using test_support::write_random_model;
 
 namespace {
