@@ -5,9 +5,9 @@
 #include <deque>
 
 #include <fmt/core.h>
+
 #include "gguf/writer.h"
 #include "model/config.h"
-
 #include "quant/gguf_floats.h"
 #include "quant/type_traits.h"
 #include "util/error.h"
@@ -34,24 +34,25 @@ std::vector<uint8_t> encode_tensor(const std::string& name, gguf::TensorType typ
   std::vector<uint8_t> out(gguf::storage_bytes(type, size_t(cols * rows)));
   const quant::TypeCodec& c = quant::codec(type, "quantize to");
   const auto it = imatrix.matrix.entries.find(name);
-  if (it == imatrix.matrix.entries.end() || !c.from_float_weighted) {
-    if (it == imatrix.matrix.entries.end() && c.from_float_weighted) report.without_importance.push_back(name);
+  const bool found = it != imatrix.matrix.entries.end();
+  const uint64_t slices = ne.size() > 2 ? ne[2] : 1;
+  const bool fits = found && uint64_t(it->second.sums.size()) == cols * slices;
+  // llama-quantize refuses a mismatched entry, except the embedding's
+  if (found && !fits && name != "token_embd.weight")
+    fail("{}: entry '{}' has {} values; the tensor has {} columns{}: this importance matrix is for another model",
+         imatrix.path, name, it->second.sums.size(), cols, slices > 1 ? fmt::format(" x {} experts", slices) : "");
+  if (!fits || !c.from_float_weighted) {
+    if (!found && c.from_float_weighted) report.without_importance.push_back(name);
     quant::encode_floats(type, x, out.data(), size_t(cols * rows));
     return out;
   }
-  const uint64_t slices = ne.size() > 2 ? ne[2] : 1;
-  if (uint64_t(it->second.sums.size()) != cols * slices && name == "token_embd.weight") {
-    quant::encode_floats(type, x, out.data(), size_t(cols * rows));  // llama-quantize ignores it there
-    return out;
-  }
-  if (uint64_t(it->second.sums.size()) != cols * slices)
-    fail("{}: entry '{}' has {} values; the tensor has {} columns{}: this importance matrix is for another model",
-         imatrix.path, name, it->second.sums.size(), cols, slices > 1 ? fmt::format(" x {} experts", slices) : "");
   const std::vector<float> qw = quant::importance_values(it->second, imatrix.matrix.legacy);
   const size_t row_bytes = out.size() / size_t(rows);
-  for (uint64_t r = 0; r < rows; ++r)
-    c.from_float_weighted(x + r * cols, qw.data() + (r / rows_per_slice) * cols, out.data() + r * row_bytes,
-                          size_t(cols));
+  // rows are independent (each writes its own bytes): every thread, as llama-quantize's nthread
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t r = 0; r < int64_t(rows); ++r)
+    c.from_float_weighted(x + r * int64_t(cols), qw.data() + (uint64_t(r) / rows_per_slice) * cols,
+                          out.data() + size_t(r) * row_bytes, size_t(cols));
   ++report.weighted;
   return out;
 }
