@@ -1,7 +1,9 @@
 // Fuzz target: the GGUF reader on arbitrary bytes. A valid file must have
 // every tensor readable (to_float for F32/F16/BF16/Q8_0, to_i32 for I32),
 // every metadata key answer the typed getters (value or Error), and both
-// inspect listings must work. Any rejection must be a ggtrain::Error;
+// inspect listings must work. The same bytes as an importance matrix
+// (GGUF, or llama-imatrix's legacy .dat when the magic is not GGUF's) must
+// read or be refused. Any rejection must be a ggtrain::Error;
 // anything else (crash, sanitizer report, other exception) is a finding.
 #include <cstring>
 
@@ -10,6 +12,7 @@
 #include "gguf/reader.h"
 #include "kernels/number_formats.h"
 #include "quant/gguf_floats.h"
+#include "quant/importance_matrix.h"
 #include "quant/type_traits.h"
 #include "util/error.h"
 
@@ -70,6 +73,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ggtrain_fuzz::sink(json.size() + text.size());
   } catch (const Error&) {
     // A clean rejection naming the file and field.
+  }
+  try {
+    const quant::ImportanceMatrix m = quant::read_importance_matrix(path);
+    for (const auto& [name, e] : m.entries) {
+      if (e.counts.empty() || e.sums.size() % e.counts.size() != 0)
+        ggtrain_fuzz::finding("an entry's sums are not whole rows per count");
+      ggtrain_fuzz::sink(quant::importance_values(e, m.legacy).size());
+    }
+  } catch (const Error&) {
   }
   return 0;
 }

@@ -4,7 +4,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "chat/chat_session.h"
+#include "chat/rendered_records.h"
 #include "cli/commands.h"
 #include "cli/inference_model.h"
 #include "infer/imatrix.h"
@@ -16,7 +19,7 @@ namespace ggtrain::cli {
 Runner add_imatrix_command(CLI::App& app) {
   struct Opts {
     InferenceOptions model;
-    std::string text, out = "imatrix.gguf";
+    std::string text, out = "imatrix.gguf", chat_template;
     int64_t chunks = 0;
     bool process_output = false;
   };
@@ -27,7 +30,12 @@ Runner add_imatrix_command(CLI::App& app) {
                  "--imatrix): the squared activations each weight matrix multiplies, over a text");
   add_inference_options(cmd, o->model);
   cmd->get_option("-c")->description("Tokens per chunk (default 512, as llama-imatrix)");
-  cmd->add_option("-f,--file", o->text, "UTF-8 text to collect over (at least 2 chunks of tokens)")->required();
+  cmd->add_option("-f,--file", o->text,
+                  "UTF-8 text to collect over (at least 2 chunks of tokens), or chat JSONL (.jsonl: each record "
+                  "rendered by the chat template, one after another)")
+      ->required();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "With a .jsonl file: chatml, llama3, qwen3, gemma3, ... (default: the model's)");
   cmd->add_option("-o,--output-file", o->out, "Where to write the matrix (GGUF; default imatrix.gguf)");
   cmd->add_option("--chunks", o->chunks, "Use at most this many chunks (default: all)");
   cmd->add_flag("--process-output", o->process_output, "Also collect output.weight's inputs");
@@ -37,7 +45,19 @@ Runner add_imatrix_command(CLI::App& app) {
     // fewer than 16 rows: a shorter chunk would collect nothing.
     if (o->model.ctx < 16) fail("imatrix: -c {} is too short; a chunk needs at least 16 tokens", o->model.ctx);
     InferenceModel m(o->model);
-    const auto tokens = text_file_tokens(m.tokenizer, o->text);
+    const bool chat = o->text.size() >= 6 && o->text.compare(o->text.size() - 6, 6, ".jsonl") == 0;
+    if (!chat && !o->chat_template.empty())
+      fail("imatrix: --chat-template applies to chat JSONL (-f FILE.jsonl), not {}", o->text);
+    std::vector<int32_t> tokens;
+    if (chat) {
+      std::string warning;
+      const chat::Template t = chat::template_for_model(m.tokenizer, o->chat_template, &warning);
+      if (!warning.empty()) fmt::print(stderr, "warning: {}\n", warning);
+      tokens = chat::rendered_record_tokens(o->text, m.tokenizer, t);
+      fmt::print("{}: rendered with the {} template, {} tokens\n", o->text, chat::template_info(t).name, tokens.size());
+    } else {
+      tokens = text_file_tokens(m.tokenizer, o->text);
+    }
     const bool progress = ::isatty(2);
     const auto r =
         infer::collect_imatrix(m.decoder, tokens, o->model.ctx, m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1,

@@ -28,6 +28,7 @@
 #include "train/fault_injection.h"
 #include "train/metrics.h"
 #include "train/objective.h"
+#include "train/qat.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
 #include "train/run_variant.h"
@@ -112,6 +113,7 @@ class Run {
   std::unique_ptr<model::Transformer<float>> model_;
   std::unique_ptr<parallel::DataParallel> dp_;  // the ranks under mpirun (one process: a pass-through)
   std::unique_ptr<optim::AdamW> optimizer_;  // over the trainable parameters; ZeRO-1: this rank's slices
+  std::unique_ptr<QatWeights> qat_;  // train.qat, else null
   std::vector<int32_t> inputs_, targets_, doc_start_;  // a step's micro-batches
   std::vector<int64_t> window_ids_;  // their rows' windows
   std::unique_ptr<TrainingObjective> objective_;  // train.objective

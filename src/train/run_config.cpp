@@ -10,6 +10,7 @@
 #include "chat/template.h"
 #include "model/params.h"
 #include "optim/schedule.h"
+#include "quant/recipe.h"
 #include "train/best_metric.h"
 #include "train/preference_loss.h"
 #include "train/reward.h"
@@ -132,6 +133,19 @@ void check_optimizer(const RunConfig& c) {
   if (train.weight_decay < 0) fail("config: train.weight_decay must be >= 0");
 }
 
+// train.qat: a quantized file type, on a whole model's own weights.
+void check_qat(const RunConfig& c) {
+  const std::string& qat = c.train.qat;
+  if (qat.empty()) return;
+  if (!quant::quantized_file_type(qat))
+    fail("config: train.qat = \"{}\" is not a file type export writes ({})", qat, quant::quantized_file_type_names());
+  if (c.train.lora.rank > 0)
+    fail("config: train.qat does not apply to a LoRA run yet (the adapters would need W + BA quantized each step); "
+         "train the whole model, or export the merged adapter");
+  if (!c.init.donor.empty())
+    fail("config: train.qat does not apply to a donor-lens run (its embedding is folded at each checkpoint)");
+}
+
 // Threads, non-finite policy, ZeRO, recompute/precision, intervals.
 void check_run_options(const RunConfig& c) {
   const auto& train = c.train;
@@ -142,6 +156,7 @@ void check_run_options(const RunConfig& c) {
     fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
   if (train.precision == model::Precision::kBf16 && train.lora.rank > 0)
     fail("config: train.precision = \"bf16\" does not apply to a LoRA run (adapters train in fp32)");
+  check_qat(c);
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");
   if (train.eval_tasks_every < 0 || train.eval_tasks_limit < 0)

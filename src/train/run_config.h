@@ -122,6 +122,10 @@ struct TrainSection {
   // weights, gradients, optimizer state, norms, softmax and loss stay float,
   // and checkpoints stay F32. "fp32": everything in float.
   model::Precision precision = model::Precision::kFp32;
+  // Quantization-aware training: a file type `export` writes ("q4_k_m",
+  // "q4_0", ...); each step's forward and backward see the weights as that
+  // export stores them (train/qat.h). Empty: off.
+  std::string qat;
   // Mixture-of-experts models: the weight of the load-balancing loss added
   // to the objective; negative: the family's (Architecture::router_aux_loss_coef).
   double router_aux_loss_coef = -1;

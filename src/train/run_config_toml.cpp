@@ -525,6 +525,9 @@ const std::vector<Key>& keys() {
                    "activations recomputed in backward to save memory: none, attn or all"),
         choice_key("train.precision", &RunConfig::train, &T::precision, kPrecisions,
                    "fp32, or bf16 (bf16 GEMM inputs, float master weights and optimizer)"),
+        string_key("train.qat", &RunConfig::train, &T::qat,
+                   "quantization-aware training: a type export writes (q4_k_m, q4_0, ...); each step's forward "
+                   "sees the weights as that export stores them, the gradient updates the float masters; empty off"),
         float_key("train.router_aux_loss_coef", &RunConfig::train, &T::router_aux_loss_coef,
                   "qwen3moe, olmoe: weight of the experts' load-balancing loss (-1: the family's, 0.001 and 0.01; "
                   "0 off)"),

@@ -11,6 +11,7 @@
 #include "kernels/gemm_bf16.h"
 #include "model/freeze.h"
 #include "model/quantized_base.h"
+#include "quant/recipe.h"
 #include "train/finetune.h"
 #include "train/memory_plan.h"
 #include "train/run.h"
@@ -263,6 +264,7 @@ void Run::build_model() {
   dp_->attach(*model_);
   variant_->bind(*model_);
   const auto& t = c_.train;
+  if (!t.qat.empty()) qat_ = std::make_unique<QatWeights>(*quant::quantized_file_type(t.qat), mc_, model_->layout());
   optimizer_ = std::make_unique<optim::AdamW>(
       model_->grad_layout(), optim::AdamWConfig{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)});
   objective_ = make_objective({.config = c_,

@@ -89,7 +89,14 @@ StepResult Run::train_step(int64_t step) {
   for (int64_t k = 0; k < t.grad_accum; ++k)
     loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro,
                   window_ids_.data() + k * t.batch);
+  // train.qat: the forward and backward see the weights as the export
+  // stores them; the update below applies their gradient to the masters.
+  if (qat_) qat_->quantize(model_->params());
   StepTerms terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data(), r.step});
+  if (qat_) {
+    qat_->restore(model_->params());
+    terms.metrics["qat_s"] = qat_->last_seconds();
+  }
   r.loss = terms.loss;
   r.metrics = std::move(terms.metrics);
   r.progress = std::move(terms.progress);
@@ -166,7 +173,9 @@ void Run::log_step(const StepResult& r) {
 void Run::maybe_evaluate(int64_t step) {
   const auto& t = c_.train;
   if (t.eval_every <= 0 || (step % t.eval_every != 0 && step != t.steps)) return;
+  if (qat_) qat_->quantize(model_->params());  // the validation loss of the weights as they will ship
   const std::optional<ValidationResult> v = objective_->validate();
+  if (qat_) qat_->restore(model_->params());
   if (!v) return;
   nlohmann::json record = v->metrics;
   record["step"] = step;

@@ -2,11 +2,15 @@
 // ids of a rendered prompt, as llama.cpp tokenizes them.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "chat/chat_tokens.h"
 #include "chat/conversation.h"
+#include "chat/rendered_records.h"
 #include "chat/template.h"
 #include "gguf/reader.h"
 #include "support/files.h"
+#include "support/temp_dir.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace ggtrain;
@@ -67,4 +71,35 @@ TEST(ChatTokens, PromptIdsAreThoseOfTheRenderedPrompt) {
   trained.pop_back();
   EXPECT_EQ(tok.decode(trained), "God made it.");
   EXPECT_EQ(end_of_turn_id(tok, Template::kChatml), tok.token_id("<|im_end|>"));
+}
+
+// chat/rendered_records: a JSONL file's records rendered one after another,
+// each as training encodes it; a bad record named by file:line.
+TEST(RenderedRecords, EachRecordAsTrainingEncodesItInOrder) {
+  test_support::TempDir tmp;
+  const tokenizer::Tokenizer tok = spm().with_control_tokens({"<|im_start|>", "<|im_end|>"});
+  {
+    std::ofstream f(tmp / "d.jsonl");
+    f << R"({"messages": [{"role": "user", "content": "Who made the heaven?"}, )"
+         R"({"role": "assistant", "content": "God made it."}]})"
+      << "\n\n"
+      << R"({"instruction": "Name a river.", "output": "Jordan."})"
+      << "\n";
+  }
+  const auto ids = rendered_record_tokens(tmp / "d.jsonl", tok, Template::kChatml);
+  std::vector<int32_t> want;
+  for (const Conversation& c : {Conversation{{"user", "Who made the heaven?"}, {"assistant", "God made it."}},
+                                Conversation{{"user", "Name a river."}, {"assistant", "Jordan."}}}) {
+    const auto e = encode_spans(tok, render_spans(Template::kChatml, c, false));
+    want.insert(want.end(), e.ids.begin(), e.ids.end());
+  }
+  EXPECT_EQ(ids, want);
+  std::ofstream(tmp / "bad.jsonl") << R"({"messages": []})"
+                                   << "\n"
+                                   << "not json\n";
+  EXPECT_NE(error_of([&] { rendered_record_tokens(tmp / "bad.jsonl", tok, Template::kChatml); }).find("bad.jsonl:1"),
+            std::string::npos);
+  std::ofstream(tmp / "empty.jsonl") << "\n";
+  EXPECT_NE(error_of([&] { rendered_record_tokens(tmp / "empty.jsonl", tok, Template::kChatml); }).find("no records"),
+            std::string::npos);
 }

@@ -75,6 +75,14 @@ for model in k256 small qwen3moe qwen35 lfm2; do
   "$PY" "$HERE/compat/imatrix_compare.py" "ours-$model.gguf" "theirs-$model.gguf" "$LIMIT" ||
     fail "$model: ggtrain's importance matrix differs from llama-imatrix's"
 done
+# Chat JSONL (no llama-imatrix counterpart): each record rendered by the
+# template; every dense matrix counts 64 rows a chunk.
+awk '{ gsub(/"/, "\\\""); printf "{\"messages\": [{\"role\": \"user\", \"content\": \"%s\"}, {\"role\": \"assistant\", \"content\": \"Amen.\"}]}\n", $0 }' \
+  calib.txt >calib.jsonl
+"$GGTRAIN" imatrix -m k256/weights/latest -f calib.jsonl --chat-template chatml -c 64 --chunks 4 -o chat.gguf \
+  --cache-type f32 -t 2 >chat.log || { cat chat.log >&2; fail "ggtrain imatrix on chat JSONL failed"; }
+grep -q "rendered with the chatml template" chat.log || fail "imatrix on chat JSONL: $(cat chat.log)"
+grep -q "56 matrices over 4 chunks of 64 tokens" chat.log || fail "imatrix on chat JSONL: $(cat chat.log)"
 "$BIN/llama-imatrix" -m k256/weights/latest -f calib.txt -c 64 --chunks 6 -o theirs-fa.gguf -ctk f32 -ctv f32 -t 2 \
   >theirs-fa.log 2>&1 || { tail -20 theirs-fa.log >&2; fail "llama-imatrix (flash attention) failed"; }
 if "$PY" "$HERE/compat/imatrix_compare.py" ours-k256.gguf theirs-fa.gguf "$LIMIT" >/dev/null 2>&1; then

@@ -533,6 +533,24 @@ std::vector<Case> cases() {
                  return A{e.bin(), "eval", "-m", w, "--text", w};
                },
                {"step_2.gguf", "not a text file", "UTF-8"}});
+  c.push_back({"train_qat_unknown_type",
+               "`train.qat = q3_k` (a type export does not write)",
+               [](Env& e) { return e.fresh({"train.qat=q3_k"}); },
+               {"train.qat = \"q3_k\"", "not a file type export writes", "q4_k_m"}});
+  c.push_back({"train_qat_lora",
+               "`train.qat` on a LoRA run",
+               [](Env& e) {
+                 return e.fresh({"train.qat=q4_k_m", "train.lora.rank=2",
+                                 "init.from=" + e.base_run("base") + "/weights/step_2.gguf"});
+               },
+               {"train.qat does not apply to a LoRA run", "export the merged adapter"}});
+  c.push_back({"imatrix_chat_template_on_text",
+               "`imatrix --chat-template` with a plain text file (templates render chat JSONL)",
+               [](Env& e) {
+                 return A{e.bin(),    "imatrix",         "-m",    train::weights_path(e.base_run(), 2), "-f",
+                          e.corpus(), "--chat-template", "chatml"};
+               },
+               {"--chat-template applies to chat JSONL", "-f FILE.jsonl"}});
   c.push_back({"eval_kld_text_too_short",
                "`eval --kl-divergence BASE --text` on a text shorter than two chunks",
                [](Env& e) {

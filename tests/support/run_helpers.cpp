@@ -112,7 +112,8 @@ std::vector<std::string> metrics_without_timing(const std::string& run_dir) {
     }
     // Facts about the process, not the run: its timings and which CPU
     // level's build ran (recorded on a process's first step).
-    for (const char* clocked : {"tokens_per_s", "elapsed_s", "cpu_level", "rollout_s", "train_s"}) j.erase(clocked);
+    for (const char* clocked : {"tokens_per_s", "elapsed_s", "cpu_level", "rollout_s", "train_s", "qat_s"})
+      j.erase(clocked);
     out.push_back(j.dump());
   }
   return out;

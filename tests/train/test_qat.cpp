@@ -1,0 +1,122 @@
+// train/qat: quantization-aware training. The weights a QAT forward uses
+// are, tensor by tensor and bit for bit, what `export --type` of the same
+// weights stores (read back and dequantized): the export is llama-quantize's
+// byte for byte (llama_cpp_quantize_check), so the forward trains against
+// the blocks llama.cpp will run. A whole run: the masters are what the
+// checkpoint keeps, the validation loss is the quantized model's, and an
+// interrupted run resumes exactly.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "convert/export.h"
+#include "gguf/reader.h"
+#include "model/params.h"
+#include "quant/gguf_floats.h"
+#include "quant/recipe.h"
+#include "support/random_model.h"
+#include "support/run_helpers.h"
+#include "support/temp_dir.h"
+#include "train/qat.h"
+#include "train/run_checkpoint.h"
+
+using namespace ggtrain;
+using test_support::TempDir;
+
+namespace {
+
+// How many tensors of `exported` hold exactly the values `weights` has at
+// their offsets (bitwise); the others are named in *differ.
+int same_tensors(const std::string& exported, const model::ParamLayout& layout, const std::vector<float>& weights,
+                 std::vector<std::string>* differ) {
+  gguf::GgufFile f(exported);
+  int same = 0;
+  for (const auto& t : f.tensors()) {
+    const model::ParamTensor* p = layout.find(t.name);
+    if (!p) continue;
+    const auto v = quant::tensor_floats(f, t);
+    if (std::memcmp(v.data(), weights.data() + p->offset, v.size() * sizeof(float)) == 0) ++same;
+    else differ->push_back(t.name);
+  }
+  return same;
+}
+
+}  // namespace
+
+// Two shapes: K-quant rows (256, 8 layers: the _M mixes raise attn_v and
+// ffn_down layers) and rows of 64 (the 32-block fallbacks).
+TEST(Qat, ForwardWeightsAreTheExportsBlocks) {
+  TempDir tmp;
+  for (const int64_t d : {256, 64}) {
+    auto c = test_support::small_model_config(false, 2);
+    c.d_model = d;
+    c.d_ff = 2 * d;
+    c.n_layers = d == 256 ? 8 : 2;
+    const std::string in = tmp / ("m" + std::to_string(d) + ".gguf");
+    const auto masters = test_support::write_random_model(c, in);
+    const model::ParamLayout layout(c);
+    for (const char* type : {"q4_k_m", "q4_0", "q6_k"}) {
+      const auto ft = *quant::quantized_file_type(type);
+      const std::string out = tmp / (std::string(type) + ".gguf");
+      convert::export_quantized(in, out, ft);
+      train::QatWeights qat(ft, c, layout);
+      auto w = masters;
+      qat.quantize(w.data());
+      std::vector<std::string> differ;
+      EXPECT_EQ(same_tensors(out, layout, w, &differ), int(layout.tensors().size()))
+          << type << ", d_model " << d << ": first differing tensor " << (differ.empty() ? "" : differ[0]);
+      EXPECT_GT(qat.quantized_tensors(), 0);
+      qat.restore(w.data());
+      EXPECT_EQ(std::memcmp(w.data(), masters.data(), w.size() * sizeof(float)), 0) << "masters restored";
+      // Control: the float masters are not what the export stores.
+      differ.clear();
+      EXPECT_LT(same_tensors(out, layout, masters, &differ), int(layout.tensors().size()) - 2 * int(c.n_layers));
+    }
+    // Control: another type's recipe gives other weights.
+    train::QatWeights q5(*quant::quantized_file_type("q5_k_m"), c, layout);
+    auto w5 = masters;
+    q5.quantize(w5.data());
+    std::vector<std::string> differ;
+    EXPECT_LT(same_tensors(tmp / "q4_k_m.gguf", layout, w5, &differ), int(layout.tensors().size()));
+  }
+}
+
+// A run with train.qat: the step records carry the quantization's seconds,
+// the checkpoint keeps float masters (not on the type's grid), and stopping
+// after step 3 then resuming gives the uninterrupted run's weights and log.
+TEST(Qat, RunKeepsMastersAndResumesExactly) {
+  TempDir tmp;
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 6);
+  c.train.qat = "q4_0";
+  c.train.eval_every = 3;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 3);
+  const auto rec = test_support::step_record(tmp / "a", 6);
+  ASSERT_TRUE(rec.contains("qat_s")) << rec.dump();
+  EXPECT_GE(rec["qat_s"].get<double>(), 0.0);
+  // The forward really ran on other weights: the same run without QAT has
+  // another first loss (same seed, data and initial masters).
+  auto plain = c;
+  plain.train.qat.clear();
+  plain.train.steps = 1;
+  test_support::run_quiet(tmp / "plain", plain, false);
+  EXPECT_NE(test_support::step_record(tmp / "plain", 1)["loss"].get<double>(),
+            test_support::step_record(tmp / "a", 1)["loss"].get<double>());
+  // The checkpoint holds the masters: its export differs from it, and the
+  // QAT weights of it are the export's.
+  const std::string ckpt = train::weights_path(tmp / "a", 6);
+  convert::export_quantized(ckpt, tmp / "a-q4_0.gguf", quant::FileType::Q4_0);
+  gguf::GgufFile f(ckpt);
+  const model::Config mc = model::config_from_gguf(f);
+  const model::ParamLayout layout(mc);
+  std::vector<float> w(size_t(layout.total()));
+  model::load_model_params(f, layout, w.data());
+  std::vector<std::string> differ;
+  EXPECT_LT(same_tensors(tmp / "a-q4_0.gguf", layout, w, &differ), int(layout.tensors().size()));
+  train::QatWeights qat(quant::FileType::Q4_0, mc, layout);
+  qat.quantize(w.data());
+  differ.clear();
+  EXPECT_EQ(same_tensors(tmp / "a-q4_0.gguf", layout, w, &differ), int(layout.tensors().size()));
+}
