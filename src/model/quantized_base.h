@@ -1,6 +1,6 @@
 #pragma once
 // A LoRA run's frozen base, read from its GGUF: the quantized matrices
-// (Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) stay in their blocks (Q8_0: 34
+// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) stay in their blocks (Q8_0: 34
 // bytes per 32 weights, Q4_K: 144 per 256, instead of 4 bytes a weight as
 // F32 master weights), pointing into the file's memory map as llama.cpp's
 // loader does; every other base tensor (norms, F32/F16/BF16 matrices)

@@ -42,6 +42,8 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
 }
 
 void QatWeights::quantize(float* params) {
+  if (active_) return;
+  active_ = true;
   const double t0 = now_seconds();
   int64_t at = 0;
   for (const Tensor& t : tensors_) {
@@ -65,6 +67,8 @@ void QatWeights::quantize(float* params) {
 }
 
 void QatWeights::restore(float* params) {
+  if (!active_) return;
+  active_ = false;
   int64_t at = 0;
   for (const Tensor& t : tensors_) {
     std::memcpy(params + t.offset, masters_.data() + at, size_t(t.rows * t.cols) * sizeof(float));

@@ -24,10 +24,12 @@ class QatWeights {
   // `layout`: the model's full parameter layout (a whole model, not LoRA).
   QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout);
   // Keeps the masters of the tensors the recipe quantizes and replaces them
-  // in `params` by their quantized-dequantized values (all threads).
+  // in `params` by their quantized-dequantized values (all threads). Nothing
+  // when they are quantized already (a decoder run inside a step).
   void quantize(float* params);
-  // Puts the masters back.
+  // Puts the masters back (nothing when they are in place).
   void restore(float* params);
+  bool active() const { return active_; }
   int64_t quantized_tensors() const { return int64_t(tensors_.size()); }
   double last_seconds() const { return last_seconds_; }  // the last quantize()
 
@@ -39,6 +41,26 @@ class QatWeights {
   std::vector<Tensor> tensors_;
   std::vector<float> masters_;  // their values before quantize(), one after another
   double last_seconds_ = 0;
+  bool active_ = false;  // params hold the quantized values
+};
+
+// The weights quantized for the scope's lifetime, masters back at its end
+// (an exception included); nothing for a null QatWeights, and nothing when
+// an outer scope quantized them already.
+class QuantizedScope {
+ public:
+  QuantizedScope(QatWeights* qat, float* params) : qat_(qat && !qat->active() ? qat : nullptr), params_(params) {
+    if (qat_) qat_->quantize(params_);
+  }
+  ~QuantizedScope() {
+    if (qat_) qat_->restore(params_);
+  }
+  QuantizedScope(const QuantizedScope&) = delete;
+  QuantizedScope& operator=(const QuantizedScope&) = delete;
+
+ private:
+  QatWeights* qat_;
+  float* params_;
 };
 
 }  // namespace ggtrain::train

@@ -91,12 +91,12 @@ StepResult Run::train_step(int64_t step) {
                   window_ids_.data() + k * t.batch);
   // train.qat: the forward and backward see the weights as the export
   // stores them; the update below applies their gradient to the masters.
-  if (qat_) qat_->quantize(model_->params());
-  StepTerms terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data(), r.step});
-  if (qat_) {
-    qat_->restore(model_->params());
-    terms.metrics["qat_s"] = qat_->last_seconds();
+  StepTerms terms;
+  {
+    const QuantizedScope quantized(qat_.get(), model_->params());
+    terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data(), r.step});
   }
+  if (qat_) terms.metrics["qat_s"] = qat_->last_seconds();
   r.loss = terms.loss;
   r.metrics = std::move(terms.metrics);
   r.progress = std::move(terms.progress);
@@ -173,9 +173,11 @@ void Run::log_step(const StepResult& r) {
 void Run::maybe_evaluate(int64_t step) {
   const auto& t = c_.train;
   if (t.eval_every <= 0 || (step % t.eval_every != 0 && step != t.steps)) return;
-  if (qat_) qat_->quantize(model_->params());  // the validation loss of the weights as they will ship
-  const std::optional<ValidationResult> v = objective_->validate();
-  if (qat_) qat_->restore(model_->params());
+  std::optional<ValidationResult> v;
+  {
+    const QuantizedScope quantized(qat_.get(), model_->params());  // the loss of the weights as they will ship
+    v = objective_->validate();
+  }
   if (!v) return;
   nlohmann::json record = v->metrics;
   record["step"] = step;
@@ -187,6 +189,9 @@ void Run::maybe_evaluate(int64_t step) {
 }
 
 void Run::with_decoder(int64_t n_ctx, const std::function<void(infer::Decoder&)>& f) {
+  // train.qat: samples, task scores and rollouts come from the weights as
+  // they will ship (already so inside a step).
+  const QuantizedScope quantized(qat_.get(), model_->params());
   // The decoder runs a standard model: a donor's lens folded in first.
   const std::optional<model::FoldedModel> folded = variant_->fold(mc_, model_->layout(), model_->params());
   infer::Decoder dec(folded ? folded->config : mc_, folded ? folded->params.data() : model_->params(),

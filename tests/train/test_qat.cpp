@@ -7,7 +7,9 @@
 // interrupted run resumes exactly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -119,4 +121,31 @@ TEST(Qat, RunKeepsMastersAndResumesExactly) {
   qat.quantize(w.data());
   differ.clear();
   EXPECT_EQ(same_tensors(tmp / "a-q4_0.gguf", layout, w, &differ), int(layout.tensors().size()));
+}
+
+// Samples and rollouts inside a step run under a second scope: only the
+// outer one puts the masters back, and an exception still does.
+TEST(Qat, ScopesNestAndRestoreOnError) {
+  const auto c = test_support::small_model_config(false, 2);
+  const model::ParamLayout layout(c);
+  std::vector<float> masters(size_t(layout.total()));
+  for (size_t i = 0; i < masters.size(); ++i) masters[i] = float(std::sin(double(i) * 0.37));
+  train::QatWeights qat(quant::FileType::Q4_0, c, layout);
+  auto w = masters;
+  {
+    const train::QuantizedScope outer(&qat, w.data());
+    const auto quantized = w;
+    EXPECT_NE(quantized, masters);
+    { const train::QuantizedScope inner(&qat, w.data()); }
+    EXPECT_EQ(w, quantized) << "the inner scope restored the masters early";
+  }
+  EXPECT_EQ(w, masters);
+  try {
+    const train::QuantizedScope scope(&qat, w.data());
+    throw std::runtime_error("a failing step");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(w, masters);
+  const train::QuantizedScope none(nullptr, w.data());  // no QAT: nothing happens
+  EXPECT_EQ(w, masters);
 }

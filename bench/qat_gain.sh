@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What quantization-aware training buys an export, in one invocation: a
+# model trained here (the tiny preset widened to K-quant rows, BASE_STEPS on
+# Genesis to Deuteronomy) is trained on for QAT_STEPS more twice: (a) plain,
+# (c) with train.qat = TYPE. Both are exported as TYPE and scored on
+# held-out text (Matthew): perplexity, and KL divergence against (a)'s F32
+# weights (`eval --kl-divergence`). Gap = PPL(export) - PPL((a) F32). Also
+# the seconds per step of both runs and QAT's own share (qat_s).
+#
+#   bench/qat_gain.sh [TYPE (q4_0)] [BASE_STEPS (600)] [QAT_STEPS (200)] [THREADS (2)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GG=build/src/ggtrain
+TYPE=${1:-q4_0}
+BASE_STEPS=${2:-600}
+QAT_STEPS=${3:-200}
+THREADS=${4:-2}
+cmake --build build --target ggtrain -j "$(nproc)" >/dev/null
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bible -f Gen1:1-Deut34:12 </dev/null | sed 's/^[^ ]* //' >"$tmp/train.txt"
+bible -f Matt1:1-Matt28:20 </dev/null | sed 's/^[^ ]* //' >"$tmp/heldout.txt"
+shape=(--set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=4)
+"$GG" train --preset tiny --run-dir "$tmp/base" --set data.corpus="$tmp/train.txt" --set train.steps="$BASE_STEPS" \
+  "${shape[@]}" --set train.threads="$THREADS" --quiet | head -1
+more() { # RUN_DIR SETS...
+  local dir=$1
+  shift
+  "$GG" train --preset tiny --run-dir "$dir" --set init.from="$tmp/base/weights/latest" \
+    --set data.corpus="$tmp/train.txt" --set train.steps="$QAT_STEPS" --set train.lr_max=3e-4 --set train.warmup_steps=10 \
+    --set train.threads="$THREADS" --quiet "$@" | head -1
+}
+more "$tmp/plain"
+more "$tmp/qat" --set train.qat="$TYPE"
+CTX=$("$GG" inspect "$tmp/base/weights/latest" | awk '$1 ~ /\.context_length$/ { print $3 }')
+F32=$tmp/plain/weights/latest
+ppl() { "$GG" eval -m "$1" --text "$tmp/heldout.txt" -c "$CTX" -t "$THREADS" 2>/dev/null | sed -n 's/^perplexity \([0-9.]*\).*/\1/p'; }
+kld() {
+  "$GG" eval -m "$1" --text "$tmp/heldout.txt" -c "$CTX" -t "$THREADS" --kl-divergence "$F32" 2>/dev/null |
+    sed -n 's/^Mean    KLD: *\([0-9.]*\).*/\1/p'
+}
+"$GG" export "$F32" "$tmp/plain-$TYPE.gguf" --type "$TYPE" >/dev/null
+"$GG" export "$tmp/qat/weights/latest" "$tmp/qat-$TYPE.gguf" --type "$TYPE" >/dev/null
+base_ppl=$(ppl "$F32")
+echo "model: tiny preset at d_model 256, 8 layers; $BASE_STEPS steps, then $QAT_STEPS more; context $CTX, $THREADS threads"
+echo "| file | PPL | gap to (a) F32 | mean KLD vs (a) F32 |"
+echo "|---|---|---|---|"
+echo "| (a) plain, F32 | $base_ppl | - | - |"
+for f in "plain-$TYPE" "qat-$TYPE"; do
+  p=$(ppl "$tmp/$f.gguf")
+  printf '| %s | %s | %.4f | %s |\n' "$f" "$p" "$(awk -v a="$p" -v b="$base_ppl" 'BEGIN { print a - b }')" \
+    "$(kld "$tmp/$f.gguf")"
+done
+# seconds per step (the mean of the step records' elapsed_s differences is
+# noisy; the records' own per-step fields are used where they exist)
+for run in plain qat; do
+  awk -v run="$run" '/"loss"/ { n++; if (match($0, /"qat_s":[0-9.e-]+/)) q += substr($0, RSTART + 8, RLENGTH - 8) }
+    END { printf "%s: %d steps", run, n; if (q > 0) printf ", qat_s %.3f s per step", q / n; print "" }' \
+    "$tmp/$run/metrics.jsonl"
+  grep -o '"elapsed_s":[0-9.]*' "$tmp/$run/metrics.jsonl" | tail -1 | sed "s/\"elapsed_s\":/  elapsed s: /"
+done
