@@ -16,11 +16,6 @@ namespace {
 constexpr const char* kSums = ".in_sum2";
 constexpr const char* kCounts = ".counts";
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 // llama-imatrix's legacy .dat: int32 entry count; per entry an int32 name
 // length, the name, int32 ncall, int32 nval and nval floats; then,
 // optionally, int32 chunk count, int32 length and the dataset's name.
@@ -110,7 +105,7 @@ ImportanceMatrix read_gguf(const std::string& path) {
   if (has_count) m.chunk_count = uint32_t(f.get_uint("imatrix.chunk_count"));
   if (has_size) m.chunk_size = uint32_t(f.get_uint("imatrix.chunk_size"));
   for (const auto& t : f.tensors()) {
-    if (!ends_with(t.name, kSums)) continue;
+    if (!t.name.ends_with(kSums)) continue;
     const std::string name = t.name.substr(0, t.name.size() - std::strlen(kSums));
     const auto& sums = f32_tensor(f, &t, name, kSums);
     const auto& counts = f32_tensor(f, f.find_tensor(name + kCounts), name, kCounts);
@@ -131,7 +126,7 @@ ImportanceMatrix read_gguf(const std::string& path) {
     m.entries[name] = std::move(e);
   }
   for (const auto& t : f.tensors())
-    if (ends_with(t.name, kCounts) && !m.entries.count(t.name.substr(0, t.name.size() - std::strlen(kCounts))))
+    if (t.name.ends_with(kCounts) && !m.entries.count(t.name.substr(0, t.name.size() - std::strlen(kCounts))))
       fail("{}: tensor '{}' has no '{}' beside it; the file is not a whole importance matrix", path, t.name,
            t.name.substr(0, t.name.size() - std::strlen(kCounts)) + kSums);
   if (m.entries.empty())
