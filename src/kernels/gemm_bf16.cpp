@@ -1,5 +1,7 @@
 #include "kernels/gemm_bf16.h"
 
+#include <algorithm>
+#include <atomic>
 #include <dnnl.hpp>
 #include <map>
 #include <mutex>
@@ -25,6 +27,8 @@ struct Engine {
   std::mutex mu;
   std::map<Key, dnnl::matmul> cache;
 };
+
+std::atomic<int64_t> flops_done{0};
 
 Engine& engine() {
   static Engine e;
@@ -83,6 +87,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                const bf16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (beta != 0.f && beta != 1.f) fail("gemm_bf16: beta must be 0 or 1, got {}", beta);
+  flops_done.fetch_add(2 * M * N * std::max<int64_t>(K, 0), std::memory_order_relaxed);
   Engine& e = engine();
   if (K <= 0) {  // oneDNN rejects empty reductions: C = beta C
     for (int64_t i = 0; i < M; ++i)
@@ -126,5 +131,7 @@ bool bf16_gemm_is_native() {
   const std::string isa = onednn_isa();
   return isa == "avx512_core_bf16" || isa == "avx512_core_amx";
 }
+
+int64_t bf16_gemm_flops() { return flops_done.load(std::memory_order_relaxed); }
 
 }  // namespace ggtrain::kernels

@@ -7,6 +7,7 @@
 // model's on the dequantized weights.
 #include <cstdint>
 
+#include "kernels/bf16.h"
 #include "kernels/number_formats.h"
 
 namespace ggtrain::kernels {
@@ -36,6 +37,13 @@ void quant_linear_forward(float* out, const float* inp, const QuantRows& w, int6
 // dinp[M, w.cols] (= or +=, per accumulate) dout[M, w.rows] W. W is frozen:
 // no weight gradient.
 void quant_linear_backward_input(float* dinp, const float* dout, const QuantRows& w, int64_t M, float* scratch,
+                                 int64_t band_rows, bool accumulate);
+
+// The same two on bf16 inputs (bf16 training): bands dequantized into bf16
+// (band_rows * w.cols of them in scratch), products on bf16 with float
+// accumulation (kernels/gemm_bf16.h).
+void quant_linear_forward(float* out, const bf16* inp, const QuantRows& w, int64_t M, bf16* scratch, int64_t band_rows);
+void quant_linear_backward_input(float* dinp, const bf16* dout, const QuantRows& w, int64_t M, bf16* scratch,
                                  int64_t band_rows, bool accumulate);
 
 // x[n, :] = table[tokens[n], :] for a quantized embedding table.

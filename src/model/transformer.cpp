@@ -63,8 +63,6 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
   cfg_.validate("model config");
   bf16_ = opts_.precision == Precision::kBf16;
   if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
-  if (bf16_ && cfg_.lora.rank > 0)
-    fail("model: LoRA adapters train in fp32 only; train.precision = \"bf16\" does not apply to a LoRA run");
   if (batch_ <= 0 || seq_len_ <= 0) fail("model: batch {} and seq_len {} must be positive", batch_, seq_len_);
   if (seq_len_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", seq_len_, cfg_.ctx);
   attn_shape_ = {batch_, seq_len_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
@@ -78,8 +76,7 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
     if (!layout_.find(name) && !held.count(name)) fail("model: cannot freeze '{}': no such parameter", name);
   for (const auto& name : held)
     if (!frozen.count(name)) fail("model: '{}' is held quantized, so it must be frozen", name);
-  if (!held.empty() && (!std::is_same_v<T, float> || bf16_))
-    fail("model: quantized weights need a float model in fp32 precision");
+  if (!held.empty() && !std::is_same_v<T, float>) fail("model: quantized weights need a float model");
   size_band_scratch();
   BumpPlan<T> sizing;
   plan(sizing);
@@ -170,7 +167,7 @@ void Transformer<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& 
   p.forward_base(out, in, batch_ * seq_len_);
   charge_time_to(op);
   if (!p.has_lora()) return;
-  p.forward_lora(out, in.fp32, batch_ * seq_len_);
+  p.forward_lora(out, in, batch_ * seq_len_);
   charge_time_to(OpProfile::kLora);
 }
 
@@ -181,7 +178,7 @@ void Transformer<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<
   p.backward_base(din, dout, in, batch_ * seq_len_, accumulate);
   charge_time_to(op);
   if (!p.has_lora()) return;
-  p.backward_lora(din, dout_fp32, in.fp32, batch_ * seq_len_);
+  p.backward_lora(din, dout_fp32, in, batch_ * seq_len_);
   charge_time_to(OpProfile::kLora);
 }
 
@@ -405,12 +402,7 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
   targets_ = nullptr;
   phase_ = OpProfile::kForward;
   if (profile_) last_charge_s_ = now_seconds();
-  if constexpr (std::is_same_v<T, float>) {
-    if (bf16_) {  // the weights may have changed since the last forward
-      kernels::to_bf16(wbf16_.data(), params_.data(), layout_.total());
-      charge_time_to(OpProfile::kEmbedding);
-    }
-  }
+  if (bf16_) refresh_bf16_shadow();
   embed(inputs);
   std::fill(expert_picks_.begin(), expert_picks_.end(), 0.0);
   std::fill(expert_prob_sums_.begin(), expert_prob_sums_.end(), 0.0);
@@ -424,6 +416,24 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
     rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
   });
   charge_time_to(OpProfile::kNorm);
+}
+
+// The optimizer may have changed the trainable weights since the last
+// forward. A LoRA run's base is frozen from its setup on, so its rounding is
+// made once, at the first forward; other runs round every tensor each time
+// (their frozen tensors are few, and QAT rewrites them inside a step).
+template <typename T>
+void Transformer<T>::refresh_bf16_shadow() {
+  if constexpr (std::is_same_v<T, float>) {
+    if (cfg_.lora.rank == 0 || !frozen_bf16_ready_) {
+      kernels::to_bf16(wbf16_.data(), params_.data(), layout_.total());
+      frozen_bf16_ready_ = true;
+    } else {
+      for (const ParamTensor& t : grad_layout_.tensors())
+        kernels::to_bf16(wbf16_.data() + t.source_offset, params_.data() + t.source_offset, t.size);
+    }
+    charge_time_to(OpProfile::kEmbedding);
+  }
 }
 
 template <typename T>
@@ -559,9 +569,15 @@ void Transformer<T>::zero_grad() {
 
 template <typename T>
 void Transformer<T>::gate_backward(const T* gate, const T* up, int64_t n) {
-  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
-    ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, gate, up, n);
-  else ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, gate, up, n);
+  if (!d_gate_.fp32)  // bf16: d_gate and d_up only feed GEMMs
+    return ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, gate, up, n);
+  ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, gate, up, n);
+  if constexpr (std::is_same_v<T, float>) {
+    if (d_gate_.bf16) {  // bf16 with LoRA on gate or up: the branches read the float copy
+      kernels::to_bf16(d_gate_.bf16, d_gate_.fp32, n);
+      kernels::to_bf16(d_up_.bf16, d_up_.fp32, n);
+    }
+  }
 }
 
 template <typename T>

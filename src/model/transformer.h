@@ -332,6 +332,8 @@ class Transformer {
   // (shared_y, shared_logit); backward adds its share to d_normed_.
   void shared_expert_forward(int64_t l);
   void shared_expert_backward(int64_t l, const T* d_res);
+  void refresh_bf16_shadow();
+  bool lora_reads_ffn_input_gradients() const;  // wbf16_ from params_, before a forward
   T load_balancing_loss() const;  // aux_loss() from the picks and probabilities forward counted
   void experts_backward(int64_t l, const T* d_res);
   // Copies each pair's token row of h_ffn into moe_x_ in grouped order.
@@ -370,6 +372,7 @@ class Transformer {
   int64_t chunk_rows_;  // rows of logits per loss chunk
   AlignedBuffer<T> params_, grads_, acts_, donor_, logits_;
   bool bf16_ = false;
+  bool frozen_bf16_ready_ = false;  // a LoRA run's frozen base is in wbf16_
   AlignedBuffer<kernels::bf16> wbf16_;  // bf16 copy of params_ (bf16 training)
   ModelWeights<T> w_, g_;
   std::vector<std::array<nn::Linear<T>, kNumBlockMatrices>> proj_;  // per block, per BlockMatrix
@@ -415,6 +418,7 @@ class Transformer {
   // bf16 roundings of gradients that feed GEMMs (bf16 training)
   kernels::bf16 *d_res_h_ = nullptr, *d_q_h_ = nullptr, *d_k_h_ = nullptr, *d_v_h_ = nullptr;
   T* d_lora_u_ = nullptr;  // [BT, rank]
+  kernels::bf16* d_lora_u_h_ = nullptr;  // its bf16 rounding (bf16 training)
   // short-convolution layers' backward: d(in_proj output) [BT, 3C] (and its
   // bf16 rounding), d(v) and d(y) [BT, C]
   T *d_bcx_ = nullptr, *d_conv_v_ = nullptr, *d_conv_y_ = nullptr;

@@ -37,7 +37,7 @@ void Transformer<T>::expert_project(int64_t l, int64_t e, ExpertMatrix m, int64_
   p.forward_base(out, in, n);
   if (!p.has_lora()) return;
   p.set_lora_rows(layer_acts_[size_t(l)].expert_lora_u[size_t(m)] + first * cfg_.lora.rank);
-  p.forward_lora(out, in.fp32, n);  // LoRA runs are fp32
+  p.forward_lora(out, in, n);
 }
 
 template <typename T>
@@ -45,7 +45,7 @@ void Transformer<T>::expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, in
                                         const T* dout_fp32, const GemmIn<T>& in, bool accumulate) {
   const nn::Linear<T>& p = expert(l, e, m);
   p.backward_base(din, dout, in, n, accumulate);
-  if (p.has_lora()) p.backward_lora(din, dout_fp32, in.fp32, n);  // its rows: set by the forward
+  if (p.has_lora()) p.backward_lora(din, dout_fp32, in, n);  // its rows: set by the forward
 }
 
 template <typename T>

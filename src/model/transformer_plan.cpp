@@ -20,6 +20,14 @@ const kernels::QuantRows* held_rows(const ModelOptions& o, const std::string& na
   const HeldMatrix* h = o.quantized ? o.quantized->find(name) : nullptr;
   return h ? &h->rows : nullptr;
 }
+
+// Whether a LoRA branch sits on a projection whose output gradient is
+// d_gate_ or d_up_ (the dense, shared-expert or expert gate and up).
+bool lora_on_gate_or_up(const Config& c) {
+  for (const auto& t : c.lora.targets)
+    if ((t.starts_with("ffn_gate") || t.starts_with("ffn_up")) && !t.starts_with("ffn_gate_inp")) return true;
+  return false;
+}
 }  // namespace
 
 template <typename T>
@@ -64,7 +72,7 @@ void Transformer<T>::bind_layers() {
       p = linear(name, in(layout_, params_.data(), name), in(grad_layout_, grads_.data(), name), n_out, n_in);
       if (w.lora_a[t])
         p.add_lora({w.lora_a[t], w.lora_b[t], cfg_.lora.rank, T(cfg_.lora.scale()), layer_acts_[size_t(l)].lora_u[t],
-                    g.lora_a[t], g.lora_b[t], d_lora_u_});
+                    g.lora_a[t], g.lora_b[t], d_lora_u_, bf16_shadow(w.lora_a[t]), d_lora_u_h_});
     }
   }
   experts_.assign(size_t(cfg_.n_layers), {});
@@ -95,7 +103,7 @@ void Transformer<T>::bind_layers() {
         experts_[size_t(l)][size_t(m)][size_t(e)].add_lora(
             {la + e * r * n_in, lb + e * n_out * r, r, T(cfg_.lora.scale()),
              layer_acts_[size_t(l)].expert_lora_u[size_t(m)], ga ? ga + e * r * n_in : nullptr,
-             gb ? gb + e * n_out * r : nullptr, d_lora_u_});
+             gb ? gb + e * n_out * r : nullptr, d_lora_u_, bf16_shadow(la + e * r * n_in), d_lora_u_h_});
     }
   if (cfg_.donor_dim > 0) {  // the lens runs in fp32 whatever the precision
     lens_ = nn::Linear<T>::dense(w_.lens, g_.lens, C, cfg_.donor_dim);
@@ -266,6 +274,10 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   }
   d_gate_ = take_gemm_in(p, BT * F);
   d_up_ = take_gemm_in(p, BT * F);
+  if (bf16_ && lora_on_gate_or_up(cfg_)) {  // the branches take dy in float, the GEMMs in bf16
+    d_gate_.fp32 = p.take(BT * F);
+    d_up_.fp32 = p.take(BT * F);
+  }
   if (gated_attention()) {
     d_q_full_ = p.take(BT * 2 * QD);
     d_attn_gate_ = p.take(BT * QD);
@@ -278,8 +290,11 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   }
   d_act_ = p.take(BT * F);
   if (band_scratch_size_ > 0) band_scratch_ = p.take(band_scratch_size_);
-  if (cfg_.lora.rank > 0)  // [BT, rank], or an expert target's [BT k, rank]
-    d_lora_u_ = p.take((cfg_.has_experts() ? routing_shape().pairs() : BT) * cfg_.lora.rank);
+  if (cfg_.lora.rank > 0) {  // [BT, rank], or an expert target's [BT k, rank]
+    const int64_t lora_rows = cfg_.has_experts() ? routing_shape().pairs() : BT;
+    d_lora_u_ = p.take(lora_rows * cfg_.lora.rank);
+    if (bf16_) d_lora_u_h_ = take_gemm_in(p, lora_rows * cfg_.lora.rank).bf16;
+  }
   if (present.gated_deltanet) {
     const kernels::GdnShape s = gdn_shape();
     d_gdn_y_ = p.take(BT * s.value_dim());

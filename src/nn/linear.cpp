@@ -55,6 +55,8 @@ template <typename T>
 void Linear<T>::forward_base(T* y, const GemmIn<T>& x, int64_t M) const {
   if constexpr (std::is_same_v<T, float>) {
     if (packed_) return packed_->matmul(x.fp32, y, M);
+    if (held_.data && x.bf16)  // the bf16 band fits in the float scratch twice over
+      return kernels::quant_linear_forward(y, x.bf16, held_, M, reinterpret_cast<kernels::bf16*>(band_), band_rows_);
     if (held_.data) return kernels::quant_linear_forward(y, x.fp32, held_, M, band_, band_rows_);
     if (x.bf16) return kernels::linear_forward(y, x.bf16, shadow_, M, n_in_, n_out_);
   }
@@ -62,7 +64,7 @@ void Linear<T>::forward_base(T* y, const GemmIn<T>& x, int64_t M) const {
 }
 
 template <typename T>
-void Linear<T>::forward_lora(T* y, const T* x, int64_t M) const {
+void Linear<T>::forward_lora(T* y, const GemmIn<T>& x, int64_t M) const {
   for (const auto& b : loras_) b.forward(y, x, M, n_in_, n_out_);
 }
 
@@ -71,7 +73,10 @@ void Linear<T>::backward_base(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, in
   if (packed_) fail("linear: a packed (inference) matrix has no backward pass");
   if constexpr (std::is_same_v<T, float>) {
     if (held_.data) {  // frozen: no weight gradient
-      if (dx) kernels::quant_linear_backward_input(dx, dy.fp32, held_, M, band_, band_rows_, accumulate);
+      if (dx && dy.bf16)
+        kernels::quant_linear_backward_input(dx, dy.bf16, held_, M, reinterpret_cast<kernels::bf16*>(band_), band_rows_,
+                                             accumulate);
+      else if (dx) kernels::quant_linear_backward_input(dx, dy.fp32, held_, M, band_, band_rows_, accumulate);
       return;
     }
     if (dy.bf16) return kernels::linear_backward(dx, grad_, dy.bf16, x.bf16, shadow_, M, n_in_, n_out_, accumulate);
@@ -80,7 +85,7 @@ void Linear<T>::backward_base(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, in
 }
 
 template <typename T>
-void Linear<T>::backward_lora(T* dx, const T* dy_fp32, const T* x, int64_t M) const {
+void Linear<T>::backward_lora(T* dx, const T* dy_fp32, const GemmIn<T>& x, int64_t M) const {
   for (const auto& b : loras_) b.backward(dx, dy_fp32, x, M, n_in_, n_out_);
 }
 

@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/bf16.h"
 #include "kernels/quant_linear.h"
+#include "nn/gemm_in.h"
 #include "nn/lora_branch.h"
 
 namespace ggtrain::nn {
@@ -23,23 +23,6 @@ namespace ggtrain::nn {
 // The decode form (nn/packed_matrix.h), held by pointer: users of a layer
 // need not see the GGUF reader and the int8 kernels behind it.
 class PackedMatrix;
-
-// A buffer that only feeds GEMMs: float, or bf16 in bf16 training (exactly
-// one of the two is set).
-template <typename T>
-struct GemmIn {
-  T* fp32 = nullptr;
-  kernels::bf16* bf16 = nullptr;
-  GemmIn at(int64_t offset) const { return {fp32 ? fp32 + offset : nullptr, bf16 ? bf16 + offset : nullptr}; }
-};
-
-// Calls fn with the pointer a GemmIn holds: kernels that write or read it
-// are templated on the element type.
-template <typename T, typename Fn>
-void with_pointer(const GemmIn<T>& g, Fn&& fn) {
-  if (g.bf16) fn(g.bf16);
-  else fn(g.fp32);
-}
 
 template <typename T>
 class Linear {
@@ -68,17 +51,16 @@ class Linear {
   // y[M, n_out] = x W^T (+ every LoRA branch).
   void forward(T* y, const GemmIn<T>& x, int64_t M) const {
     forward_base(y, x, M);
-    forward_lora(y, x.fp32, M);
+    forward_lora(y, x, M);
   }
-  // The two halves, for callers that time them apart. The branches read x in
-  // float (LoRA trains in fp32).
+  // The two halves, for callers that time them apart.
   void forward_base(T* y, const GemmIn<T>& x, int64_t M) const;
-  void forward_lora(T* y, const T* x, int64_t M) const;
+  void forward_lora(T* y, const GemmIn<T>& x, int64_t M) const;
   // From dy = dL/dy: dx (= or +=, per accumulate; null: not needed) and the
   // weight's gradient (+=, when it has one). dy as the GEMMs read it; dy_fp32
   // the same in float for the branches.
   void backward_base(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, int64_t M, bool accumulate) const;
-  void backward_lora(T* dx, const T* dy_fp32, const T* x, int64_t M) const;
+  void backward_lora(T* dx, const T* dy_fp32, const GemmIn<T>& x, int64_t M) const;
 
  private:
   int64_t n_in_ = 0, n_out_ = 0;

@@ -2,10 +2,16 @@
 // The low-rank branch of a LoRA adapter beside a linear layer y = x W^T:
 // y += s (x A^T) B^T with A [rank, n_in], B [n_out, rank], in F32 after the
 // base product, as llama.cpp applies adapters. Training keeps u = x A^T for
-// the backward pass; inference points u at a scratch it reuses.
+// the backward pass; inference points u at a scratch it reuses. In bf16
+// training x arrives in bf16: x A^T and dA = du^T x run on bf16 inputs (A's
+// bf16 shadow, du rounded), the rank-sized products stay in float.
 #include <cstdint>
+#include <type_traits>
 
+#include "kernels/gemm_bf16.h"
 #include "kernels/lora.h"
+#include "nn/gemm_in.h"
+#include "util/error.h"
 
 namespace ggtrain::nn {
 
@@ -18,13 +24,30 @@ struct LoraBranch {
   T* u = nullptr;  // [M, rank] x A^T, written by forward
   // Training only: the adapter's gradients (null: frozen) and a [M, rank] scratch.
   T *grad_a = nullptr, *grad_b = nullptr, *du = nullptr;
+  // bf16 training only: A's bf16 shadow and du's bf16 rounding [M, rank].
+  const kernels::bf16* a_bf16 = nullptr;
+  kernels::bf16* du_bf16 = nullptr;
 
-  void forward(T* y, const T* x, int64_t M, int64_t n_in, int64_t n_out) const {
-    kernels::lora_forward(y, u, x, a, b, M, n_in, n_out, rank, scale);
+  void forward(T* y, const GemmIn<T>& x, int64_t M, int64_t n_in, int64_t n_out) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (x.bf16) {
+        if (!a_bf16) fail("lora: a bf16 input needs the adapter's bf16 shadow");
+        return kernels::lora_forward(y, u, x.bf16, a_bf16, b, M, n_in, n_out, rank, scale);
+      }
+    }
+    kernels::lora_forward(y, u, x.fp32, a, b, M, n_in, n_out, rank, scale);
   }
-  // dx += the branch's share (dx null: not needed); grad_a/grad_b +=.
-  void backward(T* dx, const T* dy, const T* x, int64_t M, int64_t n_in, int64_t n_out) const {
-    kernels::lora_backward(dx, grad_a, grad_b, du, dy, x, u, a, b, M, n_in, n_out, rank, scale);
+  // dx += the branch's share (dx null: not needed); grad_a/grad_b +=. dy in
+  // float whatever the precision.
+  void backward(T* dx, const T* dy, const GemmIn<T>& x, int64_t M, int64_t n_in, int64_t n_out) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (x.bf16) {
+        if (grad_a && !du_bf16) fail("lora: a bf16 input needs a bf16 scratch for du");
+        return kernels::lora_backward(dx, grad_a, grad_b, du, du_bf16, dy, x.bf16, u, a, b, M, n_in, n_out, rank,
+                                      scale);
+      }
+    }
+    kernels::lora_backward(dx, grad_a, grad_b, du, dy, x.fp32, u, a, b, M, n_in, n_out, rank, scale);
   }
 };
 

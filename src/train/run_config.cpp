@@ -154,8 +154,6 @@ void check_run_options(const RunConfig& c) {
   if (train.max_nonfinite < 1) fail("config: train.max_nonfinite must be at least 1, got {}", train.max_nonfinite);
   if (train.zero != 0 && train.zero != 1)
     fail("config: train.zero must be 0 or 1 (ZeRO-1: optimizer state sharded over MPI ranks), got {}", train.zero);
-  if (train.precision == model::Precision::kBf16 && train.lora.rank > 0)
-    fail("config: train.precision = \"bf16\" does not apply to a LoRA run (adapters train in fp32)");
   check_qat(c);
   if (train.eval_every < 0 || train.sample_every < 0 || checkpoint.every < 0 || checkpoint.keep_last < 0)
     fail("config: eval_every, sample_every, checkpoint.every and checkpoint.keep_last must be >= 0");

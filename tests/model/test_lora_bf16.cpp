@@ -1,0 +1,203 @@
+// LoRA in bf16 (train.precision = bf16 on a LoRA run): the frozen base,
+// dense or held in a GGUF block format, multiplies bf16 activations with
+// float accumulation; the adapters' rank-sized products stay in float. The
+// loss, the adapters' gradients and the logits follow the fp32 model's, and
+// every base product is counted on the bf16 GEMM, so a matrix left in fp32
+// shows as missing FLOPs whatever the machine's speed. Part of the engine
+// suite: it runs at every CPU level (AVX2's widened fallback included).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "kernels/gemm_bf16.h"
+#include "model/checkpoint.h"
+#include "model/lora.h"
+#include "model/quantized_base.h"
+#include "model/transformer.h"
+#include "support/compare.h"
+#include "support/temp_dir.h"
+#include "support/spread_tokens.h"
+#include "util/rng.h"
+
+using namespace ggtrain;
+using test_support::compare;
+using test_support::Comparison;
+using test_support::differs_by_more_than;
+using test_support::spread_tokens;
+using test_support::TempDir;
+using test_support::within_rel_l2;
+using test_support::within_rel_to_max;
+
+namespace {
+
+const std::vector<std::string> kAllSeven = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
+                                            "ffn_down"};
+
+// The bf16 FLOPs one LoRA training step of a dense llama must do: every base
+// matrix and the head forward and back to its input, each adapter's x A^T
+// and du^T x (the rank-sized products with B run in float).
+int64_t expected_bf16_flops(const model::Config& c, int64_t BT) {
+  const int64_t C = c.d_model, QD = c.q_dim(), KD = c.kv_dim(), F = c.d_ff, r = c.lora.rank;
+  const int64_t per_layer = C * QD + 2 * C * KD + QD * C + 3 * C * F;  // sum of n_in x n_out
+  const int64_t inputs_of_targets = 3 * C + QD + 2 * C + F;  // n_in of q, k, v, output, gate, up, down
+  const int64_t base = c.n_layers * per_layer + c.vocab * C;
+  return 4 * BT * base + c.n_layers * 4 * BT * r * inputs_of_targets;
+}
+
+struct Step {
+  float loss = 0;
+  std::vector<float> grads, logits;
+  int64_t bf16_flops = 0;  // of the training step (forward and backward)
+};
+
+Step run_step(model::Transformer<float>& m, const std::vector<int32_t>& in, const std::vector<int32_t>& tg) {
+  Step s;
+  const int64_t before = kernels::bf16_gemm_flops();
+  s.loss = m.forward(in.data(), tg.data());
+  m.zero_grad();
+  m.backward();
+  s.bf16_flops = kernels::bf16_gemm_flops() - before;
+  s.grads.assign(m.grads(), m.grads() + m.n_trainable());
+  m.forward(in.data(), nullptr);
+  s.logits.assign(m.logits(), m.logits() + in.size() * size_t(m.config().vocab));
+  return s;
+}
+
+void load_adapted(model::Transformer<float>& m, const gguf::GgufFile& f, const model::Config& lc) {
+  model::load_base_params(f, lc, m.layout(), m.params());
+  model::init_lora(m.layout(), m.params(), 7);
+  Rng rb(11);  // B != 0, so the branches count in the comparison
+  for (const auto& t : m.layout().tensors())
+    if (t.name.find(".lora_b") != std::string::npos)
+      for (int64_t i = 0; i < t.size; ++i) m.params()[t.offset + i] = float(rb.normal() * 0.05);
+}
+
+}  // namespace
+
+// A dense F32 base (tied head) and held Q8_0 (untied) and Q4_K (tied) bases: bf16
+// against the fp32 model on the same weights.
+TEST(LoraBf16, FrozenAndHeldBasesFollowFp32AndRunOnBf16) {
+  TempDir tmp("ggtrain_lora_bf16");
+  for (const auto& [type, tied] : {std::pair{gguf::TensorType::F32, true}, std::pair{gguf::TensorType::Q8_0, false},
+                                    std::pair{gguf::TensorType::Q4_K, true}}) {
+      const std::string what = std::string(gguf::type_name(type)) + (tied ? " tied" : " untied");
+      SCOPED_TRACE(what);
+      model::Config c;
+      c.vocab = 1100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
+      c.tied = tied;
+      const model::ParamLayout plain_layout(c);
+      std::vector<float> w(size_t(plain_layout.total()));
+      Rng rng(5);
+      for (auto& x : w) x = float(rng.normal() * 0.1);
+      gguf::GgufWriter gw;
+      model::add_model_tensors(gw, c, plain_layout, w.data(), type);
+      gw.write(tmp / "base.gguf");
+      const gguf::GgufFile f(tmp / "base.gguf");
+      model::Config lc = c;
+      lc.lora = {16, 32.0, kAllSeven};
+      const std::set<std::string> frozen = plain_layout.names();
+      const bool held = type != gguf::TensorType::F32;
+      const model::QuantizedBase q(f, lc);
+      model::ModelOptions fp32_opts, bf16_opts;
+      if (held) fp32_opts.quantized = bf16_opts.quantized = &q;
+      bf16_opts.precision = model::Precision::kBf16;
+      const int64_t B = 2, T = 16;
+      model::Transformer<float> fp(lc, B, T, frozen, fp32_opts), bf(lc, B, T, frozen, bf16_opts);
+      load_adapted(fp, f, lc);
+      load_adapted(bf, f, lc);
+      const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
+      const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
+      const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
+
+      EXPECT_EQ(a.bf16_flops, 0) << "the fp32 model multiplies in float";
+      EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, B * T)) << "every base product and x A^T on bf16";
+      const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
+      // Measured on Sapphire Rapids (AMX): loss at most 2.0e-5 relative,
+      // logits 5.1e-3 of the largest, adapter gradients 5.4e-3 relative L2
+      // (the printed line); limits about 4x those.
+      EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
+      EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
+      EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
+      EXPECT_TRUE(differs_by_more_than(logits, 0.0)) << "it did round to bf16";
+      EXPECT_GT(grads.max_abs_ref, 0);
+      std::printf("%s: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e (rel L2)\n",
+                  what.c_str(), std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
+    }
+}
+
+// The frozen base is rounded once, at the first forward: the optimizer's
+// writes to the adapters reach the next forward, the base's rounding stays.
+TEST(LoraBf16, AdapterUpdatesReachTheNextForward) {
+  model::Config c;
+  c.vocab = 300, c.d_model = 64, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 160, c.ctx = 16;
+  model::Config lc = c;
+  lc.lora = {4, 8.0, kAllSeven};
+  model::ModelOptions o;
+  o.precision = model::Precision::kBf16;
+  const std::set<std::string> frozen = model::ParamLayout(c).names();
+  model::Transformer<float> m(lc, 1, 16, frozen, o);
+  Rng rng(3);
+  for (int64_t i = 0; i < m.n_params(); ++i) m.params()[i] = float(rng.normal() * 0.1);
+  const auto tokens = spread_tokens(16, c.vocab);
+  const std::vector<int32_t> in(tokens.begin(), tokens.end());
+  m.forward(in.data(), nullptr);
+  const std::vector<float> before(m.logits(), m.logits() + 16 * c.vocab);
+  const auto& b = m.layout().get("blk.1.ffn_down.weight.lora_b");
+  for (int64_t i = 0; i < b.size; ++i) m.params()[b.offset + i] += 0.5f;
+  m.forward(in.data(), nullptr);
+  const Comparison moved = compare(std::vector<float>(m.logits(), m.logits() + 16 * c.vocab), before);
+  EXPECT_TRUE(differs_by_more_than(moved, 1e-2)) << "the moved adapter changes the logits";
+}
+
+// A qwen3moe base held in Q8_0 (each expert's slice of the stacked tensors
+// banded like any held matrix), adapters on the experts and the router:
+// bf16 follows fp32. Every token runs every expert, as in the dense bf16
+// test: rounding flips near-tied choices, which no tolerance covers.
+TEST(LoraBf16, HeldExpertsFollowFp32) {
+  TempDir tmp("ggtrain_lora_bf16_moe");
+  model::Config c;
+  c.arch = "qwen3moe", c.n_experts = 4, c.n_experts_used = 4, c.d_ff_expert = 256;
+  c.vocab = 600, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
+  const model::ParamLayout plain_layout(c);
+  std::vector<float> w(size_t(plain_layout.total()));
+  Rng rng(5);
+  for (auto& x : w) x = float(rng.normal() * 0.1);
+  gguf::GgufWriter gw;
+  model::add_model_tensors(gw, c, plain_layout, w.data(), gguf::TensorType::Q8_0);
+  gw.write(tmp / "base.gguf");
+  const gguf::GgufFile f(tmp / "base.gguf");
+  model::Config lc = c;
+  lc.lora = {8, 16.0, {"attn_q", "attn_output", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}};
+  const model::QuantizedBase q(f, lc);
+  model::ModelOptions fp32_opts, bf16_opts;
+  fp32_opts.quantized = bf16_opts.quantized = &q;
+  bf16_opts.precision = model::Precision::kBf16;
+  const int64_t B = 2, T = 16;
+  const std::set<std::string> frozen = plain_layout.names();
+  model::Transformer<float> fp(lc, B, T, frozen, fp32_opts), bf(lc, B, T, frozen, bf16_opts);
+  load_adapted(fp, f, lc);
+  load_adapted(bf, f, lc);
+  const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
+  const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
+  const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
+  // Each expert's three matrices, forward and back to the input, for every
+  // token: the experts' share of the bf16 products alone.
+  const int64_t experts_flops = c.n_layers * c.n_experts * 4 * B * T * 3 * c.d_model * c.d_ff_expert;
+  EXPECT_GT(b.bf16_flops, experts_flops) << "the held experts multiply on bf16";
+  EXPECT_EQ(a.bf16_flops, 0);
+  const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
+  // Measured on Sapphire Rapids (AMX): see the printed line; limits as the
+  // dense case's.
+  EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
+  EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
+  EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
+  EXPECT_GT(grads.max_abs_ref, 0);
+  std::printf("qwen3moe Q8_0: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e\n",
+              std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
+}
