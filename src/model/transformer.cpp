@@ -445,29 +445,80 @@ T Transformer<T>::load_balancing_loss() const {
   return T(double(cfg_.n_experts) * sum);
 }
 
+// The rows the head runs on: every row, or with `targeted_only` the rows
+// that have a target (a masked prompt or padding then costs no head GEMM).
 template <typename T>
-T Transformer<T>::head_loss(bool prepare_backward) {
+void Transformer<T>::select_head_rows(bool targeted_only) {
+  const int64_t BT = batch_ * seq_len_;
+  head_rows_.clear();
+  for (int64_t i = 0; i < BT; ++i)
+    if (!targeted_only || targets_[i] != kernels::kNoTarget) head_rows_.push_back(i);
+}
+
+// Rows `first`.. of head_rows_ as one contiguous chunk: h_final_'s own rows
+// when they are consecutive, else gathered (with their targets) into the
+// chunk's buffers.
+template <typename T>
+typename Transformer<T>::HeadChunk Transformer<T>::head_chunk(int64_t first, int64_t rows) {
+  const int64_t C = cfg_.d_model, r0 = head_rows_[size_t(first)];
+  if (head_rows_[size_t(first + rows - 1)] - r0 == rows - 1)
+    return {h_final_.at(r0 * C), targets_ + r0, losses_ + r0, lse_ + r0, d_h_final_ + r0 * C, false};
+  const int64_t* idx = head_rows_.data() + first;
+  auto gather = [&](auto* dst, const auto* src) {
+#pragma omp parallel for schedule(static) if (rows * C >= kMinParallelWork)
+    for (int64_t i = 0; i < rows; ++i) std::copy(src + idx[i] * C, src + (idx[i] + 1) * C, dst + i * C);
+  };
+  if (h_final_.bf16) gather(head_h_.bf16, h_final_.bf16);
+  else gather(head_h_.fp32, h_final_.fp32);
+  for (int64_t i = 0; i < rows; ++i) head_targets_[size_t(i)] = targets_[idx[i]];
+  return {head_h_, head_targets_.data(), head_losses_, head_lse_, head_dh_, true};
+}
+
+// Puts a gathered chunk's losses, log-sum-exps and d(h) back on their rows.
+template <typename T>
+void Transformer<T>::scatter_head_chunk(const HeadChunk& c, int64_t first, int64_t rows, bool with_gradient) {
+  const int64_t C = cfg_.d_model;
+  const int64_t* idx = head_rows_.data() + first;
+  for (int64_t i = 0; i < rows; ++i) losses_[idx[i]] = c.losses[i], lse_[idx[i]] = c.lse[i];
+  if (!with_gradient) return;
+#pragma omp parallel for schedule(static) if (rows * C >= kMinParallelWork)
+  for (int64_t i = 0; i < rows; ++i) std::copy(c.d_h + i * C, c.d_h + (i + 1) * C, d_h_final_ + idx[i] * C);
+}
+
+// The loss over chunks of the head's rows. Rows without a target skip the
+// head: their loss is 0 and, with `prepare_backward`, so is their d(h).
+template <typename T>
+T Transformer<T>::head_loss(bool prepare_backward, bool targeted_only) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   counted_targets_ = BT - std::count(targets_, targets_ + BT, kernels::kNoTarget);
   const T dloss = counted_targets_ > 0 ? T(1) / T(counted_targets_) : T(0);
   if (prepare_backward && d_head_) std::memset(d_head_, 0, size_t(V * C) * sizeof(T));
-  for (int64_t r0 = 0; r0 < BT; r0 += chunk_rows_) {
-    const int64_t rows = std::min(chunk_rows_, BT - r0);
-    const GemmIn<T> h = h_final_.at(r0 * C);
-    head_.forward_base(logit_chunk_, h, rows);
+  select_head_rows(targeted_only);
+  const int64_t n_rows = int64_t(head_rows_.size());
+  if (n_rows < BT) {
+    std::fill(losses_, losses_ + BT, T(0));
+    std::fill(lse_, lse_ + BT, T(0));
+    if (prepare_backward) std::fill(d_h_final_, d_h_final_ + BT * C, T(0));
+  }
+  for (int64_t first = 0; first < n_rows; first += chunk_rows_) {
+    const int64_t rows = std::min(chunk_rows_, n_rows - first);
+    const HeadChunk c = head_chunk(first, rows);
+    head_.forward_base(logit_chunk_, c.h, rows);
     charge_time_to(OpProfile::kHead);
     if (!prepare_backward) {
-      cross_entropy_forward(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V);
+      cross_entropy_forward(c.losses, c.lse, logit_chunk_, c.targets, rows, V);
+      if (c.gathered) scatter_head_chunk(c, first, rows, false);
       charge_time_to(OpProfile::kLoss);
       continue;
     }
     // The chunk's logits become d(mean loss)/d(logits), then flow through
     // the head at once: no logits outlive their chunk.
-    cross_entropy_fused(losses_ + r0, lse_ + r0, logit_chunk_, targets_ + r0, rows, V, dloss);
+    cross_entropy_fused(c.losses, c.lse, logit_chunk_, c.targets, rows, V, dloss);
     charge_time_to(OpProfile::kLoss);
     phase_ = OpProfile::kBackward;
     const GemmIn<T> d_logits = gemm_in(logit_chunk_, logit_chunk_h_, rows * V);
-    head_.backward_base(d_h_final_ + r0 * C, d_logits, h, rows, false);
+    head_.backward_base(c.d_h, d_logits, c.h, rows, false);
+    if (c.gathered) scatter_head_chunk(c, first, rows, true);
     charge_time_to(OpProfile::kHead);
     phase_ = OpProfile::kForward;
   }
@@ -489,7 +540,7 @@ T Transformer<T>::forward(const int32_t* inputs, const int32_t* targets, const i
   }
   targets_ = targets;
   scored_targets_ = nullptr;
-  return head_loss(true);
+  return head_loss(true, true);
 }
 
 template <typename T>
@@ -497,7 +548,7 @@ void Transformer<T>::forward_scores(const int32_t* inputs, const int32_t* target
   check_tokens(targets, "target", true);
   embed_and_blocks(inputs, doc_start);
   targets_ = targets;
-  head_loss(false);
+  head_loss(false, false);  // every row: callers read the logits of rows without a target too
   targets_ = nullptr;  // backward_weighted() prepares the head's gradients
   scored_targets_ = targets;
 }
@@ -557,7 +608,7 @@ T Transformer<T>::evaluate(const int32_t* inputs, const int32_t* targets, const 
   check_tokens(targets, "target", true);
   embed_and_blocks(inputs, doc_start);
   targets_ = targets;
-  const T loss = head_loss(false);
+  const T loss = head_loss(false, true);
   targets_ = scored_targets_ = nullptr;  // nothing prepared for backward()
   return loss;
 }

@@ -350,9 +350,20 @@ class Transformer {
     return reinterpret_cast<int32_t*>(p.take((n * 4 + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
   }
   void layer_backward(int64_t l, const T* x_in, T* d_res);
-  // Loss over chunks of rows of h_final_; with `prepare_backward`, also the
-  // gradients of the head at unit loss scale (d_h_final_, d_head_).
-  T head_loss(bool prepare_backward);
+  // Loss over chunks of rows of h_final_ (with `targeted_only`, only rows
+  // that have a target); with `prepare_backward`, also the gradients of the
+  // head at unit loss scale (d_h_final_, d_head_).
+  T head_loss(bool prepare_backward, bool targeted_only);
+  // A chunk of the head's rows as the GEMMs and the loss read it.
+  struct HeadChunk {
+    GemmIn<T> h;
+    const int32_t* targets;
+    T *losses, *lse, *d_h;
+    bool gathered;  // in the head_* buffers, to scatter back
+  };
+  void select_head_rows(bool targeted_only);
+  HeadChunk head_chunk(int64_t first, int64_t rows);
+  void scatter_head_chunk(const HeadChunk& c, int64_t first, int64_t rows, bool with_gradient);
   void check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const;
   void check_threads() const;
   // Projection t of block l (its linear op, then its LoRA branch) and its
@@ -407,6 +418,12 @@ class Transformer {
   kernels::bf16* logit_chunk_h_ = nullptr;  // its bf16 rounding (bf16 training)
   T* d_h_final_;  // [BT, C] d(mean loss)/d(h_final), filled by forward
   T* d_head_ = nullptr;  // [vocab, C] d(mean loss)/d(output), when output is trainable
+  // The rows the head runs on this pass, and a chunk of them gathered:
+  // h [chunk_rows_, C], their targets, losses, log-sum-exps and d(h).
+  std::vector<int64_t> head_rows_;
+  GemmIn<T> head_h_;
+  std::vector<int32_t> head_targets_;
+  T *head_losses_ = nullptr, *head_lse_ = nullptr, *head_dh_ = nullptr;
   T *rope_cos_, *rope_sin_;
   T *rope_cos_local_, *rope_sin_local_;  // the local layers' tables (== the global ones without a window)
   T* attn_scratch_;  // per-thread tiles of the attention kernels

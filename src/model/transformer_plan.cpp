@@ -253,6 +253,12 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   losses_ = p.take(BT);
   logit_chunk_ = p.take(chunk_rows_ * V);
   if (bf16_) logit_chunk_h_ = take_gemm_in(p, chunk_rows_ * V).bf16;
+  head_h_ = take_gemm_in(p, chunk_rows_ * C);
+  head_losses_ = p.take(chunk_rows_);
+  head_lse_ = p.take(chunk_rows_);
+  head_dh_ = p.take(chunk_rows_ * C);
+  head_targets_.resize(size_t(chunk_rows_));
+  head_rows_.reserve(size_t(BT));
   if (grad_layout_.find(cfg_.tied ? "token_embd.weight" : "output.weight")) d_head_ = p.take(V * C);  // trainable head
   const int64_t rope_floats = seq_len_ * cfg_.n_rot() / 2;
   rope_cos_ = p.take(rope_floats);

@@ -21,8 +21,8 @@
 #include "model/quantized_base.h"
 #include "model/transformer.h"
 #include "support/compare.h"
-#include "support/temp_dir.h"
 #include "support/spread_tokens.h"
+#include "support/temp_dir.h"
 #include "util/rng.h"
 
 using namespace ggtrain;
@@ -36,8 +36,8 @@ using test_support::within_rel_to_max;
 
 namespace {
 
-const std::vector<std::string> kAllSeven = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
-                                            "ffn_down"};
+const std::vector<std::string> kAllSeven = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                            "ffn_gate", "ffn_up", "ffn_down"};
 
 // The bf16 FLOPs one LoRA training step of a dense llama must do: every base
 // matrix and the head forward and back to its input, each adapter's x A^T
@@ -85,50 +85,50 @@ void load_adapted(model::Transformer<float>& m, const gguf::GgufFile& f, const m
 TEST(LoraBf16, FrozenAndHeldBasesFollowFp32AndRunOnBf16) {
   TempDir tmp("ggtrain_lora_bf16");
   for (const auto& [type, tied] : {std::pair{gguf::TensorType::F32, true}, std::pair{gguf::TensorType::Q8_0, false},
-                                    std::pair{gguf::TensorType::Q4_K, true}}) {
-      const std::string what = std::string(gguf::type_name(type)) + (tied ? " tied" : " untied");
-      SCOPED_TRACE(what);
-      model::Config c;
-      c.vocab = 1100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
-      c.tied = tied;
-      const model::ParamLayout plain_layout(c);
-      std::vector<float> w(size_t(plain_layout.total()));
-      Rng rng(5);
-      for (auto& x : w) x = float(rng.normal() * 0.1);
-      gguf::GgufWriter gw;
-      model::add_model_tensors(gw, c, plain_layout, w.data(), type);
-      gw.write(tmp / "base.gguf");
-      const gguf::GgufFile f(tmp / "base.gguf");
-      model::Config lc = c;
-      lc.lora = {16, 32.0, kAllSeven};
-      const std::set<std::string> frozen = plain_layout.names();
-      const bool held = type != gguf::TensorType::F32;
-      const model::QuantizedBase q(f, lc);
-      model::ModelOptions fp32_opts, bf16_opts;
-      if (held) fp32_opts.quantized = bf16_opts.quantized = &q;
-      bf16_opts.precision = model::Precision::kBf16;
-      const int64_t B = 2, T = 16;
-      model::Transformer<float> fp(lc, B, T, frozen, fp32_opts), bf(lc, B, T, frozen, bf16_opts);
-      load_adapted(fp, f, lc);
-      load_adapted(bf, f, lc);
-      const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
-      const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
-      const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
+                                   std::pair{gguf::TensorType::Q4_K, true}}) {
+    const std::string what = std::string(gguf::type_name(type)) + (tied ? " tied" : " untied");
+    SCOPED_TRACE(what);
+    model::Config c;
+    c.vocab = 1100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
+    c.tied = tied;
+    const model::ParamLayout plain_layout(c);
+    std::vector<float> w(size_t(plain_layout.total()));
+    Rng rng(5);
+    for (auto& x : w) x = float(rng.normal() * 0.1);
+    gguf::GgufWriter gw;
+    model::add_model_tensors(gw, c, plain_layout, w.data(), type);
+    gw.write(tmp / "base.gguf");
+    const gguf::GgufFile f(tmp / "base.gguf");
+    model::Config lc = c;
+    lc.lora = {16, 32.0, kAllSeven};
+    const std::set<std::string> frozen = plain_layout.names();
+    const bool held = type != gguf::TensorType::F32;
+    const model::QuantizedBase q(f, lc);
+    model::ModelOptions fp32_opts, bf16_opts;
+    if (held) fp32_opts.quantized = bf16_opts.quantized = &q;
+    bf16_opts.precision = model::Precision::kBf16;
+    const int64_t B = 2, T = 16;
+    model::Transformer<float> fp(lc, B, T, frozen, fp32_opts), bf(lc, B, T, frozen, bf16_opts);
+    load_adapted(fp, f, lc);
+    load_adapted(bf, f, lc);
+    const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
+    const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
+    const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
 
-      EXPECT_EQ(a.bf16_flops, 0) << "the fp32 model multiplies in float";
-      EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, B * T)) << "every base product and x A^T on bf16";
-      const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
-      // Measured on Sapphire Rapids (AMX): loss at most 2.0e-5 relative,
-      // logits 5.1e-3 of the largest, adapter gradients 5.4e-3 relative L2
-      // (the printed line); limits about 4x those.
-      EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
-      EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
-      EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
-      EXPECT_TRUE(differs_by_more_than(logits, 0.0)) << "it did round to bf16";
-      EXPECT_GT(grads.max_abs_ref, 0);
-      std::printf("%s: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e (rel L2)\n",
-                  what.c_str(), std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
-    }
+    EXPECT_EQ(a.bf16_flops, 0) << "the fp32 model multiplies in float";
+    EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, B * T)) << "every base product and x A^T on bf16";
+    const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
+    // Measured on Sapphire Rapids (AMX): loss at most 2.0e-5 relative,
+    // logits 5.1e-3 of the largest, adapter gradients 5.4e-3 relative L2
+    // (the printed line); limits about 4x those.
+    EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
+    EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
+    EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
+    EXPECT_TRUE(differs_by_more_than(logits, 0.0)) << "it did round to bf16";
+    EXPECT_GT(grads.max_abs_ref, 0);
+    std::printf("%s: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e (rel L2)\n",
+                what.c_str(), std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
+  }
 }
 
 // The frozen base is rounded once, at the first forward: the optimizer's
