@@ -9,6 +9,8 @@
 //                    [--recompute none|attn|all] [--steps N]
 //                    [--vocab N] [--batch B] [--seq-len T]
 //                    [--lora RANK]  LoRA on every block matrix the model has, base frozen
+//                    [--prompt F]   the first fraction F of each window has no
+//                                   target, as a chat example's masked prompt
 //                    [--as-llama]   the same shape as plain llama: what the
 //                                   architecture's own operations cost
 //                    [threads...]
@@ -41,6 +43,7 @@ struct Args {
   std::string preset = "s15", precision = "fp32", recompute = "none";
   int steps = 0;  // 0: 8 for s15, 3 for the larger presets
   int64_t vocab = 0, batch = 0, seq_len = 0, lora_rank = 0;  // 0: the preset's (no LoRA)
+  double prompt = 0;  // fraction of each window without targets
   bool as_llama = false;
   std::vector<int> threads;
 };
@@ -61,6 +64,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--batch") a.batch = std::atoll(value().c_str());
     else if (s == "--seq-len") a.seq_len = std::atoll(value().c_str());
     else if (s == "--lora") a.lora_rank = std::atoll(value().c_str());
+    else if (s == "--prompt") a.prompt = std::atof(value().c_str());
     else if (s == "--as-llama") a.as_llama = true;
     else if (!s.empty() && s[0] != '-') a.threads.push_back(std::atoi(s.c_str()));
     else fail("bench_train: unknown option {}", s);
@@ -75,7 +79,8 @@ struct Result {
   model::OpProfile profile;
 };
 
-Result run_training(const model::Config& c, int64_t B, int64_t T, const model::ModelOptions& o, int warmup, int steps) {
+Result run_training(const model::Config& c, int64_t B, int64_t T, const model::ModelOptions& o, int warmup, int steps,
+                    double prompt) {
   // LoRA: the whole base frozen (no gradient, no moments), as a LoRA run has it.
   const std::set<std::string> frozen = model::frozen_in_run(c, {}, "--lora");
   model::Transformer<float> m(c, B, T, frozen, o);
@@ -93,8 +98,11 @@ Result run_training(const model::Config& c, int64_t B, int64_t T, const model::M
       m.set_profile(&r.profile);
     }
     for (auto& t : tokens) t = int32_t(rng.next_u64() % uint64_t(c.vocab));
+    std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
+    for (int64_t i = 0; i < B * T; ++i)
+      if (double(i % T) < prompt * double(T)) targets[size_t(i)] = -1;
     m.zero_grad();
-    r.loss = m.forward(tokens.data(), tokens.data() + 1);
+    r.loss = m.forward(tokens.data(), targets.data());
     m.backward();
     const double t_opt = bench::now_s();
     float scale = optim::clip_scale(optim::grad_global_norm(m.grads(), n), 1.0);
@@ -171,7 +179,7 @@ int main(int argc, char** argv) try {
                                                     model::default_logit_chunk_rows(c.vocab, threads, B * T));
     const double peak = bf16 ? bench::measure_gemm_gflops<kernels::bf16>(bench::dnnl_gemm_bf16, shapes)
                              : bench::measure_gemm_gflops(bench::dnnl_gemm, shapes);
-    const Result r = run_training(c, B, T, o, 2, a.steps);
+    const Result r = run_training(c, B, T, o, 2, a.steps, a.prompt);
     const double achieved = fpt * r.tokens_per_s / 1e9;
     std::printf("threads %d: %8.1f tokens/s  %.3f s/step  %6.1f GFLOP/s  MFU %5.1f%% of %.0f "
                 "GFLOP/s %s GEMM peak  loss %.3f  peak RSS %.0f MiB\n",
