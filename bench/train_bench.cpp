@@ -11,24 +11,36 @@
 //                    [--lora RANK]  LoRA on every block matrix the model has, base frozen
 //                    [--prompt F]   the first fraction F of each window has no
 //                                   target, as a chat example's masked prompt
+//                    [--held-base TYPE]  with --lora: the base written to a GGUF
+//                                   of TYPE (q8_0, bf16, f32, ...) and held as a
+//                                   LoRA run holds it (quantized; in bf16 in a
+//                                   bf16 run), not as float parameters
 //                    [--as-llama]   the same shape as plain llama: what the
 //                                   architecture's own operations cost
 //                    [threads...]
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+#include "model/checkpoint.h"
 #include "model/freeze.h"
 #include "model/init.h"
 #include "model/lora.h"
 #include "model/params.h"
+#include "model/quantized_base.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
 #include "train/run_config.h"
@@ -44,6 +56,7 @@ struct Args {
   int steps = 0;  // 0: 8 for s15, 3 for the larger presets
   int64_t vocab = 0, batch = 0, seq_len = 0, lora_rank = 0;  // 0: the preset's (no LoRA)
   double prompt = 0;  // fraction of each window without targets
+  std::string held_base;  // a GGUF type name, or empty: a dense float base
   bool as_llama = false;
   std::vector<int> threads;
 };
@@ -65,6 +78,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--seq-len") a.seq_len = std::atoll(value().c_str());
     else if (s == "--lora") a.lora_rank = std::atoll(value().c_str());
     else if (s == "--prompt") a.prompt = std::atof(value().c_str());
+    else if (s == "--held-base") a.held_base = value();
     else if (s == "--as-llama") a.as_llama = true;
     else if (!s.empty() && s[0] != '-') a.threads.push_back(std::atoi(s.c_str()));
     else fail("bench_train: unknown option {}", s);
@@ -72,6 +86,31 @@ Args parse(int argc, char** argv) {
   if (a.threads.empty()) a.threads = {1, 2};
   if (a.steps <= 0) a.steps = a.preset == "s15" ? 8 : 3;
   return a;
+}
+
+// A random base of `c`'s shape written as a GGUF of `type`, in a child
+// process so that its float weights never count in this one's peak RSS.
+void write_random_base(const model::Config& c, gguf::TensorType type, const std::string& path) {
+  const pid_t pid = fork();
+  if (pid < 0) fail("bench_train: fork failed");
+  if (pid == 0) {
+    try {
+      const model::Config plain = c.without_lora();
+      const model::ParamLayout layout(plain);
+      std::vector<float> w(size_t(layout.total()));
+      model::init_params(plain, layout, w.data(), 1);
+      gguf::GgufWriter gw;
+      model::add_model_tensors(gw, plain, layout, w.data(), type);
+      gw.write(path);
+      _exit(0);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_train: %s\n", e.what());
+      _exit(1);
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("bench_train: writing the base {} failed", path);
 }
 
 struct Result {
@@ -172,6 +211,21 @@ int main(int argc, char** argv) try {
                                             a.lora_rank, c.lora.targets.size())
                                     .c_str()
                               : "");
+  std::unique_ptr<gguf::GgufFile> base_file;
+  std::unique_ptr<model::QuantizedBase> held;
+  if (!a.held_base.empty()) {
+    if (a.lora_rank <= 0) fail("bench_train: --held-base needs --lora");
+    const auto type = gguf::type_from_name(a.held_base);
+    if (!type) fail("bench_train: --held-base {}: not a GGUF type name", a.held_base);
+    const std::string path = fmt::format("/tmp/bench_train_base_{}.gguf", getpid());
+    write_random_base(c, *type, path);
+    base_file = std::make_unique<gguf::GgufFile>(path);
+    std::remove(path.c_str());  // the map keeps the data
+    held = std::make_unique<model::QuantizedBase>(*base_file, c, bf16);
+    o.quantized = held.get();
+    std::printf("base: %zu matrices held %s (%.1f MiB)\n", held->names().size(), a.held_base.c_str(),
+                double(held->bytes()) / (1 << 20));
+  }
   for (int threads : a.threads) {
     omp_set_num_threads(threads);
     // measured before the model exists, so that its buffers are not in the peak RSS

@@ -52,6 +52,10 @@ void dequantize_rows(const QuantRows& w, int64_t r0, int64_t r1, bf16* out) {
 
 void quant_linear_forward(float* out, const bf16* inp, const QuantRows& w, int64_t M, bf16* scratch,
                           int64_t band_rows) {
+  if (w.bf16) {
+    const auto* rows = reinterpret_cast<const bf16*>(w.data);
+    return gemm_bf16(false, true, M, w.rows, w.cols, 1.f, inp, w.cols, rows, w.cols, 0.f, out, w.rows);
+  }
   for (int64_t r0 = 0; r0 < w.rows; r0 += band_rows) {
     const int64_t n = std::min(band_rows, w.rows - r0);
     dequantize_rows(w, r0, r0 + n, scratch);
@@ -61,6 +65,11 @@ void quant_linear_forward(float* out, const bf16* inp, const QuantRows& w, int64
 
 void quant_linear_backward_input(float* dinp, const bf16* dout, const QuantRows& w, int64_t M, bf16* scratch,
                                  int64_t band_rows, bool accumulate) {
+  if (w.bf16) {
+    const auto* rows = reinterpret_cast<const bf16*>(w.data);
+    return gemm_bf16(false, false, M, w.cols, w.rows, 1.f, dout, w.rows, rows, w.cols, accumulate ? 1.f : 0.f, dinp,
+                     w.cols);
+  }
   for (int64_t r0 = 0; r0 < w.rows; r0 += band_rows) {
     const int64_t n = std::min(band_rows, w.rows - r0);
     dequantize_rows(w, r0, r0 + n, scratch);

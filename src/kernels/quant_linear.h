@@ -19,6 +19,9 @@ struct QuantRows {
   const uint8_t* data = nullptr;
   int64_t rows = 0, cols = 0, row_bytes = 0;
   void (*dequantize)(const uint8_t* in, float* out, size_t n) = nullptr;
+  // Plain bf16 rows (a base held in bf16 for bf16 training): products on
+  // bf16 inputs read them in place, without a band.
+  bool bf16 = false;
 };
 
 // Q8_0 rows (cols a multiple of 32).

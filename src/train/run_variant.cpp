@@ -86,13 +86,15 @@ class LoraOnBase : public RunVariant {
     mc.lora = {lora_.rank, lora_.alpha, lora_.targets};
   }
   // The base's quantized matrices stay as they are in the file (they are
-  // frozen): the model reads them through `opts`.
+  // frozen), and in a bf16 run its float matrices are held in bf16 (no
+  // float copy): the model reads them through `opts`.
   void hold(const model::Config& mc, model::ModelOptions& opts, bool quiet) override {
-    quantized_ = std::make_unique<model::QuantizedBase>(base_, mc);
+    const bool bf16 = opts.precision == model::Precision::kBf16;
+    quantized_ = std::make_unique<model::QuantizedBase>(base_, mc, bf16);
     opts.quantized = quantized_.get();
     if (!quiet && !quantized_->names().empty())
-      fmt::print(stderr, "base: {} matrices stay quantized ({:.1f} MiB)\n", quantized_->names().size(),
-                 double(quantized_->bytes()) / (1 << 20));
+      fmt::print(stderr, "base: {} matrices {} ({:.1f} MiB)\n", quantized_->names().size(),
+                 bf16 ? "held quantized or in bf16" : "stay quantized", double(quantized_->bytes()) / (1 << 20));
   }
   void bind(model::Transformer<float>&) override { checksum_ = model::base_fingerprint(base_); }
   void init(model::Transformer<float>& m, const model::Config& mc, int64_t added_tokens, uint64_t seed,

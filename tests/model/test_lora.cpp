@@ -274,6 +274,26 @@ TEST(Lora, KQuantMixBaseIsHeldAndResumes) {
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 5);
 }
 
+// A bf16 LoRA run on an F32 base (held in bf16: no float copy of the base)
+// and on a Q8_0 one resumes bit-exactly and prints samples from the held
+// model; the adapter it writes is what llama.cpp reads, in F32.
+TEST(Lora, Bf16RunsResumeExactly) {
+  TempDir tmp("ggtrain_lora_bf16_run");
+  const std::string base = test_support::tiny_base_model(tmp.path().string());
+  convert::export_model(base, tmp / "base-q8_0.gguf", gguf::TensorType::Q8_0);
+  for (const std::string& b : {base, tmp / "base-q8_0.gguf"}) {
+    SCOPED_TRACE(b);
+    const std::string run = b == base ? "f32" : "q8_0";
+    auto c = lora_config(tmp, b, 10);
+    c.train.sample_every = 5;
+    c.train.precision = model::Precision::kBf16;
+    test_support::expect_exact_resume(tmp / (run + "-a"), tmp / (run + "-b"), c, 5);
+    const gguf::GgufFile af(train::weights_path(tmp / (run + "-a"), 10));
+    EXPECT_EQ(af.get_string("general.type"), "adapter");
+    for (const auto& t : af.tensors()) EXPECT_EQ(t.type, gguf::TensorType::F32) << t.name;
+  }
+}
+
 TEST(Lora, BadAdaptersAreClearErrors) {
   TempDir tmp("ggtrain_lora_bad");
   const model::Config c = test_support::tiny_llama(40);

@@ -155,6 +155,56 @@ TEST(LoraBf16, AdapterUpdatesReachTheNextForward) {
   EXPECT_TRUE(differs_by_more_than(moved, 1e-2)) << "the moved adapter changes the logits";
 }
 
+// A bf16 run holds the base's float matrices in bf16 (an F32 file's rounded
+// once, a BF16 file's in its memory map) instead of float parameters: only
+// norms and adapters stay in params(). The model is the fp32 model on the
+// bf16-rounded base, products on bf16 in place (no band copies).
+TEST(LoraBf16, FloatBasesHeldInBf16) {
+  TempDir tmp("ggtrain_lora_bf16_held");
+  for (const gguf::TensorType type : {gguf::TensorType::F32, gguf::TensorType::BF16}) {
+    SCOPED_TRACE(gguf::type_name(type));
+    model::Config c;
+    c.vocab = 1100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
+    c.tied = type == gguf::TensorType::F32;
+    const model::ParamLayout plain_layout(c);
+    std::vector<float> w(size_t(plain_layout.total()));
+    Rng rng(5);
+    for (auto& x : w) x = float(rng.normal() * 0.1);
+    gguf::GgufWriter gw;
+    model::add_model_tensors(gw, c, plain_layout, w.data(), type);
+    gw.write(tmp / "base.gguf");
+    const gguf::GgufFile f(tmp / "base.gguf");
+    model::Config lc = c;
+    lc.lora = {16, 32.0, kAllSeven};
+    const model::QuantizedBase in_bf16(f, lc, true);
+    EXPECT_EQ(in_bf16.names().size(), size_t(7 * 2 + (c.tied ? 1 : 2))) << "every matrix held";
+    EXPECT_EQ(in_bf16.bytes(), 2 * (plain_layout.total() - c.n_layers * 2 * c.d_model - c.d_model))
+        << "2 bytes a weight: all but the norms";
+    const std::set<std::string> frozen = plain_layout.names();
+    model::ModelOptions held_opts;
+    held_opts.quantized = &in_bf16;
+    held_opts.precision = model::Precision::kBf16;
+    const int64_t B = 2, T = 16;
+    model::Transformer<float> fp(lc, B, T, frozen), bf(lc, B, T, frozen, held_opts);
+    EXPECT_LT(bf.n_params() * 10, fp.n_params()) << "norms and adapters only";
+    load_adapted(fp, f, lc);
+    load_adapted(bf, f, lc);
+    const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
+    const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
+    const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
+    EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, B * T));
+    const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
+    // Limits as above (the fp32 model here has the file's weights unrounded).
+    EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
+    EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
+    EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
+    EXPECT_TRUE(differs_by_more_than(logits, 0.0));
+    std::printf("%s held in bf16: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e\n",
+                std::string(gguf::type_name(type)).c_str(), std::fabs(double(b.loss) - a.loss) / a.loss,
+                logits.rel_to_max(), grads.rel_l2());
+  }
+}
+
 // A qwen3moe base held in Q8_0 (each expert's slice of the stacked tensors
 // banded like any held matrix), adapters on the experts and the router:
 // bf16 follows fp32. Every token runs every expert, as in the dense bf16
