@@ -56,26 +56,73 @@ struct Step {
   int64_t bf16_flops = 0;  // of the training step (forward and backward)
 };
 
-Step run_step(model::Transformer<float>& m, const std::vector<int32_t>& in, const std::vector<int32_t>& tg) {
+// The models below: 2 blocks of d_model 256 (K-quant rows), batch 2 x 16.
+constexpr int64_t kB = 2, kT = 16;
+
+model::Config small_model(int64_t vocab, bool tied) {
+  model::Config c;
+  c.vocab = vocab, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = kT;
+  c.tied = tied;
+  return c;
+}
+
+// `c`'s base with random weights, written as a GGUF of `type`.
+void write_base(const model::Config& c, gguf::TensorType type, const std::string& path) {
+  const model::ParamLayout layout(c);
+  std::vector<float> w(size_t(layout.total()));
+  Rng rng(5);
+  for (auto& x : w) x = float(rng.normal() * 0.1);
+  gguf::GgufWriter gw;
+  model::add_model_tensors(gw, c, layout, w.data(), type);
+  gw.write(path);
+}
+
+// The base from `f`, fresh adapters with B != 0 (so the branches count).
+void load_adapted(model::Transformer<float>& m, const gguf::GgufFile& f, const model::Config& lc) {
+  model::load_base_params(f, lc, m.layout(), m.params());
+  model::init_lora(m.layout(), m.params(), 7);
+  Rng rb(11);
+  for (const auto& t : m.layout().tensors())
+    if (t.name.find(".lora_b") != std::string::npos)
+      for (int64_t i = 0; i < t.size; ++i) m.params()[t.offset + i] = float(rb.normal() * 0.05);
+}
+
+// One training step, and the logits after it, of a model whose base is
+// `held` (null: float parameters).
+Step run_step(const gguf::GgufFile& f, const model::Config& lc, const model::QuantizedBase* held,
+              model::Precision precision) {
+  model::ModelOptions o;
+  o.quantized = held;
+  o.precision = precision;
+  model::Transformer<float> m(lc, kB, kT, model::ParamLayout(lc.without_lora()).names(), o);
+  load_adapted(m, f, lc);
+  const auto inputs = spread_tokens(kB * kT, lc.vocab), targets = spread_tokens(kB * kT + 1, lc.vocab);
   Step s;
   const int64_t before = kernels::bf16_gemm_flops();
-  s.loss = m.forward(in.data(), tg.data());
+  s.loss = m.forward(inputs.data(), targets.data() + 1);
   m.zero_grad();
   m.backward();
   s.bf16_flops = kernels::bf16_gemm_flops() - before;
   s.grads.assign(m.grads(), m.grads() + m.n_trainable());
-  m.forward(in.data(), nullptr);
-  s.logits.assign(m.logits(), m.logits() + in.size() * size_t(m.config().vocab));
+  m.forward(inputs.data(), nullptr);
+  s.logits.assign(m.logits(), m.logits() + kB * kT * lc.vocab);
   return s;
 }
 
-void load_adapted(model::Transformer<float>& m, const gguf::GgufFile& f, const model::Config& lc) {
-  model::load_base_params(f, lc, m.layout(), m.params());
-  model::init_lora(m.layout(), m.params(), 7);
-  Rng rb(11);  // B != 0, so the branches count in the comparison
-  for (const auto& t : m.layout().tensors())
-    if (t.name.find(".lora_b") != std::string::npos)
-      for (int64_t i = 0; i < t.size; ++i) m.params()[t.offset + i] = float(rb.normal() * 0.05);
+// bf16 (`b`) against fp32 (`a`): measured on the Cooper Lake class Xeon
+// (AVX512_BF16, no AMX): loss at most 3.9e-5 relative, logits 6.0e-3 of the
+// largest, adapter gradients 5.6e-3 relative L2 (the printed lines); limits
+// about 3-4x those.
+void expect_bf16_follows_fp32(const Step& a, const Step& b, const std::string& what) {
+  const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
+  EXPECT_EQ(a.bf16_flops, 0) << "the fp32 model multiplies in float";
+  EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
+  EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
+  EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
+  EXPECT_TRUE(differs_by_more_than(logits, 0.0)) << "it did round to bf16";
+  EXPECT_GT(grads.max_abs_ref, 0);
+  std::printf("%s: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e (rel L2)\n",
+              what.c_str(), std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
 }
 
 }  // namespace
@@ -88,47 +135,68 @@ TEST(LoraBf16, FrozenAndHeldBasesFollowFp32AndRunOnBf16) {
                                    std::pair{gguf::TensorType::Q4_K, true}}) {
     const std::string what = std::string(gguf::type_name(type)) + (tied ? " tied" : " untied");
     SCOPED_TRACE(what);
-    model::Config c;
-    c.vocab = 1100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
-    c.tied = tied;
-    const model::ParamLayout plain_layout(c);
-    std::vector<float> w(size_t(plain_layout.total()));
-    Rng rng(5);
-    for (auto& x : w) x = float(rng.normal() * 0.1);
-    gguf::GgufWriter gw;
-    model::add_model_tensors(gw, c, plain_layout, w.data(), type);
-    gw.write(tmp / "base.gguf");
+    const model::Config c = small_model(1100, tied);
+    write_base(c, type, tmp / "base.gguf");
     const gguf::GgufFile f(tmp / "base.gguf");
     model::Config lc = c;
     lc.lora = {16, 32.0, kAllSeven};
-    const std::set<std::string> frozen = plain_layout.names();
-    const bool held = type != gguf::TensorType::F32;
     const model::QuantizedBase q(f, lc);
-    model::ModelOptions fp32_opts, bf16_opts;
-    if (held) fp32_opts.quantized = bf16_opts.quantized = &q;
-    bf16_opts.precision = model::Precision::kBf16;
-    const int64_t B = 2, T = 16;
-    model::Transformer<float> fp(lc, B, T, frozen, fp32_opts), bf(lc, B, T, frozen, bf16_opts);
-    load_adapted(fp, f, lc);
-    load_adapted(bf, f, lc);
-    const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
-    const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
-    const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
-
-    EXPECT_EQ(a.bf16_flops, 0) << "the fp32 model multiplies in float";
-    EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, B * T)) << "every base product and x A^T on bf16";
-    const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
-    // Measured on Sapphire Rapids (AMX): loss at most 2.0e-5 relative,
-    // logits 5.1e-3 of the largest, adapter gradients 5.4e-3 relative L2
-    // (the printed line); limits about 4x those.
-    EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
-    EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
-    EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
-    EXPECT_TRUE(differs_by_more_than(logits, 0.0)) << "it did round to bf16";
-    EXPECT_GT(grads.max_abs_ref, 0);
-    std::printf("%s: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e (rel L2)\n",
-                what.c_str(), std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
+    const model::QuantizedBase* held = type == gguf::TensorType::F32 ? nullptr : &q;
+    const Step a = run_step(f, lc, held, model::Precision::kFp32), b = run_step(f, lc, held, model::Precision::kBf16);
+    EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, kB * kT)) << "every base product and x A^T on bf16";
+    expect_bf16_follows_fp32(a, b, what);
   }
+}
+
+// A bf16 run holds the base's float matrices in bf16 (an F32 file's rounded
+// once, a BF16 file's in its memory map) instead of float parameters: only
+// norms and adapters stay in params(). The model is the fp32 model on the
+// bf16-rounded base, products on bf16 in place (no band copies).
+TEST(LoraBf16, FloatBasesHeldInBf16) {
+  TempDir tmp("ggtrain_lora_bf16_held");
+  for (const gguf::TensorType type : {gguf::TensorType::F32, gguf::TensorType::BF16}) {
+    const std::string what = std::string(gguf::type_name(type)) + " held in bf16";
+    SCOPED_TRACE(what);
+    const model::Config c = small_model(1100, type == gguf::TensorType::F32);
+    write_base(c, type, tmp / "base.gguf");
+    const gguf::GgufFile f(tmp / "base.gguf");
+    model::Config lc = c;
+    lc.lora = {16, 32.0, kAllSeven};
+    const model::QuantizedBase in_bf16(f, lc, true);
+    const model::ParamLayout plain_layout(c);
+    EXPECT_EQ(in_bf16.names().size(), size_t(7 * 2 + (c.tied ? 1 : 2))) << "every matrix held";
+    EXPECT_EQ(in_bf16.bytes(), 2 * (plain_layout.total() - c.n_layers * 2 * c.d_model - c.d_model))
+        << "2 bytes a weight: all but the norms";
+    model::ModelOptions o;
+    o.quantized = &in_bf16;
+    const model::Transformer<float> held(lc, kB, kT, plain_layout.names(), o), dense(lc, kB, kT, plain_layout.names());
+    EXPECT_LT(held.n_params() * 10, dense.n_params()) << "norms and adapters only";
+    const Step a = run_step(f, lc, nullptr, model::Precision::kFp32);
+    const Step b = run_step(f, lc, &in_bf16, model::Precision::kBf16);
+    EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, kB * kT));
+    expect_bf16_follows_fp32(a, b, what);  // the fp32 model has the file's weights unrounded
+  }
+}
+
+// A qwen3moe base held in Q8_0 (each expert's slice of the stacked tensors
+// banded like any held matrix), adapters on the experts and the router:
+// bf16 follows fp32. Every token runs every expert, as in the dense bf16
+// test: rounding flips near-tied choices, which no tolerance covers.
+TEST(LoraBf16, HeldExpertsFollowFp32) {
+  TempDir tmp("ggtrain_lora_bf16_moe");
+  model::Config c = small_model(600, true);
+  c.arch = "qwen3moe", c.n_experts = 4, c.n_experts_used = 4, c.d_ff_expert = 256;
+  write_base(c, gguf::TensorType::Q8_0, tmp / "base.gguf");
+  const gguf::GgufFile f(tmp / "base.gguf");
+  model::Config lc = c;
+  lc.lora = {8, 16.0, {"attn_q", "attn_output", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}};
+  const model::QuantizedBase q(f, lc);
+  const Step a = run_step(f, lc, &q, model::Precision::kFp32), b = run_step(f, lc, &q, model::Precision::kBf16);
+  // Each expert's three matrices, forward and back to the input, for every
+  // token: the experts' share of the bf16 products alone.
+  const int64_t experts_flops = c.n_layers * c.n_experts * 4 * kB * kT * 3 * c.d_model * c.d_ff_expert;
+  EXPECT_GT(b.bf16_flops, experts_flops) << "the held experts multiply on bf16";
+  expect_bf16_follows_fp32(a, b, "qwen3moe Q8_0");
 }
 
 // The frozen base is rounded once, at the first forward: the optimizer's
@@ -153,101 +221,4 @@ TEST(LoraBf16, AdapterUpdatesReachTheNextForward) {
   m.forward(in.data(), nullptr);
   const Comparison moved = compare(std::vector<float>(m.logits(), m.logits() + 16 * c.vocab), before);
   EXPECT_TRUE(differs_by_more_than(moved, 1e-2)) << "the moved adapter changes the logits";
-}
-
-// A bf16 run holds the base's float matrices in bf16 (an F32 file's rounded
-// once, a BF16 file's in its memory map) instead of float parameters: only
-// norms and adapters stay in params(). The model is the fp32 model on the
-// bf16-rounded base, products on bf16 in place (no band copies).
-TEST(LoraBf16, FloatBasesHeldInBf16) {
-  TempDir tmp("ggtrain_lora_bf16_held");
-  for (const gguf::TensorType type : {gguf::TensorType::F32, gguf::TensorType::BF16}) {
-    SCOPED_TRACE(gguf::type_name(type));
-    model::Config c;
-    c.vocab = 1100, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
-    c.tied = type == gguf::TensorType::F32;
-    const model::ParamLayout plain_layout(c);
-    std::vector<float> w(size_t(plain_layout.total()));
-    Rng rng(5);
-    for (auto& x : w) x = float(rng.normal() * 0.1);
-    gguf::GgufWriter gw;
-    model::add_model_tensors(gw, c, plain_layout, w.data(), type);
-    gw.write(tmp / "base.gguf");
-    const gguf::GgufFile f(tmp / "base.gguf");
-    model::Config lc = c;
-    lc.lora = {16, 32.0, kAllSeven};
-    const model::QuantizedBase in_bf16(f, lc, true);
-    EXPECT_EQ(in_bf16.names().size(), size_t(7 * 2 + (c.tied ? 1 : 2))) << "every matrix held";
-    EXPECT_EQ(in_bf16.bytes(), 2 * (plain_layout.total() - c.n_layers * 2 * c.d_model - c.d_model))
-        << "2 bytes a weight: all but the norms";
-    const std::set<std::string> frozen = plain_layout.names();
-    model::ModelOptions held_opts;
-    held_opts.quantized = &in_bf16;
-    held_opts.precision = model::Precision::kBf16;
-    const int64_t B = 2, T = 16;
-    model::Transformer<float> fp(lc, B, T, frozen), bf(lc, B, T, frozen, held_opts);
-    EXPECT_LT(bf.n_params() * 10, fp.n_params()) << "norms and adapters only";
-    load_adapted(fp, f, lc);
-    load_adapted(bf, f, lc);
-    const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
-    const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
-    const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
-    EXPECT_EQ(b.bf16_flops, expected_bf16_flops(lc, B * T));
-    const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
-    // Limits as above (the fp32 model here has the file's weights unrounded).
-    EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
-    EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
-    EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
-    EXPECT_TRUE(differs_by_more_than(logits, 0.0));
-    std::printf("%s held in bf16: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e\n",
-                std::string(gguf::type_name(type)).c_str(), std::fabs(double(b.loss) - a.loss) / a.loss,
-                logits.rel_to_max(), grads.rel_l2());
-  }
-}
-
-// A qwen3moe base held in Q8_0 (each expert's slice of the stacked tensors
-// banded like any held matrix), adapters on the experts and the router:
-// bf16 follows fp32. Every token runs every expert, as in the dense bf16
-// test: rounding flips near-tied choices, which no tolerance covers.
-TEST(LoraBf16, HeldExpertsFollowFp32) {
-  TempDir tmp("ggtrain_lora_bf16_moe");
-  model::Config c;
-  c.arch = "qwen3moe", c.n_experts = 4, c.n_experts_used = 4, c.d_ff_expert = 256;
-  c.vocab = 600, c.d_model = 256, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 512, c.ctx = 16;
-  const model::ParamLayout plain_layout(c);
-  std::vector<float> w(size_t(plain_layout.total()));
-  Rng rng(5);
-  for (auto& x : w) x = float(rng.normal() * 0.1);
-  gguf::GgufWriter gw;
-  model::add_model_tensors(gw, c, plain_layout, w.data(), gguf::TensorType::Q8_0);
-  gw.write(tmp / "base.gguf");
-  const gguf::GgufFile f(tmp / "base.gguf");
-  model::Config lc = c;
-  lc.lora = {8, 16.0, {"attn_q", "attn_output", "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}};
-  const model::QuantizedBase q(f, lc);
-  model::ModelOptions fp32_opts, bf16_opts;
-  fp32_opts.quantized = bf16_opts.quantized = &q;
-  bf16_opts.precision = model::Precision::kBf16;
-  const int64_t B = 2, T = 16;
-  const std::set<std::string> frozen = plain_layout.names();
-  model::Transformer<float> fp(lc, B, T, frozen, fp32_opts), bf(lc, B, T, frozen, bf16_opts);
-  load_adapted(fp, f, lc);
-  load_adapted(bf, f, lc);
-  const auto inputs = spread_tokens(B * T, c.vocab), targets = spread_tokens(B * T + 1, c.vocab);
-  const std::vector<int32_t> in(inputs.begin(), inputs.end()), tg(targets.begin() + 1, targets.end());
-  const Step a = run_step(fp, in, tg), b = run_step(bf, in, tg);
-  // Each expert's three matrices, forward and back to the input, for every
-  // token: the experts' share of the bf16 products alone.
-  const int64_t experts_flops = c.n_layers * c.n_experts * 4 * B * T * 3 * c.d_model * c.d_ff_expert;
-  EXPECT_GT(b.bf16_flops, experts_flops) << "the held experts multiply on bf16";
-  EXPECT_EQ(a.bf16_flops, 0);
-  const Comparison logits = compare(b.logits, a.logits), grads = compare(b.grads, a.grads);
-  // Measured on Sapphire Rapids (AMX): see the printed line; limits as the
-  // dense case's.
-  EXPECT_NEAR(b.loss, a.loss, 1e-4 * a.loss);
-  EXPECT_TRUE(within_rel_to_max(logits, 2e-2)) << "bf16 logits vs fp32";
-  EXPECT_TRUE(within_rel_l2(grads, 2e-2)) << "bf16 adapter gradients vs fp32";
-  EXPECT_GT(grads.max_abs_ref, 0);
-  std::printf("qwen3moe Q8_0: bf16 vs fp32 loss %.2e (relative), logits %.2e (of max), adapter gradients %.2e\n",
-              std::fabs(double(b.loss) - a.loss) / a.loss, logits.rel_to_max(), grads.rel_l2());
 }
