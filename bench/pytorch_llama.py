@@ -19,7 +19,8 @@ weights). The families, as src/model/architecture.cpp runs them:
     base 10000, global ones with 1e6. No logit soft-capping: ggtrain has none
     (it refuses a GGUF that asks for it), nor has Gemma 3.
 Every shape number is ggtrain's (src/train/run_config.cpp, preset()): the
-released models' shapes at ggtrain's 32000-word vocabulary.
+released models' shapes at ggtrain's 32000-word vocabulary, or --vocab V
+(the released vocabulary: 151936 for Qwen3, 262144 for Gemma 3).
 Written the way a tuned PyTorch 1.13 CPU run is (Debian's python3-torch is
 1.13: no F.scaled_dot_product_attention, so attention is explicit):
 q/k/v and gate/up are one Linear each (the same numbers as separate matrices,
@@ -47,8 +48,8 @@ Linear, as the HF model PEFT wraps has them.
 
 Usage: python3 pytorch_llama.py THREADS [fp32|bf16] [STEPS]
            [s15|smol135|qwen3-0.6b|gemma3-270m|llama3.2-1b]
-           [--lora R] [--batch B] [--seq-len T] [--layers L] [--unfused]
-           [--warmup N]
+           [--lora R] [--batch B] [--seq-len T] [--vocab V] [--layers L]
+           [--unfused] [--warmup N]
   --batch, --seq-len: the preset's (ggtrain's) by default; --layers: fewer
   blocks than the preset's, for cheap checks only (all else the same).
 """
