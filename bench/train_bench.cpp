@@ -113,6 +113,24 @@ void write_random_base(const model::Config& c, gguf::TensorType type, const std:
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail("bench_train: writing the base {} failed", path);
 }
 
+// What the step's memory is made of, as planned: the frozen base (float
+// parameters, or matrices held quantized or in bf16), the trainable tensors
+// with their gradients and AdamW moments, the bf16 rounding of every
+// parameter (bf16 training), and the activations and scratch (the head's
+// chunk of logits among them).
+void print_memory_parts(const model::Transformer<float>& m, const model::ModelOptions& o) {
+  const double mib = 1 << 20;
+  const bool bf16 = o.precision == model::Precision::kBf16;
+  const int64_t trainable = m.n_trainable(), frozen = m.n_params() - trainable;
+  const int64_t chunk =
+      model::default_logit_chunk_rows(m.config().vocab, omp_get_max_threads(), m.batch() * m.seq_len());
+  std::printf("  memory: frozen base %.0f MiB as float + %.0f MiB held; trainable with gradients and AdamW %.0f MiB; "
+              "bf16 rounding %.0f MiB; activations and scratch %.0f MiB (the head's logit chunk %.0f)\n",
+              double(frozen) * 4 / mib, o.quantized ? double(o.quantized->bytes()) / mib : 0.0,
+              double(trainable) * 16 / mib, bf16 ? double(m.n_params()) * 2 / mib : 0.0,
+              double(m.activation_bytes()) / mib, double(chunk * m.config().vocab) * (bf16 ? 6 : 4) / mib);
+}
+
 struct Result {
   double tokens_per_s, seconds_per_step, loss, optimizer_s;
   model::OpProfile profile;
@@ -127,6 +145,7 @@ Result run_training(const model::Config& c, int64_t B, int64_t T, const model::M
   if (c.lora.rank > 0) model::init_lora(m.layout(), m.params(), 1);
   const int64_t n = m.n_trainable();
   std::vector<float> mom(size_t(n), 0.f), var(size_t(n), 0.f);
+  print_memory_parts(m, o);
   Rng rng(7);
   std::vector<int32_t> tokens(size_t(B * T + 1));
   Result r{};
