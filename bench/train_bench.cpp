@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,7 +148,7 @@ Result run_training(const model::Config& c, int64_t B, int64_t T, const model::M
   std::vector<float> mom(size_t(n), 0.f), var(size_t(n), 0.f);
   print_memory_parts(m, o);
   Rng rng(7);
-  std::vector<int32_t> tokens(size_t(B * T + 1));
+  std::vector<int32_t> tokens(size_t(B * T + 1)), targets(size_t(B * T));
   Result r{};
   double t0 = 0;
   for (int s = 0; s < warmup + steps; ++s) {
@@ -156,7 +157,7 @@ Result run_training(const model::Config& c, int64_t B, int64_t T, const model::M
       m.set_profile(&r.profile);
     }
     for (auto& t : tokens) t = int32_t(rng.next_u64() % uint64_t(c.vocab));
-    std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
+    std::copy(tokens.begin() + 1, tokens.end(), targets.begin());
     for (int64_t i = 0; i < B * T; ++i)
       if (double(i % T) < prompt * double(T)) targets[size_t(i)] = -1;
     m.zero_grad();

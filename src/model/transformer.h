@@ -332,8 +332,7 @@ class Transformer {
   // (shared_y, shared_logit); backward adds its share to d_normed_.
   void shared_expert_forward(int64_t l);
   void shared_expert_backward(int64_t l, const T* d_res);
-  void refresh_bf16_shadow();
-  bool lora_reads_ffn_input_gradients() const;  // wbf16_ from params_, before a forward
+  void refresh_bf16_shadow();  // wbf16_ from params_, before a forward
   T load_balancing_loss() const;  // aux_loss() from the picks and probabilities forward counted
   void experts_backward(int64_t l, const T* d_res);
   // Copies each pair's token row of h_ffn into moe_x_ in grouped order.
