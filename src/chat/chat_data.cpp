@@ -44,7 +44,7 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
       formats_.resize(size_t(source) + 1);
     }
     if (decided_[size_t(source)]) return;
-    const nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(record, nullptr, false);
     if (j.is_discarded()) return;
     decided_[size_t(source)] = true;
     try {
@@ -55,22 +55,25 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
 
   std::vector<corpus::Example> encode(int64_t source, const std::string& line,
                                       const std::string& where) const override {
-    nlohmann::json record;
+    nlohmann::ordered_json record;
     try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+      record = nlohmann::ordered_json::parse(line);
+    } catch (const nlohmann::ordered_json::parse_error& e) {
       fail("{}: not valid JSON (at byte {})", where, e.byte);
     }
     if (o_.preference) {
       const PreferencePair pair = preference_pair_of(record, where);
       std::vector<corpus::Example> answers;
-      for (const Conversation* c : {&pair.chosen, &pair.rejected})
+      for (const Conversation* c : {&pair.chosen, &pair.rejected}) {
+        check_renders_tools(o_.chat_template, *c, where);
         answers.push_back(example_of(encode_spans(tok_, render_spans(o_.chat_template, *c, false))));
+      }
       tally_ignored(record, std::nullopt, source, where);
       return answers;
     }
     const RecordFormat f = format_of(source, record, where);
     const Conversation c = conversation_of(record, f, where);
+    check_renders_tools(o_.chat_template, c, where);
     std::vector<corpus::Example> out;
     out.push_back(example_of(encode_spans(tok_, spans_of(c, f))));
     tally_ignored(record, f, source, where);
@@ -90,7 +93,7 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
   }
 
  private:
-  RecordFormat format_of(int64_t source, const nlohmann::json& record, const std::string& where) const {
+  RecordFormat format_of(int64_t source, const nlohmann::ordered_json& record, const std::string& where) const {
     if (o_.format) return *o_.format;
     if (size_t(source) < formats_.size() && formats_[size_t(source)]) return *formats_[size_t(source)];
     return detect_record_format(record, where);  // the file's first record had none: each its own
@@ -104,7 +107,7 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
   }
 
   // encode() runs on several threads: the tally is guarded.
-  void tally_ignored(const nlohmann::json& record, std::optional<RecordFormat> f, int64_t source,
+  void tally_ignored(const nlohmann::ordered_json& record, std::optional<RecordFormat> f, int64_t source,
                      const std::string& where) const {
     const std::vector<std::string> names = ignored_members(record, f);
     if (names.empty()) return;

@@ -21,6 +21,6 @@ struct PreferencePair {
 
 // Error naming `where` (file:line) and the member when the record has
 // another shape or breaks check_conversation's rules.
-PreferencePair preference_pair_of(const nlohmann::json& record, std::string_view where);
+PreferencePair preference_pair_of(const nlohmann::ordered_json& record, std::string_view where);
 
 }  // namespace ggtrain::chat

@@ -20,10 +20,11 @@ std::vector<int32_t> rendered_record_tokens(const std::string& path, const token
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = fmt::format("{}:{}", path, n);
-    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    const nlohmann::ordered_json record = nlohmann::ordered_json::parse(line, nullptr, false);
     if (record.is_discarded() || !record.is_object())
       fail("{}: not a JSON object; each line of a chat JSONL file is one record", where);
     const Conversation c = conversation_of(record, detect_record_format(record, where), where);
+    check_renders_tools(t, c, where);
     const EncodedExample e = encode_spans(tok, render_spans(t, c, false));
     ids.insert(ids.end(), e.ids.begin(), e.ids.end());
     ++records;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/tojson.h"
 #include "util/error.h"
 
 namespace ggtrain::chat {
@@ -49,27 +50,100 @@ constexpr std::string_view kZephyrJinja =
     "{{ '<|' + message['role'] + '|>\\n' }}{%- endif %}{{ message['content'] + '<|endoftext|>\\n' }}{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<|' + 'assistant|>\\n' }}{%- endif %}";
 
-// Qwen3's own template for conversations without tools, in the same order:
-// the system message, the index of the last real user query (a user turn
-// that only wraps a <tool_response> is none), then each turn. An answer
-// holding "</think>" splits into its reasoning and its reply; the reasoning
-// is kept only after the last query, and the last answer always gets a
-// <think> block, empty if it had none.
-constexpr std::string_view kQwen3Jinja =
-    "{%- if messages[0]['role'] == 'system' %}{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
-    "{%- endif %}{%- set ns = namespace(found=false, last_query_index=messages|length - 1) %}"
-    "{%- for message in messages[::-1] %}{%- if not ns.found and message['role'] == 'user' and not "
-    "(message['content'].startswith('<tool_response>') and message['content'].endswith('</tool_response>')) %}"
-    "{%- set ns.found = true %}{%- set ns.last_query_index = (messages|length - 1) - loop.index0 %}{%- endif %}"
-    "{%- endfor %}{%- for message in messages %}{%- if message['role'] == 'user' %}"
-    "{{ '<|im_start|>user\\n' + message['content'] + '<|im_end|>\\n' }}{%- elif message['role'] == 'assistant' %}"
-    "{%- set content = message['content'] %}{%- set reasoning = '' %}{%- if '</think>' in content %}"
-    "{%- set reasoning = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}"
-    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
-    "{%- if loop.index0 > ns.last_query_index and (loop.last or reasoning) %}"
-    "{{ '<|im_start|>assistant\\n<think>\\n' + reasoning.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') + "
-    "'<|im_end|>\\n' }}{%- else %}{{ '<|im_start|>assistant\\n' + content + '<|im_end|>\\n' }}{%- endif %}"
-    "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}";
+// Qwen3's own template, as Qwen3's tokenizer_config.json ships it (and
+// llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja): the system message
+// (under the tool definitions when the record has tools), the index of the
+// last real user query (a user turn that only wraps a <tool_response> is
+// none), then each turn. An answer holding "</think>" splits into its
+// reasoning and its reply; the reasoning is kept only after the last query,
+// and the last answer always gets a <think> block, empty if it had none.
+// Calls follow an answer in <tool_call> blocks; consecutive tool outputs
+// share one user turn.
+constexpr std::string_view kQwen3Jinja = R"jinja({%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}
+        {{- messages[0].content + '\n\n' }}
+    {%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set content = message.content %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is defined and message.reasoning_content is not none %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in message.content %}
+                {%- set content = message.content.split('</think>')[-1].lstrip('\n') %}
+                {%- set reasoning_content = message.content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + content }}
+            {%- endif %}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if (loop.first and content) or (not loop.first) %}
+                    {{- '\n' }}
+                {%- endif %}
+                {%- if tool_call.function %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {{- '<tool_call>\n{"name": "' }}
+                {{- tool_call.name }}
+                {{- '", "arguments": ' }}
+                {%- if tool_call.arguments is string %}
+                    {{- tool_call.arguments }}
+                {%- else %}
+                    {{- tool_call.arguments | tojson }}
+                {%- endif %}
+                {{- '}\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- endif %}
+{%- endif %})jinja";
 // Gemma 3's own template: as gemma, but the system message goes into the
 // first user turn untrimmed.
 constexpr std::string_view kGemma3Jinja =
@@ -79,6 +153,120 @@ constexpr std::string_view kGemma3Jinja =
     "('model' if message['role'] == 'assistant' else message['role']) + '\\n' + (first_user_prefix if loop.first "
     "else '') + (message['content'] | trim) + '<end_of_turn>\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
     "{{ '<start_of_turn>model\\n' }}{%- endif %}";
+
+// Llama 3.1's own template, as Meta ships it (llama.cpp's
+// models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja; 3.3's is the
+// same): a system turn with the knowledge and today dates always; tools, when
+// the record has them, in the first user turn; one call per answer.
+constexpr std::string_view kLlama31Jinja = R"jinja({{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\n\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\n\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %})jinja";
 
 // ollama's TEMPLATE for each (Go text/template; .Messages holds the system
 // message too).
@@ -103,6 +291,14 @@ constexpr std::string_view kPhi3Ollama =
     "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|end|>\n{{ end }}<|assistant|>\n";
 constexpr std::string_view kZephyrOllama =
     "{{- range .Messages }}<|{{ .Role }}|>\n{{ .Content }}<|endoftext|>\n{{ end }}<|assistant|>\n";
+
+// Llama 3.1's system turn (dates, then the system message), then llama3's
+// turns.
+constexpr std::string_view kLlama31Ollama =
+    "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024"
+    "\n\n{{ range .Messages }}{{ if eq .Role \"system\" }}{{ .Content }}{{ end }}{{ end }}<|eot_id|>"
+    "{{- range .Messages }}{{ if ne .Role \"system\" }}<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n"
+    "{{ .Content }}<|eot_id|>{{ end }}{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n";
 
 // ollama gives .Content without the reasoning, so Qwen3's history renders as
 // chatml; Go templates have no trim, so Gemma 3's is gemma's.
@@ -221,10 +417,47 @@ ThinkingAnswer split_thinking(std::string_view answer) {
   return {lstrip_newlines(before), reply};
 }
 
+// Qwen3's tool block: the definitions in <tools>, one JSON line each, and
+// the shape of a call.
+constexpr std::string_view kQwen3ToolsHead =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function "
+    "signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kQwen3ToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+
+// The system turn: the system message, and the tools when there are any.
+void render_qwen3_system(std::vector<Span>& o, const Conversation& c) {
+  const bool system = c[0].role == "system";
+  if (!c.tools || c.tools->empty()) {
+    if (system) add(o, "<|im_start|>system\n" + c[0].content + "<|im_end|>\n", false);
+    return;
+  }
+  std::string s = "<|im_start|>system\n" + (system ? c[0].content + "\n\n" : std::string());
+  s += kQwen3ToolsHead;
+  for (const std::string& tool : *c.tools) s += "\n" + tojson(tool);
+  add(o, s + std::string(kQwen3ToolsTail), false);
+}
+
+// An answer's calls, each in a <tool_call> block, on a new line after any
+// text.
+std::string qwen3_tool_calls(const std::vector<ToolCall>& calls, std::string_view content) {
+  std::string s;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (k > 0 || !content.empty()) s += "\n";
+    std::string arguments;
+    if (!json_string_value(calls[k].arguments, &arguments)) arguments = tojson(calls[k].arguments);
+    s += "<tool_call>\n{\"name\": \"" + calls[k].name + "\", \"arguments\": " + arguments + "}\n</tool_call>";
+  }
+  return s;
+}
+
 void render_qwen3(std::vector<Span>& o, const Conversation& c, bool gen) {
   const auto only_tool_response = [](std::string_view s) {
     return s.starts_with("<tool_response>") && s.ends_with("</tool_response>");
   };
+  render_qwen3_system(o, c);
   size_t last_query = c.size() - 1;
   for (size_t i = c.size(); i-- > 0;)
     if (c[i].role == "user" && !only_tool_response(c[i].content)) {
@@ -233,22 +466,75 @@ void render_qwen3(std::vector<Span>& o, const Conversation& c, bool gen) {
     }
   for (size_t i = 0; i < c.size(); ++i) {
     const Message& m = c[i];
-    if (m.role != "assistant") {
-      add(o, "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n", false);
-      continue;
+    if (m.role == "user") {
+      add(o, "<|im_start|>user\n" + m.content + "<|im_end|>\n", false);
+    } else if (m.role == "tool") {
+      // A tool's output is the world's text: no loss on it.
+      if (i == 0 || c[i - 1].role != "tool") add(o, "<|im_start|>user", false);
+      add(o, "\n<tool_response>\n" + m.content + "\n</tool_response>", false);
+      if (i + 1 == c.size() || c[i + 1].role != "tool") add(o, "<|im_end|>\n", false);
+    } else if (m.role == "assistant") {
+      const ThinkingAnswer a = split_thinking(m.content);
+      add(o, "<|im_start|>assistant\n", false);
+      // The answer, the <think> block before it and the calls after it carry
+      // the loss: the model learns to write the block (empty when the data
+      // has no reasoning) and to call.
+      const std::string calls = qwen3_tool_calls(m.tool_calls, a.reply);
+      if (i > last_query && (i + 1 == c.size() || !a.reasoning.empty()))
+        add(o,
+            fmt::format("<think>\n{}\n</think>\n\n{}{}<|im_end|>", strip_newlines(a.reasoning),
+                        lstrip_newlines(a.reply), calls),
+            true);
+      else add(o, std::string(a.reply) + calls + "<|im_end|>", true);
+      add(o, "\n", false);
     }
-    const ThinkingAnswer a = split_thinking(m.content);
-    add(o, "<|im_start|>assistant\n", false);
-    // The answer and the <think> block before it carry the loss: the model
-    // learns to write the block (empty when the data has no reasoning).
-    if (i > last_query && (i + 1 == c.size() || !a.reasoning.empty()))
-      add(o,
-          fmt::format("<think>\n{}\n</think>\n\n{}<|im_end|>", strip_newlines(a.reasoning), lstrip_newlines(a.reply)),
-          true);
-    else add(o, std::string(a.reply) + "<|im_end|>", true);
-    add(o, "\n", false);
   }
   if (gen) add(o, "<|im_start|>assistant\n", false);
+}
+
+// Llama 3.1's (and 3.3's) tool prompt: the definitions go into the first
+// user turn, one indented JSON each.
+constexpr std::string_view kLlama31ToolsIntro =
+    "Given the following functions, please respond with a JSON for a function call with its proper arguments that "
+    "best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary "
+    "of argument name and its value}.Do not use variables.\n\n";
+
+std::string llama3_header(std::string_view role) {
+  return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
+}
+
+// Llama 3.1's own template with its defaults (tools in the first user turn,
+// "Today Date: 26 Jul 2024", no built-in tools): a system turn always, then
+// the turns; a call is the answer's whole text, a tool's output a JSON string
+// in an "ipython" turn.
+void render_llama31(std::vector<Span>& o, const Conversation& c, bool gen) {
+  size_t i = 0;
+  std::string system_message;
+  if (c[0].role == "system") system_message = trim(c[i++].content);
+  std::string s = llama3_header("system");
+  if (c.tools) s += "Environment: ipython\n";
+  s += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n" + system_message + "<|eot_id|>";
+  if (c.tools) {
+    if (i == c.size()) fail("chat: Llama 3.1's template puts the tools in the first user turn, and there is none");
+    s += llama3_header("user") + std::string(kLlama31ToolsIntro);
+    for (const std::string& tool : *c.tools) s += tojson(tool, 4) + "\n\n";
+    s += trim(c[i++].content) + "<|eot_id|>";
+  }
+  add(o, s, false);
+  for (; i < c.size(); ++i) {
+    const Message& m = c[i];
+    if (m.role == "tool") {
+      add(o, llama3_header("ipython") + json_quote(m.content) + "<|eot_id|>", false);
+    } else if (!m.tool_calls.empty()) {
+      add(o, llama3_header("assistant"), false);
+      const ToolCall& call = m.tool_calls[0];
+      add(o, "{\"name\": \"" + call.name + "\", \"parameters\": " + tojson(call.arguments) + "}<|eot_id|>", true);
+    } else {
+      add(o, llama3_header(m.role), false);
+      add(o, trim(m.content) + "<|eot_id|>", m.role == "assistant");
+    }
+  }
+  if (gen) add(o, llama3_header("assistant"), false);
 }
 
 void render_gemma3(std::vector<Span>& o, const Conversation& c, bool gen) {
@@ -285,6 +571,7 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<|im_start|>", "<|im_end|>"},
        "<|im_end|>",
        kChatmlOllama,
+       {},
        {}},
       {Template::kLlama3,
        "llama3",
@@ -293,8 +580,9 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
        "<|eot_id|>",
        kLlama3Ollama,
+       {},
        {}},
-      {Template::kLlama2, "llama2", "llama2", kLlama2Jinja, {"</s>"}, "</s>", kLlama2Ollama, {}},
+      {Template::kLlama2, "llama2", "llama2", kLlama2Jinja, {"</s>"}, "</s>", kLlama2Ollama, {}, {}},
       {Template::kMistral,
        "mistral",
        "mistral-v7",
@@ -302,6 +590,7 @@ const std::vector<TemplateInfo>& all_templates() {
        {"[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "</s>"},
        "</s>",
        kMistralOllama,
+       {},
        {}},
       {Template::kGemma,
        "gemma",
@@ -310,6 +599,7 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<start_of_turn>", "<end_of_turn>"},
        "<end_of_turn>",
        kGemmaOllama,
+       {},
        {}},
       {Template::kPhi3,
        "phi3",
@@ -318,6 +608,7 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"},
        "<|end|>",
        kPhi3Ollama,
+       {},
        {}},
       {Template::kZephyr,
        "zephyr",
@@ -326,6 +617,7 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<|system|>", "<|user|>", "<|assistant|>", "<|endoftext|>"},
        "<|endoftext|>",
        kZephyrOllama,
+       {},
        {}},
       {Template::kQwen3,
        "qwen3",
@@ -334,7 +626,8 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<|im_start|>", "<|im_end|>"},
        "<|im_end|>",
        kQwen3Ollama,
-       {"<|im_start|>", "</think>", "last_query_index"}},
+       {"<|im_start|>", "</think>", "last_query_index"},
+       {.renders = true}},
       {Template::kGemma3,
        "gemma3",
        "",
@@ -342,7 +635,17 @@ const std::vector<TemplateInfo>& all_templates() {
        {"<start_of_turn>", "<end_of_turn>"},
        "<end_of_turn>",
        kGemma3Ollama,
-       {"<start_of_turn>", "first_user_prefix"}},
+       {"<start_of_turn>", "first_user_prefix"},
+       {}},
+      {Template::kLlama31,
+       "llama3.1",
+       "",
+       kLlama31Jinja,
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+       "<|eot_id|>",
+       kLlama31Ollama,
+       {"<|start_header_id|>", "Cutting Knowledge Date", "tools_in_user_message", "builtin_tools"},
+       {.renders = true, .one_call_per_turn = true, .text_beside_calls = false}},
   };
   return kAll;
 }
@@ -416,7 +719,31 @@ Template resolve_template(std::string_view setting, const std::string& model_tem
   return Template::kChatml;
 }
 
+void check_renders_tools(Template t, const Conversation& c, std::string_view where) {
+  const TemplateInfo& info = template_info(t);
+  if (!c.uses_tools()) return;
+  if (!info.tools.renders) {
+    std::string with_tools;
+    for (const TemplateInfo& i : all_templates())
+      if (i.tools.renders) with_tools += (with_tools.empty() ? "" : ", ") + std::string(i.name);
+    fail("{}: the record has tool definitions, calls or outputs, and chat template \"{}\" renders none of them; "
+         "use a template that does ({}) or leave such records out",
+         where, info.name, with_tools);
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (info.tools.one_call_per_turn && c[i].tool_calls.size() > 1)
+      fail("{}: message {} makes {} tool calls; chat template \"{}\" renders one per turn (split them into turns, "
+           "each followed by its output)",
+           where, i, c[i].tool_calls.size(), info.name);
+    if (!info.tools.text_beside_calls && !c[i].tool_calls.empty() && !trim(c[i].content).empty())
+      fail("{}: message {} has text beside its tool calls; chat template \"{}\" renders only the call (move the "
+           "text to a turn of its own or leave it out)",
+           where, i, info.name);
+  }
+}
+
 std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
+  check_renders_tools(t, c, "chat");
   std::vector<Span> o;
   switch (t) {
     case Template::kChatml: render_chatml(o, c, gen); break;
@@ -428,6 +755,7 @@ std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
     case Template::kZephyr: render_role_tags(o, c, gen, "<|endoftext|>"); break;
     case Template::kQwen3: render_qwen3(o, c, gen); break;
     case Template::kGemma3: render_gemma3(o, c, gen); break;
+    case Template::kLlama31: render_llama31(o, c, gen); break;
   }
   return o;
 }

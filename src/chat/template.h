@@ -16,7 +16,14 @@
 
 namespace ggtrain::chat {
 
-enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr, kQwen3, kGemma3 };
+enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr, kQwen3, kGemma3, kLlama31 };
+
+// How a template renders tool definitions, calls and their outputs.
+struct ToolSupport {
+  bool renders = false;
+  bool one_call_per_turn = false;  // more raise an error in the template
+  bool text_beside_calls = true;  // false: a calling answer's text is dropped
+};
 
 struct TemplateInfo {
   Template id;
@@ -38,6 +45,7 @@ struct TemplateInfo {
   // how "auto" recognises it before llama.cpp's heuristics would take it for
   // another template. Empty for llama.cpp's built-in templates.
   std::vector<std::string_view> signature;
+  ToolSupport tools;
 };
 
 const std::vector<TemplateInfo>& all_templates();
@@ -66,6 +74,10 @@ struct Span {
   std::string text;
   bool trained = false;
 };
+
+// Error naming `where` when the conversation has tools, calls or tool
+// outputs and template `t` renders none: they are never dropped silently.
+void check_renders_tools(Template t, const Conversation& c, std::string_view where);
 
 // The conversation rendered as llama.cpp renders it (add_ass =
 // add_generation_prompt), cut into spans; their concatenation is render().

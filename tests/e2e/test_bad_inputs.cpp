@@ -1046,7 +1046,7 @@ std::vector<Case> cases() {
                {"data.format", "init.from", "data.tokenizer"}});
   c.push_back(
       {"chat_unknown_role",
-       "a chat record with a role other than system, user, assistant",
+       "a chat record with a role other than system, user, assistant, tool",
        [good](Env& e) {
          return e.chat(
              good +
@@ -1054,13 +1054,31 @@ std::vector<Case> cases() {
        },
        {"chat.jsonl:2", "role", "bot"}});
   c.push_back({"chat_tool_calls",
-               "a chat record whose assistant turn makes tool calls (not supported)",
+               "a chat record with tool calls, under a chat template that renders no tools (chatml)",
+               [good](Env& e) {
+                 return e.chat(
+                     good +
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                     "\"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {}}}]}]}\n");
+               },
+               {"chat.jsonl:2", "tool definitions, calls or outputs", "chatml", "qwen3"}});
+  c.push_back({"chat_tool_call_without_arguments",
+               "a chat record whose tool call has no `arguments`",
                [good](Env& e) {
                  return e.chat(good +
                                "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
                                "\"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\"}}]}]}\n");
                },
-               {"chat.jsonl:2", "messages[1]", "tool_calls", "not supported"}});
+               {"chat.jsonl:2", "messages[1].tool_calls[0]", "arguments"}});
+  c.push_back({"chat_tool_turn_without_call",
+               "a chat record with a tool turn that follows no tool call",
+               [good](Env& e) {
+                 return e.chat(good +
+                               "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                               "\"content\": \"Yo\"}, {\"role\": \"tool\", \"content\": \"42\"}, {\"role\": "
+                               "\"assistant\", \"content\": \"Ok\"}]}\n");
+               },
+               {"chat.jsonl:2", "message 2", "tool turn", "tool calls"}});
   c.push_back({"chat_roles_out_of_order",
                "a chat record whose turns do not alternate from user",
                [good](Env& e) {

@@ -54,11 +54,11 @@ void write_chat_set(const std::string& path, int n) {
 }
 
 // The tiny preset with room for a chat (context 256), 10 steps on the
-// synthetic corpus: its step-10 checkpoint.
-std::string chat_base(TempDir& tmp) {
+// synthetic corpus: its step-10 checkpoint (or another context).
+std::string chat_base(TempDir& tmp, int64_t ctx = 256) {
   test_support::write_synthetic_corpus(tmp / "corpus.txt", 1200);
   auto c = test_support::tiny_run_config(tmp / "corpus.txt", 10);
-  c.model.ctx = 256;
+  c.model.ctx = ctx;
   test_support::run_quiet(tmp / "base", c, false);
   return train::weights_path(tmp / "base", 10);
 }
@@ -81,15 +81,35 @@ train::RunConfig chat_config(TempDir& tmp, const std::string& base, int64_t step
   return c;
 }
 
-double first_loss(const std::string& run) {
+double loss_at(const std::string& run, int64_t step) {
   std::ifstream in(run + "/metrics.jsonl");
   std::string line;
   while (std::getline(in, line))
-    if (line.find("\"step\":1,") != std::string::npos) {
+    if (line.find(fmt::format("\"step\":{},", step)) != std::string::npos) {
       const auto at = line.find("\"loss\":");
       return std::stod(line.substr(at + 7));
     }
   return NAN;
+}
+
+double first_loss(const std::string& run) { return loss_at(run, 1); }
+
+// Weather questions answered through a tool: the call, its output, the
+// answer (OpenAI's record shape).
+void write_tool_set(const std::string& path, int n) {
+  std::ofstream out(path);
+  const char* cities[] = {"Paris", "Lyon", "Nice", "Lille"};
+  for (int i = 0; i < n; ++i) {
+    const char* city = cities[i % 4];
+    out << fmt::format(
+               R"({{"tools": [{{"type": "function", "function": {{"name": "get_weather", "parameters": {{"type": )"
+               R"("object", "properties": {{"city": {{"type": "string"}}}}}}}}}}], "messages": [{{"role": "user", )"
+               R"("content": "Weather in {0}?"}}, {{"role": "assistant", "content": null, "tool_calls": [{{"type": )"
+               R"("function", "function": {{"name": "get_weather", "arguments": {{"city": "{0}"}}}}}}]}}, {{"role": )"
+               R"("tool", "content": "{1} C"}}, {{"role": "assistant", "content": "{1} C in {0}."}}]}})",
+               city, 10 + i % 4)
+        << "\n";
+  }
 }
 
 }  // namespace
@@ -107,6 +127,28 @@ TEST(ChatRun, GrowsTheVocabularyAndCarriesTheTemplate) {
   EXPECT_EQ(tw.chat_template(), chat::template_info(chat::Template::kChatml).jinja);
   EXPECT_EQ(tw.eot_id(), tw.token_id("<|im_end|>"));
   EXPECT_EQ(w.get_uint("tokenizer.ggml.eot_token_id"), uint64_t(tw.token_id("<|im_end|>")));
+}
+
+// Tool-calling records train through Qwen3's template: the checkpoint
+// carries that template (tool branches and all, for llama.cpp --jinja) and
+// the loss on the calls and answers falls.
+TEST(ChatRun, TrainsToolCallsThroughQwen3sTemplate) {
+  TempDir tmp;
+  const std::string base = chat_base(tmp, 1024);  // Qwen3's tool prompt is long in a small vocabulary
+  train::RunConfig c = chat_config(tmp, base, 30);
+  write_tool_set(tmp / "tools.jsonl", 64);
+  c.data.corpus = {tmp / "tools.jsonl"};
+  c.data.chat_template = "qwen3";
+  c.train.seq_len = 1024;
+  c.train.batch = 2;
+  c.checkpoint.every = 30;
+  test_support::run_quiet(tmp / "run", c, false);
+  const auto tw = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(train::weights_path(tmp / "run", 30)));
+  EXPECT_EQ(tw.chat_template(), chat::template_info(chat::Template::kQwen3).jinja);
+  EXPECT_NE(tw.chat_template().find("tool_call"), std::string::npos);
+  const double first = loss_at(tmp / "run", 1), last = loss_at(tmp / "run", 30);
+  ASSERT_TRUE(std::isfinite(first) && std::isfinite(last));
+  EXPECT_LT(last, 0.5 * first);
 }
 
 TEST(ChatRun, ResumesExactly) {

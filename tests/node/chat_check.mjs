@@ -3,6 +3,22 @@
 //   node chat_check.mjs conversations N SEED
 //       N varied conversations, one JSON line each: {"template", "messages",
 //       "add_generation_prompt"}, over every template ggtrain renders.
+//   node chat_check.mjs tool-conversations N SEED
+//       N conversations with tools in OpenAI's shape, alternately for Qwen3's
+//       and Llama 3.1's templates: "tools" definitions (or an empty list),
+//       assistant "tool_calls" (arguments as objects or JSON strings; Qwen3
+//       one to three per turn, beside text or not; Llama 3.1 one, alone),
+//       "tool" outputs, and answers.
+//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja
+//       Each conversation (with its tools) rendered by @huggingface/jinja
+//       from the real template (Qwen3's tokenizer_config.json chat_template,
+//       Meta's Llama 3.1 template), which must be the "jinja" ggtrain writes,
+//       must give the "rendered" bytes, and the "trained" spans must be
+//       exactly each assistant turn's text after its header through its end
+//       of turn.
+//   node chat_check.mjs jinja-inputs CONVERSATIONS.jsonl RENDERED.jsonl
+//       llama_jinja_render's input: each conversation (with its tools) and
+//       the "jinja" ggtrain writes for it.
 //   node chat_check.mjs jinja CONVERSATIONS.jsonl RENDERED.jsonl
 //       Renders each conversation with @huggingface/jinja from the "jinja"
 //       of the matching RENDERED line and requires the "rendered" bytes;
@@ -41,7 +57,7 @@ function die(msg, code = 2) {
   process.exit(code);
 }
 
-const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3"];
+const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3", "llama3.1"];
 
 // Deterministic, varied text: words, punctuation, Jinja and template
 // syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
@@ -99,6 +115,151 @@ function cmdConversations(nText, seedText) {
   }
 }
 
+// Tool rows: no template marker in the texts (the trained spans are found
+// by them) and no leading white space in answers (@huggingface/jinja
+// 0.5.11 strips all of it where Qwen3's template strips newlines).
+const TOOL_PIECES = PIECES.filter((p) => !p.startsWith("<|") && p !== "</s>" && p !== "[INST]");
+function toolText(rng) {
+  const n = 1 + Math.floor(rng() * 8);
+  let t = "";
+  for (let i = 0; i < n; i++) t += (i && rng() < 0.6 ? " " : "") + TOOL_PIECES[Math.floor(rng() * TOOL_PIECES.length)];
+  t = t.replace(/^\s+/, "");
+  return t === "" ? "word" : t;
+}
+const NAMES = ["get_weather", "search", "verse_lookup", "calc", "send_mail", "naïve_tool"];
+function jsonValue(rng, depth) {
+  const r = rng();
+  if (r < 0.2) return toolText(rng);
+  if (r < 0.3) return Math.floor(rng() * 2000) - 1000;
+  // Floats the three engines print alike: JavaScript prints 1e-7 and
+  // 0.000001 where Python and llama.cpp print 1e-07 and 1e-06, and
+  // llama.cpp prints 123456.789 as 123457 (tests/chat/test_tool_calls.cpp
+  // holds @huggingface/jinja's forms of those).
+  if (r < 0.4) return [0.5, -2.25, 3.14159, 0.0001, 1e21, 2.5][Math.floor(rng() * 6)];
+  if (r < 0.5) return rng() < 0.5;
+  if (r < 0.55) return null;
+  if (depth > 1 || r < 0.7) return toolText(rng);
+  if (r < 0.85) return Array.from({ length: Math.floor(rng() * 3) }, () => jsonValue(rng, depth + 1));
+  return jsonObject(rng, depth + 1);
+}
+function jsonObject(rng, depth) {
+  const o = {};
+  const n = Math.floor(rng() * 4);
+  const keys = ["city", "unit", "query", "limit", "book", "chapter", "deep", "Zeta", "alpha", "é", "with space"];
+  for (let i = 0; i < n; i++) o[keys[Math.floor(rng() * keys.length)]] = jsonValue(rng, depth);
+  return o;
+}
+// Llama 3.1's template reads a call's "function" member: its rows always
+// have one.
+function toolDefinition(rng, name, wrapped) {
+  const properties = jsonObject(rng, 1);
+  const fn = { name, description: toolText(rng),
+    parameters: { type: "object", properties, required: Object.keys(properties).slice(0, 1) } };
+  return wrapped || rng() < 0.8 ? { type: "function", function: fn } : fn;
+}
+function toolCall(rng, wrapped) {
+  const name = NAMES[Math.floor(rng() * NAMES.length)];
+  const args = jsonObject(rng, 1);
+  const fn = { name, arguments: rng() < 0.25 ? JSON.stringify(args) : args };
+  return wrapped || rng() < 0.8 ? { type: "function", id: "call_" + Math.floor(rng() * 1e6), function: fn } : fn;
+}
+
+function cmdToolConversations(nText, seedText) {
+  const rng = makeRng(Number(seedText));
+  for (let i = 0; i < Number(nText); i++) {
+    const messages = [];
+    const llama = i % 2 === 1;
+    if (rng() < 0.4) messages.push({ role: "system", content: toolText(rng) });
+    const row = { template: llama ? "llama3.1" : "qwen3" };
+    const r = rng();
+    if (r < 0.8) row.tools = NAMES.slice(0, 1 + Math.floor(rng() * 3)).map((n) => toolDefinition(rng, n, llama));
+    else if (r < 0.9) row.tools = [];
+    const turns = 1 + Math.floor(rng() * 2);
+    for (let k = 0; k < turns; k++) {
+      messages.push({ role: "user", content: llama ? toolText(rng) : qwenUserTool(rng) });
+      const n = llama ? 1 : 1 + Math.floor(rng() * 3);
+      const calls = rng() < 0.8 ? Array.from({ length: n }, () => toolCall(rng, llama)) : [];
+      if (calls.length) {
+        messages.push({ role: "assistant", content: llama || rng() < 0.5 ? "" : toolText(rng), tool_calls: calls });
+        for (const c of calls) messages.push({ role: "tool", content: toolText(rng) });
+      }
+      messages.push({ role: "assistant", content: toolText(rng) });
+    }
+    // A prompt: the conversation up to a tool's output or a new question.
+    const gen = rng() < 0.3;
+    if (gen) {
+      const cut = messages.findLastIndex((m) => m.role === "tool");
+      if (cut > 0 && rng() < 0.5) messages.length = cut + 1;
+      else messages.push({ role: "user", content: toolText(rng) });
+    }
+    row.messages = messages;
+    row.add_generation_prompt = gen;
+    console.log(JSON.stringify(row));
+  }
+}
+function qwenUserTool(rng) {
+  return rng() < 0.2 ? "<tool_response>" + toolText(rng) + "</tool_response>" : toolText(rng);
+}
+
+// Each assistant turn's text after its header through its end of turn (not
+// the generation prompt's).
+const TURN_MARKS = { qwen3: ["<|im_start|>assistant\n", "<|im_end|>"],
+  "llama3.1": ["<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"] };
+function assistantSpans(text, name) {
+  const [open, close] = TURN_MARKS[name];
+  const out = [];
+  for (let at = text.indexOf(open); at >= 0; at = text.indexOf(open, at + 1)) {
+    const end = text.indexOf(close, at);
+    if (end < 0) break;
+    out.push(text.slice(at + open.length, end + close.length));
+  }
+  return out;
+}
+
+function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath) {
+  const convs = lines(convPath), rendered = lines(renderedPath);
+  if (convs.length !== rendered.length || convs.length === 0) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
+  // Meta's file ends with a newline that Jinja engines drop.
+  const real = { qwen3: JSON.parse(readFileSync(qwenConfigPath, "utf8")).chat_template,
+    "llama3.1": readFileSync(llamaPath, "utf8").replace(/\n$/, "") };
+  const templates = Object.fromEntries(Object.entries(real).map(([k, v]) => [k, new Template(v)]));
+  let calls = 0, outputs = 0;
+  const rows = {};
+  for (let i = 0; i < convs.length; i++) {
+    const name = convs[i].template;
+    if (rendered[i].jinja !== real[name]) die(`line ${i + 1}: ggtrain writes another tokenizer.chat_template than ${name}'s own`, 1);
+    const template = templates[name];
+    rows[name] = (rows[name] ?? 0) + 1;
+    const vars = { messages: convs[i].messages, add_generation_prompt: convs[i].add_generation_prompt,
+      bos_token: "", eos_token: "" };
+    if (convs[i].tools) vars.tools = convs[i].tools;
+    const out = template.render(vars);
+    if (out !== rendered[i].rendered)
+      die(`line ${i + 1}: @huggingface/jinja renders ${JSON.stringify(out)}, ggtrain ${JSON.stringify(rendered[i].rendered)}`, 1);
+    const want = assistantSpans(out, name).join("\u0000"), got = rendered[i].trained.join("\u0000");
+    if (want !== got) die(`line ${i + 1}: trained spans ${JSON.stringify(rendered[i].trained)}, the assistant's turns ` +
+                          `${JSON.stringify(assistantSpans(out, name))}`, 1);
+    for (const m of convs[i].messages) {
+      calls += m.tool_calls?.length ?? 0;
+      outputs += m.role === "tool" ? 1 : 0;
+    }
+  }
+  console.log(`@huggingface/jinja: ${convs.length} tool conversations (${JSON.stringify(rows)}; ${calls} calls, ` +
+              `${outputs} tool outputs) rendered byte-identically by the real templates; the loss on exactly the ` +
+              "assistant's turns");
+}
+
+function cmdJinjaInputs(convPath, renderedPath) {
+  const convs = lines(convPath), rendered = lines(renderedPath);
+  if (convs.length !== rendered.length) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
+  convs.forEach((c, i) => {
+    const vars = { messages: c.messages, bos_token: "", eos_token: "" };
+    if (c.add_generation_prompt) vars.add_generation_prompt = true;
+    if (c.tools) vars.tools = c.tools;
+    console.log(JSON.stringify({ jinja: rendered[i].jinja, vars }));
+  });
+}
+
 function lines(path) {
   return readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l));
 }
@@ -119,10 +280,11 @@ function cmdJinja(convPath, renderedPath) {
     }
     const jinja = rendered[i].jinja;
     if (!cache.has(jinja)) cache.set(jinja, new Template(jinja));
+    // BOS comes from the tokenizer (Llama 3.1's template writes bos_token).
     const out = cache.get(jinja).render({
       messages: convs[i].messages,
       add_generation_prompt: convs[i].add_generation_prompt,
-      bos_token: "<s>",
+      bos_token: "",
       eos_token: "</s>",
     });
     if (out !== rendered[i].rendered) {
@@ -178,6 +340,7 @@ async function cmdFamilyInputs(vocabPath, convPath) {
   for (const c of lines(convPath)) {
     const vars = { messages: c.messages, bos_token: "", eos_token: "" };
     if (c.add_generation_prompt) vars.add_generation_prompt = true;
+    if (c.tools) vars.tools = c.tools;
     console.log(JSON.stringify({ jinja, vars }));
   }
   await model.dispose();
@@ -301,6 +464,9 @@ async function cmdChat(modelPath, promptsPath, nText, loraPath) {
 
 const [cmd, ...args] = process.argv.slice(2);
 if (cmd === "conversations" && args.length === 2) cmdConversations(...args);
+else if (cmd === "tool-conversations" && args.length === 2) cmdToolConversations(...args);
+else if (cmd === "tools-jinja" && args.length === 4) cmdToolsJinja(...args);
+else if (cmd === "jinja-inputs" && args.length === 2) cmdJinjaInputs(...args);
 else if (cmd === "jinja" && args.length === 2) cmdJinja(...args);
 else if (cmd === "compare-renders" && args.length === 3) cmdCompareRenders(...args);
 else if (cmd === "family-inputs" && args.length === 2) await cmdFamilyInputs(...args);
