@@ -29,7 +29,9 @@ if [[ "${GGTRAIN_WITH_NODE:-0}" == 1 ]]; then PACKAGES+=(nodejs npm git); fi
 # levels, then ASan); with it, sources unchanged since the last run are not
 # compiled again (CMakeLists.txt uses it when installed).
 # clang-format-14: the format check (tests/lint/format_check.sh).
-if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy ccache clang-format-14); fi
+# chromium: the dashboard's page is checked in a real browser
+# (tests/compat/dashboard_check.sh, through the npm package playwright-core).
+if [[ "${GGTRAIN_WITH_TESTS:-0}" == 1 ]]; then PACKAGES+=(librsvg2-bin python3-numpy ccache clang-format-14 chromium); fi
 # The fuzz targets (fuzz/run.sh, run by scripts/test.sh): clang with
 # libFuzzer and the sanitizer runtimes (llvm-14: llvm-symbolizer for readable
 # reports). Not needed to build or train.

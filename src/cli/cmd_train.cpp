@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_options.h"
+#include "dashboard/dashboard.h"
 #include "parallel/distributed.h"
 #include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
@@ -36,9 +37,9 @@ void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::R
     fmt::print("skipped {} steps whose loss or gradient norm was not finite (train.on_nonfinite = \"skip\")\n",
                sum.nonfinite_steps);
   const std::string dir = train::shell_word(o.run_dir), w = train::shell_word(sum.final_weights);
-  fmt::print("wrote {} ({} {}), {}/metrics.jsonl and the loss plot {}/loss.svg\n", sum.final_weights,
-             lora ? "a LoRA adapter" : "a GGUF model", lora ? "for its base model" : "llama.cpp loads as it is", dir,
-             dir);
+  fmt::print("wrote {} ({} {}), {}/metrics.jsonl, the loss plot {}/loss.svg and the report {}/report.html\n",
+             sum.final_weights, lora ? "a LoRA adapter" : "a GGUF model",
+             lora ? "for its base model" : "llama.cpp loads as it is", dir, dir, dir);
   if (const auto best = train::read_best(o.run_dir))  // checkpoint.keep_best
     fmt::print("best {}: {:.4f} at step {}: {}/weights/best.gguf\n", best->metric, best->value, best->step, dir);
   if (sum.last_step < sum.planned_steps) {
@@ -97,6 +98,11 @@ int run(const Opts& o) {
   // asked for its stop and exits 0.
   const int status = sum.interrupted_by != 0 ? 128 + sum.interrupted_by : 0;
   if (!parallel::world().root()) return status;  // under mpirun rank 0 alone reports
+  try {
+    dashboard::write_run_report(o.run_dir);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "warning: {}/report.html not written: {}\n", o.run_dir, e.what());
+  }
   print_outcome(sum, o, opts.config);
   return status;
 }

@@ -21,5 +21,7 @@ Runner add_import_command(CLI::App& app);
 Runner add_data_command(CLI::App& app);
 Runner add_config_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);
+Runner add_serve_command(CLI::App& app);
+Runner add_report_command(CLI::App& app);
 
 }  // namespace ggtrain::cli

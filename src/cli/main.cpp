@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
       ggtrain::cli::add_data_command(app),     ggtrain::cli::add_tokenizer_command(app),
       ggtrain::cli::add_tokenize_command(app), ggtrain::cli::add_inspect_command(app),
       ggtrain::cli::add_import_command(app),   ggtrain::cli::add_verify_command(app),
-      ggtrain::cli::add_imatrix_command(app)};
+      ggtrain::cli::add_imatrix_command(app),  ggtrain::cli::add_serve_command(app),
+      ggtrain::cli::add_report_command(app)};
   // llama.cpp spells the system prompt "-sys"; CLI11 takes no multi-letter
   // single-dash names, so that one spelling is translated before parsing.
   std::vector<std::string> typed;

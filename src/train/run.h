@@ -31,6 +31,7 @@
 #include "train/qat.h"
 #include "train/run_checkpoint.h"
 #include "train/run_data.h"
+#include "train/run_status.h"
 #include "train/run_variant.h"
 #include "train/stop_signals.h"
 #include "train/trainer.h"
@@ -50,6 +51,8 @@ class Run {
  public:
   explicit Run(const TrainOptions& o);
   TrainSummary loop(StopSignals& signals);
+  // RUN/status.json (rank 0): the run failed with `why`.
+  void record_failure(const std::string& why);
 
  private:
   // The constructor's steps, in order.
@@ -81,6 +84,7 @@ class Run {
   // kept as the candidate when it beats the best so far.
   void offer_best(std::string_view metric, double value);
   void report_interruption(int sig, int64_t step);
+  void write_status(RunState state, int64_t step, const std::string& message);
 
   void checkpoint(int64_t step, int64_t keep_step = -1);
   CheckpointData checkpoint_data();

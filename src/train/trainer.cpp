@@ -45,6 +45,7 @@ TrainSummary Run::loop(StopSignals& signals) {
   summary_.first_step = start_step_;
   summary_.planned_steps = t.steps;
   loop_start_s_ = now_seconds();
+  write_status(RunState::kRunning, start_step_, "");
   signals.arm();
   if (start_step_ == 0) {
     maybe_score_tasks(0);  // the starting weights' task scores, for a before and after
@@ -70,7 +71,24 @@ TrainSummary Run::loop(StopSignals& signals) {
   if (tty_ && !quiet_) fmt::print(stderr, "\n");
   summary_.last_step = latest_step(run_dir_);
   summary_.final_weights = weights_path(run_dir_, summary_.last_step);
+  if (summary_.last_step >= t.steps) write_status(RunState::kFinished, summary_.last_step, "");
+  else
+    write_status(RunState::kStopped, summary_.last_step,
+                 summary_.interrupted_by ? fmt::format("{} received", signal_name(summary_.interrupted_by))
+                                         : std::string("--stop-at"));
   return summary_;
+}
+
+void Run::write_status(RunState state, int64_t step, const std::string& message) {
+  if (dp_->root()) write_run_status(run_dir_, current_process_status(state, step, c_.train.steps, message));
+}
+
+void Run::record_failure(const std::string& why) {
+  try {
+    write_status(RunState::kFailed, latest_step(run_dir_), why);
+  } catch (const std::exception&) {
+    // The failure being reported matters more than its record (a full disk).
+  }
 }
 
 // Forward and backward over train.grad_accum micro-batches, the gradients
@@ -241,7 +259,9 @@ void Run::maybe_sample(int64_t step) {
                           {tok_->eos_id()})
               .tokens;
   });
-  if (!quiet_) fmt::print(stderr, "\nsample at step {}: {}\n", step, tok_->decode(ids));
+  const std::string text = tok_->decode(ids);
+  if (!quiet_) fmt::print(stderr, "\nsample at step {}: {}\n", step, text);
+  metrics_->log_record({{"step", step}, {"sample", text}});  // for the dashboard
 }
 
 void Run::offer_best(std::string_view metric, double value) {
@@ -314,6 +334,7 @@ TrainSummary run_training(const TrainOptions& opts) {
     if (!comm.root()) run = std::make_unique<Run>(mine);
     return run->loop(signals);
   } catch (const std::exception& e) {
+    if (run) run->record_failure(e.what());
     // Several ranks: end them all here, while `run` (and every buffer an
     // unfinished MPI operation may still write) is alive.
     parallel::end_every_rank(parallel::failure_message(e));

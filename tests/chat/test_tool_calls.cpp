@@ -53,11 +53,12 @@ TEST(ChatTools, TojsonAsHuggingFaceJinja) {
             R"({"b": 1, "a": [1, 2.5, "x\"y\n\\"], "c": {}, "d": [], "e": null, "f": true, "g": 3, "h": 1e+21, )"
             R"("i": 1e-7, "j": 0.000001, "k": 0, "l": "é\u0001\t", "m": [{"n": []}], "o": 123456789.125, )"
             R"("p": -1.5e-9})");
-  EXPECT_EQ(tojson(in, 4),
-            "{\n    \"b\": 1,\n    \"a\": [\n        1,\n        2.5,\n        \"x\\\"y\\n\\\\\"\n    ],\n    \"c\": {},\n"
-            "    \"d\": [],\n    \"e\": null,\n    \"f\": true,\n    \"g\": 3,\n    \"h\": 1e+21,\n    \"i\": 1e-7,\n"
-            "    \"j\": 0.000001,\n    \"k\": 0,\n    \"l\": \"é\\u0001\\t\",\n    \"m\": [\n        {\n"
-            "            \"n\": []\n        }\n    ],\n    \"o\": 123456789.125,\n    \"p\": -1.5e-9\n}");
+  EXPECT_EQ(
+      tojson(in, 4),
+      "{\n    \"b\": 1,\n    \"a\": [\n        1,\n        2.5,\n        \"x\\\"y\\n\\\\\"\n    ],\n    \"c\": {},\n"
+      "    \"d\": [],\n    \"e\": null,\n    \"f\": true,\n    \"g\": 3,\n    \"h\": 1e+21,\n    \"i\": 1e-7,\n"
+      "    \"j\": 0.000001,\n    \"k\": 0,\n    \"l\": \"é\\u0001\\t\",\n    \"m\": [\n        {\n"
+      "            \"n\": []\n        }\n    ],\n    \"o\": 123456789.125,\n    \"p\": -1.5e-9\n}");
   std::string s;
   EXPECT_TRUE(json_string_value(R"("{\"a\": 1}")", &s));
   EXPECT_EQ(s, R"({"a": 1})");
@@ -211,8 +212,9 @@ TEST(ChatTools, TemplateWithoutToolsRefusesTheRecord) {
   o.val_fraction = 0;
   const auto tok = tokenizer::Tokenizer::from_gguf(gguf::GgufFile(GGTRAIN_FIXTURES_DIR "/tiny-spm.gguf"))
                        .with_control_tokens({"<|im_start|>", "<|im_end|>"});
-  EXPECT_NE(error_of([&] { prepare_chat_data(o, tok, tmp / "a", false); })
-                .find(tmp / "tools.jsonl" + ":1: the record has tool definitions"),
+  EXPECT_NE(error_of([&] {
+              prepare_chat_data(o, tok, tmp / "a", false);
+            }).find(tmp / "tools.jsonl" + ":1: the record has tool definitions"),
             std::string::npos);
   // With Qwen3's template the trained tokens are the calls and the answer.
   o.chat_template = Template::kQwen3;

@@ -1,11 +1,16 @@
 // The bad-input table of docs/bad-inputs.md: each row is one case here. The
 // CLI must exit 1 (never crash) with a message that contains the row's key
 // words, and the message must be exactly the one the table shows (temporary
-// paths written as $T, the fixtures of tests/fixtures as $FIXTURES).
+// paths written as $T, the fixtures of tests/fixtures as $FIXTURES, a port
+// the system gave as $PORT).
 //
 // To print the table rows for the current messages:
 //   GGTRAIN_BAD_INPUTS_DOC=1 build/tests/ggtrain_reliability_tests --gtest_filter='BadInputs/*' | grep '^| `'
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,6 +20,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <regex>
 
 #include "corpus/token_file.h"
 #include "gguf/reader.h"
@@ -184,6 +190,20 @@ std::string with_rope_freqs(Env& e, std::vector<float> factors) {
   return gguf_with(e.base_run() + "/weights/step_2.gguf", e.t("l3.gguf"), [keep](gguf::GgufWriter& w) {
     quant::add_float_tensor(w, "rope_freqs.weight", gguf::TensorType::F32, {keep->size()}, keep->data());
   });
+}
+
+// A port on 127.0.0.1 that a socket of this process listens on for the
+// rest of the test run (left open on purpose: the case runs after this).
+int busy_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    return 0;
+  return ntohs(a.sin_port);
 }
 
 std::vector<Case> cases() {
@@ -486,6 +506,20 @@ std::vector<Case> cases() {
                  return A{e.bin(), "generate", "-m", w, "-p", "a"};
                },
                {"cut.gguf", "truncated", "copy it again", "data section"}});
+  // --- the dashboard
+  c.push_back({"serve_port_in_use",
+               "`ggtrain serve` on a port another program listens on",
+               [](Env& e) {
+                 return A{e.bin(), "serve", e.base_run(), "--port", std::to_string(busy_port())};
+               },
+               {"port", "127.0.0.1", "in use", "--port"}});
+  c.push_back({"serve_not_a_run_folder",
+               "`ggtrain serve` (or `report`) given a folder that no run wrote",
+               [](Env& e) {
+                 fs::create_directories(e.t("photos"));
+                 return A{e.bin(), "report", e.t("photos")};
+               },
+               {"photos", "not a run folder", "ggtrain train"}});
   c.push_back({"export_output_folder_missing",
                "`export IN OUT` where OUT's folder does not exist",
                [](Env& e) {
@@ -1548,7 +1582,8 @@ std::string normalized(std::string s, const std::string& tmp) {
   replace_all(s, tmp, "$T");
   replace_all(s, fs::weakly_canonical(GGTRAIN_FIXTURES_DIR).string(), "$FIXTURES");
   replace_all(s, GGTRAIN_FIXTURES_DIR, "$FIXTURES");
-  return s;
+  // A port a case took from the system, different each run.
+  return std::regex_replace(s, std::regex("port [0-9]+ on"), "port $$PORT on");
 }
 
 std::string table_cell(std::string s) {

@@ -8,7 +8,7 @@
 set -euo pipefail
 src=${1:?usage: layering_check.sh SRC_DIR}
 # Bottom to top.
-layers=(util kernels gguf quant nn tokenizer corpus model convert optim parallel infer chat eval train cli)
+layers=(util kernels gguf quant nn tokenizer corpus model convert optim parallel infer chat eval train dashboard cli)
 
 declare -A rank
 for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
