@@ -30,17 +30,16 @@ Runner add_serve_command(CLI::App& app) {
     int port = 8321;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("serve",
-                                 "A live dashboard of run folders in the browser: loss, learning rate, gradient norm, "
-                                 "tokens/s, evaluations, samples, checkpoints, configs (read-only, offline)");
+  auto* cmd =
+      app.add_subcommand("serve", "A live dashboard of run folders in the browser: loss, learning rate, gradient norm, "
+                                  "tokens/s, evaluations, samples, checkpoints, configs (read-only, offline)");
   cmd->add_option("run_dirs", o->runs, "Run folders (RUN_DIR of `ggtrain train --run-dir`), overlaid")->required();
   cmd->add_option("--host", o->host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", o->port, "Port (default 8321; 0: any free one)")->check(CLI::Range(0, 65535));
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     const dashboard::Dashboard board(o->runs);
-    dashboard::HttpServer server(o->host, o->port,
-                                 [&board](const dashboard::Request& r) { return board.handle(r); });
+    dashboard::HttpServer server(o->host, o->port, [&board](const dashboard::Request& r) { return board.handle(r); });
     g_server = &server;
     struct sigaction sa {};
     sa.sa_handler = stop_serving;
@@ -64,9 +63,9 @@ Runner add_report_command(CLI::App& app) {
     std::string out;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("report",
-                                 "Write the dashboard of run folders as one self-contained HTML file (every run also "
-                                 "writes RUN_DIR/report.html when it ends)");
+  auto* cmd =
+      app.add_subcommand("report", "Write the dashboard of run folders as one self-contained HTML file (every run also "
+                                   "writes RUN_DIR/report.html when it ends)");
   cmd->add_option("run_dirs", o->runs, "Run folders, overlaid")->required();
   cmd->add_option("-o,--output", o->out, "The HTML file (default: RUN_DIR/report.html of the first run)");
   return [cmd, o]() -> int {

@@ -17,10 +17,14 @@ nlohmann::json summary_json(const RunSummary& s) {
   nlohmann::json checkpoints = nlohmann::json::array();
   for (const Checkpoint& c : s.checkpoints)
     checkpoints.push_back({{"step", c.step}, {"bytes", c.bytes}, {"latest", c.latest}, {"best", c.best}});
-  return {{"dir", s.dir},         {"name", s.name},
-          {"state", s.state},     {"detail", s.detail},
-          {"host", s.host},       {"steps", s.steps},
-          {"last_checkpoint", s.last_checkpoint}, {"config_toml", s.config_toml},
+  return {{"dir", s.dir},
+          {"name", s.name},
+          {"state", s.state},
+          {"detail", s.detail},
+          {"host", s.host},
+          {"steps", s.steps},
+          {"last_checkpoint", s.last_checkpoint},
+          {"config_toml", s.config_toml},
           {"checkpoints", checkpoints}};
 }
 
@@ -96,8 +100,8 @@ Response Dashboard::handle(const Request& r) const {
     int64_t next = from, skipped = 0;
     const std::string records = records_array(dirs_[size_t(run)], from, &next, &skipped);
     return {200, "application/json; charset=utf-8",
-            "{\"records\":" + records + ",\"next\":" + std::to_string(next) + ",\"skipped\":" +
-                std::to_string(skipped) + "}"};
+            "{\"records\":" + records + ",\"next\":" + std::to_string(next) +
+                ",\"skipped\":" + std::to_string(skipped) + "}"};
   }
   return {404, "text/plain; charset=utf-8", "not found\n"};
 }
@@ -120,8 +124,8 @@ std::string report_html(const std::vector<std::string>& run_dirs) {
     records += (i ? "," : "") + all + "]";
   }
   records += "]";
-  const std::string data = "window.GGTRAIN_DATA = {\"written\": " + dump(now_text()) + ", \"runs\": " +
-                           script_safe(dump(runs)) + ", \"records\": " + script_safe(records) + "};";
+  const std::string data = "window.GGTRAIN_DATA = {\"written\": " + dump(now_text()) +
+                           ", \"runs\": " + script_safe(dump(runs)) + ", \"records\": " + script_safe(records) + "};";
   return dashboard_page(data);
 }
 

@@ -135,8 +135,8 @@ RunSummary read_run_summary(const std::string& dir) {
   return r;
 }
 
-std::vector<std::string> read_records(const std::string& dir, int64_t offset, int64_t max_records,
-                                      int64_t* next_offset, int64_t* skipped) {
+std::vector<std::string> read_records(const std::string& dir, int64_t offset, int64_t max_records, int64_t* next_offset,
+                                      int64_t* skipped) {
   std::vector<std::string> out;
   *next_offset = offset;
   if (!inside(dir, dir + "/metrics.jsonl")) return out;

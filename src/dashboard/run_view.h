@@ -41,7 +41,7 @@ RunSummary read_run_summary(const std::string& dir);
 // A last line without its newline (being written, or torn by a crash) is
 // left for the next read; a complete line that is not a JSON object with a
 // step is skipped and counted in *skipped.
-std::vector<std::string> read_records(const std::string& dir, int64_t offset, int64_t max_records,
-                                      int64_t* next_offset, int64_t* skipped);
+std::vector<std::string> read_records(const std::string& dir, int64_t offset, int64_t max_records, int64_t* next_offset,
+                                      int64_t* skipped);
 
 }  // namespace ggtrain::dashboard

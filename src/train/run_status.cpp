@@ -35,14 +35,17 @@ RunStatus current_process_status(RunState state, int64_t step, int64_t steps, st
   s.step = step;
   s.steps = steps;
   s.message = std::move(message);
-  s.updated_unix_s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  s.updated_unix_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   return s;
 }
 
 void write_run_status(const std::string& run_dir, const RunStatus& s) {
-  const nlohmann::json j{{"state", run_state_name(s.state)}, {"pid", s.pid},       {"host", s.host},
-                         {"step", s.step},                    {"steps", s.steps},   {"message", s.message},
+  const nlohmann::json j{{"state", run_state_name(s.state)},
+                         {"pid", s.pid},
+                         {"host", s.host},
+                         {"step", s.step},
+                         {"steps", s.steps},
+                         {"message", s.message},
                          {"updated_unix_s", s.updated_unix_s}};
   const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomic(path_of(run_dir), text.data(), text.size());

@@ -77,9 +77,7 @@ std::string get(int port, const std::string& target) {
   return send_raw(port, "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
 }
 
-int status_of(const std::string& response) {
-  return response.size() > 12 ? std::atoi(response.c_str() + 9) : 0;
-}
+int status_of(const std::string& response) { return response.size() > 12 ? std::atoi(response.c_str() + 9) : 0; }
 
 std::string body_of(const std::string& response) {
   const size_t at = response.find("\r\n\r\n");
