@@ -1,15 +1,23 @@
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/config_options.h"
+#include "cli/inference_model.h"
+#include "corpus/token_file.h"
 #include "dashboard/dashboard.h"
+#include "gguf/reader.h"
+#include "infer/imatrix.h"
+#include "model/config.h"
 #include "parallel/distributed.h"
+#include "quant/importance_matrix.h"
 #include "train/best_checkpoint.h"
 #include "train/run_checkpoint.h"
 #include "train/run_folder.h"
@@ -28,6 +36,50 @@ struct Opts {
 };
 
 // What a finished run wrote and the commands a user runs next.
+// RUN/data's validation shards (val-NNNNN.tok), in order.
+std::vector<std::string> validation_shards(const std::string& run_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir + "/data", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("val-", 0) == 0 && name.size() == 13 && name.ends_with(".tok")) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// checkpoint.imatrix: llama-imatrix's statistics of the final weights (a
+// LoRA run's adapter applied to its base) over the validation tokens, in
+// chunks of 512 tokens or the model's context if shorter, at most
+// kImatrixChunks of them (~100k tokens: the size of the calibration texts
+// imatrix files are usually made from; more costs time and changes little).
+constexpr int64_t kImatrixChunks = 200;
+void write_run_imatrix(const std::string& run_dir, const train::RunConfig& c, const train::TrainSummary& sum) {
+  const auto shards = validation_shards(run_dir);
+  if (shards.empty()) {
+    fmt::print(stderr,
+               "warning: checkpoint.imatrix: {}/data holds no validation tokens (data.val_fraction = 0?); "
+               "no imatrix.gguf written\n",
+               run_dir);
+    return;
+  }
+  const corpus::TokenStream val(shards);
+  std::vector<int32_t> tokens(size_t(val.size()));
+  val.read(0, val.size(), tokens.data());
+  InferenceOptions io;
+  const bool lora = c.train.lora.rank > 0;
+  io.model = lora ? c.init.from : sum.final_weights;
+  if (lora) io.lora.path = sum.final_weights;
+  io.ctx = std::min<int64_t>(512, model::config_from_gguf(gguf::GgufFile(io.model)).ctx);
+  InferenceModel m(io);
+  const auto r = infer::collect_imatrix(m.decoder, tokens, io.ctx, m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1,
+                                        kImatrixChunks, false, val.describe(), {});
+  const std::string out = run_dir + "/imatrix.gguf";
+  quant::write_importance_matrix(r.matrix, out);
+  fmt::print("wrote {}: {} matrices over {} chunks of {} validation tokens (export --imatrix {})\n", out,
+             r.matrix.entries.size(), r.matrix.chunk_count, r.matrix.chunk_size, out);
+}
+
 void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::RunConfig& c) {
   const bool lora = c.train.lora.rank > 0, chat = c.data.format != train::DataFormat::kText;
   const std::string val = std::isfinite(sum.last_val_loss) ? fmt::format("{:.4f}", sum.last_val_loss) : "n/a";
@@ -98,6 +150,8 @@ int run(const Opts& o) {
   // asked for its stop and exits 0.
   const int status = sum.interrupted_by != 0 ? 128 + sum.interrupted_by : 0;
   if (!parallel::world().root()) return status;  // under mpirun rank 0 alone reports
+  if (opts.config.checkpoint.imatrix && sum.last_step >= opts.config.train.steps)
+    write_run_imatrix(o.run_dir, opts.config, sum);
   try {
     dashboard::write_run_report(o.run_dir);
   } catch (const std::exception& e) {

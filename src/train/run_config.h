@@ -172,6 +172,10 @@ struct CheckpointSection {
   // "" (off), "val_loss", "bpb" or "task:NAME": weights/best.gguf follows the
   // best evaluation on that metric (train/best_checkpoint.h).
   std::string keep_best;
+  // At the end of the run, RUN/imatrix.gguf: llama-imatrix's statistics of
+  // the final weights over the run's validation tokens (chunks of up to 512),
+  // for `export --imatrix`.
+  bool imatrix = false;
 };
 
 // A model.* section: d_model, n_layers, n_heads, n_kv_heads, d_ff, ctx,

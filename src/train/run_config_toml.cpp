@@ -599,6 +599,9 @@ const std::vector<Key>& keys() {
         string_key("checkpoint.keep_best", &RunConfig::checkpoint, &K::keep_best,
                    "weights/best.gguf follows the best evaluation: val_loss, bpb or task:NAME (a train.eval_tasks "
                    "file's acc_norm); empty: off"),
+        bool_key("checkpoint.imatrix", &RunConfig::checkpoint, &K::imatrix,
+                 "at the end, write imatrix.gguf: llama-imatrix's statistics of the final weights over the run's "
+                 "validation tokens (for export --imatrix)"),
         string_key("init.donor", &RunConfig::init, &I::donor,
                    "a model GGUF whose frozen token embedding warm-starts a new model through a trained lens"),
         model_path_key("init.from", &I::from,

@@ -18,7 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "corpus/token_file.h"
 #include "gguf/reader.h"
+#include "model/config.h"
+#include "quant/importance_matrix.h"
 #include "support/cli_runner.h"
 #include "support/files.h"
 #include "support/temp_dir.h"
@@ -598,4 +601,27 @@ TEST_F(FirstHour, QuantizedExportSaysWhichTensorsFellBack) {
   r = cli({"export", model(), t("q8.gguf"), "--type", "q8_0"});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_FALSE(contains(r.output, "fallback")) << "q8_0's 32-blocks fit every row: " << r.output;
+}
+
+// checkpoint.imatrix: the run ends with an importance matrix of its final
+// weights over its validation tokens, which export --imatrix takes (and
+// which changes the blocks it writes).
+TEST_F(FirstHour, RunWritesAnImatrixOfItsValidationData) {
+  const std::string run = t("runs/imatrix"), weights = train::weights_path(run, 10);
+  const CliResult r = cli({"train", "--preset", "tiny", "--set", "data.corpus=" + t("mine.txt"), "--set",
+                           "data.vocab_size=512", "--set", "train.steps=10", "--set", "train.threads=1", "--set",
+                           "checkpoint.imatrix=true", "--run-dir", run});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "wrote " + run + "/imatrix.gguf")) << r.output;
+  const quant::ImportanceMatrix m = quant::read_importance_matrix(run + "/imatrix.gguf");
+  const model::Config mc = model::config_from_gguf(gguf::GgufFile(weights));
+  EXPECT_EQ(int64_t(m.entries.size()), 7 * mc.n_layers);  // q, k, v, output, gate, up, down of every block
+  EXPECT_EQ(int64_t(m.chunk_size), std::min<int64_t>(512, mc.ctx));
+  const int64_t val_tokens = corpus::TokenStream({run + "/data/val-00000.tok"}).size();
+  EXPECT_EQ(int64_t(m.chunk_count), std::min<int64_t>(200, val_tokens / m.chunk_size));
+  ASSERT_EQ(m.datasets.size(), 1u);
+  EXPECT_EQ(m.datasets[0], run + "/data/val-00000.tok");
+  ASSERT_EQ(cli({"export", weights, t("with.gguf"), "--type", "q4_k_m", "--imatrix", run + "/imatrix.gguf"}).status, 0);
+  ASSERT_EQ(cli({"export", weights, t("without.gguf"), "--type", "q4_k_m"}).status, 0);
+  EXPECT_NE(test_support::slurp(t("with.gguf")), test_support::slurp(t("without.gguf")));
 }
