@@ -1,5 +1,6 @@
 #include "quant/importance_matrix.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -163,11 +164,53 @@ void write_importance_matrix(const ImportanceMatrix& m, const std::string& path)
   for (const auto& [name, e] : m.entries) {
     if (e.counts.empty() || e.sums.empty()) continue;
     counts.emplace_back(e.counts.begin(), e.counts.end());
+    // ggml writes a tensor's dimensions up to its last one above 1
+    // (ggml_n_dims): a dense entry's are [columns] and [1].
     const auto n = uint64_t(e.counts.size());
-    w.add_tensor_raw(name + kSums, gguf::TensorType::F32, {uint64_t(e.columns()), n}, e.sums.data());
-    w.add_tensor_raw(name + kCounts, gguf::TensorType::F32, {1, n}, counts.back().data());
+    const std::vector<uint64_t> sums_shape =
+        n > 1 ? std::vector<uint64_t>{uint64_t(e.columns()), n} : std::vector<uint64_t>{uint64_t(e.columns())};
+    const std::vector<uint64_t> counts_shape = n > 1 ? std::vector<uint64_t>{1, n} : std::vector<uint64_t>{1};
+    w.add_tensor_raw(name + kSums, gguf::TensorType::F32, sums_shape, e.sums.data());
+    w.add_tensor_raw(name + kCounts, gguf::TensorType::F32, counts_shape, counts.back().data());
   }
   w.write(path);
+}
+
+ImportanceMatrix merge_importance_matrices(const std::vector<ImportanceMatrix>& parts,
+                                           const std::vector<std::string>& paths, int64_t chunk_size) {
+  if (chunk_size <= 0) fail("imatrix: the chunk size must be positive, got {}", chunk_size);
+  ImportanceMatrix out;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    for (const auto& [name, in] : parts[p].entries) {
+      ImatrixEntry& e = out.entries[name];
+      if (e.sums.empty()) e.sums.assign(in.sums.size(), 0.0f);
+      if (e.sums.size() != in.sums.size())
+        fail("{}: entry '{}' has {} sums, {} in the matrices before it; they are of other models", paths[p], name,
+             in.sums.size(), e.sums.size());
+      if (parts[p].legacy) {
+        // A .dat holds per-call means and the call count: back to sums and
+        // token rows, as if every call had been a whole chunk.
+        if (e.counts.empty()) e.counts.assign(1, 0);
+        for (size_t j = 0; j < in.sums.size(); ++j) e.sums[j] += in.sums[j] * float(chunk_size);
+        for (int64_t& c : e.counts) c += in.counts[0] * chunk_size;
+        continue;
+      }
+      if (e.counts.empty()) e.counts.assign(in.counts.size(), 0);
+      else if (e.counts.size() == 1 && in.counts.size() > 1) e.counts.assign(in.counts.size(), e.counts[0]);
+      else if (e.counts.size() != in.counts.size())
+        fail("{}: entry '{}' has {} counts, {} in the matrices before it; they are of other models", paths[p], name,
+             in.counts.size(), e.counts.size());
+      for (size_t j = 0; j < in.sums.size(); ++j) e.sums[j] += in.sums[j];
+      for (size_t j = 0; j < in.counts.size(); ++j) e.counts[j] += in.counts[j];
+    }
+    out.datasets.insert(out.datasets.end(), parts[p].datasets.begin(), parts[p].datasets.end());
+  }
+  int64_t most = 0;
+  for (const auto& [name, e] : out.entries)
+    for (const int64_t c : e.counts) most = std::max(most, c);
+  out.chunk_count = uint32_t(most / chunk_size);
+  out.chunk_size = uint32_t(chunk_size);
+  return out;
 }
 
 std::vector<float> importance_values(const ImatrixEntry& e, bool legacy) {

@@ -33,6 +33,15 @@ ImportanceMatrix read_importance_matrix(const std::string& path);
 // GGUF, as llama-imatrix writes it (names sorted, in_sum2 then counts), atomically.
 void write_importance_matrix(const ImportanceMatrix& m, const std::string& path);
 
+// Matrices combined as `llama-imatrix --in-file A --in-file B ...` combines
+// them (chunks of `chunk_size` tokens, its -c): sums and counts added in
+// float and integers, a legacy .dat's per-call means scaled back by
+// chunk_size, the datasets listed in order, the chunk count the largest
+// count over chunk_size. Error naming the file whose entry has another
+// shape than the same entry before it. `paths` name `parts` in messages.
+ImportanceMatrix merge_importance_matrices(const std::vector<ImportanceMatrix>& parts,
+                                           const std::vector<std::string>& paths, int64_t chunk_size);
+
 // The importance llama-quantize hands ggml's quantizers for one entry:
 // [experts, columns] mean squared activation per column (sums / count; 1
 // for an expert that saw no token; a legacy entry's sums / its call count).

@@ -6,6 +6,8 @@
 #      model and text (F32 caches on both sides): the same entries, the same
 #      counts, every sum within a relative limit (tests/compat/imatrix_compare.py
 #      reads both files with llama.cpp's gguf-py);
+#   1b. `ggtrain imatrix --in-file A --in-file B ...` (combining) writes
+#      the bytes `llama-imatrix --in-file ...` writes, .dat files included;
 #   2. `ggtrain export --type T --imatrix FILE` is byte-identical to
 #      `llama-quantize --imatrix FILE` for every quantized file type ggtrain
 #      writes, with llama-imatrix's file and with ggtrain's (both directions),
@@ -92,6 +94,25 @@ echo "control: llama-imatrix with flash attention (F16 queries) is over the limi
 # the legacy format, from llama-imatrix itself
 "$BIN/llama-imatrix" -m k256/weights/latest -f calib.txt -c 64 --chunks 6 -o theirs-k256.dat --output-format dat \
   -ctk f32 -ctv f32 -t 2 >theirs-dat.log 2>&1 || { tail -20 theirs-dat.log >&2; fail "llama-imatrix .dat failed"; }
+
+# 1b. combining matrices: `ggtrain imatrix --in-file ...` writes the bytes
+# `llama-imatrix --in-file ...` writes (GGUF with GGUF, with a legacy .dat,
+# experts' counts, one file re-saved alone).
+combine() { # MODEL FILES...
+  local model=$1 args=()
+  shift
+  for f in "$@"; do args+=(--in-file "$f"); done
+  "$GGTRAIN" imatrix "${args[@]}" -c 64 -o ours-combined.gguf >/dev/null || fail "ggtrain imatrix ${args[*]} failed"
+  "$BIN/llama-imatrix" -m "$model/weights/latest" "${args[@]}" -c 64 -o theirs-combined.gguf >combine.log 2>&1 ||
+    { tail -5 combine.log >&2; fail "llama-imatrix ${args[*]} failed"; }
+  cmp -s ours-combined.gguf theirs-combined.gguf || fail "combining $* differs from llama-imatrix's file"
+}
+combine k256 ours-k256.gguf theirs-k256.gguf
+combine k256 ours-k256.gguf theirs-k256.dat theirs-k256.gguf
+combine k256 theirs-k256.dat
+combine qwen3moe theirs-qwen3moe.gguf ours-qwen3moe.gguf ours-qwen3moe.gguf
+for model in small qwen35 lfm2; do combine "$model" "ours-$model.gguf"; done
+echo "combined matrices (7 sets: GGUF, .dat, experts, each model's alone) byte-identical to llama-imatrix's"
 
 # 2. quantizing with them
 for model in k256 small qwen3moe qwen35 lfm2; do

@@ -476,6 +476,26 @@ std::vector<Case> cases() {
                  return A{e.bin(), "imatrix", "-m", train::weights_path(e.base_run(), 2), "-f", e.corpus(), "-c", "8"};
                },
                {"-c 8 is too short", "at least 16 tokens"}});
+  c.push_back({"imatrix_combine_other_models",
+               "`imatrix --in-file A --in-file B` where B's entries have another shape (another model's)",
+               [](Env& e) {
+                 quant::ImportanceMatrix a, b;
+                 a.entries["blk.0.attn_q.weight"] = {std::vector<float>(64, 1.0f), {8}};
+                 b.entries["blk.0.attn_q.weight"] = {std::vector<float>(256, 1.0f), {8}};
+                 quant::write_importance_matrix(a, e.t("a.gguf"));
+                 quant::write_importance_matrix(b, e.t("b.gguf"));
+                 return A{e.bin(), "imatrix", "--in-file", e.t("a.gguf"), "--in-file", e.t("b.gguf"), "-c", "64"};
+               },
+               {"b.gguf", "blk.0.attn_q.weight", "other models"}});
+  c.push_back({"imatrix_combine_with_text",
+               "`imatrix --in-file A -f TEXT` (collecting on top of a matrix)",
+               [](Env& e) {
+                 quant::ImportanceMatrix a;
+                 a.entries["blk.0.attn_q.weight"] = {std::vector<float>(64, 1.0f), {8}};
+                 quant::write_importance_matrix(a, e.t("a.gguf"));
+                 return A{e.bin(), "imatrix", "--in-file", e.t("a.gguf"), "-f", e.corpus()};
+               },
+               {"--in-file", "without -f", "collect, then combine"}});
   // --- files of the wrong kind, and typing mistakes (usage errors exit 2)
   c.push_back({"model_is_a_lora_adapter",
                "`generate -m` given a LoRA adapter instead of a model",
