@@ -75,6 +75,16 @@ int eval_text(const tokenizer::Tokenizer& tok, infer::Decoder& dec, const std::s
   return 0;
 }
 
+int print_kl_divergence(const eval::KlDivergence& k, const std::string& what) {
+  const std::string report = eval::kl_divergence_report(k);
+  if (report.empty())
+    fail("eval --kl-divergence: {} scored positions; llama-perplexity prints its statistics from 100 on (a longer "
+         "text, or a larger -c)",
+         k.count);
+  fmt::print("{}, {} positions\n\n{}", what, k.count, report);
+  return 0;
+}
+
 // --kl-divergence BASE: the model against its base on the text, as
 // llama-perplexity --kl-divergence reports it. The base runs with the
 // model's context, threads and cache type.
@@ -93,14 +103,15 @@ int eval_kl_divergence(InferenceModel& m, const InferenceOptions& o, const std::
         if (progress) fmt::print(stderr, "\rchunk {}: mean KLD {:.6f}", c + 1, sums.sum_kld / double(sums.count));
       });
   if (progress) fmt::print(stderr, "\n");
-  const std::string report = eval::kl_divergence_report(k);
-  if (report.empty())
-    fail("eval --kl-divergence: {} scored positions; llama-perplexity prints its statistics from 100 on (a longer "
-         "text, or a larger -c)",
-         k.count);
-  fmt::print("{} against {} on {}: {} chunks of {} tokens, {} positions\n\n{}", o.model, base_path, path, k.chunks,
-             m.decoder.n_ctx(), k.count, report);
-  return 0;
+  return print_kl_divergence(k, fmt::format("{} against {} on {}: {} chunks of {} tokens", o.model, base_path, path,
+                                            k.chunks, m.decoder.n_ctx()));
+}
+
+// --kl-divergence BASE.kld: the model against llama-perplexity's base file
+// (its tokens and context).
+int eval_kl_divergence_file(InferenceModel& m, const InferenceOptions& o, const std::string& base_path) {
+  const auto k = eval::kl_divergence_from_base(m.decoder, base_path, m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1);
+  return print_kl_divergence(k, fmt::format("{} against the base file {}: {} chunks", o.model, base_path, k.chunks));
 }
 
 struct TaskOptions {
@@ -215,7 +226,7 @@ int eval_run(const std::string& run_dir, InferenceOptions model, const std::stri
 Runner add_eval_command(CLI::App& app) {
   struct Opts {
     InferenceOptions model;
-    std::string tokens, text, dump_logits, run, kl_base;
+    std::string tokens, text, dump_logits, run, kl_base, kl_base_out;
     TaskOptions task;
   };
   auto o = std::make_shared<Opts>();
@@ -248,8 +259,13 @@ Runner add_eval_command(CLI::App& app) {
       ->excludes(run);
   cmd->add_option("--dump-logits", o->dump_logits, "With --tokens: write float32 logits [n_tokens, vocab]");
   cmd->add_option("--kl-divergence", o->kl_base,
-                  "With --text: the KL divergence, top-token agreement and probability changes of the model against "
-                  "this base GGUF (its F32/F16 original), as llama-perplexity --kl-divergence reports them")
+                  "The KL divergence, top-token agreement and probability changes of the model against this base: a "
+                  "GGUF (its F32/F16 original; with --text) or a base file of llama-perplexity --kl-divergence-base "
+                  "(its own tokens), as llama-perplexity --kl-divergence reports them")
+      ->excludes(run);
+  cmd->add_option("--kl-divergence-base", o->kl_base_out,
+                  "With --text: write the model's log-probabilities as llama-perplexity --kl-divergence-base does, "
+                  "for --kl-divergence here or in llama-perplexity")
       ->needs(text)
       ->excludes(run);
   return [cmd, o]() -> int {
@@ -259,12 +275,28 @@ Runner add_eval_command(CLI::App& app) {
       return eval_run(o->run, o->model, o->text, o->task);
     }
     if (o->model.model.empty()) fail("eval: -m MODEL.gguf (or --run RUN_DIR) is required");
+    if (!o->kl_base.empty() && eval::is_kl_divergence_base(o->kl_base)) {
+      if (!o->text.empty() || !o->tokens.empty() || !o->task.path.empty())
+        fail("eval --kl-divergence {}: a llama-perplexity base file carries its own tokens; leave out --text, "
+             "--tokens and --task",
+             o->kl_base);
+      InferenceModel m(o->model);
+      return eval_kl_divergence_file(m, o->model, o->kl_base);
+    }
     if (int(!o->tokens.empty()) + int(!o->text.empty()) + int(!o->task.path.empty()) != 1)
       fail("eval: give exactly one of --tokens, --text and --task");
     InferenceModel m(o->model);
     if (!o->tokens.empty()) return eval_tokens(m.decoder, o->tokens, o->dump_logits);
     if (!o->task.path.empty()) return eval_task(m.tokenizer, m.decoder, o->task);
     if (!o->kl_base.empty()) return eval_kl_divergence(m, o->model, o->kl_base, o->text);
+    if (!o->kl_base_out.empty()) {
+      eval::write_kl_divergence_base(m.decoder, text_file_tokens(m.tokenizer, o->text), m.decoder.n_ctx(),
+                                     m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1, 0, o->kl_base_out);
+      fmt::print("wrote {}: the log-probabilities of {} on {} in chunks of {} tokens, as llama-perplexity "
+                 "--kl-divergence-base writes them\n",
+                 o->kl_base_out, o->model.model, o->text, m.decoder.n_ctx());
+      return 0;
+    }
     m.decoder.warmup();  // perplexity reports tokens/s
     return eval_text(m.tokenizer, m.decoder, o->text, m.decoder.n_ctx());
   };

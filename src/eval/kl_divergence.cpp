@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
+#include "util/atomic_file.h"
 #include "util/error.h"
 
 namespace ggtrain::eval {
@@ -117,32 +119,39 @@ float median(const std::vector<float>& v) {
   return v.size() % 2 == 0 ? 0.5f * (v[v.size() / 2] + v[v.size() / 2 - 1]) : v[v.size() / 2];
 }
 
-}  // namespace
+// The scored positions of a chunk: first..n_ctx-2 predict the next token.
+int64_t scored_rows(int64_t n_ctx) { return n_ctx - 1 - n_ctx / 2; }
 
-KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const std::vector<int32_t>& tokens,
-                           int64_t n_ctx, int32_t bos, int64_t max_chunks,
-                           const std::function<void(int64_t, const KlDivergence&)>& on_chunk) {
-  const int64_t V = model.config().vocab;
-  if (base.config().vocab != V)
-    fail("kl-divergence: the base has {} tokens in its vocabulary, the model {}; compare a model with its own base",
-         base.config().vocab, V);
-  if (n_ctx < 2 || n_ctx > model.n_ctx() || n_ctx > base.n_ctx())
-    fail("kl-divergence: context {} must be in [2, {}]", n_ctx, std::min(model.n_ctx(), base.n_ctx()));
-  if (int64_t(tokens.size()) < 2 * n_ctx)
-    fail("kl-divergence: the text has {} tokens; at least {} (2 x context {}) are needed", tokens.size(), 2 * n_ctx,
-         n_ctx);
+// One window: the chunk's tokens with BOS put first (as llama-perplexity
+// batches them).
+void chunk_window(const std::vector<int32_t>& tokens, int64_t c, int64_t n_ctx, int32_t bos,
+                  std::vector<int32_t>& window) {
+  window.assign(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+  if (bos >= 0) window[0] = bos;
+}
+
+// The base's rows of a chunk from its logits.
+void base_rows(infer::Decoder& base, const std::vector<int32_t>& window, std::vector<BaseRow>& rows) {
+  const int64_t n_ctx = int64_t(window.size()), V = base.config().vocab, first = n_ctx / 2;
+  base.reset();
+  base.eval(window.data(), n_ctx, true);
+  rows.resize(size_t(scored_rows(n_ctx)));
+  for (int64_t i = first; i < n_ctx - 1; ++i) encode_base(base.logits() + i * V, V, rows[size_t(i - first)]);
+}
+
+// The model over every chunk, against the base rows `rows_of(c, window)` gives.
+KlDivergence score_chunks(
+    infer::Decoder& model, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos, int64_t chunks,
+    const std::function<void(int64_t, const std::vector<int32_t>&, std::vector<BaseRow>&)>& rows_of,
+    const std::function<void(int64_t, const KlDivergence&)>& on_chunk) {
+  const int64_t V = model.config().vocab, first = n_ctx / 2;
   KlDivergence k;
-  k.chunks = int64_t(tokens.size()) / n_ctx;
-  if (max_chunks > 0) k.chunks = std::min(k.chunks, max_chunks);
-  const int64_t first = n_ctx / 2;
-  std::vector<int32_t> window(static_cast<size_t>(n_ctx));
-  std::vector<BaseRow> rows(static_cast<size_t>(n_ctx - 1 - first));
-  for (int64_t c = 0; c < k.chunks; ++c) {
-    std::copy(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx, window.begin());
-    if (bos >= 0) window[0] = bos;
-    base.reset();
-    base.eval(window.data(), n_ctx, true);
-    for (int64_t i = first; i < n_ctx - 1; ++i) encode_base(base.logits() + i * V, V, rows[size_t(i - first)]);
+  k.chunks = chunks;
+  std::vector<int32_t> window;
+  std::vector<BaseRow> rows;
+  for (int64_t c = 0; c < chunks; ++c) {
+    chunk_window(tokens, c, n_ctx, bos, window);
+    rows_of(c, window, rows);
     model.reset();
     model.eval(window.data(), n_ctx, true);
     for (int64_t i = first; i < n_ctx - 1; ++i) {
@@ -154,6 +163,126 @@ KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const st
     if (on_chunk) on_chunk(c, k);
   }
   return k;
+}
+
+constexpr char kBaseMagic[8] = {'_', 'l', 'o', 'g', 'i', 't', 's', '_'};
+
+// uint16 values per base row: the two floats, the steps, padded even.
+int64_t row_width(int64_t vocab) { return 2 * ((vocab + 1) / 2) + 4; }
+
+void check_lengths(const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t limit_ctx) {
+  if (n_ctx < 2 || n_ctx > limit_ctx) fail("kl-divergence: context {} must be in [2, {}]", n_ctx, limit_ctx);
+  if (int64_t(tokens.size()) < 2 * n_ctx)
+    fail("kl-divergence: the text has {} tokens; at least {} (2 x context {}) are needed", tokens.size(), 2 * n_ctx,
+         n_ctx);
+}
+
+int64_t chunk_count(const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t max_chunks) {
+  const int64_t n = int64_t(tokens.size()) / n_ctx;
+  return max_chunks > 0 ? std::min(n, max_chunks) : n;
+}
+
+}  // namespace
+
+KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const std::vector<int32_t>& tokens,
+                           int64_t n_ctx, int32_t bos, int64_t max_chunks,
+                           const std::function<void(int64_t, const KlDivergence&)>& on_chunk) {
+  const int64_t V = model.config().vocab;
+  if (base.config().vocab != V)
+    fail("kl-divergence: the base has {} tokens in its vocabulary, the model {}; compare a model with its own base",
+         base.config().vocab, V);
+  check_lengths(tokens, n_ctx, std::min(model.n_ctx(), base.n_ctx()));
+  return score_chunks(
+      model, tokens, n_ctx, bos, chunk_count(tokens, n_ctx, max_chunks),
+      [&](int64_t, const std::vector<int32_t>& window, std::vector<BaseRow>& rows) { base_rows(base, window, rows); },
+      on_chunk);
+}
+
+void write_kl_divergence_base(infer::Decoder& base, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
+                              int64_t max_chunks, const std::string& path) {
+  check_lengths(tokens, n_ctx, base.n_ctx());
+  const int64_t chunks = chunk_count(tokens, n_ctx, max_chunks), V = base.config().vocab, nv = row_width(V);
+  AtomicFileWriter out(path);
+  const uint32_t ctx32 = uint32_t(n_ctx);
+  const int32_t vocab32 = int32_t(V), chunks32 = int32_t(chunks);
+  out.write(kBaseMagic, 8);
+  out.write(&ctx32, 4);
+  out.write(&vocab32, 4);
+  out.write(&chunks32, 4);
+  out.write(tokens.data(), size_t(chunks * n_ctx) * 4);
+  std::vector<int32_t> window;
+  std::vector<BaseRow> rows;
+  std::vector<uint16_t> packed(size_t(nv), 0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    chunk_window(tokens, c, n_ctx, bos, window);
+    base_rows(base, window, rows);
+    for (const BaseRow& r : rows) {
+      std::memcpy(packed.data(), &r.scale, 4);
+      std::memcpy(packed.data() + 2, &r.min_log_prob, 4);
+      std::copy(r.steps.begin(), r.steps.end(), packed.begin() + 4);
+      out.write(packed.data(), packed.size() * 2);
+    }
+  }
+  out.commit();
+}
+
+bool is_kl_divergence_base(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  return in.read(magic, 8) && std::memcmp(magic, kBaseMagic, 8) == 0;
+}
+
+KlDivergence kl_divergence_from_base(infer::Decoder& model, const std::string& path, int32_t bos, int64_t max_chunks,
+                                     const std::function<void(int64_t, const KlDivergence&)>& on_chunk) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read", path);
+  in.seekg(0, std::ios::end);
+  const int64_t size = int64_t(in.tellg());
+  in.seekg(0);
+  char magic[8] = {};
+  uint32_t ctx32 = 0;
+  int32_t vocab32 = 0, chunks32 = 0;
+  if (!in.read(magic, 8) || std::memcmp(magic, kBaseMagic, 8) != 0)
+    fail("{}: not a llama-perplexity base file (no \"_logits_\" at its start); give a GGUF base or a file "
+         "llama-perplexity --kl-divergence-base wrote",
+         path);
+  if (!in.read(reinterpret_cast<char*>(&ctx32), 4) || !in.read(reinterpret_cast<char*>(&vocab32), 4) ||
+      !in.read(reinterpret_cast<char*>(&chunks32), 4))
+    fail("{}: truncated in its header (context, vocabulary size, chunk count)", path);
+  const int64_t n_ctx = ctx32, V = model.config().vocab;
+  if (vocab32 != V)
+    fail("{}: its base has a vocabulary of {} tokens, the model {}; compare a model with its own base", path, vocab32,
+         V);
+  if (n_ctx < 2 || n_ctx > model.n_ctx())
+    fail("{}: its context is {}; the model runs [2, {}] (raise -c)", path, n_ctx, model.n_ctx());
+  if (chunks32 < 1) fail("{}: its chunk count is {}; a base file holds at least one chunk", path, chunks32);
+  const int64_t nv = row_width(V), rows = scored_rows(n_ctx);
+  const int64_t want = 20 + int64_t(chunks32) * n_ctx * 4 + int64_t(chunks32) * rows * nv * 2;
+  if (size != want)
+    fail("{}: {} bytes where its header ({} chunks of {} tokens, vocabulary {}) makes {}; the file is cut or not "
+         "one base file",
+         path, size, chunks32, n_ctx, V, want);
+  std::vector<int32_t> tokens(size_t(int64_t(chunks32) * n_ctx));
+  in.read(reinterpret_cast<char*>(tokens.data()), std::streamsize(tokens.size() * 4));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      fail("{}: token {} is {}, outside the vocabulary of {}", path, i, tokens[i], V);
+  std::vector<uint16_t> packed(static_cast<size_t>(nv));
+  const int64_t chunks = max_chunks > 0 ? std::min<int64_t>(chunks32, max_chunks) : chunks32;
+  return score_chunks(
+      model, tokens, n_ctx, bos, chunks,
+      [&](int64_t, const std::vector<int32_t>&, std::vector<BaseRow>& out) {
+        // Chunks are read in order: each one's rows follow the last's.
+        out.resize(size_t(rows));
+        for (BaseRow& r : out) {
+          if (!in.read(reinterpret_cast<char*>(packed.data()), std::streamsize(packed.size() * 2)))
+            fail("{}: cannot read a base row", path);
+          std::memcpy(&r.scale, packed.data(), 4);
+          std::memcpy(&r.min_log_prob, packed.data() + 2, 4);
+          r.steps.assign(packed.begin() + 4, packed.begin() + 4 + V);
+        }
+      },
+      on_chunk);
 }
 
 std::string kl_divergence_report(KlDivergence k) {

@@ -32,6 +32,23 @@ KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const st
                            int64_t n_ctx, int32_t bos, int64_t max_chunks = 0,
                            const std::function<void(int64_t, const KlDivergence&)>& on_chunk = {});
 
+// llama-perplexity's base file (--kl-divergence-base FILE): "_logits_",
+// uint32 context, int32 vocabulary size, int32 chunk count, the chunks'
+// tokens (int32, as the text tokenized: BOS not put in), then per chunk and
+// scored position the base row (float scale, float minimum, one uint16 step
+// per token, padded to an even count).
+// Writes one from `base` as llama-perplexity does (atomically).
+void write_kl_divergence_base(infer::Decoder& base, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
+                              int64_t max_chunks, const std::string& path);
+// Whether `path` starts as a base file does.
+bool is_kl_divergence_base(const std::string& path);
+// The model against a base file (its tokens and context; the file may come
+// from llama-perplexity). Hostile input: every size is checked against the
+// file and the model; an Error names the file and the field.
+KlDivergence kl_divergence_from_base(infer::Decoder& model, const std::string& path, int32_t bos,
+                                     int64_t max_chunks = 0,
+                                     const std::function<void(int64_t, const KlDivergence&)>& on_chunk = {});
+
 // The "Perplexity statistics", "KL divergence statistics" and "Token
 // probability statistics" blocks in llama-perplexity's wording and format
 // (empty under 100 positions, where it prints none).

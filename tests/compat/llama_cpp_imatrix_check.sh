@@ -15,6 +15,9 @@
 #   3. ggtrain's logits on the Q4_0 file quantized with an importance matrix
 #      (its first ffn_down layer is Q4_1 then, as llama-quantize raises it)
 #      follow llama.cpp's.
+#   4. `ggtrain eval --kl-divergence` against the F32 base as
+#      llama-perplexity --kl-divergence reports it, and the base files
+#      (--kl-divergence-base) read across: each tool reads the other's.
 # Models: llama with K-quant rows and 8 layers (tied), llama with rows that
 # are not multiples of 256 (32-block fallbacks), qwen3moe (one row of sums
 # and one count per expert), qwen35 (Gated DeltaNet layers), lfm2 (short
@@ -196,6 +199,33 @@ for q in k256-q4_k_m k256-q4_k_m-imatrix k256-q4_0-imatrix; do
       else printf "%s %s %s (llama-perplexity %s); ", q, $1, $2, $4 }
     END { print ""; exit bad }' || fail "$q: KL divergence statistics differ from llama-perplexity's"
 done
+# The base files cross over: ggtrain reads llama-perplexity's base.kld (its
+# tokens and 16-bit log-probabilities), and llama-perplexity reads the one
+# ggtrain writes (the same header and tokens byte for byte; the rows differ
+# where float noise moves a step); each side's statistics within the limit
+# above of the other's.
+within() { # OURS.log THEIRS.log WHAT
+  paste <(stats <"$1") <(stats <"$2") | awk -F'\t' -v w="$3" '
+    { d = $2 - $4; if (d < 0) d = -d; m = ($4 < 0 ? -$4 : $4)
+      if (!($2 == $2 + 0 && $4 == $4 + 0) || d > 0.01 * m && d > 1e-4) { print w ": " $1 " " $2 " against " $4 > "/dev/stderr"; bad = 1 } }
+    END { exit bad || NR != 8 }'
+}
+"$GGTRAIN" eval -m k256-q4_k_m.gguf --kl-divergence base.kld --cache-type f32 -t 2 >ours-from-theirs.log ||
+  { cat ours-from-theirs.log >&2; fail "ggtrain eval --kl-divergence base.kld failed"; }
+within ours-from-theirs.log theirs-k256-q4_k_m-kld.log "ggtrain on llama-perplexity's base file" ||
+  fail "ggtrain's statistics on llama-perplexity's base file differ from llama-perplexity's"
+"$GGTRAIN" eval -m k256/weights/latest --text calib.txt -c 64 --cache-type f32 -t 2 --kl-divergence-base ours.kld \
+  >/dev/null || fail "ggtrain eval --kl-divergence-base failed"
+header=$((20 + 4 * 64 * $(( $(od -An -t d4 -j 16 -N 4 ours.kld) ))))
+cmp -n "$header" ours.kld base.kld || fail "ggtrain's base file header or tokens differ from llama-perplexity's"
+for try in 1 2 3; do
+  "${LLAMA_PPL[@]}" -m k256-q4_k_m.gguf --kl-divergence-base ours.kld --kl-divergence >theirs-from-ours.log 2>&1 ||
+    { tail -20 theirs-from-ours.log >&2; fail "llama-perplexity on ggtrain's base file failed"; }
+  [[ $(stats <theirs-from-ours.log | wc -l) -eq 8 ]] && break
+done
+within ours-k256-q4_k_m-kld.log theirs-from-ours.log "llama-perplexity on ggtrain's base file" ||
+  fail "llama-perplexity's statistics on ggtrain's base file differ from ggtrain's"
+echo "base files: ggtrain reads llama-perplexity's and llama-perplexity reads ggtrain's (same header and tokens), statistics within the limit"
 # Control: the two Q4_K_M files (with and without the matrix) must be told
 # apart: their mean KLDs differ by more than the limit.
 paste <(stats <ours-k256-q4_k_m-kld.log) <(stats <theirs-k256-q4_k_m-imatrix-kld.log) |

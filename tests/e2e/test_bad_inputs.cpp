@@ -25,6 +25,7 @@
 #include "corpus/token_file.h"
 #include "gguf/reader.h"
 #include "gguf/writer.h"
+#include "model/config.h"
 #include "quant/gguf_floats.h"
 #include "quant/importance_matrix.h"
 #include "support/cli_runner.h"
@@ -476,6 +477,31 @@ std::vector<Case> cases() {
                  return A{e.bin(), "imatrix", "-m", train::weights_path(e.base_run(), 2), "-f", e.corpus(), "-c", "8"};
                },
                {"-c 8 is too short", "at least 16 tokens"}});
+  c.push_back({"kl_base_file_truncated",
+               "`eval --kl-divergence BASE.kld` with a llama-perplexity base file cut short",
+               [](Env& e) {
+                 const std::string m = train::weights_path(e.base_run(), 2);
+                 const int32_t header[3] = {8, int32_t(model::config_from_gguf(gguf::GgufFile(m)).vocab), 2};
+                 std::ofstream out(e.t("cut.kld"), std::ios::binary);
+                 out.write("_logits_", 8);
+                 out.write(reinterpret_cast<const char*>(header), sizeof header);
+                 out.write(std::string(100, '\0').data(), 100);
+                 out.close();
+                 return A{e.bin(), "eval", "-m", m, "--kl-divergence", e.t("cut.kld")};
+               },
+               {"cut.kld", "bytes where its header", "cut"}});
+  c.push_back({"kl_base_file_other_vocabulary",
+               "`eval --kl-divergence BASE.kld` whose base has another vocabulary than the model",
+               [](Env& e) {
+                 const int32_t header[3] = {8, 7, 2};
+                 std::ofstream out(e.t("other.kld"), std::ios::binary);
+                 out.write("_logits_", 8);
+                 out.write(reinterpret_cast<const char*>(header), sizeof header);
+                 out.close();
+                 return A{e.bin(),           "eval",          "-m", train::weights_path(e.base_run(), 2),
+                          "--kl-divergence", e.t("other.kld")};
+               },
+               {"other.kld", "vocabulary of 7 tokens", "its own base"}});
   c.push_back({"imatrix_combine_other_models",
                "`imatrix --in-file A --in-file B` where B's entries have another shape (another model's)",
                [](Env& e) {
