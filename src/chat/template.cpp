@@ -328,12 +328,17 @@ void render_chatml(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (gen) add(o, "<|im_start|>assistant\n", false);
 }
 
+// A llama3 turn's header.
+std::string llama3_header(std::string_view role) {
+  return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
+}
+
 void render_llama3(std::vector<Span>& o, const Conversation& c, bool gen) {
   for (const Message& m : c) {
-    add(o, "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n", false);
+    add(o, llama3_header(m.role), false);
     add(o, trim(m.content) + "<|eot_id|>", m.role == "assistant");
   }
-  if (gen) add(o, "<|start_header_id|>assistant<|end_header_id|>\n\n", false);
+  if (gen) add(o, llama3_header("assistant"), false);
 }
 
 void render_llama2(std::vector<Span>& o, const Conversation& c) {
@@ -498,10 +503,6 @@ constexpr std::string_view kLlama31ToolsIntro =
     "Given the following functions, please respond with a JSON for a function call with its proper arguments that "
     "best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": dictionary "
     "of argument name and its value}.Do not use variables.\n\n";
-
-std::string llama3_header(std::string_view role) {
-  return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
-}
 
 // Llama 3.1's own template with its defaults (tools in the first user turn,
 // "Today Date: 26 Jul 2024", no built-in tools): a system turn always, then

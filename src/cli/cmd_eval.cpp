@@ -57,7 +57,7 @@ infer::PerplexityResult text_scores(const tokenizer::Tokenizer& tok, infer::Deco
   if (n_tokens) *n_tokens = tokens.size();
   const auto token_bytes = tok.token_byte_lengths();
   auto r = infer::perplexity(
-      dec, tokens, ctx, tok.add_bos() ? tok.bos_id() : -1,
+      dec, tokens, ctx, chunk_bos(tok),
       [&](int64_t c, double ppl) {
         if (progress) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
       },
@@ -97,11 +97,12 @@ int eval_kl_divergence(InferenceModel& m, const InferenceOptions& o, const std::
   InferenceModel base(base_options);
   const auto tokens = text_file_tokens(m.tokenizer, path);
   const bool progress = ::isatty(2);
-  const auto k = eval::kl_divergence(
-      m.decoder, base.decoder, tokens, m.decoder.n_ctx(), m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1, 0,
-      [&](int64_t c, const eval::KlDivergence& sums) {
-        if (progress) fmt::print(stderr, "\rchunk {}: mean KLD {:.6f}", c + 1, sums.sum_kld / double(sums.count));
-      });
+  const auto k = eval::kl_divergence(m.decoder, base.decoder, tokens, m.decoder.n_ctx(), chunk_bos(m.tokenizer), 0,
+                                     [&](int64_t c, const eval::KlDivergence& sums) {
+                                       if (progress)
+                                         fmt::print(stderr, "\rchunk {}: mean KLD {:.6f}", c + 1,
+                                                    sums.sum_kld / double(sums.count));
+                                     });
   if (progress) fmt::print(stderr, "\n");
   return print_kl_divergence(k, fmt::format("{} against {} on {}: {} chunks of {} tokens", o.model, base_path, path,
                                             k.chunks, m.decoder.n_ctx()));
@@ -110,7 +111,7 @@ int eval_kl_divergence(InferenceModel& m, const InferenceOptions& o, const std::
 // --kl-divergence BASE.kld: the model against llama-perplexity's base file
 // (its tokens and context).
 int eval_kl_divergence_file(InferenceModel& m, const InferenceOptions& o, const std::string& base_path) {
-  const auto k = eval::kl_divergence_from_base(m.decoder, base_path, m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1);
+  const auto k = eval::kl_divergence_from_base(m.decoder, base_path, chunk_bos(m.tokenizer));
   return print_kl_divergence(k, fmt::format("{} against the base file {}: {} chunks", o.model, base_path, k.chunks));
 }
 
@@ -291,7 +292,7 @@ Runner add_eval_command(CLI::App& app) {
     if (!o->kl_base.empty()) return eval_kl_divergence(m, o->model, o->kl_base, o->text);
     if (!o->kl_base_out.empty()) {
       eval::write_kl_divergence_base(m.decoder, text_file_tokens(m.tokenizer, o->text), m.decoder.n_ctx(),
-                                     m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1, 0, o->kl_base_out);
+                                     chunk_bos(m.tokenizer), 0, o->kl_base_out);
       fmt::print("wrote {}: the log-probabilities of {} on {} in chunks of {} tokens, as llama-perplexity "
                  "--kl-divergence-base writes them\n",
                  o->kl_base_out, o->model.model, o->text, m.decoder.n_ctx());

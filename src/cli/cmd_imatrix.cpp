@@ -77,11 +77,11 @@ Runner add_imatrix_command(CLI::App& app) {
       tokens = text_file_tokens(m.tokenizer, o->text);
     }
     const bool progress = ::isatty(2);
-    const auto r =
-        infer::collect_imatrix(m.decoder, tokens, o->model.ctx, m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1,
-                               o->chunks, o->process_output, o->text, [&](int64_t c, double ppl) {
-                                 if (progress) fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
-                               });
+    const auto r = infer::collect_imatrix(m.decoder, tokens, o->model.ctx, chunk_bos(m.tokenizer), o->chunks,
+                                          o->process_output, o->text, [&](int64_t c, double ppl) {
+                                            if (progress)
+                                              fmt::print(stderr, "\rchunk {}: perplexity {:.4f}", c + 1, ppl);
+                                          });
     if (progress) fmt::print(stderr, "\n");
     quant::write_importance_matrix(r.matrix, o->out);
     fmt::print("wrote {}: {} matrices over {} chunks of {} tokens; perplexity {:.4f}\n", o->out,

@@ -1,7 +1,6 @@
 #include <fmt/core.h>
 #include <signal.h>
 
-#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>

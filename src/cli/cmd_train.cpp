@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/config_options.h"
 #include "cli/inference_model.h"
+#include "corpus/prepare/manifest.h"
 #include "corpus/token_file.h"
 #include "dashboard/dashboard.h"
 #include "gguf/reader.h"
@@ -35,19 +35,6 @@ struct Opts {
   int64_t stop_at = 0;
 };
 
-// What a finished run wrote and the commands a user runs next.
-// RUN/data's validation shards (val-NNNNN.tok), in order.
-std::vector<std::string> validation_shards(const std::string& run_dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(run_dir + "/data", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("val-", 0) == 0 && name.size() == 13 && name.ends_with(".tok")) out.push_back(e.path().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // checkpoint.imatrix: llama-imatrix's statistics of the final weights (a
 // LoRA run's adapter applied to its base) over the validation tokens, in
 // chunks of 512 tokens or the model's context if shorter, at most
@@ -55,7 +42,8 @@ std::vector<std::string> validation_shards(const std::string& run_dir) {
 // imatrix files are usually made from; more costs time and changes little).
 constexpr int64_t kImatrixChunks = 200;
 void write_run_imatrix(const std::string& run_dir, const train::RunConfig& c, const train::TrainSummary& sum) {
-  const auto shards = validation_shards(run_dir);
+  const auto manifest = corpus::read_manifest(run_dir + "/data");
+  const auto shards = manifest ? manifest->val_paths(run_dir + "/data") : std::vector<std::string>{};
   if (shards.empty()) {
     fmt::print(stderr,
                "warning: checkpoint.imatrix: {}/data holds no validation tokens (data.val_fraction = 0?); "
@@ -72,14 +60,15 @@ void write_run_imatrix(const std::string& run_dir, const train::RunConfig& c, co
   if (lora) io.lora.path = sum.final_weights;
   io.ctx = std::min<int64_t>(512, model::config_from_gguf(gguf::GgufFile(io.model)).ctx);
   InferenceModel m(io);
-  const auto r = infer::collect_imatrix(m.decoder, tokens, io.ctx, m.tokenizer.add_bos() ? m.tokenizer.bos_id() : -1,
-                                        kImatrixChunks, false, val.describe(), {});
+  const auto r = infer::collect_imatrix(m.decoder, tokens, io.ctx, chunk_bos(m.tokenizer), kImatrixChunks, false,
+                                        val.describe(), {});
   const std::string out = run_dir + "/imatrix.gguf";
   quant::write_importance_matrix(r.matrix, out);
   fmt::print("wrote {}: {} matrices over {} chunks of {} validation tokens (export --imatrix {})\n", out,
              r.matrix.entries.size(), r.matrix.chunk_count, r.matrix.chunk_size, out);
 }
 
+// What a finished run wrote and the commands a user runs next.
 void print_outcome(const train::TrainSummary& sum, const Opts& o, const train::RunConfig& c) {
   const bool lora = c.train.lora.rank > 0, chat = c.data.format != train::DataFormat::kText;
   const std::string val = std::isfinite(sum.last_val_loss) ? fmt::format("{:.4f}", sum.last_val_loss) : "n/a";

@@ -44,6 +44,8 @@ void check_is_text(const std::string& text, const std::string& path) {
 
 }  // namespace
 
+int32_t chunk_bos(const tokenizer::Tokenizer& tok) { return tok.add_bos() ? tok.bos_id() : -1; }
+
 std::vector<int32_t> text_file_tokens(const tokenizer::Tokenizer& tok, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot read", path);

@@ -48,10 +48,11 @@ int64_t index_in(const std::map<std::string, std::string>& q, const char* key, i
   return v < limit ? v : -1;
 }
 
-std::string records_array(const std::string& dir, int64_t from, int64_t* next, int64_t* skipped) {
+// At most `max` records from byte `from` on, as a JSON array.
+std::string records_array(const std::string& dir, int64_t from, int64_t max, int64_t* next, int64_t* skipped) {
   std::string out = "[";
   bool first = true;
-  for (const std::string& r : read_records(dir, from, kMaxRecordsPerAnswer, next, skipped)) {
+  for (const std::string& r : read_records(dir, from, max, next, skipped)) {
     if (!first) out += ",";
     out += r;
     first = false;
@@ -98,7 +99,7 @@ Response Dashboard::handle(const Request& r) const {
     const int64_t from = index_in(r.query, "from", INT64_MAX);
     if (run < 0 || from < 0) return {400, "text/plain; charset=utf-8", "records: give run=INDEX&from=OFFSET\n"};
     int64_t next = from, skipped = 0;
-    const std::string records = records_array(dirs_[size_t(run)], from, &next, &skipped);
+    const std::string records = records_array(dirs_[size_t(run)], from, kMaxRecordsPerAnswer, &next, &skipped);
     return {200, "application/json; charset=utf-8",
             "{\"records\":" + records + ",\"next\":" + std::to_string(next) +
                 ",\"skipped\":" + std::to_string(skipped) + "}"};
@@ -112,16 +113,9 @@ std::string report_html(const std::vector<std::string>& run_dirs) {
   for (size_t i = 0; i < run_dirs.size(); ++i) {
     check_run_folder(run_dirs[i]);
     runs.push_back(summary_json(read_run_summary(run_dirs[i])));
-    int64_t next = 0, skipped = 0, from = 0;
-    std::string all = "[";
+    int64_t next = 0, skipped = 0;
     // Every record: the report is the whole run.
-    for (;;) {
-      std::string part = records_array(run_dirs[i], from, &next, &skipped);
-      if (part == "[]") break;
-      all += (all.size() > 1 ? "," : "") + part.substr(1, part.size() - 2);
-      from = next;
-    }
-    records += (i ? "," : "") + all + "]";
+    records += (i ? "," : "") + records_array(run_dirs[i], 0, INT64_MAX, &next, &skipped);
   }
   records += "]";
   const std::string data = "window.GGTRAIN_DATA = {\"written\": " + dump(now_text()) +

@@ -139,11 +139,12 @@ void base_rows(infer::Decoder& base, const std::vector<int32_t>& window, std::ve
   for (int64_t i = first; i < n_ctx - 1; ++i) encode_base(base.logits() + i * V, V, rows[size_t(i - first)]);
 }
 
-// The model over every chunk, against the base rows `rows_of(c, window)` gives.
-KlDivergence score_chunks(
-    infer::Decoder& model, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos, int64_t chunks,
-    const std::function<void(int64_t, const std::vector<int32_t>&, std::vector<BaseRow>&)>& rows_of,
-    const std::function<void(int64_t, const KlDivergence&)>& on_chunk) {
+// The model over every chunk, against the base rows `rows_of(window)` gives
+// (called once per chunk, in order).
+KlDivergence score_chunks(infer::Decoder& model, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
+                          int64_t chunks,
+                          const std::function<void(const std::vector<int32_t>&, std::vector<BaseRow>&)>& rows_of,
+                          const std::function<void(int64_t, const KlDivergence&)>& on_chunk) {
   const int64_t V = model.config().vocab, first = n_ctx / 2;
   KlDivergence k;
   k.chunks = chunks;
@@ -151,7 +152,7 @@ KlDivergence score_chunks(
   std::vector<BaseRow> rows;
   for (int64_t c = 0; c < chunks; ++c) {
     chunk_window(tokens, c, n_ctx, bos, window);
-    rows_of(c, window, rows);
+    rows_of(window, rows);
     model.reset();
     model.eval(window.data(), n_ctx, true);
     for (int64_t i = first; i < n_ctx - 1; ++i) {
@@ -194,8 +195,7 @@ KlDivergence kl_divergence(infer::Decoder& model, infer::Decoder& base, const st
   check_lengths(tokens, n_ctx, std::min(model.n_ctx(), base.n_ctx()));
   return score_chunks(
       model, tokens, n_ctx, bos, chunk_count(tokens, n_ctx, max_chunks),
-      [&](int64_t, const std::vector<int32_t>& window, std::vector<BaseRow>& rows) { base_rows(base, window, rows); },
-      on_chunk);
+      [&](const std::vector<int32_t>& window, std::vector<BaseRow>& rows) { base_rows(base, window, rows); }, on_chunk);
 }
 
 void write_kl_divergence_base(infer::Decoder& base, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
@@ -271,8 +271,8 @@ KlDivergence kl_divergence_from_base(infer::Decoder& model, const std::string& p
   const int64_t chunks = max_chunks > 0 ? std::min<int64_t>(chunks32, max_chunks) : chunks32;
   return score_chunks(
       model, tokens, n_ctx, bos, chunks,
-      [&](int64_t, const std::vector<int32_t>&, std::vector<BaseRow>& out) {
-        // Chunks are read in order: each one's rows follow the last's.
+      [&](const std::vector<int32_t>&, std::vector<BaseRow>& out) {
+        // Chunks come in order: each one's rows follow the last's.
         out.resize(size_t(rows));
         for (BaseRow& r : out) {
           if (!in.read(reinterpret_cast<char*>(packed.data()), std::streamsize(packed.size() * 2)))
