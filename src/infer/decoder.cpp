@@ -35,7 +35,7 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
     : cfg_(model::config_from_gguf(f)),
       n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx),
       threads_(omp_get_max_threads()),
-      cache_(cache, attending_layers(cfg_), n_ctx_, decode_shape()) {
+      cache_type_(cache) {
   // Every tensor the model reads must have the shape its config implies: a
   // hostile file's smaller matrix would otherwise be read past its end.
   const model::ParamLayout layout(cfg_);
@@ -56,10 +56,7 @@ Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cach
 
 Decoder::Decoder(const model::Config& cfg, const float* params, const model::QuantizedBase* quantized, int64_t n_ctx,
                  kernels::CacheType cache)
-    : cfg_(cfg),
-      n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx),
-      threads_(omp_get_max_threads()),
-      cache_(cache, attending_layers(cfg_), n_ctx_, decode_shape()) {
+    : cfg_(cfg), n_ctx_(n_ctx > 0 ? n_ctx : cfg.ctx), threads_(omp_get_max_threads()), cache_type_(cache) {
   if (cfg.donor_dim > 0) fail("decoder: a model with a donor lens runs folded (model::fold_donor_model)");
   const model::ParamLayout layout(cfg, quantized ? quantized->names() : std::set<std::string>{});
   auto at = [&](const std::string& name) { return params + layout.get(name).offset; };
@@ -114,8 +111,6 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
       layers_.back().conv_in = mat(model::kConvInProj);
       layers_.back().conv_out = mat(model::kConvOutProj);
       layers_.back().conv_kernel = vec(n(model::kShortConvKernel));
-      conv_history_.resize(size_t(cfg_.n_layers));
-      conv_history_[size_t(l)].resize(size_t(n_ctx_ * cfg_.d_model));
       bcx_.resize(size_t(n_ctx_ * 3 * cfg_.d_model));
       continue;  // no attention tensors
     }
@@ -131,10 +126,6 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
       G.ssm_a = vec(model::ssm_a_name(l));
       G.ssm_norm = vec(n("ssm_norm"));
       const kernels::GdnShape s = gdn_shape();
-      gdn_state_.resize(size_t(cfg_.n_layers));
-      gdn_conv_state_.resize(size_t(cfg_.n_layers));
-      gdn_state_[size_t(l)].assign(size_t(s.n_v_heads * s.d * s.d), 0.0f);
-      gdn_conv_state_[size_t(l)].assign(size_t((s.taps - 1) * s.conv_dim()), 0.0f);
       gdn_window_.resize(size_t((s.taps - 1 + n_ctx_) * s.conv_dim()));
       for (auto* b : {&gdn_z_, &gdn_y_}) b->resize(size_t(n_ctx_ * s.value_dim()));
       for (auto* b : {&gdn_b_, &gdn_alpha_}) b->resize(size_t(n_ctx_ * s.n_v_heads));
@@ -192,10 +183,58 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
   flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
   decode_scratch_.resize(
       size_t(kernels::attention_decode_scratch(decode_shape(), kernels::cache_positions(n_ctx_), threads_)));
+  batch_scratch_.resize(
+      size_t(threads_ * kernels::attention_decode_scratch(decode_shape(), kernels::cache_positions(n_ctx_), 1)));
   // One row: generation reads the last position's logits only. eval(...,
   // all_logits) grows it to its rows (perplexity, scoring); sized for the
   // whole context up front it held 4096 x 262144 floats (4 GiB) for Gemma 3.
   logits_.resize(size_t(cfg_.vocab));
+  seqs_.push_back(make_sequence());
+}
+
+Decoder::Sequence Decoder::make_sequence() const {
+  Sequence q{KvCache(cache_type_, attending_layers(cfg_), n_ctx_, decode_shape())};
+  const kernels::GdnShape s = gdn_shape();
+  for (int64_t l = 0; l < cfg_.n_layers; ++l) {
+    if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
+      q.conv_history.resize(size_t(cfg_.n_layers));
+      q.conv_history[size_t(l)].resize(size_t(n_ctx_ * cfg_.d_model));
+    }
+    if (cfg_.mixer(l) == model::Config::Mixer::kGatedDeltaNet) {
+      q.gdn_state.resize(size_t(cfg_.n_layers));
+      q.gdn_conv_state.resize(size_t(cfg_.n_layers));
+      q.gdn_state[size_t(l)].assign(size_t(s.n_v_heads * s.d * s.d), 0.0f);
+      q.gdn_conv_state[size_t(l)].assign(size_t((s.taps - 1) * s.conv_dim()), 0.0f);
+    }
+  }
+  return q;
+}
+
+const Decoder::Sequence& Decoder::sequence(int64_t seq) const {
+  if (seq < 0 || seq >= sequences()) fail("decoder: sequence {} of {}", seq, sequences());
+  return seqs_[size_t(seq)];
+}
+
+void Decoder::set_sequences(int64_t n) {
+  if (n < 1) fail("decoder: {} sequences", n);
+  if (n < sequences()) seqs_.resize(size_t(n), make_sequence());
+  while (sequences() < n) seqs_.push_back(make_sequence());
+}
+
+void Decoder::copy_sequence(int64_t from, int64_t to) {
+  sequence(to);
+  if (from == to) return;
+  if (from == 0) restore_recurrent_state();
+  const Sequence& src = sequence(from);
+  Sequence& dst = seqs_[size_t(to)];
+  const int64_t n = src.cache.size();
+  dst.cache.copy_prefix(src.cache, n);
+  for (size_t l = 0; l < src.conv_history.size(); ++l)  // empty for the other layers
+    if (!src.conv_history[l].empty())
+      std::copy_n(src.conv_history[l].begin(), n * cfg_.d_model, dst.conv_history[l].begin());
+  dst.gdn_state = src.gdn_state;
+  dst.gdn_conv_state = src.gdn_conv_state;
+  dst.gdn_position = src.gdn_position;
 }
 
 void Decoder::add_lora(const model::LoraAdapter& adapter_in, double user_scale) {
@@ -242,25 +281,27 @@ kernels::AttnShape Decoder::flash_shape(int64_t n) const {
   return {1, n, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
 }
 
-// Causal attention of the n new queries against the cache. A prompt into an
-// empty cache is the training forward's causal attention: its tiled flash
-// kernel, over this batch's keys and values (already rounded as the cache
-// holds them). Otherwise (decode, or a prompt after a kept prefix) the
-// cache's own kernel.
+// Causal attention of a segment's queries against its sequence's cache. A
+// prompt into an empty cache is the training forward's causal attention:
+// its tiled flash kernel, over this batch's keys and values (already
+// rounded as the cache holds them). Otherwise (decode, or a prompt after a
+// kept prefix) the cache's own kernel.
 // A local layer sees the last sliding_window positions: the flash kernel
 // through per-position first keys, the cache's through its window.
-void Decoder::attention(int64_t l, int64_t n) {
+void Decoder::attention(int64_t l, const Segment& s, float* scratch, int64_t threads) {
   const bool local = cfg_.is_local_layer(l);
-  const int64_t pos = position();  // of the first of the n tokens (not yet appended)
-  if (pos == 0 && n >= kFlashPrompt) {
-    kernels::AttnShape shape = flash_shape(n);
+  const int64_t qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
+  float* out = att_out_.data() + s.row * qd;
+  const float* q = q_.data() + s.row * qd;
+  if (s.pos == 0 && s.n >= kFlashPrompt) {
+    kernels::AttnShape shape = flash_shape(s.n);
     if (local) shape.doc_start = window_start_.data();
-    kernels::attention_forward(att_out_.data(), lse_.data(), flash_scratch_.data(), q_.data(), k_.data(), v_.data(),
-                               shape);
+    kernels::attention_forward(out, lse_.data() + s.row * cfg_.n_heads, flash_scratch_.data(), q,
+                               k_.data() + s.row * kvd, v_.data() + s.row * kvd, shape);
     return;
   }
-  kernels::attention_decode(att_out_.data(), q_.data(), cache_.layer(l), decode_shape(local ? cfg_.sliding_window : 0),
-                            pos, n, decode_scratch_.data(), threads_);
+  kernels::attention_decode(out, q, seqs_[size_t(s.seq)].cache.layer(l), decode_shape(local ? cfg_.sliding_window : 0),
+                            s.pos, s.n, scratch, threads);
 }
 
 void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
@@ -271,13 +312,11 @@ void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
 
 void Decoder::attention_mixer(int64_t l, int64_t n) {
   const Layer& L = layers_[size_t(l)];
-  const int64_t pos = position(), hd = cfg_.d_head();
+  const int64_t hd = cfg_.d_head(), qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
   const float eps = float(cfg_.rms_eps);
   const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
   const bool local = cfg_.is_local_layer(l);
   const int64_t n_rot = cfg_.n_rot();
-  const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + pos * n_rot / 2;
-  const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + pos * n_rot / 2;
   const bool gated = cfg_.architecture().attn_output_gate;
   if (gated) {  // attn_q yields per head [query | gate]
     project(L.wq, h_.data(), q_full_.data(), n);
@@ -298,12 +337,24 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
     kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, qn, eps);
     kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, kn, eps);
   }
-  if (cfg_.uses_rope(l)) {
-    kernels::rope_forward(q_.data(), cs, sn, 1, n, cfg_.n_heads, hd, halves, n_rot);
-    kernels::rope_forward(k_.data(), cs, sn, 1, n, cfg_.n_kv_heads, hd, halves, n_rot);
+  for (const Segment& s : segments_) {
+    float *q = q_.data() + s.row * qd, *k = k_.data() + s.row * kvd, *v = v_.data() + s.row * kvd;
+    if (cfg_.uses_rope(l)) {
+      const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + s.pos * n_rot / 2;
+      const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + s.pos * n_rot / 2;
+      kernels::rope_forward(q, cs, sn, 1, s.n, cfg_.n_heads, hd, halves, n_rot);
+      kernels::rope_forward(k, cs, sn, 1, s.n, cfg_.n_kv_heads, hd, halves, n_rot);
+    }
+    seqs_[size_t(s.seq)].cache.store(l, k, v, s.pos, s.n);
   }
-  cache_.store(l, k_.data(), v_.data(), pos, n);
-  attention(l, n);
+  if (segments_.size() == 1) {
+    attention(l, segments_[0], decode_scratch_.data(), threads_);
+  } else {  // one token of each sequence: a thread per sequence
+    const int64_t per_thread = int64_t(batch_scratch_.size()) / threads_;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(int(threads_))
+    for (size_t j = 0; j < segments_.size(); ++j)
+      attention(l, segments_[j], batch_scratch_.data() + omp_get_thread_num() * per_thread, 1);
+  }
   if (gated) model::apply_output_gate(att_out_.data(), att_out_.data(), attn_gate_.data(), n * cfg_.q_dim());
   project(L.wo, att_out_.data(), tmp_.data(), n);
 }
@@ -312,31 +363,40 @@ void Decoder::attention_mixer(int64_t l, int64_t n) {
 // layer's history (zeros before position 0), as llama.cpp's conv state.
 void Decoder::conv_mixer(int64_t l, int64_t n) {
   const Layer& L = layers_[size_t(l)];
-  const int64_t pos = position();
+  const int64_t C = cfg_.d_model;
   project(L.conv_in, h_.data(), bcx_.data(), n);
-  const kernels::ShortConvShape shape{1, pos + n, cfg_.d_model, cfg_.shortconv_l_cache, nullptr, pos};
-  float* no_v = nullptr;  // y goes to h_, free once in_proj has read it
-  kernels::short_conv_forward(h_.data(), no_v, conv_history_[size_t(l)].data(), bcx_.data(), L.conv_kernel.data(),
-                              shape);
+  for (const Segment& s : segments_) {
+    const kernels::ShortConvShape shape{1, s.pos + s.n, C, cfg_.shortconv_l_cache, nullptr, s.pos};
+    float* no_v = nullptr;  // y goes to h_, free once in_proj has read it
+    kernels::short_conv_forward(h_.data() + s.row * C, no_v, seqs_[size_t(s.seq)].conv_history[size_t(l)].data(),
+                                bcx_.data() + s.row * 3 * C, L.conv_kernel.data(), shape);
+  }
   project(L.conv_out, h_.data(), tmp_.data(), n);
 }
 
 // The convolution reads the taps - 1 positions before each new one: the
-// layer's conv state, then this batch's rows, in one window.
+// sequence's conv state, then the segment's rows, in one window. Row r's
+// inputs sit at window row kept + r, so a segment's conv state goes just
+// before its first row, over rows of the segment before it, which is done
+// by then (segments run in order).
 void Decoder::gdn_mixer(int64_t l, int64_t n) {
   const Layer& L = layers_[size_t(l)];
   const kernels::GdnShape s = gdn_shape();
-  const int64_t CD = s.conv_dim(), kept = s.taps - 1;
-  std::vector<float>& conv_state = gdn_conv_state_[size_t(l)];
-  std::copy(conv_state.begin(), conv_state.end(), gdn_window_.begin());
+  const int64_t CD = s.conv_dim(), VD = s.value_dim(), H = s.n_v_heads, kept = s.taps - 1;
   project(L.gdn_qkv, h_.data(), gdn_window_.data() + kept * CD, n);
   project(L.gdn_gate, h_.data(), gdn_z_.data(), n);
   project(L.ssm_beta, h_.data(), gdn_b_.data(), n);
   project(L.ssm_alpha, h_.data(), gdn_alpha_.data(), n);
-  kernels::gdn_decode(gdn_y_.data(), gdn_state_[size_t(l)].data(), gdn_window_.data(), gdn_z_.data(), gdn_b_.data(),
-                      gdn_alpha_.data(), L.ssm_conv.data(), L.ssm_dt.data(), L.ssm_a.data(), L.ssm_norm.data(), s, kept,
-                      n);
-  std::copy_n(gdn_window_.data() + n * CD, kept * CD, conv_state.begin());
+  for (const Segment& g : segments_) {
+    Sequence& q = seqs_[size_t(g.seq)];
+    std::vector<float>& conv_state = q.gdn_conv_state[size_t(l)];
+    float* window = gdn_window_.data() + g.row * CD;
+    std::copy(conv_state.begin(), conv_state.end(), window);
+    kernels::gdn_decode(gdn_y_.data() + g.row * VD, q.gdn_state[size_t(l)].data(), window, gdn_z_.data() + g.row * VD,
+                        gdn_b_.data() + g.row * H, gdn_alpha_.data() + g.row * H, L.ssm_conv.data(), L.ssm_dt.data(),
+                        L.ssm_a.data(), L.ssm_norm.data(), s, kept, g.n);
+    std::copy_n(window + g.n * CD, kept * CD, conv_state.begin());
+  }
   project(L.ssm_out, gdn_y_.data(), tmp_.data(), n);
 }
 
@@ -404,15 +464,16 @@ void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
   }
 }
 
-void Decoder::truncate(int64_t pos) { cache_.truncate(pos < 0 ? 0 : pos); }
+void Decoder::truncate(int64_t pos) { seqs_[0].cache.truncate(pos < 0 ? 0 : pos); }
 
 void Decoder::restore_recurrent_state() {
-  if (gdn_state_.empty() || gdn_position_ == position()) return;
-  const std::vector<int32_t> prefix = cache_.tokens();
-  cache_.truncate(0);
-  for (auto& st : gdn_state_) std::fill(st.begin(), st.end(), 0.0f);
-  for (auto& st : gdn_conv_state_) std::fill(st.begin(), st.end(), 0.0f);
-  gdn_position_ = 0;
+  Sequence& q = seqs_[0];
+  if (q.gdn_state.empty() || q.gdn_position == position()) return;
+  const std::vector<int32_t> prefix = q.cache.tokens();
+  q.cache.truncate(0);
+  for (auto& st : q.gdn_state) std::fill(st.begin(), st.end(), 0.0f);
+  for (auto& st : q.gdn_conv_state) std::fill(st.begin(), st.end(), 0.0f);
+  q.gdn_position = 0;
   if (!prefix.empty()) eval(prefix.data(), int64_t(prefix.size()), false);
 }
 
@@ -454,6 +515,27 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   restore_recurrent_state();
   const int64_t pos = position();
   if (pos + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos, n_ctx_);
+  segments_.assign(1, {0, 0, n, pos});
+  run(tokens, n, all_logits ? 0 : n - 1);
+}
+
+void Decoder::eval_batch(const int32_t* tokens, const int64_t* seq, int64_t n) {
+  if (n <= 0) fail("decoder: nothing to evaluate");
+  if (n > n_ctx_) fail("decoder: a batch of {} sequences exceeds the context of {}", n, n_ctx_);
+  std::vector<bool> seen(seqs_.size());
+  for (int64_t i = 0; i < n; ++i) {
+    sequence(seq[i]);
+    if (seen[size_t(seq[i])]) fail("decoder: sequence {} twice in one batch", seq[i]);
+    seen[size_t(seq[i])] = true;
+    if (seq[i] == 0) restore_recurrent_state();
+    if (position(seq[i]) >= n_ctx_) fail("decoder: sequence {} holds the context of {}", seq[i], n_ctx_);
+  }
+  segments_.clear();
+  for (int64_t i = 0; i < n; ++i) segments_.push_back({seq[i], i, 1, position(seq[i])});
+  run(tokens, n, 0);
+}
+
+void Decoder::run(const int32_t* tokens, int64_t n, int64_t first_logit) {
   const int64_t C = cfg_.d_model;
   const float eps = float(cfg_.rms_eps);
   for (int64_t i = 0; i < n; ++i)
@@ -477,12 +559,15 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     if (L.ffn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     else add_post_normed(L.ffn_post_norm, n);
   }
-  const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
+  const int64_t rows = n - first_logit;
   if (logits_.size() < size_t(rows * cfg_.vocab)) logits_.resize(size_t(rows * cfg_.vocab));
-  kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first * C, output_norm_.data(), rows, C, eps);
+  kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data() + first_logit * C, output_norm_.data(), rows, C, eps);
   project(output_, h_.data(), logits_.data(), rows);
-  cache_.append(tokens, n);
-  gdn_position_ = position();
+  for (const Segment& s : segments_) {
+    Sequence& q = seqs_[size_t(s.seq)];
+    q.cache.append(tokens + s.row, s.n);
+    q.gdn_position = q.cache.size();
+  }
 }
 
 }  // namespace ggtrain::infer

@@ -44,9 +44,11 @@ class Decoder {
 
   const model::Config& config() const { return cfg_; }
   int64_t n_ctx() const { return n_ctx_; }
-  // How many tokens the cache holds, and which (KvCache::tokens).
-  int64_t position() const { return cache_.size(); }
-  const std::vector<int32_t>& cached_tokens() const { return cache_.tokens(); }
+  // How many tokens sequence 0's cache holds, and which (KvCache::tokens).
+  // eval(), truncate() and reset() work on sequence 0.
+  int64_t position() const { return position(0); }
+  int64_t position(int64_t seq) const { return sequence(seq).cache.size(); }
+  const std::vector<int32_t>& cached_tokens() const { return seqs_[0].cache.tokens(); }
   void reset() { truncate(0); }
   // One throwaway batch of 16 tokens, then an empty cache: the weights are
   // paged in from the memory map and the GEMM kernels generated, so the
@@ -67,6 +69,20 @@ class Decoder {
   // until the next eval().
   void eval(const int32_t* tokens, int64_t n, bool all_logits);
   const float* logits() const { return logits_.data(); }
+
+  // Sequences decoded together (llama.cpp's seq_id): each keeps its own
+  // cache and recurrent state, and a batch of one new token per sequence
+  // multiplies every weight matrix once for all of them (a GEMM where one
+  // sequence at a time is a GEMV that reads every weight per token).
+  // Grows (or shrinks) to n sequences; new ones are empty.
+  void set_sequences(int64_t n);
+  int64_t sequences() const { return int64_t(seqs_.size()); }
+  // Sequence `to` holds what `from` holds (a group of replies to one
+  // prompt starts from the prompt's cache, computed once).
+  void copy_sequence(int64_t from, int64_t to);
+  // tokens[i] at the next position of sequence seq[i] (distinct), for i < n:
+  // logits() then holds n rows, row i sequence seq[i]'s next-token logits.
+  void eval_batch(const int32_t* tokens, const int64_t* seq, int64_t n);
 
   // The input rows of every weight-matrix product as eval() runs them
   // (llama-imatrix's collection point): the matrix's GGUF name, the expert
@@ -124,7 +140,35 @@ class Decoder {
     p.forward(y, {x, nullptr}, n);
   }
   void observe(const void* weight, const float* x, int64_t rows, int64_t cols) const;
-  void attention(int64_t l, int64_t n);
+  // What one eval() runs: rows [row, row + n) of the activations are
+  // sequence seq's positions pos.. (eval(): one segment; eval_batch(): one
+  // per sequence). Matrix products take every row at once; what reads a
+  // sequence's history (attention, convolutions, recurrent state) runs per
+  // segment.
+  struct Segment {
+    int64_t seq, row, n, pos;
+  };
+  // What a sequence keeps between evals.
+  struct Sequence {
+    KvCache cache;
+    // Short-convolution layers: each one's convolution input u for every
+    // cached position [n_ctx, C] (the state a position reads is the taps - 1
+    // rows before it, so a truncated cache needs nothing recomputed).
+    std::vector<std::vector<float>> conv_history = {};
+    // Gated DeltaNet layers: each one's rule state [value heads, d, d] and the
+    // convolution inputs of its last taps - 1 positions [taps - 1, conv_dim]
+    // (zeros before position 0), valid for gdn_position tokens.
+    std::vector<std::vector<float>> gdn_state = {}, gdn_conv_state = {};
+    int64_t gdn_position = 0;
+  };
+  Sequence make_sequence() const;
+  const Sequence& sequence(int64_t seq) const;
+  // The layers and the head's logits of the n rows in x_ as segments_ says
+  // (rows from `first_logit` on get logits), then each segment's tokens
+  // appended to its sequence.
+  void run(const int32_t* tokens, int64_t n, int64_t first_logit);
+  // Attention on `threads` threads with their scratch.
+  void attention(int64_t l, const Segment& s, float* scratch, int64_t threads);
   // Layer l's mixer on the n normed rows in h_, its output projection in tmp_.
   void attention_mixer(int64_t l, int64_t n);
   void conv_mixer(int64_t l, int64_t n);
@@ -149,7 +193,9 @@ class Decoder {
   model::Config cfg_;
   int64_t n_ctx_;
   int64_t threads_;  // the attention scratch is planned for this many
-  KvCache cache_;
+  kernels::CacheType cache_type_;
+  std::vector<Sequence> seqs_;
+  std::vector<Segment> segments_;
   nn::Embedding<float> token_embd_;
   nn::Linear<float> output_;  // the head (the embedding's matrix when tied)
   // Adapters added with add_lora, and each one's [n_ctx, rank] buffer of x A^T
@@ -166,19 +212,13 @@ class Decoder {
   std::vector<float> head_rstd_;  // [n_ctx * n_heads] the head norms' (qk_norm)
   std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
   std::vector<float> decode_scratch_;  // attention_decode's, for the others
-  // Short-convolution layers: each one's convolution input u for every
-  // cached position [n_ctx, C] (the state a position reads is the taps - 1
-  // rows before it, so a truncated cache needs nothing recomputed), and
-  // in_proj's output for a batch [n_ctx, 3C].
-  std::vector<std::vector<float>> conv_history_;
+  std::vector<float> batch_scratch_;  // attention_decode's on one thread, per thread (eval_batch)
+  // Short-convolution layers: in_proj's output for a batch [n_ctx, 3C].
   std::vector<float> bcx_;
-  // Gated DeltaNet layers: each one's rule state [value heads, d, d] and the
-  // convolution inputs of its last taps - 1 positions [taps - 1, conv_dim]
-  // (zeros before position 0), valid for gdn_position_ tokens; a batch's
-  // convolution window [taps - 1 + n_ctx, conv_dim], and its z [n_ctx,
-  // value_dim], b and alpha [n_ctx, value heads], output y [n_ctx, value_dim].
-  std::vector<std::vector<float>> gdn_state_, gdn_conv_state_;
-  int64_t gdn_position_ = 0;
+  // Gated DeltaNet layers: a batch's convolution window [taps - 1 + n_ctx,
+  // conv_dim] (a segment's rows preceded by its sequence's conv state), and
+  // its z [n_ctx, value_dim], b and alpha [n_ctx, value heads], output y
+  // [n_ctx, value_dim].
   std::vector<float> gdn_window_, gdn_z_, gdn_b_, gdn_alpha_, gdn_y_;
   // Gated attention (Architecture::attn_output_gate): attn_q's output
   // [n_ctx, 2 q_dim] and the gate [n_ctx, q_dim].

@@ -37,4 +37,14 @@ Generation generate(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
                     uint64_t seed, const std::vector<int32_t>& stop_tokens,
                     const std::function<void(int32_t)>& on_token = {}, const GenerateControl& control = {});
 
+// Replies to one prompt decoded together, one per seed: the prompt is
+// computed once into the decoder's sequence 0 (GenerateControl::reuse_cache
+// as for generate()) and copied to one sequence per reply; then each step
+// runs every unfinished reply's next token in one Decoder::eval_batch.
+// Reply i draws with seeds[i] and stops as generate() would; greedy
+// replies are generate()'s. The decoder keeps seeds.size() sequences.
+std::vector<Generation> generate_group(Decoder& dec, const std::vector<int32_t>& prompt, int64_t n,
+                                       const SamplerConfig& sampler, const std::vector<uint64_t>& seeds,
+                                       const std::vector<int32_t>& stop_tokens, const GenerateControl& control = {});
+
 }  // namespace ggtrain::infer

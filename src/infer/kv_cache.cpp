@@ -1,5 +1,7 @@
 #include "infer/kv_cache.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace ggtrain::infer {
@@ -29,6 +31,22 @@ kernels::KvLayerView KvCache::layer(int64_t l) const {
 
 void KvCache::store(int64_t l, float* k, float* v, int64_t pos, int64_t n) {
   kernels::store_kv(k_.data() + offset(l), v_.data() + offset(l), type_, n_ctx_, shape_, k, v, pos, n);
+}
+
+// Per layer and KV head, the key tiles holding positions [0, n) and the
+// value rows [0, n) are contiguous (kernels/attention_decode.h's layout).
+void KvCache::copy_prefix(const KvCache& src, int64_t n) {
+  if (src.type_ != type_ || src.slot_ != slot_ || src.n_ctx_ != n_ctx_ || src.layer_bytes_ != layer_bytes_)
+    fail("KV cache: copying a cache of another shape");
+  if (n < 0 || n > src.size()) fail("KV cache: copying {} of {} positions", n, src.size());
+  const int64_t element = type_ == kernels::CacheType::kF16 ? 2 : 4;
+  const int64_t hd = shape_.d_head, head_bytes = n_ctx_ * hd * element;
+  const int64_t key_bytes = (n + kernels::kKeyTile - 1) / kernels::kKeyTile * kernels::kKeyTile * hd * element;
+  for (int64_t at = 0; at < int64_t(k_.size()); at += head_bytes) {  // every layer's every KV head
+    std::copy_n(src.k_.begin() + at, key_bytes, k_.begin() + at);
+    std::copy_n(src.v_.begin() + at, n * hd * element, v_.begin() + at);
+  }
+  tokens_.assign(src.tokens_.begin(), src.tokens_.begin() + n);
 }
 
 kernels::CacheType cache_type_from_name(const std::string& name) {

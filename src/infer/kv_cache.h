@@ -32,6 +32,9 @@ class KvCache {
   int64_t size() const { return int64_t(tokens_.size()); }
   // Records ids stored at positions size().. (after every layer's store()).
   void append(const int32_t* ids, int64_t n) { tokens_.insert(tokens_.end(), ids, ids + n); }
+  // Holds src's first n positions (keys, values, ids) and nothing after:
+  // src must have this cache's type, layers and shape.
+  void copy_prefix(const KvCache& src, int64_t n);
   // Forgets every position from n on.
   void truncate(int64_t n) {
     if (n >= 0 && n < size()) tokens_.resize(size_t(n));

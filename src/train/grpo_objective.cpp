@@ -143,14 +143,17 @@ std::vector<Rollout> GrpoObjective::sample(const std::vector<Prompt>& prompts, i
   std::vector<Rollout> out;
   ctx_.with_decoder(T, [&](infer::Decoder& dec) {
     infer::GenerateControl keep_prompt;
-    keep_prompt.reuse_cache = true;  // the group's replies share their prompt's cache
+    keep_prompt.reuse_cache = true;  // consecutive prompts of a window share the template's start
     for (const Prompt& p : prompts) {
       // A row holds the prompt and the reply but the reply's last token.
       const int64_t room = std::min(g_.max_tokens, T + 1 - int64_t(p.ids.size()));
+      std::vector<uint64_t> seeds;
       for (int64_t i = 0; i < n; ++i) {
         const uint64_t words[] = {ctx_.config.train.seed, uint64_t(step), p.key, uint64_t(i)};
-        infer::Generation gen =
-            infer::generate(dec, p.ids, room, s, fnv1a(words, sizeof words), stops_, {}, keep_prompt);
+        seeds.push_back(fnv1a(words, sizeof words));
+      }
+      // The group decoded together: one batch per token of its replies.
+      for (infer::Generation& gen : infer::generate_group(dec, p.ids, room, s, seeds, stops_, keep_prompt)) {
         Rollout& r = out.emplace_back();
         r.prompt = &p;
         r.reply = std::move(gen.tokens);
