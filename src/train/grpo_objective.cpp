@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "gguf/reader.h"
 #include "infer/generate.h"
@@ -19,6 +22,7 @@
 #include "train/objective.h"
 #include "train/reward.h"
 #include "train/run_checkpoint.h"
+#include "util/atomic_file.h"
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/hash.h"
@@ -39,6 +43,17 @@ struct Rollout {
   std::vector<int32_t> reply;  // sampled, the stop token included when it came
   std::string completion;  // reply as text (score() decodes it)
   double reward = 0, advantage = 0;
+  // Each reply token's log-probability under the weights that sampled it:
+  // the first pass's, which later passes' ratios divide by.
+  std::vector<double> old_logp;
+};
+
+// One batch of replies and the step that sampled it: with
+// train.grpo.iterations > 1 it trains that step and the next ones.
+struct SampledBatch {
+  int64_t step = 0;
+  std::vector<Prompt> prompts;
+  std::vector<Rollout> rollouts;  // their prompts point into `prompts`
 };
 
 // Each example of one window [T] that has a trained target.
@@ -79,7 +94,14 @@ class GrpoObjective : public TrainingObjective {
  private:
   std::vector<Rollout> sample(const std::vector<Prompt>& prompts, int64_t step, bool greedy) const;
   void score(std::vector<Rollout>& rollouts) const;
-  PassTotals train_on(const std::vector<Rollout>& rollouts, double all_tokens);
+  bool draws_windows(int64_t step) const override { return (step - 1) % g_.iterations == 0; }
+  void sample_batch(const StepBatches& b);
+  // train.grpo.iterations > 1: the batch beside the checkpoints (each
+  // rank's own), so that a run resumed between its steps trains on it.
+  std::string batch_path(int64_t step) const;
+  void save_batch() const;
+  void load_batch(int64_t step);
+  PassTotals train_on(std::vector<Rollout>& rollouts, double all_tokens, bool first_pass);
   std::vector<Placement> pack(const std::vector<Rollout>& rollouts) const;
   void fill_micro_batch(const std::vector<Rollout>& rollouts, const std::vector<Placement>& at, int64_t micro);
   void reference_logps(const Rollout& r, float* out);
@@ -97,6 +119,8 @@ class GrpoObjective : public TrainingObjective {
   std::unique_ptr<gguf::GgufFile> ref_file_;
   std::unique_ptr<infer::Decoder> ref_;
   std::unique_ptr<StepRecordFile> rollouts_log_;
+  SampledBatch batch_;  // the replies the steps train on now
+  double rollout_seconds_ = 0;
 };
 
 GrpoParams params_of(const GrpoSection& g) {
@@ -121,8 +145,10 @@ GrpoObjective::GrpoObjective(const ObjectiveContext& ctx)
 
 void GrpoObjective::prepare() {
   // Only rank 0 writes the samples; on resume, those of steps past the checkpoint go.
-  rollouts_log_ = std::make_unique<StepRecordFile>(ctx_.run_dir + "/rollouts.jsonl",
-                                                   ctx_.resume ? latest_step(ctx_.run_dir) : -1, ctx_.dp.root());
+  const int64_t resumed = ctx_.resume ? latest_step(ctx_.run_dir) : -1;
+  rollouts_log_ = std::make_unique<StepRecordFile>(ctx_.run_dir + "/rollouts.jsonl", resumed, ctx_.dp.root());
+  // Resumed between a batch's steps: the replies its next step trains on again.
+  if (resumed > 0 && resumed % g_.iterations != 0) load_batch(resumed - resumed % g_.iterations + 1);
   if (params_.beta <= 0) return;
   ref_file_ = std::make_unique<gguf::GgufFile>(ctx_.config.init.from);
   ref_ = std::make_unique<infer::Decoder>(*ref_file_, ctx_.config.train.seq_len);
@@ -239,7 +265,7 @@ void GrpoObjective::reference_logps(const Rollout& r, float* out) {
 // as the rank with the most needs (a rank with fewer runs empty ones: the
 // gradient reduction is collective). The loss is the sum over reply tokens
 // divided by all ranks' reply tokens ("dapo").
-PassTotals GrpoObjective::train_on(const std::vector<Rollout>& rollouts, double all_tokens) {
+PassTotals GrpoObjective::train_on(std::vector<Rollout>& rollouts, double all_tokens, bool first_pass) {
   auto& model = ctx_.model;
   auto& dp = ctx_.dp;
   const std::vector<Placement> at = pack(rollouts);
@@ -253,13 +279,16 @@ PassTotals GrpoObjective::train_on(const std::vector<Rollout>& rollouts, double 
     const float* nll = model.token_losses();
     for (size_t j = 0; j < rollouts.size(); ++j) {
       if (at[j].micro != k) continue;
-      const Rollout& r = rollouts[j];
+      Rollout& r = rollouts[j];
+      if (first_pass) r.old_logp.assign(r.reply.size(), 0.0);
       const int64_t first = at[j].at + int64_t(r.prompt->ids.size()) - 1;  // the reply's first target
       if (ref_) reference_logps(r, ref_logp_.data() + at[j].at);
       for (int64_t i = first; i < first + int64_t(r.reply.size()); ++i) {
         const double logp = -double(nll[i]);
-        // One pass per batch of rollouts: the sampling policy is the policy, r = 1.
-        const GrpoToken tok = grpo_token(logp, logp, ref_ ? ref_logp_[size_t(i)] : 0.0, r.advantage, params_);
+        // The first pass is the sampling policy's: r = 1.
+        double& old = r.old_logp[size_t(i - first)];
+        if (first_pass) old = logp;
+        const GrpoToken tok = grpo_token(logp, old, ref_ ? ref_logp_[size_t(i)] : 0.0, r.advantage, params_);
         d_nll_[size_t(i)] = float(-tok.d_logp / all_tokens);
         t.loss += tok.loss;
         t.kl += tok.kl;
@@ -282,11 +311,91 @@ void GrpoObjective::log_rollouts(int64_t step, const std::vector<Rollout>& rollo
                            {"advantage", r.advantage}});
 }
 
-StepTerms GrpoObjective::step(const StepBatches& b) {
+std::string GrpoObjective::batch_path(int64_t step) const {
+  return fmt::format("{}/grpo/replies-step{}-rank{}of{}.json", ctx_.run_dir, step, ctx_.dp.rank(), ctx_.dp.size());
+}
+
+// JSON, its numbers printed so that they read back as the same doubles;
+// written atomically, the batch before the last one removed then. Token
+// ids only: the texts (which may end inside a UTF-8 sequence) are decoded
+// again, and the answers served the rewards, which are kept.
+void GrpoObjective::save_batch() const {
+  nlohmann::json prompts = nlohmann::json::array(), rollouts = nlohmann::json::array();
+  for (const Prompt& p : batch_.prompts) prompts.push_back({{"ids", p.ids}, {"key", p.key}});
+  for (const Rollout& r : batch_.rollouts)
+    rollouts.push_back({{"prompt", r.prompt - batch_.prompts.data()},
+                        {"reply", r.reply},
+                        {"reward", r.reward},
+                        {"advantage", r.advantage},
+                        {"old_logp", r.old_logp}});
+  const nlohmann::json j = {{"format", 1}, {"step", batch_.step}, {"prompts", prompts}, {"rollouts", rollouts}};
+  std::filesystem::create_directories(ctx_.run_dir + "/grpo");
+  const std::string text = j.dump();
+  write_file_atomic(batch_path(batch_.step), text.data(), text.size());
+  std::error_code ignored;
+  std::filesystem::remove(batch_path(batch_.step - 2 * g_.iterations), ignored);
+}
+
+// The file is read as hostile: any field missing, of another type or out
+// of range is one line naming the file and the field.
+void GrpoObjective::load_batch(int64_t step) {
+  const std::string path = batch_path(step);
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail("{}: missing; the run stopped between the {} steps that train one batch of replies "
+         "(train.grpo.iterations), and resuming there needs that batch, which each rank keeps: resume with the "
+         "same number of ranks, or from a checkpoint at the step before a batch is sampled",
+         path, g_.iterations);
+  const int64_t V = ctx_.model.config().vocab;
+  auto tokens = [&](const nlohmann::json& a, const char* field) {
+    std::vector<int32_t> out = a.get<std::vector<int32_t>>();
+    for (int32_t id : out)
+      if (id < 0 || id >= V) fail("{}: {}: token {} is outside the vocabulary of {}", path, field, id, V);
+    return out;
+  };
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    if (j.at("format").get<int>() != 1 || j.at("step").get<int64_t>() != step)
+      fail("{}: format or step: not the batch of step {} this version writes", path, step);
+    batch_ = SampledBatch{step, {}, {}};
+    for (const auto& p : j.at("prompts")) {
+      std::vector<int32_t> ids = tokens(p.at("ids"), "prompts.ids");
+      std::string text = ctx_.tokenizer.decode(ids);
+      batch_.prompts.push_back({std::move(ids), std::move(text), "", p.at("key").get<uint64_t>()});
+    }
+    for (const auto& r : j.at("rollouts")) {
+      Rollout& x = batch_.rollouts.emplace_back();
+      const int64_t prompt = r.at("prompt").get<int64_t>();
+      if (prompt < 0 || prompt >= int64_t(batch_.prompts.size()))
+        fail("{}: rollouts.prompt: {} is not one of its {} prompts", path, prompt, batch_.prompts.size());
+      x.prompt = &batch_.prompts[size_t(prompt)];
+      x.reply = tokens(r.at("reply"), "rollouts.reply");
+      x.completion = ctx_.tokenizer.decode(x.reply);
+      x.reward = r.at("reward").get<double>();
+      x.advantage = r.at("advantage").get<double>();
+      x.old_logp = r.at("old_logp").get<std::vector<double>>();
+      if (x.reply.empty() || x.old_logp.size() != x.reply.size() ||
+          int64_t(x.prompt->ids.size() + x.reply.size()) > ctx_.config.train.seq_len + 1)
+        fail("{}: rollouts.reply / old_logp: lengths {} and {} do not fit a window of {}", path, x.reply.size(),
+             x.old_logp.size(), ctx_.config.train.seq_len);
+    }
+    if (batch_.rollouts.size() != batch_.prompts.size() * size_t(g_.group))
+      fail("{}: rollouts: {} replies to {} prompts, not train.grpo.group = {} each", path, batch_.rollouts.size(),
+           batch_.prompts.size(), g_.group);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not a batch of replies ggtrain wrote ({}); resume from a checkpoint at the step before a batch is "
+         "sampled",
+         path, e.what());
+  }
+}
+
+// The step's prompts, `group` replies to each, their rewards and advantages.
+void GrpoObjective::sample_batch(const StepBatches& b) {
   const auto& t = ctx_.config.train;
   auto& dp = ctx_.dp;
   const int64_t T = t.seq_len, micro = t.batch * T;
-  std::vector<Prompt> prompts;
+  batch_ = SampledBatch{b.step, {}, {}};
+  std::vector<Prompt>& prompts = batch_.prompts;
   for (int64_t k = 0; k < t.grad_accum; ++k)
     for (int64_t row = 0; row < dp.local_batch(); ++row) {
       const int64_t at = row * T;
@@ -295,40 +404,62 @@ StepTerms GrpoObjective::step(const StepBatches& b) {
                   ctx_.tokenizer, prompts);
     }
   const double t0 = now_seconds();
-  std::vector<Rollout> rollouts = sample(prompts, b.step, false);
-  const double t1 = now_seconds();
+  batch_.rollouts = sample(prompts, b.step, false);
+  rollout_seconds_ = now_seconds() - t0;
+  std::vector<Rollout>& rollouts = batch_.rollouts;
   score(rollouts);
   std::vector<double> rewards;
   for (const Rollout& r : rollouts) rewards.push_back(r.reward);
-  double reward_sum = 0, std_sum = 0, tokens = 0;
-  if (!rollouts.empty()) {
-    const std::vector<double> a = group_advantages(rewards, g_.group, params_.scale_rewards);
-    for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].advantage = a[i];
-    for (double r : rewards) reward_sum += r;
-    std_sum = mean_group_std(rewards, g_.group) * double(prompts.size());
-  }
-  for (const Rollout& r : rollouts) tokens += double(r.reply.size());
+  if (rollouts.empty()) return;
+  const std::vector<double> a = group_advantages(rewards, g_.group, params_.scale_rewards);
+  for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].advantage = a[i];
+}
+
+// A step that draws windows samples replies to them; the next
+// train.grpo.iterations - 1 steps train on the same replies again, their
+// ratios against the first pass's log-probabilities. The reward metrics
+// belong to the sampling step.
+StepTerms GrpoObjective::step(const StepBatches& b) {
+  auto& dp = ctx_.dp;
+  const bool first_pass = draws_windows(b.step);
+  if (first_pass) sample_batch(b);
+  else if (batch_.step == 0) fail("grpo: step {} reuses replies that were never sampled", b.step);
+  std::vector<Rollout>& rollouts = batch_.rollouts;
+  double reward_sum = 0, tokens = 0;
+  for (const Rollout& r : rollouts) reward_sum += r.reward, tokens += double(r.reply.size());
   const double all_tokens = std::max(1.0, dp.sum_over_ranks(tokens));
   const double t2 = now_seconds();
-  const PassTotals pass = train_on(rollouts, all_tokens);
+  const PassTotals pass = train_on(rollouts, all_tokens, first_pass);
   const double t3 = now_seconds();
-  if (dp.root()) log_rollouts(b.step, rollouts);
+  if (first_pass && g_.iterations > 1) save_batch();
 
-  const double all_prompts = dp.sum_over_ranks(double(prompts.size()));
+  const double all_prompts = dp.sum_over_ranks(double(batch_.prompts.size()));
   const double all_rollouts = all_prompts * double(g_.group);
-  const double reward = dp.sum_over_ranks(reward_sum) / std::max(1.0, all_rollouts);
-  const double reward_std = dp.sum_over_ranks(std_sum) / std::max(1.0, all_prompts);
   const double kl = dp.sum_over_ranks(pass.kl) / all_tokens, clip = dp.sum_over_ranks(pass.clipped) / all_tokens;
   StepTerms r;
   r.loss = pass.loss / all_tokens;
-  r.metrics = {{"reward", reward},
-               {"reward_std", reward_std},
-               {"completion_length", all_tokens / std::max(1.0, all_rollouts)},
+  r.metrics = {{"completion_length", all_tokens / std::max(1.0, all_rollouts)},
                {"clip_ratio", clip},
                {"prompts", int64_t(all_prompts)},
-               {"rollout_s", t1 - t0},
                {"train_s", t3 - t2}};
   if (params_.beta > 0) r.metrics["kl"] = kl;
+  if (!first_pass) {
+    r.metrics["replies_of_step"] = batch_.step;
+    r.progress = fmt::format(" | replies of step {} again | clipped {:.3f}", batch_.step, clip);
+    return r;
+  }
+  if (dp.root()) log_rollouts(b.step, rollouts);
+  double std_sum = 0;
+  if (!rollouts.empty()) {
+    std::vector<double> rewards;
+    for (const Rollout& x : rollouts) rewards.push_back(x.reward);
+    std_sum = mean_group_std(rewards, g_.group) * double(batch_.prompts.size());
+  }
+  const double reward = dp.sum_over_ranks(reward_sum) / std::max(1.0, all_rollouts);
+  const double reward_std = dp.sum_over_ranks(std_sum) / std::max(1.0, all_prompts);
+  r.metrics["reward"] = reward;
+  r.metrics["reward_std"] = reward_std;
+  r.metrics["rollout_s"] = rollout_seconds_;
   r.progress = fmt::format(" | reward {:.3f} (std {:.3f}) | reply {:.1f} tokens", reward, reward_std,
                            all_tokens / std::max(1.0, all_rollouts));
   return r;

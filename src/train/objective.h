@@ -110,6 +110,10 @@ class TrainingObjective {
   // Forward and backward over the step's micro-batches, gradients
   // accumulated in the model (DataParallel reduces them after).
   virtual StepTerms step(const StepBatches& b) = 0;
+  // False: step `step` trains on what an earlier step drew (GRPO's replies
+  // reused for several updates); the run draws no windows for it, so the
+  // data stream goes on where that step left it.
+  virtual bool draws_windows(int64_t /*step*/) const { return true; }
   // Over the first train.eval_batches batches of validation windows, on
   // every rank; nothing when there is nothing to validate on.
   virtual std::optional<ValidationResult> validate() = 0;

@@ -237,6 +237,8 @@ void check_grpo(const RunConfig& c) {
          g.beta);
   if (!(g.reward_timeout > 0 && std::isfinite(g.reward_timeout)))
     fail("config: train.grpo.reward_timeout must be positive seconds, got {}", g.reward_timeout);
+  if (g.iterations < 1)
+    fail("config: train.grpo.iterations must be >= 1 (optimisation steps per batch of replies), got {}", g.iterations);
 }
 
 }  // namespace

@@ -197,6 +197,10 @@ struct GrpoSection {
   double epsilon = 0.2, epsilon_high = -1;  // the ratio's clip range; epsilon_high < 0: epsilon
   double beta = 0.0;  // the KL penalty to the initial weights (0: none, TRL's default)
   bool scale_rewards = true;  // advantages divided by the group's reward std
+  // Optimisation steps per batch of replies (TRL's num_iterations): the
+  // replies sampled at a step train it and the next iterations - 1 steps,
+  // which draw no windows of their own.
+  int64_t iterations = 1;
 };
 
 struct RunConfig {

@@ -573,6 +573,8 @@ const std::vector<Key>& keys() {
                   "grpo: the KL penalty to init.from's weights (0: none)"),
         bool_key("train.grpo.scale_rewards", &RunConfig::grpo, &G::scale_rewards,
                  "grpo: divide each advantage by its group's reward std"),
+        int_key("train.grpo.iterations", &RunConfig::grpo, &G::iterations,
+                "grpo: optimisation steps per batch of sampled replies (TRL's num_iterations)"),
         float_key("train.beta", &RunConfig::train, &T::beta,
                   "DPO/IPO/SimPO beta, ORPO lambda (TRL's beta; SimPO usually 2.0-2.5)"),
         float_key("train.label_smoothing", &RunConfig::train, &T::label_smoothing,

@@ -104,7 +104,7 @@ StepResult Run::train_step(int64_t step) {
   // Every rank draws the step's global micro-batches, so each knows the
   // step's totals (targets, pairs) without communicating.
   const int64_t micro = t.batch * t.seq_len;
-  for (int64_t k = 0; k < t.grad_accum; ++k)
+  for (int64_t k = 0; k < t.grad_accum && objective_->draws_windows(r.step); ++k)
     loader_->next(t.batch, inputs_.data() + k * micro, targets_.data() + k * micro, doc_start_.data() + k * micro,
                   window_ids_.data() + k * t.batch);
   // train.qat: the forward and backward see the weights as the export

@@ -1364,6 +1364,38 @@ std::vector<Case> cases() {
          return e.chat(prompt + prompt, grpo({"train.grpo.reward=cmd:sleep 30", "train.grpo.reward_timeout=0.5"}));
        },
        {"train.grpo.reward", "within 0.5 s", "killed"}});
+  c.push_back({"grpo_iterations_zero",
+               "`train.grpo.iterations` = 0 (no step to train a batch of replies)",
+               [grpo](Env& e) {
+                 return e.fresh(grpo({"train.grpo.reward=exact", "train.grpo.iterations=0"}));
+               },
+               {"train.grpo.iterations", ">= 1"}});
+  // A GRPO run stopped after step 1 of a batch of replies that trains 2
+  // steps: resuming needs the batch that run kept beside its checkpoints.
+  auto stopped_inside_batch = [prompt, grpo](Env& e) {
+    auto a =
+        e.chat(prompt + prompt, grpo({"train.grpo.reward=exact", "train.grpo.iterations=2", "checkpoint.every=1"}));
+    a.insert(a.end(), {"--stop-at", "1"});
+    const auto r = run_cli(a, e.t("grpo.out"));
+    if (r.status != 0 || train::latest_step(e.t("chat_run")) != 1)
+      throw std::runtime_error("GRPO run failed: " + r.output);
+    return e.t("chat_run/grpo/replies-step1-rank0of1.json");
+  };
+  c.push_back({"grpo_resume_without_replies",
+               "a GRPO run resumed between the steps of one batch of replies, the batch's file gone (or the run "
+               "resumed with another number of ranks)",
+               [stopped_inside_batch](Env& e) {
+                 std::filesystem::remove(stopped_inside_batch(e));
+                 return e.resume({}, "chat_run");
+               },
+               {"replies-step1-rank0of1.json", "missing", "same number of ranks"}});
+  c.push_back({"grpo_replies_file_garbage",
+               "a GRPO run resumed between the steps of one batch of replies, the batch's file not JSON",
+               [stopped_inside_batch](Env& e) {
+                 spit(stopped_inside_batch(e), "{\"format\": 1, \"step\": ");
+                 return e.resume({}, "chat_run");
+               },
+               {"replies-step1-rank0of1.json", "not a batch of replies"}});
   // --- finetuning (init.from, train.freeze, train.lora)
   c.push_back({"from_missing",
                "`init.from` names no file",

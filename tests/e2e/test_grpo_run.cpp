@@ -10,12 +10,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 
+#include "gguf/reader.h"
+#include "infer/decoder.h"
 #include "model/architecture.h"
 #include "support/family_shapes.h"
 #include "support/files.h"
@@ -204,6 +208,97 @@ TEST(GrpoRun, ResumesExactly) {
   EXPECT_EQ(test_support::slurp(tmp / "a/rollouts.jsonl"), test_support::slurp(tmp / "b/rollouts.jsonl"));
 }
 
+// train.grpo.iterations = 2: steps 1 and 3 sample (rollouts.jsonl and the
+// reward metrics are theirs), steps 2 and 4 train on those replies again.
+// Step 2's loss and clip ratio, written out here in double from the batch
+// file's replies, advantages and first-pass log-probabilities and from a
+// decoder over step 1's weights: the loss measured 1.4e-8 apart (training
+// forward against decoder); limit 1e-5. The test checks that a reuse pass
+// taking its ratio as 1 (the first pass's rule) would miss the limit many
+// times over. The data stream waits while replies are reused: step 3's
+// prompts are those step 2 samples without reuse.
+TEST(GrpoRun, IterationsTrainSeveralStepsOnOneBatchOfReplies) {
+  TempDir tmp;
+  auto c = grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 4);
+  c.grpo.iterations = 2;
+  c.grpo.epsilon = 0.02;  // a small range, so that step 2 clips some tokens
+  c.checkpoint.every = 1;
+  c.checkpoint.keep_last = 0;
+  test_support::run_quiet(tmp / "run", c, false);
+  std::map<int64_t, std::vector<std::string>> prompts_at;
+  for (const auto& r : rollouts_of(tmp / "run")) prompts_at[r["step"].get<int64_t>()].push_back(r["prompt"]);
+  ASSERT_EQ(prompts_at.size(), 2u);
+  EXPECT_TRUE(prompts_at.count(1) && prompts_at.count(3));
+  const auto m1 = step_record(tmp / "run", 1), m2 = step_record(tmp / "run", 2);
+  ASSERT_FALSE(m1.is_null() || m2.is_null());
+  EXPECT_EQ(m1["clip_ratio"].get<double>(), 0.0);  // the first pass: r = 1 exactly
+  EXPECT_TRUE(m1.contains("reward") && !m2.contains("reward"));
+  EXPECT_EQ(m2["replies_of_step"].get<int64_t>(), 1);
+
+  // Step 2 from the batch file, in double.
+  const auto batch = nlohmann::json::parse(test_support::slurp(tmp / "run/grpo/replies-step1-rank0of1.json"));
+  gguf::GgufFile f(train::weights_path(tmp / "run", 1));
+  infer::Decoder dec(f, c.train.seq_len);
+  const int64_t V = dec.config().vocab;
+  double loss = 0, clipped = 0, tokens = 0, loss_ratio_one = 0;
+  for (const auto& r : batch["rollouts"]) {
+    std::vector<int32_t> ids = batch["prompts"][r["prompt"].get<size_t>()]["ids"];
+    const std::vector<int32_t> reply = r["reply"];
+    const std::vector<double> old = r["old_logp"];
+    const double a = r["advantage"];
+    const size_t P = ids.size();
+    ids.insert(ids.end(), reply.begin(), reply.end() - 1);
+    dec.reset();
+    dec.eval(ids.data(), int64_t(ids.size()), true);
+    for (size_t i = 0; i < reply.size(); ++i) {
+      const float* z = dec.logits() + int64_t(P - 1 + i) * V;
+      double zmax = z[0], sum = 0;
+      for (int64_t v = 0; v < V; ++v) zmax = std::max(zmax, double(z[v]));
+      for (int64_t v = 0; v < V; ++v) sum += std::exp(double(z[v]) - zmax);
+      const double logp = double(z[reply[i]]) - zmax - std::log(sum);
+      const double ratio = std::exp(logp - old[i]);
+      const double clip = std::clamp(ratio, 1 - c.grpo.epsilon, 1 + c.grpo.epsilon);
+      loss += -std::min(ratio * a, clip * a);
+      loss_ratio_one += -a;
+      clipped += (a > 0 && ratio > 1 + c.grpo.epsilon) || (a < 0 && ratio < 1 - c.grpo.epsilon);
+      tokens += 1;
+    }
+  }
+  std::printf("step 2: loss %.9g (written out %.9g), clip ratio %.4f (%.4f)\n", m2["loss"].get<double>(), loss / tokens,
+              m2["clip_ratio"].get<double>(), clipped / tokens);
+  EXPECT_NEAR(m2["loss"].get<double>(), loss / tokens, 1e-5);
+  EXPECT_NEAR(m2["clip_ratio"].get<double>(), clipped / tokens, 1e-12);
+  EXPECT_GT(clipped, 0.0);
+  EXPECT_GT(std::abs(m2["loss"].get<double>() - loss_ratio_one / tokens), 1e-3);
+
+  // Without reuse, step 2 samples the prompts step 3 samples with it.
+  auto once = c;
+  once.grpo.iterations = 1;
+  once.train.steps = 2;
+  test_support::run_quiet(tmp / "once", once, false);
+  std::vector<std::string> second;
+  for (const auto& r : rollouts_of(tmp / "once"))
+    if (r["step"] == 2) second.push_back(r["prompt"]);
+  EXPECT_EQ(second, prompts_at[3]);
+}
+
+// Stopped after step 1, between the two steps of a batch of replies, and
+// resumed: step 2 trains on the batch the file kept; everything after is
+// bit-identical to the uninterrupted run. Resumed with another number of
+// ranks there, the run names the missing file.
+TEST(GrpoRun, ResumesExactlyBetweenStepsOfOneBatch) {
+  TempDir tmp;
+  auto c = grpo_config(tmp, test_support::tiny_base_model(tmp.path()), 4);
+  c.grpo.iterations = 2;
+  c.checkpoint.every = 1;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 1);
+  EXPECT_EQ(test_support::slurp(tmp / "a/rollouts.jsonl"), test_support::slurp(tmp / "b/rollouts.jsonl"));
+  test_support::run_quiet(tmp / "c", c, false, 1);
+  std::filesystem::remove(tmp / "c/grpo/replies-step1-rank0of1.json");
+  const std::string e = test_support::error_of([&] { test_support::run_quiet(tmp / "c", c, true); });
+  EXPECT_NE(e.find("replies-step1-rank0of1.json: missing"), std::string::npos) << e;
+}
+
 // The first step's KL per family: measured 3.2e-14 to 4.8e-14 (replies packed
 // in rows); a training pass whose attention crosses from one reply into the
 // next (no documents) measured 1.9e-5 (qwen35) to 1.9e-4 (olmoe).
@@ -277,6 +372,8 @@ TEST(GrpoRun, BadConfigsNameTheKey) {
             }).find("set init.from"),
             std::string::npos);
   EXPECT_NE(error([](auto& b) { b.train.objective = train::Objective::kSft; }).find("only read by"), std::string::npos);
+  EXPECT_NE(error([](auto& b) { b.grpo.iterations = 0; }).find("train.grpo.iterations must be >= 1"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -406,7 +406,9 @@ TEST_F(MpiTest, DistillationTwoRanksFollowOneProcess) {
 // seeded by step and prompt as one process seeds them, and the loss is
 // divided by the reply tokens of every rank, so 2 ranks (replicated and
 // ZeRO-1) follow one process: the same rewards, losses within 1e-5 and
-// weights within kPreferenceWeightLimit (measured 8.8e-6, both).
+// weights within kPreferenceWeightLimit (measured 9.0e-6, both). Each
+// batch of replies trains two steps (train.grpo.iterations = 2), each
+// rank keeping its own batch beside the checkpoints.
 TEST_F(MpiTest, GrpoTwoRanksFollowOneProcess) {
   run_ok(train("base", {"train.steps=10", "model.ctx=128"}), out("base"));
   {
@@ -415,11 +417,12 @@ TEST_F(MpiTest, GrpoTwoRanksFollowOneProcess) {
       prompts << "{\"prompt\": \"Which word is number " << i % 8 << "?\", \"answer\": \"w" << i % 4 << "\"}\n";
   }
   auto grpo_run = [&](const std::string& name, int zero) {
-    return tiny_train_args(GGTRAIN_BIN, dir(name), tmp_ / "prompts.jsonl",
-                           {"init.from=" + train::weights_path(dir("base"), 10), "data.format=auto",
-                            "train.objective=grpo", "train.grpo.reward=regex:ight", "train.grpo.group=4",
-                            "train.grpo.max_tokens=8", "train.seq_len=64", "train.batch=4", "train.steps=4",
-                            "train.eval_every=2", "data.val_fraction=0.05", "train.zero=" + std::to_string(zero)});
+    return tiny_train_args(
+        GGTRAIN_BIN, dir(name), tmp_ / "prompts.jsonl",
+        {"init.from=" + train::weights_path(dir("base"), 10), "data.format=auto", "train.objective=grpo",
+         "train.grpo.reward=regex:ight", "train.grpo.group=4", "train.grpo.max_tokens=8", "train.grpo.iterations=2",
+         "train.seq_len=64", "train.batch=4", "train.steps=4", "train.eval_every=2", "data.val_fraction=0.05",
+         "train.zero=" + std::to_string(zero)});
   };
   expect_two_ranks_follow_one_process(grpo_run, 4, 2, kPreferenceWeightLimit, "grpo");
   for (int64_t step = 1; step <= 4; ++step)
@@ -427,6 +430,9 @@ TEST_F(MpiTest, GrpoTwoRanksFollowOneProcess) {
       EXPECT_EQ(test_support::step_record(dir("one"), step)["reward"],
                 test_support::step_record(dir(run), step)["reward"])
           << run << " step " << step;
+  for (const char* run : {"dp", "zero"})
+    for (const char* rank : {"rank0of2", "rank1of2"})
+      EXPECT_TRUE(std::filesystem::exists(dir(run) + "/grpo/replies-step3-" + rank + ".json")) << run << " " << rank;
 }
 
 // Negative control of the tensor comparison above: a single-process run
