@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "corpus/batch_loader.h"
 #include "gguf/reader.h"
@@ -61,6 +62,7 @@ class DistillObjective : public TrainingObjective {
   explicit DistillObjective(const ObjectiveContext& ctx) : ctx_(ctx), params_(ctx.config.train.distill), val_(ctx_) {}
 
   void prepare() override;
+  void start() override;
   StepTerms step(const StepBatches& b) override;
   std::optional<ValidationResult> validate() override;
 
@@ -69,8 +71,17 @@ class DistillObjective : public TrainingObjective {
     double loss = 0, kl = 0, nll = 0;  // sums over the counted targets (loss: weighted)
     int64_t targets = 0;
   };
-  void teacher_scores(const gguf::GgufFile& teacher, const corpus::BatchLoader& windows, int64_t n_tokens,
-                      const TeacherSource& source, const std::string& path, const char* name);
+  // A stream of windows the teacher scores, its file and what it is computed from.
+  struct Stream {
+    const corpus::TokenStream* tokens;
+    const corpus::BatchLoader* windows;
+    std::unique_ptr<TeacherTopK>* topk;
+    const char* name;
+    TeacherSource source;
+    std::string path;
+  };
+  void teacher_pass(const Stream& s);
+  void teacher_scores(const gguf::GgufFile& teacher, const Stream& s, int64_t w0, int64_t w1, TeacherTopKWriter& out);
   // The model's last forward_scores() rows against the teacher: the terms
   // of each counted target (window_ids: its rows' windows), and with
   // `weight` > 0 its gradient into the model (backward_logits).
@@ -80,57 +91,99 @@ class DistillObjective : public TrainingObjective {
   const ObjectiveContext ctx_;
   const DistillParams params_;
   std::unique_ptr<TeacherTopK> train_topk_, val_topk_;
+  std::unique_ptr<corpus::BatchLoader> train_windows_;
+  std::vector<Stream> streams_;
   std::vector<double> row_kl_, row_nll_, row_loss_;  // a chunk's rows
   ValidationBatches val_;
 };
 
-// The teacher's top k over both streams, computed on a fresh run by rank 0
-// (before the other ranks start) and read by every other rank and on resume.
+// What the teacher's top k of each stream is computed from; a resumed run
+// opens the files its start computed (and refuses ones that no longer match).
 void DistillObjective::prepare() {
   const auto& t = ctx_.config.train;
   const gguf::GgufFile teacher(t.teacher);
   const int64_t shared = shared_vocabulary(ctx_.tokenizer, teacher);
   const int64_t T = t.seq_len;
-  TeacherSource source{model::base_fingerprint(teacher),  0,      T,
-                       std::min(t.distill_top_k, shared), shared, params_.temperature};
-  struct Stream {
-    const corpus::TokenStream* tokens;
-    const corpus::BatchLoader* windows;
-    std::unique_ptr<TeacherTopK>* topk;
-    const char* name;
-  };
-  const corpus::BatchLoader train_windows(*ctx_.tokens.train[0], T, t.seed, ctx_.tokens.train_labels());
-  const Stream streams[] = {{ctx_.tokens.train[0].get(), &train_windows, &train_topk_, "train"},
-                            {ctx_.tokens.val.get(), ctx_.val_loader, &val_topk_, "val"}};
-  for (const Stream& s : streams) {
+  const TeacherSource base{model::base_fingerprint(teacher),  0,      T,
+                           std::min(t.distill_top_k, shared), shared, params_.temperature};
+  train_windows_ = std::make_unique<corpus::BatchLoader>(*ctx_.tokens.train[0], T, t.seed, ctx_.tokens.train_labels());
+  const Stream all[] = {{ctx_.tokens.train[0].get(), train_windows_.get(), &train_topk_, "train", base, ""},
+                        {ctx_.tokens.val.get(), ctx_.val_loader, &val_topk_, "val", base, ""}};
+  for (Stream s : all) {
     if (!s.tokens || !s.windows) continue;
-    const std::string path = fmt::format("{}/data/teacher-{}.bin", ctx_.run_dir, s.name);
-    source.tokens = token_stream_fingerprint(*s.tokens);
-    if (!ctx_.resume && ctx_.dp.root()) teacher_scores(teacher, *s.windows, s.tokens->size(), source, path, s.name);
-    *s.topk = std::make_unique<TeacherTopK>(path, source, s.tokens->size());
+    s.path = fmt::format("{}/data/teacher-{}.bin", ctx_.run_dir, s.name);
+    s.source.tokens = token_stream_fingerprint(*s.tokens);
+    if (ctx_.resume) *s.topk = std::make_unique<TeacherTopK>(s.path, s.source, s.tokens->size());
+    streams_.push_back(s);
   }
 }
 
-// Window w's targets are the stream's tokens w*T+1 .. w*T+T: the teacher
-// runs each window (each of its documents) from an empty cache and keeps
-// every counted target's top k, in stream order.
-void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const corpus::BatchLoader& windows,
-                                      int64_t n_tokens, const TeacherSource& source, const std::string& path,
-                                      const char* name) {
+// A fresh run's teacher pass, once every rank exists: each rank scores its
+// share of the windows into a part file, rank 0 joins them in stream order,
+// then every rank opens the whole file (the run folder is every rank's).
+void DistillObjective::start() {
+  if (ctx_.resume) return;
+  for (const Stream& s : streams_) {
+    teacher_pass(s);
+    *s.topk = std::make_unique<TeacherTopK>(s.path, s.source, s.tokens->size());
+  }
+}
+
+// Window w's targets are the stream's tokens w*T+1 .. w*T+T: rank r scores
+// windows [r n / R, (r + 1) n / R) of the n; the file holds token 0 (no
+// window's target), the windows' records, then the tail no window reaches.
+void DistillObjective::teacher_pass(const Stream& s) {
+  auto& dp = ctx_.dp;
+  const double t0 = now_seconds();
+  const gguf::GgufFile teacher(ctx_.config.train.teacher);
+  const int64_t n = s.windows->n_windows(), R = dp.size(), T = s.source.seq_len, n_tokens = s.tokens->size();
+  const auto first = [&](int64_t r) { return n * r / R; };
+  const auto part_path = [&](int64_t r) { return fmt::format("{}.part{}of{}", s.path, r, R); };
+  if (R == 1) {
+    TeacherTopKWriter out(s.path, s.source, n_tokens);
+    out.add_empty();
+    teacher_scores(teacher, s, 0, n, out);
+    out.add_empty(n_tokens - 1 - n * T);
+    out.commit();
+  } else {
+    const int64_t w0 = first(dp.rank()), w1 = first(dp.rank() + 1);
+    TeacherTopKWriter part(part_path(dp.rank()), s.source, (w1 - w0) * T, true);
+    teacher_scores(teacher, s, w0, w1, part);
+    part.commit();
+    dp.barrier();
+    if (dp.root()) {
+      TeacherTopKWriter out(s.path, s.source, n_tokens);
+      out.add_empty();
+      for (int64_t r = 0; r < R; ++r) out.append_part(part_path(r), (first(r + 1) - first(r)) * T);
+      out.add_empty(n_tokens - 1 - n * T);
+      out.commit();
+      for (int64_t r = 0; r < R; ++r) std::filesystem::remove(part_path(r));
+    }
+    dp.barrier();
+  }
+  if (!ctx_.quiet)
+    fmt::print(stderr, "teacher: top {} of its distributions over {} tokens of {} in {:.1f} s ({} rank{}; {})\n",
+               s.source.k, n_tokens, s.name, now_seconds() - t0, R, R > 1 ? "s" : "", s.path);
+}
+
+// Windows [w0, w1): the teacher runs each window (each of its documents)
+// from an empty cache and keeps every counted target's top k, in stream
+// order; rank 0 reports its share's progress.
+void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const Stream& s, int64_t w0, int64_t w1,
+                                      TeacherTopKWriter& out) {
   const double t0 = now_seconds();
   double last_report = t0;
-  const int64_t T = source.seq_len, k = source.k;
+  const int64_t T = s.source.seq_len, k = s.source.k;
   infer::Decoder dec(teacher, T, kernels::CacheType::kF32);
   const int64_t V = dec.config().vocab;
-  if (source.vocab > V)
-    fail("{}: train.teacher's vocabulary lists {} tokens but its output has {} rows", teacher.path(), source.vocab, V);
-  TeacherTopKWriter out(path, source, n_tokens);
+  if (s.source.vocab > V)
+    fail("{}: train.teacher's vocabulary lists {} tokens but its output has {} rows", teacher.path(), s.source.vocab,
+         V);
   std::vector<int32_t> in(static_cast<size_t>(T)), tg(in.size()), ds(in.size());
   std::vector<int32_t> ids(size_t(T * k));
   std::vector<float> logp(size_t(T * k)), log_other(in.size());
-  out.add_empty();  // stream token 0 is no window's target
-  for (int64_t w = 0; w < windows.n_windows(); ++w) {
-    windows.window(w, in.data(), tg.data(), ds.data());
+  for (int64_t w = w0; w < w1; ++w) {
+    s.windows->window(w, in.data(), tg.data(), ds.data());
     for_each_segment(ds.data(), T, ctx_.documents, [&](int64_t a, int64_t b) {
       dec.reset();
       dec.eval(in.data() + a, b - a, true);
@@ -138,7 +191,7 @@ void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const corpu
 #pragma omp parallel for schedule(dynamic, 8)
       for (int64_t i = a; i < b; ++i)
         if (tg[size_t(i)] != corpus::kNoTarget)
-          teacher_top_k(logits + (i - a) * V, V, source.vocab, k, source.temperature, ids.data() + i * k,
+          teacher_top_k(logits + (i - a) * V, V, s.source.vocab, k, s.source.temperature, ids.data() + i * k,
                         logp.data() + i * k, &log_other[size_t(i)]);
     });
     for (int64_t i = 0; i < T; ++i)
@@ -146,17 +199,11 @@ void DistillObjective::teacher_scores(const gguf::GgufFile& teacher, const corpu
       else out.add(ids.data() + i * k, logp.data() + i * k, log_other[size_t(i)]);
     if (!ctx_.quiet && now_seconds() - last_report >= 10) {  // a long pass says where it is
       last_report = now_seconds();
-      const double rate = double((w + 1) * T) / (last_report - t0);
-      fmt::print(stderr, "teacher: {} of {} windows of {} ({:.0f} tokens/s, ETA {:.0f} s)\n", w + 1,
-                 windows.n_windows(), name, rate, double((windows.n_windows() - w - 1) * T) / rate);
+      const double rate = double((w - w0 + 1) * T) / (last_report - t0);
+      fmt::print(stderr, "teacher: {} of {} windows of {} ({:.0f} tokens/s, ETA {:.0f} s)\n", w - w0 + 1, w1 - w0,
+                 s.name, rate, double((w1 - w - 1) * T) / rate);
     }
   }
-  out.add_empty(n_tokens - 1 - windows.n_windows() * T);  // the stream's tail no window reaches
-  out.commit();
-  if (!ctx_.quiet)
-    fmt::print(stderr,
-               "teacher: top {} of {} tokens' distributions over {} tokens of {} in {:.1f} s ({}, {:.1f} MiB)\n", k, V,
-               n_tokens, name, now_seconds() - t0, path, double(n_tokens) * double(out.record_bytes()) / (1 << 20));
 }
 
 DistillObjective::Totals DistillObjective::score(const TeacherTopK& teacher, const int32_t* targets,

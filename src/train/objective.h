@@ -105,8 +105,12 @@ class ValidationBatches {
 class TrainingObjective {
  public:
   virtual ~TrainingObjective() = default;
-  // Once the run's weights are initialized or resumed, before the first step.
+  // Once the run's weights are initialized or resumed; rank 0's run is
+  // built (and prepared) before the other ranks start theirs.
   virtual void prepare() {}
+  // Once every rank's run exists, on every rank together, before the first
+  // step: work the ranks share (distillation's teacher pass).
+  virtual void start() {}
   // Forward and backward over the step's micro-batches, gradients
   // accumulated in the model (DataParallel reduces them after).
   virtual StepTerms step(const StepBatches& b) = 0;

@@ -1,5 +1,7 @@
 #include "train/teacher_topk.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,8 +76,9 @@ void teacher_top_k(const float* logits, int64_t V, int64_t shared, int64_t k, do
   *log_other = s_rest > 0 ? float(std::log(s_rest) - std::log(s)) : -INFINITY;
 }
 
-TeacherTopKWriter::TeacherTopKWriter(const std::string& path, const TeacherSource& source, int64_t n_tokens)
+TeacherTopKWriter::TeacherTopKWriter(const std::string& path, const TeacherSource& source, int64_t n_tokens, bool part)
     : out_(path), source_(source), n_tokens_(n_tokens) {
+  if (part) return;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof(kMagic));
   h.teacher = source.teacher;
@@ -99,6 +102,18 @@ void TeacherTopKWriter::add(const int32_t* ids, const float* logp, float log_oth
 
 void TeacherTopKWriter::add_empty(int64_t n) {
   out_.write_zeros(size_t(n * record_size(source_.k)));
+  written_ += n;
+}
+
+void TeacherTopKWriter::append_part(const std::string& part_path, int64_t n) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(part_path, ec);
+  if (ec || int64_t(size) != n * record_bytes())
+    fail("{}: {} where {} records of {} bytes belong (a rank's share of the teacher's pass)", part_path,
+         ec ? "missing" : fmt::format("{} bytes", size), n, record_bytes());
+  if (n == 0) return;
+  const MappedFile part(part_path);
+  out_.write(part.data(), part.size());
   written_ += n;
 }
 

@@ -39,12 +39,16 @@ void teacher_top_k(const float* logits, int64_t V, int64_t shared, int64_t k, do
                    float* log_other);
 
 // Writes the records in stream order; commit() makes the file appear whole.
+// A part (`part`): n_tokens records and no header, one rank's share of the
+// windows, which append_part() copies into the whole file.
 class TeacherTopKWriter {
  public:
-  TeacherTopKWriter(const std::string& path, const TeacherSource& source, int64_t n_tokens);
+  TeacherTopKWriter(const std::string& path, const TeacherSource& source, int64_t n_tokens, bool part = false);
   // The record of the next position.
   void add(const int32_t* ids, const float* logp, float log_other);
   void add_empty(int64_t n = 1);
+  // The n records of the part file at `part_path`, next.
+  void append_part(const std::string& part_path, int64_t n);
   void commit();  // Error unless every position got its record
   int64_t record_bytes() const;
 

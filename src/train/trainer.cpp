@@ -46,6 +46,7 @@ TrainSummary Run::loop(StopSignals& signals) {
   summary_.planned_steps = t.steps;
   loop_start_s_ = now_seconds();
   write_status(RunState::kRunning, start_step_, "");
+  objective_->start();
   signals.arm();
   if (start_step_ == 0) {
     maybe_score_tasks(0);  // the starting weights' task scores, for a before and after

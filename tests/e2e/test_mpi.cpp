@@ -28,6 +28,7 @@
 #include "support/capture.h"
 #include "support/cli_runner.h"
 #include "support/compare.h"
+#include "support/files.h"
 #include "support/run_helpers.h"
 #include "support/skip.h"
 #include "train/run_checkpoint.h"
@@ -384,11 +385,12 @@ TEST_F(MpiTest, Bf16LoraTwoRanksFollowOneProcess) {
   expect_two_ranks_follow_one_process(lora_run, 10, 2, 2e-3, "bf16 LoRA", 5e-5);
 }
 
-// Distillation under MPI: rank 0 scores the data with the teacher before
-// the others start and they read its file; the loss is the mean over the
-// global batch's targets, so 2 ranks (replicated and ZeRO-1) follow one
-// process. Weights within kPreferenceWeightLimit (measured 7.5e-6 for both,
-// replicated and ZeRO-1).
+// Distillation under MPI: each rank scores its half of the windows with
+// the teacher and rank 0 joins the halves, so the teacher's file is byte
+// for byte the one a single process writes (each window is scored alone);
+// the loss is the mean over the global batch's targets, so 2 ranks
+// (replicated and ZeRO-1) follow one process. Weights within
+// kPreferenceWeightLimit (measured 7.5e-6 for both, replicated and ZeRO-1).
 TEST_F(MpiTest, DistillationTwoRanksFollowOneProcess) {
   run_ok(train("teacher", {"train.steps=20"}), out("teacher"));
   run_ok(train("base", {"train.steps=5", "data.tokenizer=" + dir("teacher") + "/tokenizer.model"}), out("base"));
@@ -400,6 +402,15 @@ TEST_F(MpiTest, DistillationTwoRanksFollowOneProcess) {
                             "train.steps=10", "train.eval_every=5", "train.zero=" + std::to_string(zero)});
   };
   expect_two_ranks_follow_one_process(distill_run, 10, 2, kPreferenceWeightLimit, "distill");
+  for (const char* stream : {"train", "val"}) {
+    const std::string file = std::string("/data/teacher-") + stream + ".bin";
+    const std::string one = test_support::slurp(dir("one") + file);
+    EXPECT_GT(one.size(), 1000u) << stream;
+    for (const char* run : {"dp", "zero"}) {
+      EXPECT_TRUE(test_support::slurp(dir(run) + file) == one) << run << " " << stream;
+      EXPECT_FALSE(std::filesystem::exists(dir(run) + file + ".part1of2")) << run << " " << stream;
+    }
+  }
 }
 
 // GRPO under MPI: each rank samples the replies to its windows' prompts,
