@@ -29,6 +29,34 @@ std::string read_prompt_file(const std::string& path) {
   return ss.str();
 }
 
+// -np N: the continuations decoded together, then each printed (the prompt
+// text once, each continuation after its number) and the totals.
+template <typename Opts>
+int generate_parallel(infer::Decoder& dec, const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt,
+                      const std::vector<int32_t>& stop, const Opts& o) {
+  std::vector<uint64_t> seeds;
+  for (int64_t i = 0; i < o.parallel; ++i) seeds.push_back(o.seed + uint64_t(i));
+  const std::vector<infer::Generation> gens = infer::generate_group(dec, prompt, o.n, o.sampler, seeds, stop);
+  fmt::print("\n");
+  int64_t tokens = 0;
+  for (size_t i = 0; i < gens.size(); ++i) {
+    std::string text;
+    for (int32_t id : gens[i].tokens)
+      if (id != tok.eos_id()) text += tok.token_to_piece(id);
+    fmt::print("--- sequence {} (seed {}) ---\n{}\n", i, seeds[i], text);
+    if (o.print_ids) fmt::print("{}\n", fmt::join(gens[i].tokens, ","));
+    tokens += int64_t(gens[i].tokens.size());
+  }
+  std::fflush(stdout);
+  const double prompt_s = gens[0].prompt_seconds, decode_s = gens[0].decode_seconds;
+  fmt::print(stderr,
+             "prompt: {} tokens in {:.3f} s ({:.1f} tokens/s); generated {} tokens in {} sequences in {:.3f} s ({:.1f} "
+             "tokens/s)\n",
+             prompt.size(), prompt_s, double(prompt.size()) / prompt_s, tokens, gens.size(), decode_s,
+             double(tokens) / decode_s);
+  return 0;
+}
+
 }  // namespace
 
 Runner add_generate_command(CLI::App& app) {
@@ -38,6 +66,7 @@ Runner add_generate_command(CLI::App& app) {
     int64_t n = 64;
     infer::SamplerConfig sampler;
     uint64_t seed = 42;
+    int64_t parallel = 1;
     bool print_ids = false, ignore_eos = false;
   };
   auto o = std::make_shared<Opts>();
@@ -53,6 +82,10 @@ Runner add_generate_command(CLI::App& app) {
   add_sampling_options(cmd, o->sampler, o->seed);
   cmd->add_flag("--print-ids", o->print_ids, "End with one line of the generated ids, comma-separated");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Go on after the end-of-text token (speed measurements)");
+  cmd->add_option("--parallel", o->parallel,
+                  "(-np) Generate N continuations of the prompt together, one batch through the model per token "
+                  "(sequence i seeded SEED + i: sequence 0 is what one would give), printed after each other")
+      ->check(CLI::Range(int64_t(1), int64_t(256)));
   return [cmd, o]() -> int {
     if (!cmd->parsed()) return -1;
     InferenceModel m(o->model);
@@ -71,6 +104,7 @@ Runner add_generate_command(CLI::App& app) {
     std::fflush(stdout);
 
     const std::vector<int32_t> stop = o->ignore_eos ? std::vector<int32_t>{} : std::vector<int32_t>{tok.eos_id()};
+    if (o->parallel > 1) return generate_parallel(dec, tok, prompt, stop, *o);
     const infer::Generation g = infer::generate(dec, prompt, o->n, o->sampler, o->seed, stop, [&](int32_t next) {
       if (next == tok.eos_id()) return;
       fmt::print("{}", tok.token_to_piece(next));

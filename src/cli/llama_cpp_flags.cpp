@@ -4,6 +4,7 @@
 
 #include <array>
 #include <string_view>
+#include <utility>
 
 namespace ggtrain::cli {
 
@@ -28,6 +29,18 @@ constexpr std::array kForeignFlags = {
 };
 
 }  // namespace
+
+// CLI11 takes no multi-letter single-dash names; these llama.cpp spellings
+// are translated before parsing.
+std::string long_spelling(std::string_view arg) {
+  constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kSpellings = {{
+      {"-sys", "--system-prompt"},
+      {"-np", "--parallel"},
+  }};
+  for (const auto& [short_name, long_name] : kSpellings)
+    if (arg == short_name) return std::string(long_name);
+  return std::string(arg);
+}
 
 std::string llama_cpp_flag_message(const std::vector<std::string>& args) {
   for (const std::string& a : args) {

@@ -30,10 +30,8 @@ int main(int argc, char** argv) {
       ggtrain::cli::add_import_command(app),   ggtrain::cli::add_verify_command(app),
       ggtrain::cli::add_imatrix_command(app),  ggtrain::cli::add_serve_command(app),
       ggtrain::cli::add_report_command(app)};
-  // llama.cpp spells the system prompt "-sys"; CLI11 takes no multi-letter
-  // single-dash names, so that one spelling is translated before parsing.
   std::vector<std::string> typed;
-  for (int i = 1; i < argc; ++i) typed.push_back(std::string_view(argv[i]) == "-sys" ? "--system-prompt" : argv[i]);
+  for (int i = 1; i < argc; ++i) typed.push_back(ggtrain::cli::long_spelling(argv[i]));
   if (const std::string m = ggtrain::cli::unknown_command_message(app, typed); !m.empty()) {
     fmt::print(stderr, "ggtrain: error: {}\n", m);
     return ggtrain::cli::kUsageExitCode;

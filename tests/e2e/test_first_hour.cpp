@@ -289,6 +289,21 @@ TEST_F(FirstHour, GenerateTakesLlamaCppFlags) {
   // Every position of the 64-token context filled, and one token more
   // sampled from the last one's logits.
   EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]), 64 + 1);
+  // -np 3: three continuations decoded together, sequence i the one seed
+  // 7 + i gives alone.
+  const CliResult par =
+      cli({"generate", "-m", model(), "-p", "The quick brown", "-s", "7", "-n", "12", "-np", "3", "--print-ids"});
+  ASSERT_EQ(par.status, 0) << par.output;
+  for (int i = 0; i < 3; ++i) {
+    const CliResult one = cli(
+        {"generate", "-m", model(), "-p", "The quick brown", "-s", std::to_string(7 + i), "-n", "12", "--print-ids"});
+    const std::string alone = ids(one.output), want_ids = alone.substr(alone.rfind('\n', alone.size() - 2) + 1);
+    const size_t at = par.output.find("--- sequence " + std::to_string(i) + " (seed " + std::to_string(7 + i) + ")");
+    ASSERT_NE(at, std::string::npos) << par.output;
+    EXPECT_NE(par.output.find(want_ids, at), std::string::npos) << "sequence " << i << ": " << want_ids << " in\n"
+                                                                << par.output;
+  }
+  EXPECT_TRUE(contains(par.output, "in 3 sequences")) << par.output;
   // -c past the trained context: a warning, as llama.cpp gives.
   const CliResult longer = cli({"generate", "-m", model(), "-p", "The", "-n", "4", "-c", "128"});
   ASSERT_EQ(longer.status, 0) << longer.output;
