@@ -137,7 +137,8 @@ TEST(DecoderBatch, EachRowEqualsItsSequenceDecodedAlone) {
 
 // A group's replies, sampled with their own seeds, are generate()'s with
 // each seed: the same tokens, each stopping on its own (a stop token, the
-// length limit, the context), while the others go on.
+// length limit), while the others go on; greedy ones are generate()'s
+// greedy reply.
 TEST(DecoderBatch, GroupRepliesEqualEachGeneratedAlone) {
   omp_set_num_threads(3);
   for (const auto& row : model::architectures()) {
@@ -180,6 +181,12 @@ TEST(DecoderBatch, GroupRepliesEqualEachGeneratedAlone) {
     const auto again = infer::generate_group(d, prompt, 30, s, seeds, stops, keep);
     EXPECT_EQ(again[0].reused_tokens, int64_t(prompt.size()) - 1);
     for (size_t i = 0; i < seeds.size(); ++i) EXPECT_EQ(again[i].tokens, group[i].tokens) << "reply " << i;
+    // Greedy: every reply is generate()'s greedy one.
+    infer::SamplerConfig greedy;
+    greedy.temperature = 0;
+    infer::Decoder g1(c, params.data(), nullptr, 0);
+    const auto want = infer::generate(g1, prompt, 20, greedy, 1, {}).tokens;
+    for (const auto& g : infer::generate_group(d, prompt, 20, greedy, {1, 2, 3}, {})) EXPECT_EQ(g.tokens, want);
     std::printf("%s: %zu replies, %zu stopped, %zu tokens\n", row.name, seeds.size(), stopped, lengths);
   }
   omp_set_num_threads(1);
