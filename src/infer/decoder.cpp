@@ -217,7 +217,7 @@ const Decoder::Sequence& Decoder::sequence(int64_t seq) const {
 
 void Decoder::set_sequences(int64_t n) {
   if (n < 1) fail("decoder: {} sequences", n);
-  if (n < sequences()) seqs_.resize(size_t(n), make_sequence());
+  if (n < sequences()) seqs_.erase(seqs_.begin() + n, seqs_.end());
   while (sequences() < n) seqs_.push_back(make_sequence());
 }
 
