@@ -107,7 +107,8 @@ std::vector<std::vector<float>> batched(const model::Config& c, const std::vecto
 // in another order (and an fp16 cache may round a key that differs in its
 // last bit to the neighbouring step). Measured on an Intel Xeon (AVX-512,
 // AVX512_BF16, no AMX), 3 threads, of the largest logit, the worst
-// architecture: F32 cache 6.6e-6 (qwen35moe), F16 cache 6.3e-5 (llama). Limits 5e-5 and 5e-4, the decoder's
+// architecture: F32 cache 6.6e-6 (v4), 4.3e-6 (v3), 2.9e-6 (v2); F16
+// cache 6.3e-5 (v4), 4.3e-5 (v3), 1.4e-4 (v2). Limits 5e-5 and 5e-4, the decoder's
 // thread-count limits (test_decoder_threads.cpp), which cover the other levels' and -O1's larger differences there.
 // Negative controls, measured on every architecture: a batch whose rows all read sequence 0's cache differs by 0.36
 // to 1.8, one that gives every row the first row's position by 0.26 to 1.8, one whose Gated DeltaNet rows all run
