@@ -84,7 +84,7 @@ void judge_state(RunSummary& r) {
   r.state = std::string(train::run_state_name(status->state));
   r.detail = status->message;
   r.host = status->host;
-  if (status->state == train::RunState::kRunning) {
+  if (train::has_process(status->state)) {
     if (status->host == train::host_name() && process_gone(status->pid)) {
       r.state = "failed";
       r.detail = fmt::format("its training process ({}) ended without a word (killed?); resume with ggtrain train "

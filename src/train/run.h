@@ -57,6 +57,8 @@ class Run {
  private:
   // The constructor's steps, in order.
   void check_run_folder();
+  // What the constructor does once the run folder is this run's.
+  void set_up();
   int64_t check_resume();  // the step the run resumes from, or -1
   void print_lora_targets(const model::ParamLayout& all) const;
   void check_memory(const std::set<std::string>& frozen, const model::ModelOptions& opts) const;

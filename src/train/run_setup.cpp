@@ -67,6 +67,19 @@ Run::Run(const TrainOptions& o)
       c_(resolve_config(o, base_.get())) {
   dp_ = std::make_unique<parallel::DataParallel>(parallel::world(), c_.train.batch, c_.train.seq_len, c_.train.zero);
   check_run_folder();
+  // The folder is this run's now: a watcher sees it preparing (tokenizing a
+  // large corpus takes a while), and failed with the reason if it does not
+  // get through.
+  write_status(RunState::kPreparing, std::max<int64_t>(0, latest_step(run_dir_)), "");
+  try {
+    set_up();
+  } catch (const std::exception& e) {
+    record_failure(e.what());
+    throw;
+  }
+}
+
+void Run::set_up() {
   const int64_t resume_step = check_resume();
   variant_ = RunVariant::choose(c_, base_.get());  // before the tokenizer: a donor that is no model is named first
   load_tokenizer(resume_step);

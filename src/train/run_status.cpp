@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -13,7 +14,7 @@ namespace ggtrain::train {
 
 namespace {
 
-constexpr std::string_view kNames[] = {"running", "finished", "stopped", "failed"};
+constexpr std::string_view kNames[] = {"running", "finished", "stopped", "failed", "preparing"};
 
 std::string path_of(const std::string& run_dir) { return run_dir + "/status.json"; }
 
@@ -63,7 +64,7 @@ std::optional<RunStatus> read_run_status(const std::string& run_dir) {
   if (!text("state") || !integer("pid") || !integer("step") || !integer("steps") || !text("host")) return std::nullopt;
   RunStatus s;
   bool known = false;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < int(std::size(kNames)); ++i)
     if (j["state"].get<std::string>() == kNames[i]) {
       s.state = RunState(i);
       known = true;

@@ -1,17 +1,21 @@
 #pragma once
 // RUN/status.json: what the training process of a run folder is doing, for
-// whoever watches the folder (`ggtrain serve`, `ggtrain report`): running
-// (with its process id and host, so a watcher can tell a process that died
+// whoever watches the folder (`ggtrain serve`, `ggtrain report`): preparing
+// (reading and tokenizing the data, building the model) and running (both
+// with its process id and host, so a watcher can tell a process that died
 // without a word), finished, stopped (a signal or --stop-at, resumable) or
-// failed (with the error). Written atomically by rank 0 when the run starts
-// and when it ends.
+// failed (with the error). Written atomically by rank 0 when the run folder
+// is taken, when training starts and when it ends.
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace ggtrain::train {
 
-enum class RunState { kRunning, kFinished, kStopped, kFailed };
+enum class RunState { kRunning, kFinished, kStopped, kFailed, kPreparing };
+
+// preparing or running: a process should be alive behind it.
+inline bool has_process(RunState s) { return s == RunState::kRunning || s == RunState::kPreparing; }
 
 std::string_view run_state_name(RunState s);
 

@@ -133,6 +133,13 @@ TEST(Dashboard, RunStateFromTheFolder) {
   train::write_run_status(run, dead);
   EXPECT_EQ(read_run_summary(run).state, "running");
 
+  // Preparing (tokenizing, building the model) is watched as running is.
+  train::write_run_status(run, train::current_process_status(train::RunState::kPreparing, 0, 20));
+  EXPECT_EQ(read_run_summary(run).state, "preparing");
+  dead.state = train::RunState::kPreparing;
+  dead.host = train::host_name();
+  train::write_run_status(run, dead);
+  EXPECT_EQ(read_run_summary(run).state, "failed");
   train::write_run_status(run, train::current_process_status(train::RunState::kStopped, 10, 20, "SIGTERM received"));
   s = read_run_summary(run);
   EXPECT_EQ(s.state, "stopped");
@@ -146,6 +153,29 @@ TEST(Dashboard, RunStateFromTheFolder) {
             tmp / "corpus.txt" + ": no such folder; give a run folder (ggtrain train --run-dir)");
   fs::create_directories(tmp / "empty");
   EXPECT_NE(error_of([&] { check_run_folder(tmp / "empty"); }).find("not a run folder"), std::string::npos);
+}
+
+// A run that fails before its first step (here: its tokenizer file is
+// missing) leaves status.json failed with the reason, not "preparing"; a
+// run refused because the folder is another run's leaves that run's
+// status as it was.
+TEST(Dashboard, RunFailingWhilePreparingSaysWhy) {
+  TempDir tmp;
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
+  train::RunConfig c = test_support::tiny_run_config(tmp / "corpus.txt", 4);
+  c.data.tokenizer = tmp / "no-such.model";
+  EXPECT_NE(error_of([&] { test_support::run_quiet(tmp / "run", c, false); }).find("no-such.model"), std::string::npos);
+  const auto status = train::read_run_status(tmp / "run");
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->state, train::RunState::kFailed);
+  EXPECT_NE(status->message.find("no-such.model"), std::string::npos) << status->message;
+  EXPECT_EQ(read_run_summary(tmp / "run").state, "failed");
+
+  const std::string done = finished_run(tmp, "done");
+  const std::string before = test_support::slurp(done + "/status.json");
+  EXPECT_NE(error_of([&] { test_support::run_quiet(done, c, false); }).find("already has checkpoints"),
+            std::string::npos);
+  EXPECT_EQ(test_support::slurp(done + "/status.json"), before);
 }
 
 // Records are read from an offset on; a last line still being written waits
