@@ -34,13 +34,13 @@ struct InferenceModel {
   tokenizer::Tokenizer tokenizer;
 };
 
-// A UTF-8 text file's tokens as llama.cpp's perplexity and imatrix tools
-// take them: the whole file, BOS first when the vocabulary asks for it. A
-// file that is no text (a model, an archive) is refused naming its first bad byte.
 // What llama.cpp's perplexity and imatrix tools put first in each chunk:
 // BOS when the vocabulary asks for it, else -1 (the chunk as it is).
 int32_t chunk_bos(const tokenizer::Tokenizer& tok);
 
+// A UTF-8 text file's tokens as llama.cpp's perplexity and imatrix tools
+// take them: the whole file, BOS first when the vocabulary asks for it. A
+// file that is no text (a model, an archive) is refused naming its first bad byte.
 std::vector<int32_t> text_file_tokens(const tokenizer::Tokenizer& tok, const std::string& path);
 
 }  // namespace ggtrain::cli

@@ -183,8 +183,6 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
   flash_scratch_.resize(size_t(threads_ * kernels::attention_scratch_per_thread(flash_shape(N))));
   decode_scratch_.resize(
       size_t(kernels::attention_decode_scratch(decode_shape(), kernels::cache_positions(n_ctx_), threads_)));
-  batch_scratch_.resize(
-      size_t(threads_ * kernels::attention_decode_scratch(decode_shape(), kernels::cache_positions(n_ctx_), 1)));
   // One row: generation reads the last position's logits only. eval(...,
   // all_logits) grows it to its rows (perplexity, scoring); sized for the
   // whole context up front it held 4096 x 262144 floats (4 GiB) for Gemma 3.
@@ -219,6 +217,10 @@ void Decoder::set_sequences(int64_t n) {
   if (n < 1) fail("decoder: {} sequences", n);
   if (n < sequences()) seqs_.erase(seqs_.begin() + n, seqs_.end());
   while (sequences() < n) seqs_.push_back(make_sequence());
+  // Only a decoder that batches sequences runs attention a thread per sequence.
+  if (n > 1 && batch_scratch_.empty())
+    batch_scratch_.resize(
+        size_t(threads_ * kernels::attention_decode_scratch(decode_shape(), kernels::cache_positions(n_ctx_), 1)));
 }
 
 void Decoder::copy_sequence(int64_t from, int64_t to) {

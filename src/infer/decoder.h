@@ -212,7 +212,7 @@ class Decoder {
   std::vector<float> head_rstd_;  // [n_ctx * n_heads] the head norms' (qk_norm)
   std::vector<float> lse_, flash_scratch_;  // the flash kernel's, for prompts into an empty cache
   std::vector<float> decode_scratch_;  // attention_decode's, for the others
-  std::vector<float> batch_scratch_;  // attention_decode's on one thread, per thread (eval_batch)
+  std::vector<float> batch_scratch_;  // attention_decode's on one thread, per thread (set_sequences > 1)
   // Short-convolution layers: in_proj's output for a batch [n_ctx, 3C].
   std::vector<float> bcx_;
   // Gated DeltaNet layers: a batch's convolution window [taps - 1 + n_ctx,

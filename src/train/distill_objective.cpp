@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "corpus/batch_loader.h"
 #include "gguf/reader.h"
@@ -139,12 +140,16 @@ void DistillObjective::teacher_pass(const Stream& s) {
   const int64_t n = s.windows->n_windows(), R = dp.size(), T = s.source.seq_len, n_tokens = s.tokens->size();
   const auto first = [&](int64_t r) { return n * r / R; };
   const auto part_path = [&](int64_t r) { return fmt::format("{}.part{}of{}", s.path, r, R); };
-  if (R == 1) {
+  // The whole file around the windows' records that `windows` writes.
+  const auto write_whole = [&](const std::function<void(TeacherTopKWriter&)>& windows) {
     TeacherTopKWriter out(s.path, s.source, n_tokens);
     out.add_empty();
-    teacher_scores(teacher, s, 0, n, out);
+    windows(out);
     out.add_empty(n_tokens - 1 - n * T);
     out.commit();
+  };
+  if (R == 1) {
+    write_whole([&](TeacherTopKWriter& out) { teacher_scores(teacher, s, 0, n, out); });
   } else {
     const int64_t w0 = first(dp.rank()), w1 = first(dp.rank() + 1);
     TeacherTopKWriter part(part_path(dp.rank()), s.source, (w1 - w0) * T, true);
@@ -152,11 +157,9 @@ void DistillObjective::teacher_pass(const Stream& s) {
     part.commit();
     dp.barrier();
     if (dp.root()) {
-      TeacherTopKWriter out(s.path, s.source, n_tokens);
-      out.add_empty();
-      for (int64_t r = 0; r < R; ++r) out.append_part(part_path(r), (first(r + 1) - first(r)) * T);
-      out.add_empty(n_tokens - 1 - n * T);
-      out.commit();
+      write_whole([&](TeacherTopKWriter& out) {
+        for (int64_t r = 0; r < R; ++r) out.append_part(part_path(r), (first(r + 1) - first(r)) * T);
+      });
       for (int64_t r = 0; r < R; ++r) std::filesystem::remove(part_path(r));
     }
     dp.barrier();

@@ -54,6 +54,11 @@ struct SampledBatch {
   int64_t step = 0;
   std::vector<Prompt> prompts;
   std::vector<Rollout> rollouts;  // their prompts point into `prompts`
+  std::vector<double> rewards() const {
+    std::vector<double> out;
+    for (const Rollout& r : rollouts) out.push_back(r.reward);
+    return out;
+  }
 };
 
 // Each example of one window [T] that has a trained target.
@@ -408,10 +413,8 @@ void GrpoObjective::sample_batch(const StepBatches& b) {
   rollout_seconds_ = now_seconds() - t0;
   std::vector<Rollout>& rollouts = batch_.rollouts;
   score(rollouts);
-  std::vector<double> rewards;
-  for (const Rollout& r : rollouts) rewards.push_back(r.reward);
   if (rollouts.empty()) return;
-  const std::vector<double> a = group_advantages(rewards, g_.group, params_.scale_rewards);
+  const std::vector<double> a = group_advantages(batch_.rewards(), g_.group, params_.scale_rewards);
   for (size_t i = 0; i < rollouts.size(); ++i) rollouts[i].advantage = a[i];
 }
 
@@ -449,12 +452,8 @@ StepTerms GrpoObjective::step(const StepBatches& b) {
     return r;
   }
   if (dp.root()) log_rollouts(b.step, rollouts);
-  double std_sum = 0;
-  if (!rollouts.empty()) {
-    std::vector<double> rewards;
-    for (const Rollout& x : rollouts) rewards.push_back(x.reward);
-    std_sum = mean_group_std(rewards, g_.group) * double(batch_.prompts.size());
-  }
+  const double std_sum =
+      rollouts.empty() ? 0.0 : mean_group_std(batch_.rewards(), g_.group) * double(batch_.prompts.size());
   const double reward = dp.sum_over_ranks(reward_sum) / std::max(1.0, all_rollouts);
   const double reward_std = dp.sum_over_ranks(std_sum) / std::max(1.0, all_prompts);
   r.metrics["reward"] = reward;
