@@ -107,7 +107,8 @@ QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, cons
   w.set("general.file_type", gguf::Value::u32(uint32_t(ft)));
   if (imatrix) add_imatrix_keys(w, *imatrix);
 
-  quant::TypeRecipe recipe(ft, shapes, c.n_layers, int(c.n_experts), imatrix != nullptr);
+  // llama.cpp counts the prediction blocks among the layers (n_layer_all).
+  quant::TypeRecipe recipe(ft, shapes, c.n_layers + c.n_nextn, int(c.n_experts), imatrix != nullptr);
   QuantizeReport report;
   std::deque<std::vector<float>> values;  // kept until write()
   std::deque<std::vector<uint8_t>> encoded;

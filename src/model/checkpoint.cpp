@@ -36,6 +36,9 @@ void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& 
     if (tt == TensorType::Q8_0 && t.shape.back() % 32 != 0) tt = TensorType::F16;
     quant::add_float_tensor(w, t.name, tt, ggml_ne(t.shape), params + t.offset);
   }
+  // Last, where the converter puts them; `c` outlives the write.
+  if (c.nextn_tensors)
+    for (const auto& t : *c.nextn_tensors) w.add_tensor_raw(t.name, t.type, t.ne, t.bytes.data());
 }
 
 const gguf::TensorInfo& tensor_of_shape(const gguf::GgufFile& f, const ParamTensor& t) {
@@ -49,7 +52,8 @@ const gguf::TensorInfo& tensor_of_shape(const gguf::GgufFile& f, const ParamTens
 void load_model_params(const gguf::GgufFile& f, const ParamLayout& layout, float* params,
                        const std::set<std::string>& held_elsewhere) {
   for (const auto& ti : f.tensors())
-    if (!layout.find(ti.name) && !held_elsewhere.count(ti.name) && ti.name != kRopeFreqsTensor)
+    if (!layout.find(ti.name) && !layout.carries(ti.name) && !held_elsewhere.count(ti.name) &&
+        ti.name != kRopeFreqsTensor)
       fail("{}: unexpected tensor '{}' for this llama configuration", f.path(), ti.name);
   for (const auto& t : layout.tensors()) {
     auto v = quant::tensor_floats(f, tensor_of_shape(f, t));

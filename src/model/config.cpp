@@ -79,7 +79,13 @@ std::string field_text(const Config& c, const ConfigField& f) {
 
 void copy_fields(Config& to, const Config& from) {
   for (const auto& f : config_fields()) std::visit([&](auto member) { to.*member = from.*member; }, f.member);
+  copy_file_parts(to, from);
+}
+
+void copy_file_parts(Config& to, const Config& from) {
   to.rope_freq_factors = from.rope_freq_factors;
+  to.n_nextn = from.n_nextn;
+  to.nextn_tensors = from.nextn_tensors;
 }
 
 bool same_field(const Config& a, const Config& b, const ConfigField& f, bool as_f32) {
@@ -259,6 +265,41 @@ double Config::flops_per_token(int64_t seq_len) const {
   return 6.0 * double(matmul_params()) + 12.0 * double(attending * d_model * seq_len);
 }
 
+namespace {
+
+// The block index of "blk.N.<rest>", or -1.
+int64_t block_of(const std::string& name) {
+  if (!name.starts_with("blk.")) return -1;
+  int64_t n = 0;
+  size_t i = 4;
+  for (; i < name.size() && i < 12 && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
+}
+
+// The multi-token-prediction blocks' tensors, copied out of the file so
+// every checkpoint can write them as they were.
+std::shared_ptr<const std::vector<Config::CarriedTensor>> read_nextn_tensors(const gguf::GgufFile& f, const Config& c) {
+  auto carried = std::make_shared<std::vector<Config::CarriedTensor>>();
+  for (const auto& t : f.tensors()) {
+    const int64_t b = block_of(t.name);
+    if (b < c.n_layers || b >= c.n_layers + c.n_nextn) continue;
+    carried->push_back({t.name, t.type, t.shape(), std::vector<uint8_t>(t.data, t.data + t.n_bytes)});
+  }
+  // What llama.cpp's loader requires of each block: without them the key
+  // would turn the model's own last blocks into "prediction blocks".
+  for (int64_t b = c.n_layers; b < c.n_layers + c.n_nextn; ++b)
+    for (const char* what : {"nextn.eh_proj", "nextn.enorm", "nextn.hnorm"}) {
+      const std::string name = fmt::format("blk.{}.{}.weight", b, what);
+      if (!f.find_tensor(name))
+        fail("{}: {} is {}, so block {} is a multi-token-prediction block, but it has no '{}'; correct the key or "
+             "convert the model again",
+             f.path(), c.key("nextn_predict_layers"), c.n_nextn, b, name);
+    }
+  return carried;
+}
+
+}  // namespace
+
 Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
   if (const gguf::Value* type = f.find("general.type");
       type && type->type == gguf::ValueType::STRING && type->s == "adapter")
@@ -285,6 +326,7 @@ Config config_from_gguf(const gguf::GgufFile& f, bool embedding_is_d_model) {
     c.rope_freq_factors = quant::tensor_floats(f, *rf);
     c.validate(f.path());
   }
+  if (c.n_nextn > 0) c.nextn_tensors = read_nextn_tensors(f, c);
   return c;
 }
 

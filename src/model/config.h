@@ -2,10 +2,12 @@
 // Shape and numerics of a decoder of one of model/architecture.h's families,
 // as stored in its GGUF metadata (<arch>.* keys).
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "gguf/types.h"
 #include "model/architecture.h"
 
 namespace ggtrain::gguf {
@@ -74,6 +76,20 @@ struct Config {
   // written into every checkpoint and export of that model.
   std::vector<float> rope_freq_factors;
   const float* rope_factors_or_null() const { return rope_freq_factors.empty() ? nullptr : rope_freq_factors.data(); }
+  // Multi-token-prediction blocks (<arch>.nextn_predict_layers): the
+  // converter writes them as blocks n_layers .. n_layers + n_nextn - 1 and
+  // counts them in block_count; llama.cpp's model skips them (they serve
+  // its speculative drafting). ggtrain neither runs nor trains them: like
+  // rope_freq_factors they come with init.from's file, and their tensors go
+  // into every checkpoint and export of that model exactly as stored.
+  struct CarriedTensor {
+    std::string name;  // "blk.24.nextn.eh_proj.weight"
+    gguf::TensorType type;
+    std::vector<uint64_t> ne;
+    std::vector<uint8_t> bytes;
+  };
+  int64_t n_nextn = 0;
+  std::shared_ptr<const std::vector<CarriedTensor>> nextn_tensors;  // null when n_nextn is 0
   // Warm start (init.donor): > 0 means token_embd is not a parameter but a
   // frozen donor table E [vocab, donor_dim] seen through the trainable lens
   // `lens.proj.weight` W [d_model, donor_dim]: x = W E[token]. Training-time
@@ -187,9 +203,12 @@ struct ConfigField {
 const std::vector<ConfigField>& config_fields();
 // f's value in c, as text for messages.
 std::string field_text(const Config& c, const ConfigField& f);
-// Copies every field of config_fields() and the RoPE factors from `from`
-// into `to` (vocab, donor_dim and lora stay as `to` has them).
+// Copies every field of config_fields(), the RoPE factors and the
+// multi-token-prediction blocks from `from` into `to` (vocab, donor_dim and lora stay as `to` has them).
 void copy_fields(Config& to, const Config& from);
+// The parts of a model that come with its file, not its config keys: the
+// RoPE factors and the multi-token-prediction blocks.
+void copy_file_parts(Config& to, const Config& from);
 // Whether a and b agree on f; `as_f32` compares doubles at the f32
 // precision GGUF metadata stores them in.
 bool same_field(const Config& a, const Config& b, const ConfigField& f, bool as_f32 = false);

@@ -79,10 +79,15 @@ void read_head_size(const gguf::GgufFile& f, const std::string& key, Config& c) 
   if (c.n_heads <= 0 || k * c.n_heads != c.d_model) c.head_dim = k;
 }
 
-void refuse_multi_token_prediction(const gguf::GgufFile& f, const std::string& key, Config&) {
-  if (f.get_uint_or(key, 0) > 0)
-    fail("{}: {} is {}: multi-token-prediction blocks are not supported; convert the model without them", f.path(), key,
-         f.get_uint(key));
+// The converter counts the multi-token-prediction blocks in block_count;
+// n_layers is the blocks the model runs (llama.cpp's n_layer()).
+void read_nextn_layers(const gguf::GgufFile& f, const std::string& key, Config& c) {
+  const uint64_t n = f.get_uint_or(key, 0);
+  if (n >= uint64_t(c.n_layers))
+    fail("{}: {} is {} but block_count is {}; the prediction blocks follow at least one block the model runs", f.path(),
+         key, n, c.n_layers);
+  c.n_nextn = int64_t(n);
+  c.n_layers -= c.n_nextn;
 }
 
 void read_value_width(const gguf::GgufFile& f, const std::string& key, Config& c) {
@@ -108,6 +113,8 @@ Written recurrent_layer_list(const Config& c) {
   if (attention_interval(c) > 0) return std::nullopt;
   std::vector<Value> recurrent;
   for (int64_t l = 0; l < c.n_layers; ++l) recurrent.push_back(Value::boolean(c.is_recurrent_layer(l)));
+  // the prediction blocks attend, as the converter lists them
+  for (int64_t l = 0; l < c.n_nextn; ++l) recurrent.push_back(Value::boolean(false));
   return Value::array(gguf::ValueType::BOOL, recurrent);
 }
 
@@ -221,7 +228,7 @@ const std::vector<MetadataKey>& metadata_keys() {
       {"vocab_size", nullptr, [](const C& c) { return u32(c.vocab); }, nullptr},
       {"context_length", nullptr, [](const C& c) { return u32(c.ctx); }, read_count<&C::ctx>},
       {"embedding_length", nullptr, [](const C& c) { return u32(c.d_model); }, read_count<&C::d_model>},
-      {"block_count", nullptr, [](const C& c) { return u32(c.n_layers); }, read_count<&C::n_layers>},
+      {"block_count", nullptr, [](const C& c) { return u32(c.n_layers + c.n_nextn); }, read_count<&C::n_layers>},
       {"feed_forward_length", nullptr, [](const C& c) { return u32(c.d_ff); }, read_count<&C::d_ff>},
       {"attention.head_count", nullptr, [](const C& c) { return u32(c.n_heads); }, read_count<&C::n_heads>},
       {"attention.head_count_kv", nullptr, kv_heads, read_kv_heads},
@@ -230,7 +237,8 @@ const std::vector<MetadataKey>& metadata_keys() {
        read_count<&C::shortconv_l_cache>},
       {"attention.key_length", nullptr, head_size, read_head_size},
       {"attention.value_length", nullptr, head_size, nullptr},
-      {"nextn_predict_layers", gated_deltanet, nullptr, refuse_multi_token_prediction},
+      {"nextn_predict_layers", gated_deltanet, [](const C& c) { return c.n_nextn > 0 ? u32(c.n_nextn) : std::nullopt; },
+       read_nextn_layers},
       {"ssm.conv_kernel", gated_deltanet, [](const C& c) { return u32(c.ssm_conv_kernel); },
        read_count<&C::ssm_conv_kernel>},
       {"ssm.state_size", gated_deltanet, [](const C& c) { return u32(c.ssm_state_size); },

@@ -201,6 +201,8 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
   }
   add(c.architecture().output_norm, {C});
   if (!c.tied) add("output.weight", {c.vocab, C});
+  if (c.nextn_tensors)
+    for (const auto& t : *c.nextn_tensors) carried_.insert(t.name);
   // LoRA tensors come last, so the base tensors keep the offsets of the
   // plain model's layout (a base GGUF loads into the same places).
   const std::vector<BlockMatrix> present = model_block_matrices(c);

@@ -36,6 +36,9 @@ class ParamLayout {
   const ParamTensor& get(const std::string& name) const;  // throws if absent
   const ParamTensor* find(const std::string& name) const;
   std::set<std::string> names() const;  // of every tensor
+  // Whether the model's file holds tensor `name` outside the parameters:
+  // a multi-token-prediction block's (Config::nextn_tensors).
+  bool carries(const std::string& name) const { return carried_.count(name) > 0; }
   // The tensors not in `frozen`, packed anew (source_offset kept): the layout
   // of gradients and AdamW moments when part of the model is frozen.
   ParamLayout trainable(const std::set<std::string>& frozen) const;
@@ -44,6 +47,7 @@ class ParamLayout {
   ParamLayout() = default;
   void add(const std::string& name, std::vector<int64_t> shape);
   std::vector<ParamTensor> tensors_;
+  std::set<std::string> carried_;
   int64_t total_ = 0;
 };
 

@@ -26,7 +26,7 @@ void adopt_model_of(RunConfig& c, const gguf::GgufFile& f) {
 }
 
 void adopt_file_only_parts_of(RunConfig& c, const gguf::GgufFile& f) {
-  c.model.rope_freq_factors = model::config_from_gguf(f).rope_freq_factors;
+  model::copy_file_parts(c.model, model::config_from_gguf(f));
 }
 
 }  // namespace ggtrain::train

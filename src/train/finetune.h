@@ -12,7 +12,8 @@ namespace ggtrain::train {
 void adopt_model_of(RunConfig& c, const gguf::GgufFile& f);
 
 // What a resumed run takes from the file again, because no config key holds
-// it: the RoPE frequency factors (rope_freqs.weight) of a Llama 3.x model.
+// it: the RoPE frequency factors (rope_freqs.weight) of a Llama 3.x model
+// and the multi-token-prediction blocks of a Qwen3.5 one.
 void adopt_file_only_parts_of(RunConfig& c, const gguf::GgufFile& f);
 
 }  // namespace ggtrain::train

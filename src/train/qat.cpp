@@ -25,10 +25,13 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
     order.push_back(&t);
     shapes.push_back({t.name, ggml_ne(t.shape)});
   }
+  // The export counts the multi-token-prediction blocks' tensors and layers too.
+  if (c.nextn_tensors)
+    for (const auto& t : *c.nextn_tensors) shapes.push_back({t.name, t.ne});
   // the recipe counts attn_v and ffn_down tensors in llama.cpp's order
   std::sort(order.begin(), order.end(),
             [](const auto* a, const auto* b) { return quant::llama_cpp_tensor_before(a->name, b->name); });
-  quant::TypeRecipe recipe(ft, shapes, int(c.n_layers), int(c.n_experts));
+  quant::TypeRecipe recipe(ft, shapes, int(c.n_layers + c.n_nextn), int(c.n_experts));
   int64_t total = 0;
   for (const auto* t : order) {
     const auto ne = ggml_ne(t->shape);

@@ -54,6 +54,13 @@ void load_base(const gguf::GgufFile& base, model::Transformer<float>& m, const m
     model::load_base_params(base, mc, m.layout(), m.params());
     return;
   }
+  if (mc.nextn_tensors)
+    for (const auto& t : *mc.nextn_tensors)
+      if (std::find(t.ne.begin(), t.ne.end(), uint64_t(base_vocab)) != t.ne.end())
+        fail("{}: the multi-token-prediction block's '{}' has a row per token, and a grown vocabulary would leave it "
+             "a size llama.cpp refuses; train without the added markers, or convert the model without its "
+             "prediction block (--no-mtp)",
+             base.path(), t.name);
   model::Config base_cfg = mc;
   base_cfg.vocab = base_vocab;
   const model::ParamLayout base_layout(base_cfg);

@@ -25,7 +25,13 @@
 #   3. a LoRA adapter ggtrain trains on it (every matrix kind: the
 #      convolutions', the Gated DeltaNet's, each expert's and the router's
 #      included) is applied by llama.cpp with ggtrain's logits (1e-4) and
-#      moves them (by more than 1e-2).
+#      moves them (by more than 1e-2);
+#   4. (qwen35) the multi-token-prediction block the file carries, as the
+#      converter writes it by default, is kept byte for byte by a full
+#      finetune (which resumes exactly) and a LoRA merge; `export --type` of the finetuned model
+#      (Q4_K_M, Q5_K_S, Q8_0: the mixes count the block among the layers) is
+#      byte-identical to llama_model_quantize's; llama.cpp runs the finetuned
+#      model with ggtrain's logits.
 #
 #   tests/compat/llama_cpp_gguf_py_check.sh PATH/TO/ggtrain lfm2|qwen35|qwen3moe
 #
@@ -87,4 +93,33 @@ differ control-theirs.f32 base-ours.f32 1e-2 "llama.cpp's logits with $what and 
 logits "$M" lora lora/weights/latest
 same lora 1e-4 "LoRA adapter on the gguf-py $ARCH file" 1e-5
 differ lora-ours.f32 base-ours.f32 1e-2 "the logits with and without the adapter"
+
+# 4. qwen35's multi-token-prediction block (blk.5, which llama.cpp's model
+# skips) kept as the file stores it through a full finetune, a LoRA merge and
+# an export, and llama.cpp runs the finetuned model with ggtrain's logits.
+if [[ $ARCH == qwen35 ]]; then
+  full=(--set data.corpus=corpus.txt --set init.from="$M" --set train.steps=3 --set train.batch=2
+    --set train.seq_len=64 --set train.threads=2 --set train.lr_max=1e-2 --quiet)
+  "$GGTRAIN" train --run-dir full "${full[@]}" >/dev/null
+  "$GGTRAIN" train --run-dir stopped "${full[@]}" --set checkpoint.every=2 --stop-at 2 >/dev/null 2>&1
+  "$GGTRAIN" train --run-dir stopped --resume --quiet >/dev/null
+  "$PY" "$HERE/compat/nextn_kept.py" --every-tensor full/weights/latest stopped/weights/latest ||
+    fail "the run resumed at step 2 differs from the one that was not stopped"
+  "$GGTRAIN" export --merge-lora "$M" lora/weights/latest merged.gguf >/dev/null
+  "$PY" "$HERE/compat/nextn_kept.py" "$M" full/weights/latest merged.gguf || fail "the prediction block was not kept"
+  # llama.cpp's mixes count the block's attn_v and ffn_down among the layers'
+  build_llama_quantize
+  for spec in q4_k_m:15 q5_k_s:16 q8_0:7; do
+    type=${spec%%:*}
+    "$GGTRAIN" export full/weights/latest "ours-$type.gguf" --type "$type" >/dev/null
+    ./llama_quantize full/weights/latest "theirs-$type.gguf" "${spec#*:}" >/dev/null 2>"quantize-$type.log" ||
+      { cat "quantize-$type.log" >&2; fail "llama_model_quantize $type failed"; }
+    cmp "ours-$type.gguf" "theirs-$type.gguf" || fail "$type: ggtrain's export differs from llama_model_quantize's"
+    echo "$type export with the prediction block: byte-identical to llama_model_quantize"
+  done
+  "$PY" "$HERE/compat/nextn_kept.py" --quantized "$M" ours-q4_k_m.gguf || fail "the export lost the prediction block"
+  logits full/weights/latest full
+  same full 1e-4 "full finetune of the gguf-py $ARCH file" 1e-5
+  differ full-ours.f32 base-ours.f32 1e-2 "the logits before and after the finetune"
+fi
 echo "llama_cpp_gguf_py_check $ARCH: OK in $((SECONDS - start)) s"

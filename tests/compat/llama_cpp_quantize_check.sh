@@ -28,22 +28,14 @@ CLI="$NODE_DIR/llama_cpp.mjs"
 export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
 fail() { echo "llama_cpp_quantize_check: FAIL: $*" >&2; exit 1; }
 command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
-command -v g++ >/dev/null || fail "'g++' is missing (builds the llama.cpp C API harness)"
-command -v git >/dev/null || fail "'git' is missing (reads llama.h from node-llama-cpp's source bundle)"
 [[ -d "$NODE_DIR/node_modules/node-llama-cpp" ]] || fail "run npm ci in tests/node (see scripts/test.sh)"
-LIB="$NODE_DIR/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
-LIBLLAMA=$(ls "$LIB"/libllama.*so 2>/dev/null | head -1)
-LIBGGML=$(ls "$LIB"/libggml.*so 2>/dev/null | head -1)
-BUNDLE="$NODE_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle"
-[[ -f "$LIBLLAMA" && -f "$LIBGGML" && -f "$BUNDLE" ]] || fail "no libllama/libggml/gitRelease.bundle under $NODE_DIR"
+source "$HERE/support/llama_cpp_logits.sh"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-git clone -q --no-checkout "$BUNDLE" llama-src 2>/dev/null || fail "cannot clone $BUNDLE"
-(cd llama-src && git archive HEAD include ggml/include) | tar -x || fail "no headers in $BUNDLE"
-g++ -O1 -std=c++17 -Iinclude -Iggml/include "$HERE/compat/llama_quantize.cpp" -o llama_quantize "$LIBLLAMA" "$LIBGGML" \
-  "$LIB/libggml-base.so" -Wl,-rpath,"$LIB" || fail "cannot build the llama.cpp C API harness"
+use_gguf_py
+build_llama_quantize
 
 bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 "$GGTRAIN" train --preset tiny --run-dir small --set data.corpus=corpus.txt --set train.steps=60 \

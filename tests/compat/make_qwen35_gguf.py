@@ -8,9 +8,14 @@ both), rope.dimension_count a quarter of the head, the rope sections
 attn_qkv, attn_gate, ssm_conv1d squeezed to [conv_dim, taps], ssm_dt.bias,
 ssm_a (= -exp(A_log), no .weight), ssm_beta, ssm_alpha, ssm_norm, ssm_out;
 gated attention layers whose attn_q yields [query | gate] per head; the
-feed-forward norm post_attention_norm; an untied head; random weights; and
-a real byte-level BPE vocabulary read from a tokenizer.json under the
-pre-tokenizer name "qwen35".
+feed-forward norm post_attention_norm; an untied head; random weights; a
+real byte-level BPE vocabulary read from a tokenizer.json under the
+pre-tokenizer name "qwen35"; and, as the converter writes by default
+(_QwenMtpMixin), the multi-token-prediction block: one more block in
+block_count and in the recurrent-layer list (as an attention layer),
+nextn_predict_layers = 1, and its tensors under blk.5 (a gated attention
+block with nextn.eh_proj, nextn.enorm, nextn.hnorm and
+nextn.shared_head_norm), which llama.cpp's model skips.
 
   GGUF_PY=llama-src/gguf-py python3 make_qwen35_gguf.py TOKENIZER.json OUT.gguf
 """
@@ -39,7 +44,8 @@ def main():
     w.add_name("qwen35-gguf-py")
     w.add_context_length(CTX)
     w.add_embedding_length(D_MODEL)
-    w.add_block_count(len(LAYER_TYPES))
+    w.add_block_count(len(LAYER_TYPES) + 1)
+    w.add_nextn_predict_layers(1)
     w.add_feed_forward_length(D_FF)
     w.add_head_count(N_HEADS)
     w.add_head_count_kv(N_KV_HEADS)
@@ -53,7 +59,7 @@ def main():
     w.add_ssm_group_count(K_HEADS)
     w.add_ssm_time_step_rank(V_HEADS)
     w.add_ssm_inner_size(V_HEADS * STATE)
-    w.add_recurrent_layers([t == "linear_attention" for t in LAYER_TYPES])
+    w.add_recurrent_layers([t == "linear_attention" for t in LAYER_TYPES] + [False])
     w.add_full_attention_interval(4)
     w.add_rope_dimension_count(N_ROT)
     w.add_rope_dimension_sections([11, 11, 10, 0])
@@ -87,6 +93,22 @@ def main():
         w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
         w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
         w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+    p = f"blk.{len(LAYER_TYPES)}."  # the prediction block, as _QwenMtpMixin renames mtp.*
+    w.add_tensor(p + "nextn.eh_proj.weight", rand(D_MODEL, 2 * D_MODEL))
+    w.add_tensor(p + "nextn.enorm.weight", norm(D_MODEL))
+    w.add_tensor(p + "nextn.hnorm.weight", norm(D_MODEL))
+    w.add_tensor(p + "nextn.shared_head_norm.weight", norm(D_MODEL))
+    w.add_tensor(p + "attn_norm.weight", norm(D_MODEL))
+    w.add_tensor(p + "attn_q.weight", rand(2 * N_HEADS * HEAD, D_MODEL))
+    w.add_tensor(p + "attn_k.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
+    w.add_tensor(p + "attn_v.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
+    w.add_tensor(p + "attn_output.weight", rand(D_MODEL, N_HEADS * HEAD))
+    w.add_tensor(p + "attn_q_norm.weight", norm(HEAD))
+    w.add_tensor(p + "attn_k_norm.weight", norm(HEAD))
+    w.add_tensor(p + "post_attention_norm.weight", norm(D_MODEL))
+    w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
+    w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
+    w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
     w.add_tensor("output_norm.weight", norm(D_MODEL))
     w.add_tensor("output.weight", rand(len(tokens), D_MODEL, scale=0.2))
     w.write_header_to_file()

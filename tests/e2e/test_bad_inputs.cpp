@@ -849,19 +849,36 @@ std::vector<Case> cases() {
                      "--tokens", "1,2,3"};
                },
                {"noconv.gguf", "blk.0.ssm_conv1d.weight"}});
-  c.push_back({"qwen35_mtp_blocks",
-               "a qwen35 GGUF with multi-token-prediction blocks (`qwen35.nextn_predict_layers=1`)",
+  c.push_back({"qwen35_mtp_block_without_its_tensors",
+               "a qwen35 GGUF whose `qwen35.nextn_predict_layers=1` makes its last block a multi-token-prediction "
+               "block that has none of that block's tensors",
+               [](Env& e) {
+                 return A{e.bin(),
+                          "eval",
+                          "-m",
+                          gguf_with(qwen35_checkpoint(e), e.t("mtp.gguf"),
+                                    [](gguf::GgufWriter& w) {
+                                      w.set("qwen35.nextn_predict_layers", gguf::Value::u32(1));
+                                      w.set("qwen35.full_attention_interval",
+                                            gguf::Value::u32(1));  // so block 0 attends
+                                    }),
+                          "--tokens",
+                          "1,2,3"};
+               },
+               {"mtp.gguf", "nextn_predict_layers", "block 1", "'blk.1.nextn.eh_proj.weight'"}});
+  c.push_back({"qwen35_mtp_every_block",
+               "a qwen35 GGUF whose `qwen35.nextn_predict_layers` equals its block_count",
                [](Env& e) {
                  return A{
                      e.bin(),
                      "eval",
                      "-m",
-                     gguf_with(qwen35_checkpoint(e), e.t("mtp.gguf"),
-                               [](gguf::GgufWriter& w) { w.set("qwen35.nextn_predict_layers", gguf::Value::u32(1)); }),
+                     gguf_with(qwen35_checkpoint(e), e.t("allmtp.gguf"),
+                               [](gguf::GgufWriter& w) { w.set("qwen35.nextn_predict_layers", gguf::Value::u32(2)); }),
                      "--tokens",
                      "1,2,3"};
                },
-               {"mtp.gguf", "nextn_predict_layers", "multi-token-prediction"}});
+               {"allmtp.gguf", "nextn_predict_layers is 2", "block_count is 2"}});
   c.push_back({"qwen35_value_heads_not_multiple",
                "`model.ssm_time_step_rank=3` with `model.ssm_group_count=2` for a qwen35 model",
                [](Env& e) {

@@ -19,6 +19,20 @@ use_gguf_py() {
   export PYTHONDONTWRITEBYTECODE=1  # make_llama3_gguf.py imports gguf_as_arch.py: no __pycache__ in tests/
 }
 
+# ./llama_quantize: the C API harness (tests/compat/llama_quantize.cpp) built
+# against node-llama-cpp's prebuilt libllama and the llama.h of the release it
+# ships; needs ./llama-src (use_gguf_py's checkout of that release).
+build_llama_quantize() {
+  local lib="$HERE/node/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64" libllama libggml
+  command -v g++ >/dev/null || fail "'g++' is missing (builds the llama.cpp C API harness)"
+  libllama=$(ls "$lib"/libllama.*so 2>/dev/null | head -1)
+  libggml=$(ls "$lib"/libggml.*so 2>/dev/null | head -1)
+  [[ -f "$libllama" && -f "$libggml" ]] || fail "no libllama/libggml under $lib; run npm ci in tests/node"
+  (cd llama-src && git archive HEAD include ggml/include) | tar -x || fail "no headers in the source bundle"
+  g++ -O1 -std=c++17 -Iinclude -Iggml/include "$HERE/compat/llama_quantize.cpp" -o llama_quantize "$libllama" \
+    "$libggml" "$lib/libggml-base.so" -Wl,-rpath,"$lib" || fail "cannot build the llama.cpp C API harness"
+}
+
 # ids: BOS and the first 59 tokens of corpus.txt's first three lines under MODEL.
 set_prompt_ids() {
   ids=$(cut -d, -f1-60 <<<"1,$("$GGTRAIN" tokenize -m "$1" --lines <(head -n 3 corpus.txt | tr '\n' ' '; echo))")
