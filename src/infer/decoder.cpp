@@ -227,6 +227,7 @@ void Decoder::copy_sequence(int64_t from, int64_t to) {
   sequence(to);
   if (from == to) return;
   if (from == 0) restore_recurrent_state();
+  if (to == 0) snapshots_.clear();  // sequence 0's history is replaced
   const Sequence& src = sequence(from);
   Sequence& dst = seqs_[size_t(to)];
   const int64_t n = src.cache.size();
@@ -466,17 +467,38 @@ void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
   }
 }
 
-void Decoder::truncate(int64_t pos) { seqs_[0].cache.truncate(pos < 0 ? 0 : pos); }
+void Decoder::truncate(int64_t pos) {
+  pos = pos < 0 ? 0 : pos;
+  seqs_[0].cache.truncate(pos);
+  // a state saved past the cut has seen tokens the cache no longer holds
+  while (!snapshots_.empty() && snapshots_.back().position > pos) snapshots_.pop_back();
+}
 
 void Decoder::restore_recurrent_state() {
   Sequence& q = seqs_[0];
   if (q.gdn_state.empty() || q.gdn_position == position()) return;
-  const std::vector<int32_t> prefix = q.cache.tokens();
-  q.cache.truncate(0);
-  for (auto& st : q.gdn_state) std::fill(st.begin(), st.end(), 0.0f);
-  for (auto& st : q.gdn_conv_state) std::fill(st.begin(), st.end(), 0.0f);
-  q.gdn_position = 0;
-  if (!prefix.empty()) eval(prefix.data(), int64_t(prefix.size()), false);
+  const std::vector<int32_t> kept = q.cache.tokens();
+  // truncate() left only snapshots at or before the kept prefix
+  const Snapshot* s = snapshots_.empty() ? nullptr : &snapshots_.back();
+  const int64_t from = s ? s->position : 0;
+  q.cache.truncate(from);
+  if (s) {
+    q.gdn_state = s->state;
+    q.gdn_conv_state = s->conv_state;
+  } else {
+    for (auto& st : q.gdn_state) std::fill(st.begin(), st.end(), 0.0f);
+    for (auto& st : q.gdn_conv_state) std::fill(st.begin(), st.end(), 0.0f);
+  }
+  q.gdn_position = from;
+  if (int64_t(kept.size()) > from) eval(kept.data() + from, int64_t(kept.size()) - from, false);
+}
+
+void Decoder::save_snapshot() {
+  const Sequence& q = seqs_[0];
+  if (q.gdn_state.empty()) return;
+  if (!snapshots_.empty() && snapshots_.back().position == q.gdn_position) snapshots_.pop_back();
+  if (snapshots_.size() == kSnapshots) snapshots_.erase(snapshots_.begin());
+  snapshots_.push_back({q.gdn_position, q.gdn_state, q.gdn_conv_state});
 }
 
 void Decoder::observe_matrix_inputs(std::function<void(const MatrixInput&)> observer) {
@@ -519,6 +541,7 @@ void Decoder::eval(const int32_t* tokens, int64_t n, bool all_logits) {
   if (pos + n > n_ctx_) fail("decoder: {} tokens after {} exceed the context of {}", n, pos, n_ctx_);
   segments_.assign(1, {0, 0, n, pos});
   run(tokens, n, all_logits ? 0 : n - 1);
+  if (n > 1) save_snapshot();
 }
 
 void Decoder::eval_batch(const int32_t* tokens, const int64_t* seq, int64_t n) {

@@ -57,8 +57,10 @@ class Decoder {
   void warmup();
   // Forgets every cached token from position `pos` on (a chat keeps the
   // prefix its next prompt shares with the last one). A Gated DeltaNet
-  // layer's state cannot be cut back: the next eval() recomputes the kept
-  // prefix first (attention and convolution layers keep theirs).
+  // layer's state cannot be cut back: the next eval() restarts it from the
+  // last state saved at or before `pos` (after each prompt, below) and
+  // recomputes the kept tokens after that (attention and convolution layers
+  // keep theirs).
   void truncate(int64_t pos);
   // Applies a LoRA adapter (read against this model's config) at
   // `user_scale` (llama.cpp's --lora-scale), unmerged, as llama.cpp does.
@@ -178,8 +180,21 @@ class Decoder {
             cfg_.rms_eps};
   }
   // Before an eval() after truncate() cut into the Gated DeltaNet states:
-  // zero them and run the kept prefix again.
+  // take the latest snapshot (or zeros) and run the kept tokens after it.
   void restore_recurrent_state();
+  // Sequence 0's Gated DeltaNet states as they were after each of its last
+  // kSnapshots prompts (evals of more than one token), oldest first: a chat
+  // whose template re-renders the last reply cuts the cache back to where
+  // that reply began, which is where its prompt ended, so the next turn
+  // recomputes none of the conversation before it. llama.cpp's server keeps
+  // such checkpoints of recurrent states for the same reason.
+  struct Snapshot {
+    int64_t position;
+    std::vector<std::vector<float>> state, conv_state;
+  };
+  static constexpr size_t kSnapshots = 4;
+  std::vector<Snapshot> snapshots_;
+  void save_snapshot();
   kernels::AttnShape flash_shape(int64_t n) const;
   kernels::DecodeAttnShape decode_shape(int64_t window = 0) const {
     return {cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head(), window};

@@ -190,6 +190,53 @@ TEST(Decoder, Qwen35TruncatedCacheRecomputesTheState) {
   }
 }
 
+// A chat's next turn cuts the cache back to where the last reply began,
+// which is where the last prompt ended: the Gated DeltaNet states saved
+// there restart the layers, so only the new tokens run (counted at a block
+// matrix: 3 rows, not the 15 of a recompute from position 0), and the logits
+// equal the training forward's. A cut before every saved state recomputes
+// from position 0.
+TEST(Decoder, Qwen35NextTurnRestartsFromTheLastPromptsState) {
+  TempDir tmp;
+  auto c = small_model_config(true, 2);
+  c.arch = "qwen35";
+  qwen35_layers(c);
+  const int64_t T = 40, V = c.vocab;
+  auto p = write_random_model(c, tmp / "m.gguf");
+  const auto toks = spread_tokens(T, V);
+  model::Transformer<float> m(c, 1, T);
+  std::copy(p.begin(), p.end(), m.params());
+  m.forward(toks.data(), nullptr);
+  gguf::GgufFile f(tmp / "m.gguf");
+  infer::Decoder d(f);
+  int64_t rows = 0;
+  d.observe_matrix_inputs([&](const infer::Decoder::MatrixInput& in) {
+    if (in.name == "blk.0.ffn_up.weight") rows += in.rows;
+  });
+  auto expect_logits = [&](int64_t at) {
+    EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + at * V, size_t(V)), 1e-5)) << "position " << at;
+  };
+  d.eval(toks.data(), 12, false);  // the prompt
+  for (int64_t i = 12; i < 20; ++i) {  // a reply the next turn renders otherwise
+    const int32_t t = int32_t((toks[size_t(i)] + 5) % V);
+    d.eval(&t, 1, false);
+  }
+  d.truncate(12);
+  rows = 0;
+  d.eval(toks.data() + 12, 3, false);  // positions 12..14
+  EXPECT_EQ(rows, 3);
+  expect_logits(14);
+  for (int64_t i = 15; i < 24; ++i) {
+    d.eval(&toks[size_t(i)], 1, false);
+    expect_logits(i);
+  }
+  d.truncate(10);  // before the states saved at 12 and 15
+  rows = 0;
+  d.eval(toks.data() + 10, 2, false);
+  EXPECT_EQ(rows, 12);
+  expect_logits(11);
+}
+
 // A cache cut back to a shared prefix (a chat's next turn, a multiple-choice
 // ending) continues the convolution from the kept positions: the logits
 // after the cut equal the training forward's over the whole sequence.
