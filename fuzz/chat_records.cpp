@@ -4,7 +4,8 @@
 // rejected with a ggtrain::Error; every accepted conversation is rendered
 // with every template, and the rendering must hold together: the spans
 // concatenate to render(), the trained spans are exactly the answers (as
-// the template writes them: trimmed, or with Qwen3's reasoning split off)
+// the template writes them: trimmed, or with Qwen3's or Qwen3.5's reasoning
+// split off)
 // with their end-of-turn marker, and each template is detected in its own
 // Jinja string.
 #include <nlohmann/json.hpp>
@@ -55,6 +56,23 @@ std::string qwen3_answer(const chat::Conversation& c, size_t i) {
   return std::string(content);
 }
 
+// Qwen3.5's template, transcribed: every message trimmed, the reasoning
+// split off as Qwen3's, and written (trimmed, in a <think> block) on every
+// answer after the last question.
+std::string qwen35_answer(const chat::Conversation& c, size_t i) {
+  std::string content = chat::trim(c[i].content), reasoning;
+  if (content.find("</think>") != std::string::npos) {
+    reasoning = chat::trim(lstrip_nl(after_last(rstrip_nl(before_first(content, "</think>")), "<think>")));
+    content = std::string(lstrip_nl(after_last(content, "</think>")));
+  }
+  size_t last_query = c.size();
+  for (size_t j = c.size(); j-- > 0 && last_query == c.size();) {
+    const std::string q = chat::trim(c[j].content);
+    if (c[j].role == "user" && !(q.starts_with("<tool_response>") && q.ends_with("</tool_response>"))) last_query = j;
+  }
+  return i > last_query ? "<think>\n" + reasoning + "\n</think>\n\n" + content : content;
+}
+
 // Answer i of c as template t writes it (before its end-of-turn marker).
 std::string answer_as_written(chat::Template t, const chat::Conversation& c, size_t i) {
   switch (t) {
@@ -64,6 +82,7 @@ std::string answer_as_written(chat::Template t, const chat::Conversation& c, siz
     case chat::Template::kGemma3: return chat::trim(c[i].content);
     case chat::Template::kMistral: return " " + c[i].content;
     case chat::Template::kQwen3: return qwen3_answer(c, i);
+    case chat::Template::kQwen35: return qwen35_answer(c, i);
     default: return c[i].content;
   }
 }

@@ -42,6 +42,8 @@ class ChatSession {
   // Starts a new conversation (the system message stays).
   void clear();
   const Conversation& history() const { return history_; }
+  // Whether each reply starts inside a reasoning block its prompt opened.
+  bool replies_start_reasoning() const { return prompt_opens_reasoning(template_); }
   int64_t context_size() const;
   // The ids that end a reply: the template's end of turn, and EOS.
   const std::vector<int32_t>& stop_tokens() const { return stop_; }

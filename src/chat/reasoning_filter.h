@@ -10,6 +10,9 @@ namespace ggtrain::chat {
 
 class ReasoningFilter {
  public:
+  // in_reasoning: the prompt already opened the block (Qwen3.5's generation
+  // prompt ends with "<think>\n"), so the reply starts inside it.
+  explicit ReasoningFilter(bool in_reasoning = false) : state_(in_reasoning ? State::kReasoning : State::kVisible) {}
   // The visible part of the next piece (possibly empty: text that may start
   // a marker is held until the next piece says).
   std::string feed(std::string_view piece);
@@ -18,7 +21,7 @@ class ReasoningFilter {
 
  private:
   enum class State { kVisible, kReasoning, kAfterReasoning };
-  State state_ = State::kVisible;
+  State state_;
   std::string held_;
 };
 

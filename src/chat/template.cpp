@@ -50,6 +50,164 @@ constexpr std::string_view kZephyrJinja =
     "{{ '<|' + message['role'] + '|>\\n' }}{%- endif %}{{ message['content'] + '<|endoftext|>\\n' }}{%- endfor %}"
     "{%- if add_generation_prompt %}{{ '<|' + 'assistant|>\\n' }}{%- endif %}";
 
+// Qwen3.5's own template, as llama.cpp's models/templates/Qwen3.5-4B.jinja
+// holds it (the Qwen3.5 models' tokenizer_config.json): its vision parts
+// render nothing for text.
+constexpr std::string_view kQwen35Jinja = R"jinja({%- set image_count = namespace(value=0) %}
+{%- set video_count = namespace(value=0) %}
+{%- macro render_content(content, do_vision_count, is_system_content=false) %}
+    {%- if content is string %}
+        {{- content }}
+    {%- elif content is iterable and content is not mapping %}
+        {%- for item in content %}
+            {%- if 'image' in item or 'image_url' in item or item.type == 'image' %}
+                {%- if is_system_content %}
+                    {{- raise_exception('System message cannot contain images.') }}
+                {%- endif %}
+                {%- if do_vision_count %}
+                    {%- set image_count.value = image_count.value + 1 %}
+                {%- endif %}
+                {%- if add_vision_id %}
+                    {{- 'Picture ' ~ image_count.value ~ ': ' }}
+                {%- endif %}
+                {{- '<|vision_start|><|image_pad|><|vision_end|>' }}
+            {%- elif 'video' in item or item.type == 'video' %}
+                {%- if is_system_content %}
+                    {{- raise_exception('System message cannot contain videos.') }}
+                {%- endif %}
+                {%- if do_vision_count %}
+                    {%- set video_count.value = video_count.value + 1 %}
+                {%- endif %}
+                {%- if add_vision_id %}
+                    {{- 'Video ' ~ video_count.value ~ ': ' }}
+                {%- endif %}
+                {{- '<|vision_start|><|video_pad|><|vision_end|>' }}
+            {%- elif 'text' in item %}
+                {{- item.text }}
+            {%- else %}
+                {{- raise_exception('Unexpected item type in content.') }}
+            {%- endif %}
+        {%- endfor %}
+    {%- elif content is none or content is undefined %}
+        {{- '' }}
+    {%- else %}
+        {{- raise_exception('Unexpected content type.') }}
+    {%- endif %}
+{%- endmacro %}
+{%- if not messages %}
+    {{- raise_exception('No messages provided.') }}
+{%- endif %}
+{%- if tools and tools is iterable and tools is not mapping %}
+    {{- '<|im_start|>system\n' }}
+    {{- "# Tools\n\nYou have access to the following functions:\n\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>" }}
+    {{- '\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>' }}
+    {%- if messages[0].role == 'system' %}
+        {%- set content = render_content(messages[0].content, false, true)|trim %}
+        {%- if content %}
+            {{- '\n\n' + content }}
+        {%- endif %}
+    {%- endif %}
+    {{- '<|im_end|>\n' }}
+{%- else %}
+    {%- if messages[0].role == 'system' %}
+        {%- set content = render_content(messages[0].content, false, true)|trim %}
+        {{- '<|im_start|>system\n' + content + '<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == "user" %}
+        {%- set content = render_content(message.content, false)|trim %}
+        {%- if not(content.startswith('<tool_response>') and content.endswith('</tool_response>')) %}
+            {%- set ns.multi_step_tool = false %}
+            {%- set ns.last_query_index = index %}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if ns.multi_step_tool %}
+    {{- raise_exception('No user query found in messages.') }}
+{%- endif %}
+{%- for message in messages %}
+    {%- set content = render_content(message.content, true)|trim %}
+    {%- if message.role == "system" %}
+        {%- if not loop.first %}
+            {{- raise_exception('System message must be at the beginning.') }}
+        {%- endif %}
+    {%- elif message.role == "user" %}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- else %}
+            {%- if '</think>' in content %}
+                {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+                {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+            {%- endif %}
+        {%- endif %}
+        {%- set reasoning_content = reasoning_content|trim %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content + '\n</think>\n\n' + content }}
+        {%- else %}
+            {{- '<|im_start|>' + message.role + '\n' + content }}
+        {%- endif %}
+        {%- if message.tool_calls and message.tool_calls is iterable and message.tool_calls is not mapping %}
+            {%- for tool_call in message.tool_calls %}
+                {%- if tool_call.function is defined %}
+                    {%- set tool_call = tool_call.function %}
+                {%- endif %}
+                {%- if loop.first %}
+                    {%- if content|trim %}
+                        {{- '\n\n<tool_call>\n<function=' + tool_call.name + '>\n' }}
+                    {%- else %}
+                        {{- '<tool_call>\n<function=' + tool_call.name + '>\n' }}
+                    {%- endif %}
+                {%- else %}
+                    {{- '\n<tool_call>\n<function=' + tool_call.name + '>\n' }}
+                {%- endif %}
+                {%- if tool_call.arguments is defined %}
+                    {%- for args_name, args_value in tool_call.arguments|items %}
+                        {{- '<parameter=' + args_name + '>\n' }}
+                        {%- set args_value = args_value | tojson | safe if args_value is mapping or (args_value is sequence and args_value is not string) else args_value | string %}
+                        {{- args_value }}
+                        {{- '\n</parameter>\n' }}
+                    {%- endfor %}
+                {%- endif %}
+                {{- '</function>\n</tool_call>' }}
+            {%- endfor %}
+        {%- endif %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if loop.previtem and loop.previtem.role != "tool" %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- content }}
+        {{- '\n</tool_response>' }}
+        {%- if not loop.last and loop.nextitem.role != "tool" %}
+            {{- '<|im_end|>\n' }}
+        {%- elif loop.last %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- else %}
+        {{- raise_exception('Unexpected message role.') }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- else %}
+        {{- '<think>\n' }}
+    {%- endif %}
+{%- endif %})jinja";
+
 // Qwen3's own template, as Qwen3's tokenizer_config.json ships it (and
 // llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja): the system message
 // (under the tool definitions when the record has tools), the index of the
@@ -303,6 +461,10 @@ constexpr std::string_view kLlama31Ollama =
 // ollama gives .Content without the reasoning, so Qwen3's history renders as
 // chatml; Go templates have no trim, so Gemma 3's is gemma's.
 constexpr std::string_view kQwen3Ollama = kChatmlOllama;
+// Qwen3.5's prompt opens the reasoning block.
+constexpr std::string_view kQwen35Ollama =
+    "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n"
+    "<think>\n";
 constexpr std::string_view kGemma3Ollama = kGemmaOllama;
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
@@ -497,6 +659,84 @@ void render_qwen3(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (gen) add(o, "<|im_start|>assistant\n", false);
 }
 
+// Qwen3.5's tool block: the definitions in <tools>, one JSON line each, and
+// the XML shape of a call.
+constexpr std::string_view kQwen35ToolsHead =
+    "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>";
+constexpr std::string_view kQwen35ToolsTail =
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple "
+    "lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the "
+    "specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML "
+    "tags\n- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in "
+    "natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the "
+    "question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>";
+
+// The system turn: the tools first, then the (trimmed) system message.
+void render_qwen35_system(std::vector<Span>& o, const Conversation& c) {
+  const bool system = c[0].role == "system";
+  const std::string content = system ? trim(c[0].content) : std::string();
+  if (!c.tools || c.tools->empty()) {
+    if (system) add(o, "<|im_start|>system\n" + content + "<|im_end|>\n", false);
+    return;
+  }
+  std::string s(kQwen35ToolsHead);
+  for (const std::string& tool : *c.tools) s += "\n" + tojson(tool);
+  s += kQwen35ToolsTail;
+  if (!content.empty()) s += "\n\n" + content;
+  add(o, s + "<|im_end|>\n", false);
+}
+
+// An answer's calls as <tool_call><function=NAME><parameter=KEY> blocks.
+std::string qwen35_tool_calls(const std::vector<ToolCall>& calls, std::string_view content) {
+  std::string s;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    s += k > 0 ? "\n" : !trim(content).empty() ? "\n\n" : "";
+    s += "<tool_call>\n<function=" + calls[k].name + ">\n";
+    for (const auto& [key, value] : argument_members(calls[k].arguments))
+      s += "<parameter=" + key + ">\n" + value + "\n</parameter>\n";
+    s += "</function>\n</tool_call>";
+  }
+  return s;
+}
+
+// Qwen3.5's own template: every message trimmed, a <think> block on each
+// answer after the last question (empty when the data has no reasoning),
+// and a generation prompt that opens the reasoning.
+void render_qwen35(std::vector<Span>& o, const Conversation& c, bool gen) {
+  render_qwen35_system(o, c);
+  size_t last_query = c.size();
+  for (size_t i = c.size(); i-- > 0;) {
+    const std::string content = trim(c[i].content);
+    if (c[i].role == "user" && !(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
+      last_query = i;
+      break;
+    }
+  }
+  if (last_query == c.size()) fail("chat: Qwen3.5's template needs a user question, and the conversation has none");
+  for (size_t i = 0; i < c.size(); ++i) {
+    const Message& m = c[i];
+    const std::string content = trim(m.content);
+    if (m.role == "user") {
+      add(o, "<|im_start|>user\n" + content + "<|im_end|>\n", false);
+    } else if (m.role == "tool") {
+      if (i > 0 && c[i - 1].role != "tool") add(o, "<|im_start|>user", false);
+      add(o, "\n<tool_response>\n" + content + "\n</tool_response>", false);
+      if (i + 1 == c.size() || c[i + 1].role != "tool") add(o, "<|im_end|>\n", false);
+    } else if (m.role == "assistant") {
+      const ThinkingAnswer a = split_thinking(content);
+      add(o, "<|im_start|>assistant\n", false);
+      const std::string calls = qwen35_tool_calls(m.tool_calls, a.reply);
+      if (i > last_query)
+        add(o, fmt::format("<think>\n{}\n</think>\n\n{}{}<|im_end|>", trim(a.reasoning), a.reply, calls), true);
+      else add(o, std::string(a.reply) + calls + "<|im_end|>", true);
+      add(o, "\n", false);
+    }
+  }
+  if (gen) add(o, "<|im_start|>assistant\n<think>\n", false);
+}
+
 // Llama 3.1's (and 3.3's) tool prompt: the definitions go into the first
 // user turn, one indented JSON each.
 constexpr std::string_view kLlama31ToolsIntro =
@@ -554,6 +794,11 @@ void render_gemma3(std::vector<Span>& o, const Conversation& c, bool gen) {
 }
 
 }  // namespace
+
+bool prompt_opens_reasoning(Template t) {
+  const Conversation question{{"user", "?"}};
+  return render(t, question, true).ends_with("<think>\n");
+}
 
 std::string trim(std::string_view s) {
   auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r'; };
@@ -620,6 +865,16 @@ const std::vector<TemplateInfo>& all_templates() {
        kZephyrOllama,
        {},
        {}},
+      // before qwen3: its template holds Qwen3's signature too
+      {Template::kQwen35,
+       "qwen3.5",
+       "",
+       kQwen35Jinja,
+       {"<|im_start|>", "<|im_end|>"},
+       "<|im_end|>",
+       kQwen35Ollama,
+       {"<|im_start|>", "</think>", "last_query_index", "<function="},
+       {.renders = true}},
       {Template::kQwen3,
        "qwen3",
        "",
@@ -755,6 +1010,7 @@ std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
     case Template::kPhi3: render_role_tags(o, c, gen, "<|end|>"); break;
     case Template::kZephyr: render_role_tags(o, c, gen, "<|endoftext|>"); break;
     case Template::kQwen3: render_qwen3(o, c, gen); break;
+    case Template::kQwen35: render_qwen35(o, c, gen); break;
     case Template::kGemma3: render_gemma3(o, c, gen); break;
     case Template::kLlama31: render_llama31(o, c, gen); break;
   }

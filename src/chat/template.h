@@ -16,7 +16,7 @@
 
 namespace ggtrain::chat {
 
-enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr, kQwen3, kGemma3, kLlama31 };
+enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr, kQwen3, kGemma3, kLlama31, kQwen35 };
 
 // How a template renders tool definitions, calls and their outputs.
 struct ToolSupport {
@@ -83,6 +83,10 @@ void check_renders_tools(Template t, const Conversation& c, std::string_view whe
 // add_generation_prompt), cut into spans; their concatenation is render().
 std::vector<Span> render_spans(Template t, const Conversation& c, bool add_generation_prompt);
 std::string render(Template t, const Conversation& c, bool add_generation_prompt);
+
+// Whether t's generation prompt opens a reasoning block ("<think>\n"), so
+// that a reply starts inside it.
+bool prompt_opens_reasoning(Template t);
 
 // llama.cpp's trim(): ASCII white space off both ends (isspace).
 std::string trim(std::string_view s);

@@ -114,6 +114,22 @@ std::string tojson(std::string_view json, int indent) {
   return out;
 }
 
+std::vector<std::pair<std::string, std::string>> argument_members(std::string_view json) {
+  Json v = parsed(json);
+  if (v.is_string()) v = parsed(v.get_ref<const std::string&>());
+  if (!v.is_object()) fail("chat: a tool call's arguments are not a JSON object: {}", json.substr(0, 60));
+  std::vector<std::pair<std::string, std::string>> members;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    std::string text;
+    if (it->is_string()) text = it->get<std::string>();
+    else if (it->is_boolean()) text = it->get<bool>() ? "True" : "False";
+    else if (it->is_null()) text = "None";
+    else append_value(text, *it, 0, 0);
+    members.emplace_back(it.key(), std::move(text));
+  }
+  return members;
+}
+
 bool json_string_value(std::string_view json, std::string* value) {
   if (json.empty() || json[0] != '"') return false;
   *value = parsed(json).get<std::string>();

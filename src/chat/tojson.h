@@ -7,6 +7,8 @@
 // integral floats (3.0 prints as 3, as in JavaScript).
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ggtrain::chat {
 
@@ -20,5 +22,12 @@ std::string json_quote(std::string_view s);
 // True when `json` is a JSON string, with its value in *value: templates
 // print arguments given as a string as they are.
 bool json_string_value(std::string_view json, std::string* value);
+
+// The members of a call's arguments (a JSON object, or a JSON string holding
+// one), each value as Qwen3.5's template prints it: a string as it is, an
+// object or list through `tojson`, anything else through Jinja's `string`
+// filter as llama.cpp's engine (and Python's) prints it: True, False, None,
+// numbers as `tojson` prints them. Error when there is no object.
+std::vector<std::pair<std::string, std::string>> argument_members(std::string_view json);
 
 }  // namespace ggtrain::chat

@@ -66,7 +66,7 @@ int answer_file(const ChatOptions& o, chat::ChatSession& s) {
               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     else if (o.show_reasoning) fmt::print("{}\n", r.text);
     else {
-      chat::ReasoningFilter shown;
+      chat::ReasoningFilter shown(s.replies_start_reasoning());
       fmt::print("{}\n", shown.feed(r.text) + shown.flush());
     }
     std::fflush(stdout);
@@ -116,7 +116,7 @@ int converse(const ChatOptions& o, chat::ChatSession& s) {
     }
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    chat::ReasoningFilter shown;  // what the model is fed keeps the block
+    chat::ReasoningFilter shown(s.replies_start_reasoning());  // what the model is fed keeps the block
     const chat::Reply r = s.reply(
         line, o.n, o.sampler, o.seed,
         [&](const std::string& piece) {

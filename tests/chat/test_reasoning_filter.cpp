@@ -35,3 +35,13 @@ TEST(ReasoningFilter, TextAroundTheBlockStays) {
   EXPECT_EQ(shown({"no reasoning at all"}), "no reasoning at all");
   EXPECT_EQ(shown({"<think>unfinished"}), "");  // cut mid-reasoning: nothing to show
 }
+
+// Qwen3.5's prompt ends with "<think>\n": the reply starts inside the block,
+// which only its "</think>" closes.
+TEST(ReasoningFilter, ReplyThatStartsInsideTheBlock) {
+  ReasoningFilter f(/*in_reasoning=*/true);
+  std::string out;
+  for (const char* p : {"The user asks", " for 4.\n</th", "ink>\n\n", "It is 4."}) out += f.feed(p);
+  EXPECT_EQ(out + f.flush(), "It is 4.");
+  EXPECT_EQ(shown({"The user asks for 4.\n</think>\n\nIt is 4."}), "The user asks for 4.\n</think>\n\nIt is 4.");
+}

@@ -64,8 +64,9 @@ TEST(ChatTemplates, TrainedSpansAreTheAnswersAndTheirEnd) {
     }
     EXPECT_EQ(all, render(t.id, c, false));
     const std::string lead = t.id == Template::kMistral ? " " : "";
-    // Qwen3's last answer starts with its (here empty) <think> block.
-    const std::string last_lead = t.id == Template::kQwen3 ? "<think>\n\n</think>\n\n" : lead;
+    // Qwen3's and Qwen3.5's last answer starts with its (here empty) <think> block.
+    const bool thinks = t.id == Template::kQwen3 || t.id == Template::kQwen35;
+    const std::string last_lead = thinks ? "<think>\n\n</think>\n\n" : lead;
     const std::string end(t.end_of_turn);
     EXPECT_EQ(trained, lead + "A1" + end + "|" + last_lead + "A2" + end + "|");
   }
@@ -186,4 +187,11 @@ TEST(ChatTemplates, RunKeepsAFamilysOwnTemplate) {
   plain.set_chat_template("{% for m in messages %}{{ '<|im_start|>' + m['role'] }}{% endfor %}", 0);
   train::add_chat_vocabulary(plain, c, true);
   EXPECT_EQ(plain.chat_template(), template_info(Template::kChatml).jinja);
+}
+
+// Only Qwen3.5's generation prompt opens the reasoning block (chat then
+// hides the reply's start up to "</think>").
+TEST(ChatTemplates, OnlyQwen35PromptOpensReasoning) {
+  for (const TemplateInfo& t : all_templates())
+    EXPECT_EQ(prompt_opens_reasoning(t.id), t.id == Template::kQwen35) << t.name;
 }

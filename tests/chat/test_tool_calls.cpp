@@ -153,6 +153,46 @@ TEST(ChatTools, Qwen3RendersCallsAndTrainsOnThem) {
   EXPECT_NE(template_info(Template::kQwen3).jinja.find("tool_call.arguments | tojson"), std::string_view::npos);
 }
 
+// Qwen3.5's template: the tools before the system message, each call an XML
+// block whose parameters print as llama.cpp's Jinja engine prints them (the
+// expected text is its render of the same record: True and None as Python
+// writes them, 3.0 as 3, lists and objects through tojson), answers before
+// the last question without their reasoning, and a generation prompt that
+// opens a <think> block.
+TEST(ChatTools, Qwen35RendersCallsAsLlamaCppsEngine) {
+  Conversation c = conversation_of(
+      nlohmann::ordered_json::parse(
+          R"({"tools": [{"type": "function", "function": {"name": "calc", "description": "d", "parameters": )"
+          R"({"type": "object"}}}], "messages": [{"role": "system", "content": " Be brief. "}, {"role": "user", )"
+          R"("content": "What is 2+2?"}, {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nFour", )"
+          R"("tool_calls": [{"type": "function", "function": {"name": "calc", "arguments": {"a": true, "b": null, )"
+          R"("c": 0.5, "d": 1e21, "e": [1, "x"], "f": {"g": 2}, "h": "str", "i": 42, "l": 3.0}}}]}, )"
+          R"({"role": "tool", "content": "4"}, {"role": "assistant", "content": "It is four."}]})"),
+      RecordFormat::kChat, "r:1");
+  c.emplace_back("user", "thanks");  // a prompt: records end on an answer
+  const std::vector<Span> spans = render_spans(Template::kQwen35, c, false);
+  ASSERT_EQ(spans.size(), 5u);
+  EXPECT_TRUE(spans[0].text.starts_with("<|im_start|>system\n# Tools\n\nYou have access to the following "
+                                        "functions:\n\n<tools>\n{\"type\": \"function\""));
+  EXPECT_TRUE(spans[0].text.ends_with("</IMPORTANT>\n\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                                      "<|im_start|>assistant\n"))
+      << spans[0].text;
+  EXPECT_EQ(spans[1].text,
+            "Four\n\n<tool_call>\n<function=calc>\n<parameter=a>\nTrue\n</parameter>\n"
+            "<parameter=b>\nNone\n</parameter>\n<parameter=c>\n0.5\n</parameter>\n<parameter=d>\n1e+21\n"
+            "</parameter>\n<parameter=e>\n[1, \"x\"]\n</parameter>\n<parameter=f>\n{\"g\": 2}\n</parameter>\n"
+            "<parameter=h>\nstr\n</parameter>\n<parameter=i>\n42\n</parameter>\n<parameter=l>\n3\n</parameter>\n"
+            "</function>\n</tool_call><|im_end|>");
+  EXPECT_TRUE(spans[1].trained);
+  EXPECT_EQ(spans[2].text,
+            "\n<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_FALSE(spans[2].trained);
+  EXPECT_EQ(spans[3].text, "It is four.<|im_end|>");
+  EXPECT_EQ(spans[4].text, "\n<|im_start|>user\nthanks<|im_end|>\n");
+  EXPECT_EQ(render(Template::kQwen35, c, true).substr(render(Template::kQwen35, c, false).size()),
+            "<|im_start|>assistant\n<think>\n");
+}
+
 // Llama 3.1's template: the tools, indented, in the first user turn; one
 // call per answer, as the answer's whole text; outputs as JSON strings.
 TEST(ChatTools, Llama31RendersOneCallPerTurn) {
@@ -202,7 +242,7 @@ TEST(ChatTools, TemplateWithoutToolsRefusesTheRecord) {
   const Conversation c = weather();
   EXPECT_EQ(error_of([&] { check_renders_tools(Template::kChatml, c, "w:1"); }),
             "w:1: the record has tool definitions, calls or outputs, and chat template \"chatml\" renders none of "
-            "them; use a template that does (qwen3, llama3.1) or leave such records out");
+            "them; use a template that does (qwen3.5, qwen3, llama3.1) or leave such records out");
   EXPECT_EQ(error_of([&] { check_renders_tools(Template::kQwen3, c, "w:1"); }), "");
   test_support::TempDir tmp;
   test_support::spit(tmp / "tools.jsonl", std::string(kWeatherRecord) + "\n");

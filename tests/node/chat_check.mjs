@@ -4,15 +4,16 @@
 //       N varied conversations, one JSON line each: {"template", "messages",
 //       "add_generation_prompt"}, over every template ggtrain renders.
 //   node chat_check.mjs tool-conversations N SEED
-//       N conversations with tools in OpenAI's shape, alternately for Qwen3's
-//       and Llama 3.1's templates: "tools" definitions (or an empty list),
-//       assistant "tool_calls" (arguments as objects or JSON strings; Qwen3
-//       one to three per turn, beside text or not; Llama 3.1 one, alone),
-//       "tool" outputs, and answers.
-//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja
+//       N conversations with tools in OpenAI's shape, in turn for Qwen3's,
+//       Llama 3.1's and Qwen3.5's templates: "tools" definitions (or an
+//       empty list), assistant "tool_calls" (arguments as objects or JSON
+//       strings; Qwen3 and Qwen3.5 one to three per turn, beside text or
+//       not; Llama 3.1 one, alone), "tool" outputs, and answers.
+//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja QWEN35.jinja
 //       Each conversation (with its tools) rendered by @huggingface/jinja
 //       from the real template (Qwen3's tokenizer_config.json chat_template,
-//       Meta's Llama 3.1 template), which must be the "jinja" ggtrain writes,
+//       Meta's Llama 3.1 template, Qwen3.5's from llama.cpp's
+//       models/templates), which must be the "jinja" ggtrain writes,
 //       must give the "rendered" bytes, and the "trained" spans must be
 //       exactly each assistant turn's text after its header through its end
 //       of turn.
@@ -57,7 +58,8 @@ function die(msg, code = 2) {
   process.exit(code);
 }
 
-const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3", "llama3.1"];
+const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3", "llama3.1",
+  "qwen3.5"];
 
 // Deterministic, varied text: words, punctuation, Jinja and template
 // syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
@@ -106,10 +108,12 @@ function cmdConversations(nText, seedText) {
     if (rng() < 0.4) messages.push({ role: "system", content: text(rng) });
     const turns = 1 + Math.floor(rng() * 3);
     const gen = rng() < 0.5;
+    // Qwen3.5's template raises unless some user turn is a question: the first is.
+    const qwen = template.startsWith("qwen3");
     for (let k = 0; k < turns; k++) {
-      messages.push({ role: "user", content: template === "qwen3" ? qwenUser(rng) : text(rng) });
+      messages.push({ role: "user", content: qwen && (k > 0 || template === "qwen3") ? qwenUser(rng) : text(rng) });
       if (k + 1 < turns || !gen)
-        messages.push({ role: "assistant", content: template === "qwen3" ? qwenAnswer(rng) : text(rng) });
+        messages.push({ role: "assistant", content: qwen ? qwenAnswer(rng) : text(rng) });
     }
     console.log(JSON.stringify({ template, messages, add_generation_prompt: gen }));
   }
@@ -127,7 +131,10 @@ function toolText(rng) {
   return t === "" ? "word" : t;
 }
 const NAMES = ["get_weather", "search", "verse_lookup", "calc", "send_mail", "naïve_tool"];
-function jsonValue(rng, depth) {
+// pythonic: no true, false or null, which Qwen3.5's template prints through
+// Jinja's `string` filter (llama.cpp's engine writes True, False and None as
+// Python does; @huggingface/jinja writes true and fails on null).
+function jsonValue(rng, depth, pythonic) {
   const r = rng();
   if (r < 0.2) return toolText(rng);
   if (r < 0.3) return Math.floor(rng() * 2000) - 1000;
@@ -136,17 +143,17 @@ function jsonValue(rng, depth) {
   // llama.cpp prints 123456.789 as 123457 (tests/chat/test_tool_calls.cpp
   // holds @huggingface/jinja's forms of those).
   if (r < 0.4) return [0.5, -2.25, 3.14159, 0.0001, 1e21, 2.5][Math.floor(rng() * 6)];
-  if (r < 0.5) return rng() < 0.5;
-  if (r < 0.55) return null;
+  if (r < 0.5) return pythonic ? toolText(rng) : rng() < 0.5;
+  if (r < 0.55) return pythonic ? 7 : null;
   if (depth > 1 || r < 0.7) return toolText(rng);
-  if (r < 0.85) return Array.from({ length: Math.floor(rng() * 3) }, () => jsonValue(rng, depth + 1));
-  return jsonObject(rng, depth + 1);
+  if (r < 0.85) return Array.from({ length: Math.floor(rng() * 3) }, () => jsonValue(rng, depth + 1, pythonic));
+  return jsonObject(rng, depth + 1, pythonic);
 }
-function jsonObject(rng, depth) {
+function jsonObject(rng, depth, pythonic) {
   const o = {};
   const n = Math.floor(rng() * 4);
   const keys = ["city", "unit", "query", "limit", "book", "chapter", "deep", "Zeta", "alpha", "é", "with space"];
-  for (let i = 0; i < n; i++) o[keys[Math.floor(rng() * keys.length)]] = jsonValue(rng, depth);
+  for (let i = 0; i < n; i++) o[keys[Math.floor(rng() * keys.length)]] = jsonValue(rng, depth, pythonic);
   return o;
 }
 // Llama 3.1's template reads a call's "function" member: its rows always
@@ -157,10 +164,11 @@ function toolDefinition(rng, name, wrapped) {
     parameters: { type: "object", properties, required: Object.keys(properties).slice(0, 1) } };
   return wrapped || rng() < 0.8 ? { type: "function", function: fn } : fn;
 }
-function toolCall(rng, wrapped) {
+// Qwen3.5's template reads the arguments' members: its rows give objects.
+function toolCall(rng, wrapped, qwen35) {
   const name = NAMES[Math.floor(rng() * NAMES.length)];
-  const args = jsonObject(rng, 1);
-  const fn = { name, arguments: rng() < 0.25 ? JSON.stringify(args) : args };
+  const args = jsonObject(rng, 1, qwen35);
+  const fn = { name, arguments: !qwen35 && rng() < 0.25 ? JSON.stringify(args) : args };
   return wrapped || rng() < 0.8 ? { type: "function", id: "call_" + Math.floor(rng() * 1e6), function: fn } : fn;
 }
 
@@ -168,17 +176,18 @@ function cmdToolConversations(nText, seedText) {
   const rng = makeRng(Number(seedText));
   for (let i = 0; i < Number(nText); i++) {
     const messages = [];
-    const llama = i % 2 === 1;
+    const template = ["qwen3", "llama3.1", "qwen3.5"][i % 3];
+    const llama = template === "llama3.1", qwen35 = template === "qwen3.5";
     if (rng() < 0.4) messages.push({ role: "system", content: toolText(rng) });
-    const row = { template: llama ? "llama3.1" : "qwen3" };
+    const row = { template };
     const r = rng();
     if (r < 0.8) row.tools = NAMES.slice(0, 1 + Math.floor(rng() * 3)).map((n) => toolDefinition(rng, n, llama));
     else if (r < 0.9) row.tools = [];
     const turns = 1 + Math.floor(rng() * 2);
     for (let k = 0; k < turns; k++) {
-      messages.push({ role: "user", content: llama ? toolText(rng) : qwenUserTool(rng) });
+      messages.push({ role: "user", content: llama || (qwen35 && k === 0) ? toolText(rng) : qwenUserTool(rng) });
       const n = llama ? 1 : 1 + Math.floor(rng() * 3);
-      const calls = rng() < 0.8 ? Array.from({ length: n }, () => toolCall(rng, llama)) : [];
+      const calls = rng() < 0.8 ? Array.from({ length: n }, () => toolCall(rng, llama, qwen35)) : [];
       if (calls.length) {
         messages.push({ role: "assistant", content: llama || rng() < 0.5 ? "" : toolText(rng), tool_calls: calls });
         for (const c of calls) messages.push({ role: "tool", content: toolText(rng) });
@@ -203,7 +212,7 @@ function qwenUserTool(rng) {
 
 // Each assistant turn's text after its header through its end of turn (not
 // the generation prompt's).
-const TURN_MARKS = { qwen3: ["<|im_start|>assistant\n", "<|im_end|>"],
+const TURN_MARKS = { qwen3: ["<|im_start|>assistant\n", "<|im_end|>"], "qwen3.5": ["<|im_start|>assistant\n", "<|im_end|>"],
   "llama3.1": ["<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"] };
 function assistantSpans(text, name) {
   const [open, close] = TURN_MARKS[name];
@@ -216,12 +225,13 @@ function assistantSpans(text, name) {
   return out;
 }
 
-function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath) {
+function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath, qwen35Path) {
   const convs = lines(convPath), rendered = lines(renderedPath);
   if (convs.length !== rendered.length || convs.length === 0) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
   // Meta's file ends with a newline that Jinja engines drop.
   const real = { qwen3: JSON.parse(readFileSync(qwenConfigPath, "utf8")).chat_template,
-    "llama3.1": readFileSync(llamaPath, "utf8").replace(/\n$/, "") };
+    "llama3.1": readFileSync(llamaPath, "utf8").replace(/\n$/, ""),
+    "qwen3.5": readFileSync(qwen35Path, "utf8").replace(/\n$/, "") };
   const templates = Object.fromEntries(Object.entries(real).map(([k, v]) => [k, new Template(v)]));
   let calls = 0, outputs = 0;
   const rows = {};
@@ -274,7 +284,8 @@ function cmdJinja(convPath, renderedPath) {
     // (it strips all white space), which Qwen3's template relies on; the
     // Jinja engines that render that template (Python's Jinja2 in
     // transformers, llama.cpp's) honour it: those rows go to llama.cpp's.
-    if (convs[i].template === "qwen3") {
+    // Qwen3.5's template relies on it too.
+    if (convs[i].template.startsWith("qwen3")) {
       skipped++;
       continue;
     }
@@ -293,7 +304,7 @@ function cmdJinja(convPath, renderedPath) {
     }
   }
   console.log(`@huggingface/jinja: ${convs.length - skipped} conversations rendered byte-identically ` +
-              `(${skipped} of qwen3 left to llama.cpp's Jinja engine)`);
+              `(${skipped} of qwen3 and qwen3.5 left to llama.cpp's Jinja engine)`);
 }
 
 // A model family's own template (qwen3, gemma3: no llama.cpp built-in name)
@@ -465,7 +476,7 @@ async function cmdChat(modelPath, promptsPath, nText, loraPath) {
 const [cmd, ...args] = process.argv.slice(2);
 if (cmd === "conversations" && args.length === 2) cmdConversations(...args);
 else if (cmd === "tool-conversations" && args.length === 2) cmdToolConversations(...args);
-else if (cmd === "tools-jinja" && args.length === 4) cmdToolsJinja(...args);
+else if (cmd === "tools-jinja" && args.length === 5) cmdToolsJinja(...args);
 else if (cmd === "jinja-inputs" && args.length === 2) cmdJinjaInputs(...args);
 else if (cmd === "jinja" && args.length === 2) cmdJinja(...args);
 else if (cmd === "compare-renders" && args.length === 3) cmdCompareRenders(...args);
