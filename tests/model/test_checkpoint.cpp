@@ -65,12 +65,15 @@ TEST(Checkpoint, CheckpointLoadRejectsWrongShapes) {
   }
 }
 
-// A Qwen3.5 file with a multi-token-prediction block, as the converter writes
-// it: the block counts in block_count and the layer list, and its tensors (of
-// any type) come back as stored, written again byte for byte.
-TEST(Checkpoint, PredictionBlockIsCarriedAsStored) {
+// A Qwen3.5 (or Qwen3.5-MoE) file with a multi-token-prediction block, as
+// the converter writes it: the block counts in block_count and the layer
+// list, and its tensors (of any type) come back as stored, written again
+// byte for byte.
+class PredictionBlock : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PredictionBlock, IsCarriedAsStored) {
   auto c = test_support::tiny_llama(64);
-  c.arch = "qwen35";
+  c.arch = GetParam();
   c.n_layers = 4;
   test_support::shape_family_layers(c);
   c.attention_layers = "1,2";  // irregular: written as the per-layer list
@@ -100,9 +103,9 @@ TEST(Checkpoint, PredictionBlockIsCarriedAsStored) {
   write(with_block, tmp / "a.gguf");
 
   const gguf::GgufFile f(tmp / "a.gguf");
-  EXPECT_EQ(f.get_uint("qwen35.block_count"), 5u);
-  EXPECT_EQ(f.get_uint("qwen35.nextn_predict_layers"), 1u);
-  const gguf::Value* list = f.find("qwen35.attention.recurrent_layers");
+  EXPECT_EQ(f.get_uint(c.key("block_count")), 5u);
+  EXPECT_EQ(f.get_uint(c.key("nextn_predict_layers")), 1u);
+  const gguf::Value* list = f.find(c.key("attention.recurrent_layers"));
   ASSERT_NE(list, nullptr);
   ASSERT_EQ(list->items.size(), 5u);
   EXPECT_EQ(list->items[4].u, 0u) << "the prediction block is listed as attending";
@@ -132,3 +135,5 @@ TEST(Checkpoint, PredictionBlockIsCarriedAsStored) {
   plain.nextn_tensors = nullptr;
   EXPECT_THROW(model::load_model_params(f, model::ParamLayout(plain), q.data()), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(GatedDeltaNetFamilies, PredictionBlock, ::testing::Values("qwen35", "qwen35moe"));
