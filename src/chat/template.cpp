@@ -912,13 +912,16 @@ const TemplateInfo& template_info(Template t) {
   fail("chat: unknown template id {}", int(t));
 }
 
+std::string template_names_text() {
+  std::string names;
+  for (const TemplateInfo& i : all_templates()) names += (names.empty() ? "" : ", ") + std::string(i.name);
+  return names;
+}
+
 Template template_named(std::string_view name, std::string_view key) {
-  std::string known;
-  for (const TemplateInfo& i : all_templates()) {
+  for (const TemplateInfo& i : all_templates())
     if (i.name == name) return i.id;
-    known += (known.empty() ? "" : ", ") + std::string(i.name);
-  }
-  fail("{} = \"{}\": not a chat template (auto, {})", key, name, known);
+  fail("{} = \"{}\": not a chat template (auto, {})", key, name, template_names_text());
 }
 
 std::optional<Template> family_template(std::string_view t) {

@@ -50,6 +50,8 @@ struct TemplateInfo {
 
 const std::vector<TemplateInfo>& all_templates();
 const TemplateInfo& template_info(Template t);
+// Every template's name, "chatml, llama3, ...", for help and messages.
+std::string template_names_text();
 // data.chat_template's names; Error naming `key` and the known names.
 Template template_named(std::string_view name, std::string_view key);
 

@@ -150,8 +150,7 @@ Runner add_chat_command(CLI::App& app) {
   add_n_predict_option(cmd, o->n,
                        "Most tokens per reply (default 256; -1: until the turn ends or the context is full)");
   cmd->add_option("--prompt-file", o->prompt_file, "Answer each line of FILE as a new conversation, then exit");
-  cmd->add_option("--chat-template", o->chat_template,
-                  "chatml, llama3, llama2, mistral, gemma, phi3, zephyr, qwen3 or gemma3 (default: the model's)");
+  cmd->add_option("--chat-template", o->chat_template, chat::template_names_text() + " (default: the model's)");
   cmd->add_flag("--show-reasoning", o->show_reasoning,
                 "Show the replies' reasoning (<think>...</think>), which chat leaves out as llama.cpp does");
   cmd->add_flag("--json", o->json,

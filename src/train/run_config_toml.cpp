@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "chat/template.h"
 #include "gguf/ollama_store.h"
 #include "train/run_config.h"
 #include "util/error.h"
@@ -429,6 +430,7 @@ const std::vector<Key>& keys() {
   using G = GrpoSection;
   using K = CheckpointSection;
   using I = InitSection;
+  static const std::string chat_template_doc = "auto (the base model's, else chatml) or " + chat::template_names_text();
   static const std::vector<Key> k = [] {
     std::vector<Key> all = model_keys();
     const std::vector<Key> rest = {
@@ -462,9 +464,7 @@ const std::vector<Key>& keys() {
         choice_key("data.format", &RunConfig::data, &D::format, kDataFormats,
                    "text (pretraining), chat, alpaca, completion (answer-only loss), auto (detected per file), or "
                    "preference (chosen/rejected pairs)"),
-        string_key("data.chat_template", &RunConfig::data, &D::chat_template,
-                   "auto (the base model's, else chatml) or chatml, llama3, llama2, mistral, gemma, phi3, zephyr, "
-                   "qwen3, gemma3"),
+        string_key("data.chat_template", &RunConfig::data, &D::chat_template, chat_template_doc.c_str()),
         choice_key("data.overflow", &RunConfig::data, &D::overflow, kOverflows,
                    "an example longer than train.seq_len: truncate, split or skip (counted)"),
         choice_key("data.attention", &RunConfig::data, &D::attention, kAttentionSpans,
