@@ -12,7 +12,9 @@ namespace ggtrain::model {
 
 // Adds general.architecture, the <arch>.* hyper-parameters and every parameter tensor (stored as
 // `type`; 1-D norm weights always F32, and rows not divisible into Q8_0
-// blocks fall back to F16, as llama.cpp's quantizer does).
+// blocks fall back to F16, as llama.cpp's quantizer does), then the
+// multi-token-prediction block's tensors as `c` carries them (their bytes
+// must outlive the write: `c` or a copy of it).
 void add_model_tensors(gguf::GgufWriter& w, const Config& c, const ParamLayout& layout, const float* params,
                        gguf::TensorType type = gguf::TensorType::F32);
 

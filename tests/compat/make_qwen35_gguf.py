@@ -66,6 +66,20 @@ def main():
     w.add_vocab_size(len(tokens))
     add_bpe_tokenizer(w, tokens, types, merges, "qwen35", ids["<|endoftext|>"], ids["<|im_end|>"], False)
 
+    def gated_attention(p):  # attn_q yields [query | gate] per head
+        w.add_tensor(p + "attn_q.weight", rand(2 * N_HEADS * HEAD, D_MODEL))
+        w.add_tensor(p + "attn_k.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
+        w.add_tensor(p + "attn_v.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
+        w.add_tensor(p + "attn_output.weight", rand(D_MODEL, N_HEADS * HEAD))
+        w.add_tensor(p + "attn_q_norm.weight", norm(HEAD))
+        w.add_tensor(p + "attn_k_norm.weight", norm(HEAD))
+
+    def feed_forward(p):
+        w.add_tensor(p + "post_attention_norm.weight", norm(D_MODEL))
+        w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
+        w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
+        w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+
     key_dim, value_dim = K_HEADS * STATE, V_HEADS * STATE
     conv_dim = 2 * key_dim + value_dim
     w.add_tensor("token_embd.weight", rand(len(tokens), D_MODEL, scale=0.5))
@@ -83,32 +97,16 @@ def main():
             w.add_tensor(p + "ssm_norm.weight", norm(STATE))
             w.add_tensor(p + "ssm_out.weight", rand(D_MODEL, value_dim))
         else:
-            w.add_tensor(p + "attn_q.weight", rand(2 * N_HEADS * HEAD, D_MODEL))
-            w.add_tensor(p + "attn_k.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
-            w.add_tensor(p + "attn_v.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
-            w.add_tensor(p + "attn_output.weight", rand(D_MODEL, N_HEADS * HEAD))
-            w.add_tensor(p + "attn_q_norm.weight", norm(HEAD))
-            w.add_tensor(p + "attn_k_norm.weight", norm(HEAD))
-        w.add_tensor(p + "post_attention_norm.weight", norm(D_MODEL))
-        w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
-        w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
-        w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+            gated_attention(p)
+        feed_forward(p)
     p = f"blk.{len(LAYER_TYPES)}."  # the prediction block, as _QwenMtpMixin renames mtp.*
     w.add_tensor(p + "nextn.eh_proj.weight", rand(D_MODEL, 2 * D_MODEL))
     w.add_tensor(p + "nextn.enorm.weight", norm(D_MODEL))
     w.add_tensor(p + "nextn.hnorm.weight", norm(D_MODEL))
     w.add_tensor(p + "nextn.shared_head_norm.weight", norm(D_MODEL))
     w.add_tensor(p + "attn_norm.weight", norm(D_MODEL))
-    w.add_tensor(p + "attn_q.weight", rand(2 * N_HEADS * HEAD, D_MODEL))
-    w.add_tensor(p + "attn_k.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
-    w.add_tensor(p + "attn_v.weight", rand(N_KV_HEADS * HEAD, D_MODEL))
-    w.add_tensor(p + "attn_output.weight", rand(D_MODEL, N_HEADS * HEAD))
-    w.add_tensor(p + "attn_q_norm.weight", norm(HEAD))
-    w.add_tensor(p + "attn_k_norm.weight", norm(HEAD))
-    w.add_tensor(p + "post_attention_norm.weight", norm(D_MODEL))
-    w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
-    w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
-    w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+    gated_attention(p)
+    feed_forward(p)
     w.add_tensor("output_norm.weight", norm(D_MODEL))
     w.add_tensor("output.weight", rand(len(tokens), D_MODEL, scale=0.2))
     w.write_header_to_file()

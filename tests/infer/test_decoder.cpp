@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "gguf/reader.h"
 #include "gguf/writer.h"
@@ -161,33 +163,67 @@ TEST(Decoder, MatchesTrainingForwardQwen35Moe) {
 }
 TEST(Decoder, MatchesTrainingForwardOlmoe) { check_decoder_matches_training_forward(false, 4, "olmoe", 0, 300); }
 
+namespace {
+
+// A random model of config c written to a file, the training forward over
+// T spread tokens (what the decoder's logits are held to) and a decoder on
+// the file: the set-up of the cut-cache tests below.
+struct CutCacheCase {
+  TempDir tmp;
+  model::Config c;
+  int64_t T, V;
+  std::vector<int32_t> toks;
+  model::Transformer<float> m;
+  std::unique_ptr<gguf::GgufFile> f;
+  std::unique_ptr<infer::Decoder> d;
+
+  CutCacheCase(const model::Config& config, int64_t positions)
+      : c(config), T(positions), V(config.vocab), toks(spread_tokens(positions, config.vocab)), m(c, 1, T) {
+    const auto p = write_random_model(c, tmp / "m.gguf");
+    std::copy(p.begin(), p.end(), m.params());
+    m.forward(toks.data(), nullptr);
+    f = std::make_unique<gguf::GgufFile>(tmp / "m.gguf");
+    d = std::make_unique<infer::Decoder>(*f);
+  }
+  // Runs another continuation after position `at`, then cuts back to it.
+  void diverge_and_cut(int64_t at) {
+    auto other = toks;
+    for (int64_t i = at; i < T; ++i) other[size_t(i)] = int32_t((other[size_t(i)] + 5) % V);
+    d->eval(other.data(), T, false);
+    d->truncate(at);
+  }
+  // The decoder's last logits are the training forward's at position `at`.
+  ::testing::AssertionResult agrees_at(int64_t at) const {
+    return within_rel_to_max(compare(d->logits(), m.logits() + at * V, size_t(V)), 1e-5);
+  }
+  // Token by token from `from` to the end, each position checked.
+  void continue_to_the_end(int64_t from) {
+    for (int64_t i = from; i < T; ++i) {
+      d->eval(&toks[size_t(i)], 1, false);
+      ASSERT_TRUE(agrees_at(i)) << "position " << i;
+    }
+  }
+};
+
+model::Config qwen35_config() {
+  auto c = small_model_config(true, 2);
+  c.arch = "qwen35";
+  qwen35_layers(c);
+  return c;
+}
+
+}  // namespace
+
 // A cache cut back to a shared prefix cannot cut the Gated DeltaNet state
 // back: the next eval recomputes the kept prefix, and the logits after the
 // cut equal the training forward's over the whole sequence.
 TEST(Decoder, Qwen35TruncatedCacheRecomputesTheState) {
-  TempDir tmp;
-  auto c = small_model_config(true, 2);
-  c.arch = "qwen35";
-  qwen35_layers(c);
-  const int64_t T = 40, V = c.vocab;
-  auto p = write_random_model(c, tmp / "m.gguf");
-  const auto toks = spread_tokens(T, V);
-  model::Transformer<float> m(c, 1, T);
-  std::copy(p.begin(), p.end(), m.params());
-  m.forward(toks.data(), nullptr);
-  gguf::GgufFile f(tmp / "m.gguf");
-  infer::Decoder d(f);
-  auto other = toks;
-  for (int64_t i = 12; i < T; ++i) other[size_t(i)] = int32_t((other[size_t(i)] + 5) % V);
-  d.eval(other.data(), T, false);  // a different continuation after position 12
-  d.truncate(12);
-  EXPECT_EQ(d.position(), 12);
-  d.eval(toks.data() + 12, 3, false);  // positions 12..14
-  EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + 14 * V, size_t(V)), 1e-5));
-  for (int64_t i = 15; i < T; ++i) {
-    d.eval(&toks[size_t(i)], 1, false);
-    ASSERT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + i * V, size_t(V)), 1e-5)) << "position " << i;
-  }
+  CutCacheCase k(qwen35_config(), 40);
+  k.diverge_and_cut(12);
+  EXPECT_EQ(k.d->position(), 12);
+  k.d->eval(k.toks.data() + 12, 3, false);  // positions 12..14
+  EXPECT_TRUE(k.agrees_at(14));
+  k.continue_to_the_end(15);
 }
 
 // A chat's next turn cuts the cache back to where the last reply began,
@@ -197,73 +233,42 @@ TEST(Decoder, Qwen35TruncatedCacheRecomputesTheState) {
 // equal the training forward's. A cut before every saved state recomputes
 // from position 0.
 TEST(Decoder, Qwen35NextTurnRestartsFromTheLastPromptsState) {
-  TempDir tmp;
-  auto c = small_model_config(true, 2);
-  c.arch = "qwen35";
-  qwen35_layers(c);
-  const int64_t T = 40, V = c.vocab;
-  auto p = write_random_model(c, tmp / "m.gguf");
-  const auto toks = spread_tokens(T, V);
-  model::Transformer<float> m(c, 1, T);
-  std::copy(p.begin(), p.end(), m.params());
-  m.forward(toks.data(), nullptr);
-  gguf::GgufFile f(tmp / "m.gguf");
-  infer::Decoder d(f);
+  CutCacheCase k(qwen35_config(), 24);
   int64_t rows = 0;
-  d.observe_matrix_inputs([&](const infer::Decoder::MatrixInput& in) {
+  k.d->observe_matrix_inputs([&](const infer::Decoder::MatrixInput& in) {
     if (in.name == "blk.0.ffn_up.weight") rows += in.rows;
   });
-  auto expect_logits = [&](int64_t at) {
-    EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + at * V, size_t(V)), 1e-5)) << "position " << at;
-  };
-  d.eval(toks.data(), 12, false);  // the prompt
+  k.d->eval(k.toks.data(), 12, false);  // the prompt
   for (int64_t i = 12; i < 20; ++i) {  // a reply the next turn renders otherwise
-    const int32_t t = int32_t((toks[size_t(i)] + 5) % V);
-    d.eval(&t, 1, false);
+    const int32_t t = int32_t((k.toks[size_t(i)] + 5) % k.V);
+    k.d->eval(&t, 1, false);
   }
-  d.truncate(12);
+  k.d->truncate(12);
   rows = 0;
-  d.eval(toks.data() + 12, 3, false);  // positions 12..14
+  k.d->eval(k.toks.data() + 12, 3, false);  // positions 12..14
   EXPECT_EQ(rows, 3);
-  expect_logits(14);
-  for (int64_t i = 15; i < 24; ++i) {
-    d.eval(&toks[size_t(i)], 1, false);
-    expect_logits(i);
-  }
-  d.truncate(10);  // before the states saved at 12 and 15
+  EXPECT_TRUE(k.agrees_at(14));
+  k.continue_to_the_end(15);
+  k.d->truncate(10);  // before the states saved at 12 and 15
   rows = 0;
-  d.eval(toks.data() + 10, 2, false);
+  k.d->eval(k.toks.data() + 10, 2, false);
   EXPECT_EQ(rows, 12);
-  expect_logits(11);
+  EXPECT_TRUE(k.agrees_at(11));
 }
 
 // A cache cut back to a shared prefix (a chat's next turn, a multiple-choice
 // ending) continues the convolution from the kept positions: the logits
 // after the cut equal the training forward's over the whole sequence.
 TEST(Decoder, Lfm2TruncatedCacheContinuesTheConvolution) {
-  TempDir tmp;
   auto c = small_model_config(true, 2);
   c.arch = "lfm2";
   c.n_layers = 3;
   c.attention_layers = "2";
-  const int64_t T = 30, V = c.vocab;
-  auto p = write_random_model(c, tmp / "m.gguf");
-  const auto toks = spread_tokens(T, V);
-  model::Transformer<float> m(c, 1, T);
-  std::copy(p.begin(), p.end(), m.params());
-  m.forward(toks.data(), nullptr);
-  gguf::GgufFile f(tmp / "m.gguf");
-  infer::Decoder d(f);
-  auto other = toks;
-  for (int64_t i = 12; i < T; ++i) other[size_t(i)] = int32_t((other[size_t(i)] + 5) % V);
-  d.eval(other.data(), T, false);  // a different continuation after position 12
-  d.truncate(12);
-  d.eval(toks.data() + 12, 3, false);  // positions 12..14: read the kept 10 and 11
-  EXPECT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + 14 * V, size_t(V)), 1e-5));
-  for (int64_t i = 15; i < T; ++i) {
-    d.eval(&toks[size_t(i)], 1, false);
-    ASSERT_TRUE(within_rel_to_max(compare(d.logits(), m.logits() + i * V, size_t(V)), 1e-5)) << "position " << i;
-  }
+  CutCacheCase k(c, 30);
+  k.diverge_and_cut(12);
+  k.d->eval(k.toks.data() + 12, 3, false);  // positions 12..14: read the kept 10 and 11
+  EXPECT_TRUE(k.agrees_at(14));
+  k.continue_to_the_end(15);
 }
 
 // SmolLM3's unrotated layers are exactly every fourth: with the same
