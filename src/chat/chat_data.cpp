@@ -65,7 +65,7 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
       const PreferencePair pair = preference_pair_of(record, where);
       std::vector<corpus::Example> answers;
       for (const Conversation* c : {&pair.chosen, &pair.rejected}) {
-        check_renders_tools(o_.chat_template, *c, where);
+        check_renders(o_.chat_template, *c, where);
         answers.push_back(example_of(encode_spans(tok_, render_spans(o_.chat_template, *c, false))));
       }
       tally_ignored(record, std::nullopt, source, where);
@@ -73,7 +73,7 @@ class ChatRecordEncoder : public corpus::RecordEncoder {
     }
     const RecordFormat f = format_of(source, record, where);
     const Conversation c = conversation_of(record, f, where);
-    check_renders_tools(o_.chat_template, c, where);
+    check_renders(o_.chat_template, c, where);
     std::vector<corpus::Example> out;
     out.push_back(example_of(encode_spans(tok_, spans_of(c, f))));
     tally_ignored(record, f, source, where);

@@ -24,7 +24,7 @@ std::vector<int32_t> rendered_record_tokens(const std::string& path, const token
     if (record.is_discarded() || !record.is_object())
       fail("{}: not a JSON object; each line of a chat JSONL file is one record", where);
     const Conversation c = conversation_of(record, detect_record_format(record, where), where);
-    check_renders_tools(t, c, where);
+    check_renders(t, c, where);
     const EncodedExample e = encode_spans(tok, render_spans(t, c, false));
     ids.insert(ids.end(), e.ids.begin(), e.ids.end());
     ++records;

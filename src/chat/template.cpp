@@ -673,6 +673,18 @@ constexpr std::string_view kQwen35ToolsTail =
     "natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the "
     "question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>";
 
+// Qwen3.5's last question: the last user turn that does not only wrap a
+// tool's output (trimmed); c.size() when there is none, which its template
+// raises on (check_renders).
+size_t qwen35_last_question(const Conversation& c) {
+  for (size_t i = c.size(); i-- > 0;) {
+    const std::string content = trim(c[i].content);
+    if (c[i].role == "user" && !(content.starts_with("<tool_response>") && content.ends_with("</tool_response>")))
+      return i;
+  }
+  return c.size();
+}
+
 // The system turn: the tools first, then the (trimmed) system message.
 void render_qwen35_system(std::vector<Span>& o, const Conversation& c) {
   const bool system = c[0].role == "system";
@@ -706,15 +718,7 @@ std::string qwen35_tool_calls(const std::vector<ToolCall>& calls, std::string_vi
 // and a generation prompt that opens the reasoning.
 void render_qwen35(std::vector<Span>& o, const Conversation& c, bool gen) {
   render_qwen35_system(o, c);
-  size_t last_query = c.size();
-  for (size_t i = c.size(); i-- > 0;) {
-    const std::string content = trim(c[i].content);
-    if (c[i].role == "user" && !(content.starts_with("<tool_response>") && content.ends_with("</tool_response>"))) {
-      last_query = i;
-      break;
-    }
-  }
-  if (last_query == c.size()) fail("chat: Qwen3.5's template needs a user question, and the conversation has none");
+  const size_t last_query = qwen35_last_question(c);
   for (size_t i = 0; i < c.size(); ++i) {
     const Message& m = c[i];
     const std::string content = trim(m.content);
@@ -978,7 +982,11 @@ Template resolve_template(std::string_view setting, const std::string& model_tem
   return Template::kChatml;
 }
 
-void check_renders_tools(Template t, const Conversation& c, std::string_view where) {
+void check_renders(Template t, const Conversation& c, std::string_view where) {
+  if (t == Template::kQwen35 && qwen35_last_question(c) == c.size())
+    fail("{}: Qwen3.5's template needs a user question, and every user turn of the record only wraps a tool's "
+         "output (<tool_response>...</tool_response>); its template raises on such a conversation",
+         where);
   const TemplateInfo& info = template_info(t);
   if (!c.uses_tools()) return;
   if (!info.tools.renders) {
@@ -1002,7 +1010,7 @@ void check_renders_tools(Template t, const Conversation& c, std::string_view whe
 }
 
 std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
-  check_renders_tools(t, c, "chat");
+  check_renders(t, c, "chat");
   std::vector<Span> o;
   switch (t) {
     case Template::kChatml: render_chatml(o, c, gen); break;

@@ -77,9 +77,10 @@ struct Span {
   bool trained = false;
 };
 
-// Error naming `where` when the conversation has tools, calls or tool
-// outputs and template `t` renders none: they are never dropped silently.
-void check_renders_tools(Template t, const Conversation& c, std::string_view where);
+// Error naming `where` when template `t` cannot render the conversation as
+// its model's template would: tools, calls or tool outputs it renders none
+// of (they are never dropped silently), or no question for Qwen3.5's.
+void check_renders(Template t, const Conversation& c, std::string_view where);
 
 // The conversation rendered as llama.cpp renders it (add_ass =
 // add_generation_prompt), cut into spans; their concatenation is render().

@@ -221,14 +221,14 @@ TEST(ChatTools, Llama31RendersOneCallPerTurn) {
   EXPECT_TRUE(spans[1].trained && spans[3].trained && !spans[2].trained);
   // Its template raises on two calls in a turn and drops text beside a
   // call: ggtrain refuses both, naming the message.
-  EXPECT_EQ(error_of([] { check_renders_tools(Template::kLlama31, weather(), "w:1"); }),
+  EXPECT_EQ(error_of([] { check_renders(Template::kLlama31, weather(), "w:1"); }),
             "w:1: message 2 makes 2 tool calls; chat template \"llama3.1\" renders one per turn (split them into "
             "turns, each followed by its output)");
   c[2].content = "Let me look.";
-  EXPECT_EQ(error_of([&] { check_renders_tools(Template::kLlama31, c, "w:1"); }),
+  EXPECT_EQ(error_of([&] { check_renders(Template::kLlama31, c, "w:1"); }),
             "w:1: message 2 has text beside its tool calls; chat template \"llama3.1\" renders only the call (move "
             "the text to a turn of its own or leave it out)");
-  EXPECT_EQ(error_of([&] { check_renders_tools(Template::kQwen3, c, "w:1"); }), "");
+  EXPECT_EQ(error_of([&] { check_renders(Template::kQwen3, c, "w:1"); }), "");
   // Without tools its system turn still carries the dates.
   EXPECT_EQ(render(Template::kLlama31, {{"user", " hi "}, {"assistant", "yo"}}, true),
             "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul "
@@ -240,10 +240,10 @@ TEST(ChatTools, Llama31RendersOneCallPerTurn) {
 // data pipeline says which record.
 TEST(ChatTools, TemplateWithoutToolsRefusesTheRecord) {
   const Conversation c = weather();
-  EXPECT_EQ(error_of([&] { check_renders_tools(Template::kChatml, c, "w:1"); }),
+  EXPECT_EQ(error_of([&] { check_renders(Template::kChatml, c, "w:1"); }),
             "w:1: the record has tool definitions, calls or outputs, and chat template \"chatml\" renders none of "
             "them; use a template that does (qwen3.5, qwen3, llama3.1) or leave such records out");
-  EXPECT_EQ(error_of([&] { check_renders_tools(Template::kQwen3, c, "w:1"); }), "");
+  EXPECT_EQ(error_of([&] { check_renders(Template::kQwen3, c, "w:1"); }), "");
   test_support::TempDir tmp;
   test_support::spit(tmp / "tools.jsonl", std::string(kWeatherRecord) + "\n");
   ChatDataOptions o;

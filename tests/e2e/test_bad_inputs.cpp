@@ -1159,6 +1159,16 @@ std::vector<Case> cases() {
                      "\"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": {}}}]}]}\n");
                },
                {"chat.jsonl:2", "tool definitions, calls or outputs", "chatml", "qwen3"}});
+  c.push_back({"qwen35_template_without_a_question",
+               "a chat record under the `qwen3.5` template whose only user turn wraps a tool's output "
+               "(`<tool_response>...</tool_response>`)",
+               [good](Env& e) {
+                 return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": "
+                                      "\"<tool_response>4</tool_response>\"}, {\"role\": \"assistant\", \"content\": "
+                                      "\"Four.\"}]}\n",
+                               {"data.chat_template=qwen3.5"});
+               },
+               {"chat.jsonl:2", "Qwen3.5", "user question"}});
   c.push_back({"chat_tool_call_without_arguments",
                "a chat record whose tool call has no `arguments`",
                [good](Env& e) {
