@@ -598,12 +598,12 @@ constexpr std::string_view kQwen3ToolsTail =
 void render_qwen3_system(std::vector<Span>& o, const Conversation& c) {
   const bool system = c[0].role == "system";
   if (!c.tools || c.tools->empty()) {
-    if (system) add(o, "<|im_start|>system\n" + c[0].content + "<|im_end|>\n", false);
+    if (system) add(o, fmt::format("<|im_start|>system\n{}<|im_end|>\n", c[0].content), false);
     return;
   }
   std::string s = "<|im_start|>system\n" + (system ? c[0].content + "\n\n" : std::string());
   s += kQwen3ToolsHead;
-  for (const std::string& tool : *c.tools) s += "\n" + tojson(tool);
+  for (const std::string& tool : *c.tools) s.append("\n").append(tojson(tool));
   add(o, s + std::string(kQwen3ToolsTail), false);
 }
 
@@ -690,11 +690,11 @@ void render_qwen35_system(std::vector<Span>& o, const Conversation& c) {
   const bool system = c[0].role == "system";
   const std::string content = system ? trim(c[0].content) : std::string();
   if (!c.tools || c.tools->empty()) {
-    if (system) add(o, "<|im_start|>system\n" + content + "<|im_end|>\n", false);
+    if (system) add(o, fmt::format("<|im_start|>system\n{}<|im_end|>\n", content), false);
     return;
   }
   std::string s(kQwen35ToolsHead);
-  for (const std::string& tool : *c.tools) s += "\n" + tojson(tool);
+  for (const std::string& tool : *c.tools) s.append("\n").append(tojson(tool));
   s += kQwen35ToolsTail;
   if (!content.empty()) s += "\n\n" + content;
   add(o, s + "<|im_end|>\n", false);
