@@ -10,6 +10,7 @@
 #include "gguf/reader.h"
 #include "kernels/expert_routing.h"
 #include "model/metadata_keys.h"
+#include "model/params.h"
 #include "quant/gguf_floats.h"
 #include "util/error.h"
 
@@ -266,15 +267,6 @@ double Config::flops_per_token(int64_t seq_len) const {
 }
 
 namespace {
-
-// The block index of "blk.N.<rest>", or -1.
-int64_t block_of(const std::string& name) {
-  if (!name.starts_with("blk.")) return -1;
-  int64_t n = 0;
-  size_t i = 4;
-  for (; i < name.size() && i < 12 && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
-  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
-}
 
 // The multi-token-prediction blocks' tensors, copied out of the file so
 // every checkpoint can write them as they were.

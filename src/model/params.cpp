@@ -62,6 +62,14 @@ std::string block_tensor_name(int64_t l, std::string_view what, std::string_view
   return fmt::format("blk.{}.{}.{}", l, what, kind);
 }
 
+int64_t block_of(std::string_view name) {
+  if (!name.starts_with("blk.")) return -1;
+  int64_t n = 0;
+  size_t i = 4;
+  for (; i < name.size() && i < 13 && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? n : -1;
+}
+
 BlockMatrix block_matrix_from_name(std::string_view name) {
   for (int m = 0; m < kNumBlockMatrices; ++m)
     if (name == block_matrix_name(BlockMatrix(m))) return BlockMatrix(m);

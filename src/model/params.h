@@ -102,6 +102,9 @@ std::string block_matrix_names_text();
 // llama.cpp's name for tensor `what` of block l: "blk.L.WHAT.weight" (kind
 // "bias": "blk.L.WHAT.bias").
 std::string block_tensor_name(int64_t l, std::string_view what, std::string_view kind = "weight");
+// The block a tensor name belongs to ("blk.3.attn_q.weight" -> 3), else -1
+// (also for an index of more than nine digits, which no file can mean).
+int64_t block_of(std::string_view tensor_name);
 // [out, in] of matrix m.
 std::pair<int64_t, int64_t> block_matrix_shape(const Config& c, BlockMatrix m);
 // Whether block l has matrix m (its mixer's kind decides).

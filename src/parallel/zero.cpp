@@ -6,15 +6,6 @@
 
 namespace ggtrain::parallel {
 
-int64_t block_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  int64_t n = 0;
-  size_t i = 4;
-  if (i >= name.size() || name[i] < '0' || name[i] > '9') return -1;
-  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) n = n * 10 + (name[i] - '0');
-  return i < name.size() && name[i] == '.' ? n : -1;
-}
-
 namespace {
 
 // Slice boundaries of [0, len) for n ranks, on 16-float (64-byte) multiples
@@ -40,9 +31,9 @@ BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int 
   const auto& ts = grad_layout.tensors();
   for (size_t i = 0; i < ts.size();) {
     // A run of tensors of one block (or one non-block tensor), cut at max_elements.
-    const int64_t layer = block_of(ts[i].name);
+    const int64_t layer = model::block_of(ts[i].name);
     size_t j = i + 1;
-    while (layer >= 0 && j < ts.size() && block_of(ts[j].name) == layer) ++j;
+    while (layer >= 0 && j < ts.size() && model::block_of(ts[j].name) == layer) ++j;
     const int64_t lo = ts[i].offset, hi = ts[j - 1].offset + ts[j - 1].size;
     for (int64_t a = lo; a < hi; a += max_elements) {
       Bucket b;

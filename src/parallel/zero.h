@@ -35,9 +35,6 @@ struct BucketPlan {
 BucketPlan plan_buckets(const model::ParamLayout& grad_layout, int n_ranks, int rank,
                         int64_t max_elements = int64_t(1) << 22);
 
-// The block a tensor name belongs to ("blk.3.attn_q.weight" -> 3), else -1.
-int64_t block_of(const std::string& tensor_name);
-
 // This rank's slices of every bucket, as the optimizer keeps them (ZeRO-1):
 // [lo + displs[rank], + counts[rank]) at the bucket's shard_at.
 std::vector<optim::AdamW::Slice> rank_slices(const BucketPlan& plan, int rank);

@@ -26,12 +26,14 @@ model::Config small_config(bool tied) {
 }
 
 TEST(Zero, BlockOfName) {
-  EXPECT_EQ(parallel::block_of("blk.0.attn_q.weight"), 0);
-  EXPECT_EQ(parallel::block_of("blk.17.ffn_down.weight"), 17);
-  EXPECT_EQ(parallel::block_of("token_embd.weight"), -1);
-  EXPECT_EQ(parallel::block_of("blk.x.attn_q.weight"), -1);
-  EXPECT_EQ(parallel::block_of("blk.3"), -1);
-  EXPECT_EQ(parallel::block_of("output.weight"), -1);
+  EXPECT_EQ(model::block_of("blk.0.attn_q.weight"), 0);
+  EXPECT_EQ(model::block_of("blk.17.ffn_down.weight"), 17);
+  EXPECT_EQ(model::block_of("token_embd.weight"), -1);
+  EXPECT_EQ(model::block_of("blk.x.attn_q.weight"), -1);
+  EXPECT_EQ(model::block_of("blk.3"), -1);
+  EXPECT_EQ(model::block_of("output.weight"), -1);
+  EXPECT_EQ(model::block_of("blk.123456789.ffn_up.weight"), 123456789);
+  EXPECT_EQ(model::block_of("blk.99999999999999999999.ffn_up.weight"), -1);  // would overflow
 }
 
 // Every element of every tensor is in exactly one bucket and, within it, in
@@ -66,7 +68,7 @@ TEST(Zero, PlanPartitionsEveryTensorOnce) {
             }
             for (const auto& t : layout.tensors())
               if (t.offset < b.hi && t.offset + t.size > b.lo) {
-                EXPECT_EQ(parallel::block_of(t.name), b.layer) << t.name;
+                EXPECT_EQ(model::block_of(t.name), b.layer) << t.name;
               }
           }
           EXPECT_EQ(packed, plan.shard_size);
