@@ -89,34 +89,48 @@ model::Config config_for(const std::string& arch) {
 
 }  // namespace
 
-TEST(Threads, ModelForwardAndBackwardAtOneAndThreeThreads) {
-  for (const auto& row : model::architectures()) {
-    const char* arch = row.name;
-    for (const auto precision : {model::Precision::kFp32, model::Precision::kBf16}) {
-      const bool bf16 = precision == model::Precision::kBf16;
-      SCOPED_TRACE(std::string(arch) + (bf16 ? " bf16" : " f32"));
-      const model::Config c = config_for(arch);
-      const int64_t B = 2, T = 150;
-      const Result one = run_model(c, B, T, 1, precision), three = run_model(c, B, T, 3, precision);
-      const Comparison logits = compare(three.logits, one.logits), grads = compare(three.grads, one.grads);
-      std::printf("%s %s, 1 vs 3 threads: loss %.9g vs %.9g, logits %.2e, gradients %.2e (of max)\n", arch,
-                  bf16 ? "bf16" : "f32", one.loss, three.loss, logits.rel_to_max(), grads.rel_to_max());
-      // Mixture of experts: each expert multiplies its own, uneven number of
-      // rows, and oneDNN splits such products over 1 and 3 threads in other
-      // orders (f32, measured on the Xeon: logits 5.9e-7, gradients 7.5e-7
-      // of max); in bf16 a last-bit difference then rounds an activation to
-      // the neighbouring bf16 value (2^-8 apart) here and there: measured
-      // 2.0e-3 logits, 1.9e-3 gradients, loss 2.0e-6. Limits 1e-5 / 1e-2
-      // and 1e-5 (loss); a race or a lost expert moves them by far more.
-      const bool experts = row.has_experts();
-      const double logit_limit = experts ? (bf16 ? 1e-2 : 1e-5) : 1e-6;
-      const double grad_limit = experts && bf16 ? 1e-2 : bf16 ? 3e-4 : 1e-5;
-      EXPECT_TRUE(within_rel_to_max(logits, logit_limit)) << "logits";
-      EXPECT_NEAR(three.loss, one.loss, (experts ? 1e-5 : 1e-6) * one.loss);
-      EXPECT_TRUE(within_rel_to_max(grads, grad_limit)) << "gradients";
-    }
+// One test per architecture: under arm64's emulator the whole set takes
+// minutes, and CTest can then share it among the cores.
+class ThreadsArchitecture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ThreadsArchitecture, ModelForwardAndBackwardAtOneAndThreeThreads) {
+  const model::Architecture* found = nullptr;
+  for (const auto& row : model::architectures())
+    if (GetParam() == row.name) found = &row;
+  ASSERT_NE(found, nullptr) << GetParam();
+  const model::Architecture& row = *found;
+  const char* arch = row.name;
+  for (const auto precision : {model::Precision::kFp32, model::Precision::kBf16}) {
+    const bool bf16 = precision == model::Precision::kBf16;
+    SCOPED_TRACE(std::string(arch) + (bf16 ? " bf16" : " f32"));
+    const model::Config c = config_for(arch);
+    const int64_t B = 2, T = 150;
+    const Result one = run_model(c, B, T, 1, precision), three = run_model(c, B, T, 3, precision);
+    const Comparison logits = compare(three.logits, one.logits), grads = compare(three.grads, one.grads);
+    std::printf("%s %s, 1 vs 3 threads: loss %.9g vs %.9g, logits %.2e, gradients %.2e (of max)\n", arch,
+                bf16 ? "bf16" : "f32", one.loss, three.loss, logits.rel_to_max(), grads.rel_to_max());
+    // Mixture of experts: each expert multiplies its own, uneven number of
+    // rows, and oneDNN splits such products over 1 and 3 threads in other
+    // orders (f32, measured on the Xeon: logits 5.9e-7, gradients 7.5e-7
+    // of max); in bf16 a last-bit difference then rounds an activation to
+    // the neighbouring bf16 value (2^-8 apart) here and there: measured
+    // 2.0e-3 logits, 1.9e-3 gradients, loss 2.0e-6. Limits 1e-5 / 1e-2
+    // and 1e-5 (loss); a race or a lost expert moves them by far more.
+    const bool experts = row.has_experts();
+    const double logit_limit = experts ? (bf16 ? 1e-2 : 1e-5) : 1e-6;
+    const double grad_limit = experts && bf16 ? 1e-2 : bf16 ? 3e-4 : 1e-5;
+    EXPECT_TRUE(within_rel_to_max(logits, logit_limit)) << "logits";
+    EXPECT_NEAR(three.loss, one.loss, (experts ? 1e-5 : 1e-6) * one.loss);
+    EXPECT_TRUE(within_rel_to_max(grads, grad_limit)) << "gradients";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, ThreadsArchitecture, ::testing::ValuesIn([] {
+                           std::vector<std::string> names;
+                           for (const auto& row : model::architectures()) names.push_back(row.name);
+                           return names;
+                         }()),
+                         [](const auto& info) { return info.param; });
 
 TEST(Threads, AdamWAndGradientNormAreBitIdentical) {
   const model::ParamLayout layout(config_for("qwen3"));  // matrices, norms, head norms: 3 does not divide them
