@@ -208,6 +208,47 @@ constexpr std::string_view kQwen35Jinja = R"jinja({%- set image_count = namespac
     {%- endif %}
 {%- endif %})jinja";
 
+// LFM2's own template (LiquidAI's tokenizer_config.json, as llama.cpp's
+// models/templates/LFM2-8B-A1B.jinja carries it; the dense LFM2 models
+// ship the same).
+constexpr std::string_view kLfm2Jinja = R"jinja({{- bos_token -}}
+{%- set system_prompt = "" -%}
+{%- set ns = namespace(system_prompt="") -%}
+{%- if messages[0]["role"] == "system" -%}
+	{%- set ns.system_prompt = messages[0]["content"] -%}
+	{%- set messages = messages[1:] -%}
+{%- endif -%}
+{%- if tools -%}
+	{%- set ns.system_prompt = ns.system_prompt + ("\n" if ns.system_prompt else "") + "List of tools: <|tool_list_start|>[" -%}
+	{%- for tool in tools -%}
+		{%- if tool is not string -%}
+			{%- set tool = tool | tojson -%}
+		{%- endif -%}
+		{%- set ns.system_prompt = ns.system_prompt + tool -%}
+		{%- if not loop.last -%}
+			{%- set ns.system_prompt = ns.system_prompt + ", " -%}
+		{%- endif -%}
+	{%- endfor -%}
+	{%- set ns.system_prompt = ns.system_prompt + "]<|tool_list_end|>" -%}
+{%- endif -%}
+{%- if ns.system_prompt -%}
+	{{- "<|im_start|>system\n" + ns.system_prompt + "<|im_end|>\n" -}}
+{%- endif -%}
+{%- for message in messages -%}
+	{{- "<|im_start|>" + message["role"] + "\n" -}}
+	{%- set content = message["content"] -%}
+	{%- if content is not string -%}
+		{%- set content = content | tojson -%}
+	{%- endif -%}
+	{%- if message["role"] == "tool" -%}
+		{%- set content = "<|tool_response_start|>" + content + "<|tool_response_end|>" -%}
+	{%- endif -%}
+	{{- content + "<|im_end|>\n" -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+	{{- "<|im_start|>assistant\n" -}}
+{%- endif -%})jinja";
+
 // Qwen3's own template, as Qwen3's tokenizer_config.json ships it (and
 // llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja): the system message
 // (under the tool definitions when the record has tools), the index of the
@@ -466,6 +507,10 @@ constexpr std::string_view kQwen35Ollama =
     "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n"
     "<think>\n";
 constexpr std::string_view kGemma3Ollama = kGemmaOllama;
+// LFM2's: a tool's output between its response markers.
+constexpr std::string_view kLfm2Ollama =
+    "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ if eq .Role \"tool\" }}<|tool_response_start|>{{ .Content }}"
+    "<|tool_response_end|>{{ else }}{{ .Content }}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n";
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
@@ -741,6 +786,30 @@ void render_qwen35(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (gen) add(o, "<|im_start|>assistant\n<think>\n", false);
 }
 
+// LFM2's own template: the system message and the tool list (between its
+// markers) make the system turn, which is left out when both are empty;
+// nothing is trimmed. Calls are the answer's own text: check_renders refuses
+// the tool_calls member, which the template drops, and with it the tool turns
+// that only follow calls (the template would wrap them in
+// <|tool_response_start|>...<|tool_response_end|>).
+void render_lfm2(std::vector<Span>& o, const Conversation& c, bool gen) {
+  const bool system = c[0].role == "system";
+  std::string prompt = system ? c[0].content : std::string();
+  if (c.tools && !c.tools->empty()) {
+    prompt += prompt.empty() ? "List of tools: <|tool_list_start|>[" : "\nList of tools: <|tool_list_start|>[";
+    for (size_t k = 0; k < c.tools->size(); ++k) prompt += (k > 0 ? ", " : "") + tojson((*c.tools)[k]);
+    prompt += "]<|tool_list_end|>";
+  }
+  if (!prompt.empty()) add(o, "<|im_start|>system\n" + prompt + "<|im_end|>\n", false);
+  for (size_t i = system ? 1 : 0; i < c.size(); ++i) {
+    const Message& m = c[i];
+    add(o, "<|im_start|>" + m.role + "\n", false);
+    add(o, m.content + "<|im_end|>", m.role == "assistant");
+    add(o, "\n", false);
+  }
+  if (gen) add(o, "<|im_start|>assistant\n", false);
+}
+
 // Llama 3.1's (and 3.3's) tool prompt: the definitions go into the first
 // user turn, one indented JSON each.
 constexpr std::string_view kLlama31ToolsIntro =
@@ -906,6 +975,16 @@ const std::vector<TemplateInfo>& all_templates() {
        kLlama31Ollama,
        {"<|start_header_id|>", "Cutting Knowledge Date", "tools_in_user_message", "builtin_tools"},
        {.renders = true, .one_call_per_turn = true, .text_beside_calls = false}},
+      // llama.cpp's is_lfm2_template: the tool list's markers
+      {Template::kLfm2,
+       "lfm2",
+       "",
+       kLfm2Jinja,
+       {"<|im_start|>", "<|im_end|>"},
+       "<|im_end|>",
+       kLfm2Ollama,
+       {"<|im_start|>", "<|tool_list_start|>", "<|tool_list_end|>"},
+       {.renders = true, .calls = false, .calls_as_text = "<|tool_call_start|>[name(arg=\"value\")]<|tool_call_end|>"}},
   };
   return kAll;
 }
@@ -998,6 +1077,10 @@ void check_renders(Template t, const Conversation& c, std::string_view where) {
          where, info.name, with_tools);
   }
   for (size_t i = 0; i < c.size(); ++i) {
+    if (!info.tools.calls && !c[i].tool_calls.empty())
+      fail("{}: message {} has tool_calls, which chat template \"{}\" does not render: its model writes a call as "
+           "the answer's own text ({}); put the calls there",
+           where, i, info.name, info.tools.calls_as_text);
     if (info.tools.one_call_per_turn && c[i].tool_calls.size() > 1)
       fail("{}: message {} makes {} tool calls; chat template \"{}\" renders one per turn (split them into turns, "
            "each followed by its output)",
@@ -1024,6 +1107,7 @@ std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
     case Template::kQwen35: render_qwen35(o, c, gen); break;
     case Template::kGemma3: render_gemma3(o, c, gen); break;
     case Template::kLlama31: render_llama31(o, c, gen); break;
+    case Template::kLfm2: render_lfm2(o, c, gen); break;
   }
   return o;
 }

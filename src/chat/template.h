@@ -16,13 +16,30 @@
 
 namespace ggtrain::chat {
 
-enum class Template { kChatml, kLlama3, kLlama2, kMistral, kGemma, kPhi3, kZephyr, kQwen3, kGemma3, kLlama31, kQwen35 };
+enum class Template {
+  kChatml,
+  kLlama3,
+  kLlama2,
+  kMistral,
+  kGemma,
+  kPhi3,
+  kZephyr,
+  kQwen3,
+  kGemma3,
+  kLlama31,
+  kQwen35,
+  kLfm2
+};
 
 // How a template renders tool definitions, calls and their outputs.
 struct ToolSupport {
   bool renders = false;
   bool one_call_per_turn = false;  // more raise an error in the template
   bool text_beside_calls = true;  // false: a calling answer's text is dropped
+  // false: the template drops a turn's tool_calls; the model writes its
+  // calls in the answer's text, as calls_as_text shows
+  bool calls = true;
+  std::string_view calls_as_text;
 };
 
 struct TemplateInfo {

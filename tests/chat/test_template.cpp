@@ -146,6 +146,13 @@ TEST(ChatTemplates, FamilyTemplatesRecognisedBySignature) {
   EXPECT_EQ(detect_template(qwen3), Template::kQwen3);
   EXPECT_EQ(family_template(qwen3), Template::kQwen3);
   EXPECT_EQ(detect_template(gemma3), Template::kGemma3);
+  // LFM2's by its tool list's markers, as llama.cpp's is_lfm2_template;
+  // LFM2.5's plain "List of tools: [" stays chatml.
+  EXPECT_EQ(detect_template("{{- bos_token -}}\"<|im_start|>system\\n\" + \"List of tools: <|tool_list_start|>[\" + "
+                            "\"]<|tool_list_end|>\""),
+            Template::kLfm2);
+  EXPECT_EQ(detect_template("{{- bos_token -}}\"<|im_start|>system\\n\" + \"List of tools: [\" + \"]\""),
+            Template::kChatml);
   EXPECT_EQ(family_template(std::string(template_info(Template::kChatml).jinja)), std::nullopt);
   EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '</think>' }}"), Template::kChatml);  // QwQ-like, no query index
   EXPECT_EQ(detect_template("{{ bos_token }}<start_of_turn>"), Template::kGemma);

@@ -236,13 +236,44 @@ TEST(ChatTools, Llama31RendersOneCallPerTurn) {
             "<|end_header_id|>\n\nyo<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+// LFM2's template: the tool list in the system turn, after the system
+// message; calls are the answer's own text, so a record's tool_calls (which
+// the template drops) are refused, naming the form LFM2 writes them in.
+TEST(ChatTools, Lfm2ListsToolsAndRefusesCallMembers) {
+  const Conversation c = conversation_of(
+      nlohmann::ordered_json::parse(
+          R"({"tools": [{"type": "function", "function": {"name": "calc", "parameters": {"a": 1.0}}}, {"b": []}], )"
+          R"("messages": [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "2+2?"}, )"
+          R"({"role": "assistant", "content": "<|tool_call_start|>[calc(a=2)]<|tool_call_end|>"}]})"),
+      RecordFormat::kChat, "r:1");
+  const std::vector<Span> spans = render_spans(Template::kLfm2, c, false);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].text,
+            "<|im_start|>system\n Be brief. \nList of tools: <|tool_list_start|>[{\"type\": \"function\", "
+            "\"function\": {\"name\": \"calc\", \"parameters\": {\"a\": 1}}}, {\"b\": []}]<|tool_list_end|><|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(spans[1].text, "<|tool_call_start|>[calc(a=2)]<|tool_call_end|><|im_end|>");
+  EXPECT_TRUE(spans[1].trained);
+  EXPECT_EQ(spans[2].text, "\n");
+  // Without a system message the list opens the system turn; without either
+  // there is no system turn.
+  Conversation bare(c.begin() + 1, c.end());
+  bare.tools = c.tools;
+  EXPECT_TRUE(render(Template::kLfm2, bare, false).starts_with("<|im_start|>system\nList of tools: "));
+  bare.tools.reset();
+  EXPECT_EQ(render(Template::kLfm2, bare, true), render(Template::kChatml, bare, true));
+  EXPECT_EQ(error_of([&] { check_renders(Template::kLfm2, weather(), "w:1"); }),
+            "w:1: message 2 has tool_calls, which chat template \"lfm2\" does not render: its model writes a call as "
+            "the answer's own text (<|tool_call_start|>[name(arg=\"value\")]<|tool_call_end|>); put the calls there");
+}
+
 // A template that renders no tools refuses such a record by name; the
 // data pipeline says which record.
 TEST(ChatTools, TemplateWithoutToolsRefusesTheRecord) {
   const Conversation c = weather();
   EXPECT_EQ(error_of([&] { check_renders(Template::kChatml, c, "w:1"); }),
             "w:1: the record has tool definitions, calls or outputs, and chat template \"chatml\" renders none of "
-            "them; use a template that does (qwen3.5, qwen3, llama3.1) or leave such records out");
+            "them; use a template that does (qwen3.5, qwen3, llama3.1, lfm2) or leave such records out");
   EXPECT_EQ(error_of([&] { check_renders(Template::kQwen3, c, "w:1"); }), "");
   test_support::TempDir tmp;
   test_support::spit(tmp / "tools.jsonl", std::string(kWeatherRecord) + "\n");

@@ -1169,6 +1169,17 @@ std::vector<Case> cases() {
                                {"data.chat_template=qwen3.5"});
                },
                {"chat.jsonl:2", "Qwen3.5", "user question"}});
+  c.push_back({"lfm2_template_with_tool_calls",
+               "a chat record with a `tool_calls` member under the `lfm2` template, which drops that member (LFM2 "
+               "writes its calls in the answer's text)",
+               [good](Env& e) {
+                 return e.chat(good + "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": "
+                                      "\"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": {\"name\": "
+                                      "\"f\", \"arguments\": {}}}]}, {\"role\": \"tool\", \"content\": \"1\"}, "
+                                      "{\"role\": \"assistant\", \"content\": \"One.\"}]}\n",
+                               {"data.chat_template=lfm2"});
+               },
+               {"chat.jsonl:2", "tool_calls", "lfm2", "<|tool_call_start|>"}});
   c.push_back({"chat_tool_call_without_arguments",
                "a chat record whose tool call has no `arguments`",
                [good](Env& e) {

@@ -5,14 +5,15 @@
 //       "add_generation_prompt"}, over every template ggtrain renders.
 //   node chat_check.mjs tool-conversations N SEED
 //       N conversations with tools in OpenAI's shape, in turn for Qwen3's,
-//       Llama 3.1's and Qwen3.5's templates: "tools" definitions (or an
+//       Llama 3.1's, Qwen3.5's and LFM2's templates: "tools" definitions (or an
 //       empty list), assistant "tool_calls" (arguments as objects or JSON
 //       strings; Qwen3 and Qwen3.5 one to three per turn, beside text or
-//       not; Llama 3.1 one, alone), "tool" outputs, and answers.
-//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja QWEN35.jinja
+//       not; Llama 3.1 one, alone; LFM2 none: its calls are the answer's
+//       text), "tool" outputs, and answers.
+//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja QWEN35.jinja LFM2.jinja
 //       Each conversation (with its tools) rendered by @huggingface/jinja
 //       from the real template (Qwen3's tokenizer_config.json chat_template,
-//       Meta's Llama 3.1 template, Qwen3.5's from llama.cpp's
+//       Meta's Llama 3.1 template, Qwen3.5's and LFM2's from llama.cpp's
 //       models/templates), which must be the "jinja" ggtrain writes,
 //       must give the "rendered" bytes, and the "trained" spans must be
 //       exactly each assistant turn's text after its header through its end
@@ -59,7 +60,7 @@ function die(msg, code = 2) {
 }
 
 const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3", "llama3.1",
-  "qwen3.5"];
+  "qwen3.5", "lfm2"];
 
 // Deterministic, varied text: words, punctuation, Jinja and template
 // syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
@@ -176,15 +177,20 @@ function cmdToolConversations(nText, seedText) {
   const rng = makeRng(Number(seedText));
   for (let i = 0; i < Number(nText); i++) {
     const messages = [];
-    const template = ["qwen3", "llama3.1", "qwen3.5"][i % 3];
-    const llama = template === "llama3.1", qwen35 = template === "qwen3.5";
+    const template = ["qwen3", "llama3.1", "qwen3.5", "lfm2"][i % 4];
+    const llama = template === "llama3.1", qwen35 = template === "qwen3.5", lfm2 = template === "lfm2";
     if (rng() < 0.4) messages.push({ role: "system", content: toolText(rng) });
     const row = { template };
     const r = rng();
     if (r < 0.8) row.tools = NAMES.slice(0, 1 + Math.floor(rng() * 3)).map((n) => toolDefinition(rng, n, llama));
     else if (r < 0.9) row.tools = [];
     const turns = 1 + Math.floor(rng() * 2);
-    for (let k = 0; k < turns; k++) {
+    for (let k = 0; k < turns && lfm2; k++) {  // LFM2's calls are the answer's text: no tool turns
+      messages.push({ role: "user", content: toolText(rng) });
+      messages.push({ role: "assistant", content: rng() < 0.6 ? lfm2Call(rng) + (rng() < 0.5 ? "" : " " + toolText(rng))
+                                                              : toolText(rng) });
+    }
+    for (let k = 0; k < turns && !lfm2; k++) {
       messages.push({ role: "user", content: llama || (qwen35 && k === 0) ? toolText(rng) : qwenUserTool(rng) });
       const n = llama ? 1 : 1 + Math.floor(rng() * 3);
       const calls = rng() < 0.8 ? Array.from({ length: n }, () => toolCall(rng, llama, qwen35)) : [];
@@ -206,6 +212,11 @@ function cmdToolConversations(nText, seedText) {
     console.log(JSON.stringify(row));
   }
 }
+// A call as LFM2 writes it: <|tool_call_start|>[name(arg="value", n=3)]<|tool_call_end|>.
+function lfm2Call(rng) {
+  const args = Object.entries(jsonObject(rng, 2, true)).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
+  return `<|tool_call_start|>[${NAMES[Math.floor(rng() * NAMES.length)]}(${args.join(", ")})]<|tool_call_end|>`;
+}
 function qwenUserTool(rng) {
   return rng() < 0.2 ? "<tool_response>" + toolText(rng) + "</tool_response>" : toolText(rng);
 }
@@ -213,6 +224,7 @@ function qwenUserTool(rng) {
 // Each assistant turn's text after its header through its end of turn (not
 // the generation prompt's).
 const TURN_MARKS = { qwen3: ["<|im_start|>assistant\n", "<|im_end|>"], "qwen3.5": ["<|im_start|>assistant\n", "<|im_end|>"],
+  lfm2: ["<|im_start|>assistant\n", "<|im_end|>"],
   "llama3.1": ["<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"] };
 function assistantSpans(text, name) {
   const [open, close] = TURN_MARKS[name];
@@ -225,13 +237,13 @@ function assistantSpans(text, name) {
   return out;
 }
 
-function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath, qwen35Path) {
+function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath, qwen35Path, lfm2Path) {
   const convs = lines(convPath), rendered = lines(renderedPath);
   if (convs.length !== rendered.length || convs.length === 0) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
   // Meta's file ends with a newline that Jinja engines drop.
   const real = { qwen3: JSON.parse(readFileSync(qwenConfigPath, "utf8")).chat_template,
     "llama3.1": readFileSync(llamaPath, "utf8").replace(/\n$/, ""),
-    "qwen3.5": readFileSync(qwen35Path, "utf8").replace(/\n$/, "") };
+    "qwen3.5": readFileSync(qwen35Path, "utf8").replace(/\n$/, ""), lfm2: readFileSync(lfm2Path, "utf8").replace(/\n$/, "") };
   const templates = Object.fromEntries(Object.entries(real).map(([k, v]) => [k, new Template(v)]));
   let calls = 0, outputs = 0;
   const rows = {};
@@ -476,7 +488,7 @@ async function cmdChat(modelPath, promptsPath, nText, loraPath) {
 const [cmd, ...args] = process.argv.slice(2);
 if (cmd === "conversations" && args.length === 2) cmdConversations(...args);
 else if (cmd === "tool-conversations" && args.length === 2) cmdToolConversations(...args);
-else if (cmd === "tools-jinja" && args.length === 5) cmdToolsJinja(...args);
+else if (cmd === "tools-jinja" && args.length === 6) cmdToolsJinja(...args);
 else if (cmd === "jinja-inputs" && args.length === 2) cmdJinjaInputs(...args);
 else if (cmd === "jinja" && args.length === 2) cmdJinja(...args);
 else if (cmd === "compare-renders" && args.length === 3) cmdCompareRenders(...args);
