@@ -73,6 +73,17 @@ std::string qwen35_answer(const chat::Conversation& c, size_t i) {
   return i > last_query ? "<think>\n" + reasoning + "\n</think>\n\n" + content : content;
 }
 
+// LFM2.5's answers: all but the last reduced to their text after the last
+// "</think>", trimmed.
+std::string lfm25_answer(const chat::Conversation& c, size_t i) {
+  size_t last = i;
+  for (size_t j = i + 1; j < c.size(); ++j)
+    if (c[j].role == "assistant") last = j;
+  const std::string& content = c[i].content;
+  if (last == i || content.find("</think>") == std::string::npos) return content;
+  return chat::trim(after_last(content, "</think>"));
+}
+
 // Answer i of c as template t writes it (before its end-of-turn marker).
 std::string answer_as_written(chat::Template t, const chat::Conversation& c, size_t i) {
   switch (t) {
@@ -83,6 +94,7 @@ std::string answer_as_written(chat::Template t, const chat::Conversation& c, siz
     case chat::Template::kMistral: return " " + c[i].content;
     case chat::Template::kQwen3: return qwen3_answer(c, i);
     case chat::Template::kQwen35: return qwen35_answer(c, i);
+    case chat::Template::kLfm25: return lfm25_answer(c, i);
     default: return c[i].content;
   }
 }

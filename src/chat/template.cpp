@@ -208,9 +208,8 @@ constexpr std::string_view kQwen35Jinja = R"jinja({%- set image_count = namespac
     {%- endif %}
 {%- endif %})jinja";
 
-// LFM2's own template (LiquidAI's tokenizer_config.json, as llama.cpp's
-// models/templates/LFM2-8B-A1B.jinja carries it; the dense LFM2 models
-// ship the same).
+// LFM2's own template (LiquidAI's, as llama.cpp's
+// models/templates/LFM2-8B-A1B.jinja carries it).
 constexpr std::string_view kLfm2Jinja = R"jinja({{- bos_token -}}
 {%- set system_prompt = "" -%}
 {%- set ns = namespace(system_prompt="") -%}
@@ -247,6 +246,55 @@ constexpr std::string_view kLfm2Jinja = R"jinja({{- bos_token -}}
 {%- endfor -%}
 {%- if add_generation_prompt -%}
 	{{- "<|im_start|>assistant\n" -}}
+{%- endif -%})jinja";
+
+// LFM2.5's (llama.cpp's models/templates/LFM2.5-Instruct.jinja, that of
+// LFM2.5-1.2B-Instruct): the tool list without markers, and reasoning
+// dropped from every answer but the last.
+constexpr std::string_view kLfm25Jinja = R"jinja({{- bos_token -}}
+{%- set keep_past_thinking = keep_past_thinking | default(false) -%}
+{%- set ns = namespace(system_prompt="") -%}
+{%- if messages[0]["role"] == "system" -%}
+    {%- set ns.system_prompt = messages[0]["content"] -%}
+    {%- set messages = messages[1:] -%}
+{%- endif -%}
+{%- if tools -%}
+    {%- set ns.system_prompt = ns.system_prompt + ("\n" if ns.system_prompt else "") + "List of tools: [" -%}
+    {%- for tool in tools -%}
+        {%- if tool is not string -%}
+            {%- set tool = tool | tojson -%}
+        {%- endif -%}
+        {%- set ns.system_prompt = ns.system_prompt + tool -%}
+        {%- if not loop.last -%}
+            {%- set ns.system_prompt = ns.system_prompt + ", " -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- set ns.system_prompt = ns.system_prompt + "]" -%}
+{%- endif -%}
+{%- if ns.system_prompt -%}
+    {{- "<|im_start|>system\n" + ns.system_prompt + "<|im_end|>\n" -}}
+{%- endif -%}
+{%- set ns.last_assistant_index = -1 -%}
+{%- for message in messages -%}
+    {%- if message["role"] == "assistant" -%}
+        {%- set ns.last_assistant_index = loop.index0 -%}
+    {%- endif -%}
+{%- endfor -%}
+{%- for message in messages -%}
+    {{- "<|im_start|>" + message["role"] + "\n" -}}
+    {%- set content = message["content"] -%}
+    {%- if content is not string -%}
+        {%- set content = content | tojson -%}
+    {%- endif -%}
+    {%- if message["role"] == "assistant" and not keep_past_thinking and loop.index0 != ns.last_assistant_index -%}
+        {%- if "</think>" in content -%}
+            {%- set content = content.split("</think>")[-1] | trim -%}
+        {%- endif -%}
+    {%- endif -%}
+    {{- content + "<|im_end|>\n" -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- "<|im_start|>assistant\n" -}}
 {%- endif -%})jinja";
 
 // Qwen3's own template, as Qwen3's tokenizer_config.json ships it (and
@@ -786,25 +834,40 @@ void render_qwen35(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (gen) add(o, "<|im_start|>assistant\n<think>\n", false);
 }
 
-// LFM2's own template: the system message and the tool list (between its
-// markers) make the system turn, which is left out when both are empty;
-// nothing is trimmed. Calls are the answer's own text: check_renders refuses
-// the tool_calls member, which the template drops, and with it the tool turns
-// that only follow calls (the template would wrap them in
-// <|tool_response_start|>...<|tool_response_end|>).
-void render_lfm2(std::vector<Span>& o, const Conversation& c, bool gen) {
-  const bool system = c[0].role == "system";
-  std::string prompt = system ? c[0].content : std::string();
+// The system turn of LFM2's templates: the system message and the tool
+// list, left out when both are empty.
+void render_lfm2_system(std::vector<Span>& o, const Conversation& c, std::string_view list_open,
+                        std::string_view list_close) {
+  std::string prompt = c[0].role == "system" ? c[0].content : std::string();
   if (c.tools && !c.tools->empty()) {
-    prompt += prompt.empty() ? "List of tools: <|tool_list_start|>[" : "\nList of tools: <|tool_list_start|>[";
+    prompt += (prompt.empty() ? "List of tools: " : "\nList of tools: ") + std::string(list_open);
     for (size_t k = 0; k < c.tools->size(); ++k) prompt += (k > 0 ? ", " : "") + tojson((*c.tools)[k]);
-    prompt += "]<|tool_list_end|>";
+    prompt += list_close;
   }
   if (!prompt.empty()) add(o, "<|im_start|>system\n" + prompt + "<|im_end|>\n", false);
-  for (size_t i = system ? 1 : 0; i < c.size(); ++i) {
+}
+
+// LFM2's own template (lfm25 false): the tool list between its markers;
+// nothing is trimmed. LFM2.5's (its default keep_past_thinking = false): the
+// list unmarked, and every answer but the last reduced to its text after its
+// last "</think>", trimmed. Calls are the answer's own text in both:
+// check_renders refuses the tool_calls member, which the templates drop, and
+// with it the tool turns that only follow calls (LFM2's would wrap them in
+// <|tool_response_start|>...<|tool_response_end|>).
+void render_lfm2(std::vector<Span>& o, const Conversation& c, bool gen, bool lfm25) {
+  if (lfm25) render_lfm2_system(o, c, "[", "]");
+  else render_lfm2_system(o, c, "<|tool_list_start|>[", "]<|tool_list_end|>");
+  size_t last_answer = c.size();
+  for (size_t i = 0; i < c.size(); ++i)
+    if (c[i].role == "assistant") last_answer = i;
+  for (size_t i = c[0].role == "system" ? 1 : 0; i < c.size(); ++i) {
     const Message& m = c[i];
+    const bool a = m.role == "assistant";
+    std::string content = m.content;
+    if (lfm25 && a && i != last_answer && contains(content, "</think>"))
+      content = trim(std::string_view(content).substr(content.rfind("</think>") + 8));
     add(o, "<|im_start|>" + m.role + "\n", false);
-    add(o, m.content + "<|im_end|>", m.role == "assistant");
+    add(o, content + "<|im_end|>", a);
     add(o, "\n", false);
   }
   if (gen) add(o, "<|im_start|>assistant\n", false);
@@ -985,6 +1048,17 @@ const std::vector<TemplateInfo>& all_templates() {
        kLfm2Ollama,
        {"<|im_start|>", "<|tool_list_start|>", "<|tool_list_end|>"},
        {.renders = true, .calls = false, .calls_as_text = "<|tool_call_start|>[name(arg=\"value\")]<|tool_call_end|>"}},
+      // the plain list, as llama.cpp's LFM2.5 detection; keep_past_thinking
+      // tells it from LFM2.5-8B-A1B's, which renders calls itself
+      {Template::kLfm25,
+       "lfm2.5",
+       "",
+       kLfm25Jinja,
+       {"<|im_start|>", "<|im_end|>"},
+       "<|im_end|>",
+       kChatmlOllama,
+       {"<|im_start|>", "List of tools: [", "keep_past_thinking"},
+       {.renders = true, .calls = false, .calls_as_text = "<|tool_call_start|>[name(arg=\"value\")]<|tool_call_end|>"}},
   };
   return kAll;
 }
@@ -1107,7 +1181,8 @@ std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
     case Template::kQwen35: render_qwen35(o, c, gen); break;
     case Template::kGemma3: render_gemma3(o, c, gen); break;
     case Template::kLlama31: render_llama31(o, c, gen); break;
-    case Template::kLfm2: render_lfm2(o, c, gen); break;
+    case Template::kLfm2: render_lfm2(o, c, gen, false); break;
+    case Template::kLfm25: render_lfm2(o, c, gen, true); break;
   }
   return o;
 }

@@ -28,7 +28,8 @@ enum class Template {
   kGemma3,
   kLlama31,
   kQwen35,
-  kLfm2
+  kLfm2,
+  kLfm25
 };
 
 // How a template renders tool definitions, calls and their outputs.

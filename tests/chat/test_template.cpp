@@ -132,6 +132,16 @@ TEST(ChatTemplates, RenderFamilyTemplatesAsTheirOwnJinja) {
   EXPECT_EQ(render(Template::kGemma, spaced, true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(render(Template::kGemma3, kTwoTurns, true), render(Template::kGemma, kTwoTurns, true));
+  // LFM2.5 keeps the last answer whole and cuts the others to their text
+  // after the last </think>, trimmed; LFM2 keeps them all.
+  const Conversation lfm{{"user", "Hi"},
+                         {"assistant", "<think>a</think> x</think>\n Hello \n"},
+                         {"user", "Who?"},
+                         {"assistant", "<think>b</think> Me"}};
+  EXPECT_EQ(render(Template::kLfm25, lfm, true),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nWho?<|im_end|>\n"
+            "<|im_start|>assistant\n<think>b</think> Me<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render(Template::kLfm2, lfm, false), render(Template::kChatml, lfm, false));
 }
 
 // The families' own templates (abridged to the texts that identify them)
@@ -153,6 +163,10 @@ TEST(ChatTemplates, FamilyTemplatesRecognisedBySignature) {
             Template::kLfm2);
   EXPECT_EQ(detect_template("{{- bos_token -}}\"<|im_start|>system\\n\" + \"List of tools: [\" + \"]\""),
             Template::kChatml);
+  // LFM2.5's by the plain list and its keep_past_thinking.
+  EXPECT_EQ(detect_template("{%- set keep_past_thinking = keep_past_thinking | default(false) -%}"
+                            "\"<|im_start|>system\\n\" + \"List of tools: [\""),
+            Template::kLfm25);
   EXPECT_EQ(family_template(std::string(template_info(Template::kChatml).jinja)), std::nullopt);
   EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '</think>' }}"), Template::kChatml);  // QwQ-like, no query index
   EXPECT_EQ(detect_template("{{ bos_token }}<start_of_turn>"), Template::kGemma);

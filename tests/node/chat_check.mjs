@@ -5,15 +5,15 @@
 //       "add_generation_prompt"}, over every template ggtrain renders.
 //   node chat_check.mjs tool-conversations N SEED
 //       N conversations with tools in OpenAI's shape, in turn for Qwen3's,
-//       Llama 3.1's, Qwen3.5's and LFM2's templates: "tools" definitions (or an
+//       Llama 3.1's, Qwen3.5's, LFM2's and LFM2.5's templates: "tools" definitions (or an
 //       empty list), assistant "tool_calls" (arguments as objects or JSON
 //       strings; Qwen3 and Qwen3.5 one to three per turn, beside text or
-//       not; Llama 3.1 one, alone; LFM2 none: its calls are the answer's
-//       text), "tool" outputs, and answers.
-//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja QWEN35.jinja LFM2.jinja
+//       not; Llama 3.1 one, alone; LFM2 and LFM2.5 none: their calls are
+//       the answer's text), "tool" outputs, and answers.
+//   node chat_check.mjs tools-jinja CONVERSATIONS.jsonl RENDERED.jsonl QWEN3_CONFIG.json LLAMA31.jinja QWEN35.jinja LFM2.jinja LFM25.jinja
 //       Each conversation (with its tools) rendered by @huggingface/jinja
 //       from the real template (Qwen3's tokenizer_config.json chat_template,
-//       Meta's Llama 3.1 template, Qwen3.5's and LFM2's from llama.cpp's
+//       Meta's Llama 3.1 template, Qwen3.5's, LFM2's and LFM2.5's from llama.cpp's
 //       models/templates), which must be the "jinja" ggtrain writes,
 //       must give the "rendered" bytes, and the "trained" spans must be
 //       exactly each assistant turn's text after its header through its end
@@ -60,7 +60,7 @@ function die(msg, code = 2) {
 }
 
 const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3", "llama3.1",
-  "qwen3.5", "lfm2"];
+  "qwen3.5", "lfm2", "lfm2.5"];
 
 // Deterministic, varied text: words, punctuation, Jinja and template
 // syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
@@ -114,7 +114,7 @@ function cmdConversations(nText, seedText) {
     for (let k = 0; k < turns; k++) {
       messages.push({ role: "user", content: qwen && (k > 0 || template === "qwen3") ? qwenUser(rng) : text(rng) });
       if (k + 1 < turns || !gen)
-        messages.push({ role: "assistant", content: qwen ? qwenAnswer(rng) : text(rng) });
+        messages.push({ role: "assistant", content: qwen || template === "lfm2.5" ? qwenAnswer(rng) : text(rng) });
     }
     console.log(JSON.stringify({ template, messages, add_generation_prompt: gen }));
   }
@@ -177,8 +177,8 @@ function cmdToolConversations(nText, seedText) {
   const rng = makeRng(Number(seedText));
   for (let i = 0; i < Number(nText); i++) {
     const messages = [];
-    const template = ["qwen3", "llama3.1", "qwen3.5", "lfm2"][i % 4];
-    const llama = template === "llama3.1", qwen35 = template === "qwen3.5", lfm2 = template === "lfm2";
+    const template = ["qwen3", "llama3.1", "qwen3.5", "lfm2", "lfm2.5"][i % 5];
+    const llama = template === "llama3.1", qwen35 = template === "qwen3.5", lfm2 = template.startsWith("lfm2");
     if (rng() < 0.4) messages.push({ role: "system", content: toolText(rng) });
     const row = { template };
     const r = rng();
@@ -224,7 +224,7 @@ function qwenUserTool(rng) {
 // Each assistant turn's text after its header through its end of turn (not
 // the generation prompt's).
 const TURN_MARKS = { qwen3: ["<|im_start|>assistant\n", "<|im_end|>"], "qwen3.5": ["<|im_start|>assistant\n", "<|im_end|>"],
-  lfm2: ["<|im_start|>assistant\n", "<|im_end|>"],
+  lfm2: ["<|im_start|>assistant\n", "<|im_end|>"], "lfm2.5": ["<|im_start|>assistant\n", "<|im_end|>"],
   "llama3.1": ["<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"] };
 function assistantSpans(text, name) {
   const [open, close] = TURN_MARKS[name];
@@ -237,13 +237,14 @@ function assistantSpans(text, name) {
   return out;
 }
 
-function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath, qwen35Path, lfm2Path) {
+function cmdToolsJinja(convPath, renderedPath, qwenConfigPath, llamaPath, qwen35Path, lfm2Path, lfm25Path) {
   const convs = lines(convPath), rendered = lines(renderedPath);
   if (convs.length !== rendered.length || convs.length === 0) die(`${convs.length} conversations, ${rendered.length} renders`, 1);
   // Meta's file ends with a newline that Jinja engines drop.
   const real = { qwen3: JSON.parse(readFileSync(qwenConfigPath, "utf8")).chat_template,
     "llama3.1": readFileSync(llamaPath, "utf8").replace(/\n$/, ""),
-    "qwen3.5": readFileSync(qwen35Path, "utf8").replace(/\n$/, ""), lfm2: readFileSync(lfm2Path, "utf8").replace(/\n$/, "") };
+    "qwen3.5": readFileSync(qwen35Path, "utf8").replace(/\n$/, ""),
+    lfm2: readFileSync(lfm2Path, "utf8").replace(/\n$/, ""), "lfm2.5": readFileSync(lfm25Path, "utf8").replace(/\n$/, "") };
   const templates = Object.fromEntries(Object.entries(real).map(([k, v]) => [k, new Template(v)]));
   let calls = 0, outputs = 0;
   const rows = {};
@@ -488,7 +489,7 @@ async function cmdChat(modelPath, promptsPath, nText, loraPath) {
 const [cmd, ...args] = process.argv.slice(2);
 if (cmd === "conversations" && args.length === 2) cmdConversations(...args);
 else if (cmd === "tool-conversations" && args.length === 2) cmdToolConversations(...args);
-else if (cmd === "tools-jinja" && args.length === 6) cmdToolsJinja(...args);
+else if (cmd === "tools-jinja" && args.length === 7) cmdToolsJinja(...args);
 else if (cmd === "jinja-inputs" && args.length === 2) cmdJinjaInputs(...args);
 else if (cmd === "jinja" && args.length === 2) cmdJinja(...args);
 else if (cmd === "compare-renders" && args.length === 3) cmdCompareRenders(...args);
