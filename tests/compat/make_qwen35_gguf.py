@@ -36,12 +36,15 @@ K_HEADS, V_HEADS, STATE, TAPS = 2, 4, 16, 3
 ROPE_BASE, EPS = 300000.0, 3e-6
 
 
-def main():
-    tok_path, out = sys.argv[1], sys.argv[2]
+def write(tok_path, out, experts=None):
+    """experts: (count, used, width, shared width) for a qwen35moe file, whose
+    feed-forward (the prediction block's too) is routed experts beside a
+    gated shared expert, as Qwen3.5-MoE's."""
+    arch = "qwen35moe" if experts else "qwen35"
     tokens, types, merges, ids = vocabulary(tok_path)
     rng, rand, norm = random_tensors(11)
-    w = gguf.GGUFWriter(out, "qwen35")
-    w.add_name("qwen35-gguf-py")
+    w = gguf.GGUFWriter(out, arch)
+    w.add_name(arch + "-gguf-py")
     w.add_context_length(CTX)
     w.add_embedding_length(D_MODEL)
     w.add_block_count(len(LAYER_TYPES) + 1)
@@ -63,6 +66,11 @@ def main():
     w.add_full_attention_interval(4)
     w.add_rope_dimension_count(N_ROT)
     w.add_rope_dimension_sections([11, 11, 10, 0])
+    if experts:
+        w.add_expert_count(experts[0])
+        w.add_expert_used_count(experts[1])
+        w.add_expert_feed_forward_length(experts[2])
+        w.add_expert_shared_feed_forward_length(experts[3])
     w.add_vocab_size(len(tokens))
     add_bpe_tokenizer(w, tokens, types, merges, "qwen35", ids["<|endoftext|>"], ids["<|im_end|>"], False)
 
@@ -76,9 +84,20 @@ def main():
 
     def feed_forward(p):
         w.add_tensor(p + "post_attention_norm.weight", norm(D_MODEL))
-        w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
-        w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
-        w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+        if not experts:
+            w.add_tensor(p + "ffn_gate.weight", rand(D_FF, D_MODEL))
+            w.add_tensor(p + "ffn_up.weight", rand(D_FF, D_MODEL))
+            w.add_tensor(p + "ffn_down.weight", rand(D_MODEL, D_FF))
+            return
+        n, _, ff, shared = experts
+        w.add_tensor(p + "ffn_gate_inp.weight", rand(n, D_MODEL, scale=0.5))
+        w.add_tensor(p + "ffn_gate_exps.weight", rand(n, ff, D_MODEL))
+        w.add_tensor(p + "ffn_up_exps.weight", rand(n, ff, D_MODEL))
+        w.add_tensor(p + "ffn_down_exps.weight", rand(n, D_MODEL, ff))
+        w.add_tensor(p + "ffn_gate_inp_shexp.weight", rand(D_MODEL, scale=0.5))
+        w.add_tensor(p + "ffn_gate_shexp.weight", rand(shared, D_MODEL))
+        w.add_tensor(p + "ffn_up_shexp.weight", rand(shared, D_MODEL))
+        w.add_tensor(p + "ffn_down_shexp.weight", rand(D_MODEL, shared))
 
     key_dim, value_dim = K_HEADS * STATE, V_HEADS * STATE
     conv_dim = 2 * key_dim + value_dim
@@ -116,4 +135,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    write(sys.argv[1], sys.argv[2])
