@@ -67,8 +67,11 @@ TEST(MetadataKeys, EveryFamilyReadsBackWhatItWrote) {
     // Every "<arch>." key of the file is a row of the table.
     std::set<std::string> rows;
     for (const auto& k : model::metadata_keys()) rows.insert(c.key(k.name));
-    for (const auto& [key, value] : f.metadata())
-      if (key.rfind(c.arch + ".", 0) == 0) EXPECT_TRUE(rows.count(key)) << key << " is written but no row names it";
+    for (const auto& [key, value] : f.metadata()) {
+      if (key.rfind(c.arch + ".", 0) == 0) {
+        EXPECT_TRUE(rows.count(key)) << key << " is written but no row names it";
+      }
+    }
   }
 }
 

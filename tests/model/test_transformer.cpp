@@ -126,8 +126,11 @@ void expect_targeted_head_matches_every_row(double limit) {
   const auto grads = compare(skipping.grads(), every.grads(), size_t(every.n_trainable()));
   EXPECT_TRUE(within_rel_to_max(losses, limit)) << "per-token losses";
   EXPECT_TRUE(within_rel_to_max(grads, limit)) << "gradients";
-  for (int64_t i = 0; i < BT; ++i)
-    if (masked[size_t(i)] < 0) EXPECT_EQ(skipping.token_losses()[i], T(0)) << "row " << i;
+  for (int64_t i = 0; i < BT; ++i) {
+    if (masked[size_t(i)] < 0) {
+      EXPECT_EQ(skipping.token_losses()[i], T(0)) << "row " << i;
+    }
+  }
   std::printf("head on targeted rows vs every row (%s): loss %.2e, gradients %.2e (of max)\n",
               sizeof(T) == 8 ? "double" : "float", std::fabs(double(loss) - sum / double(counted)), grads.rel_to_max());
 }
