@@ -863,10 +863,8 @@ void render_lfm2(std::vector<Span>& o, const Conversation& c, bool gen, bool lfm
   for (size_t i = c[0].role == "system" ? 1 : 0; i < c.size(); ++i) {
     const Message& m = c[i];
     const bool a = m.role == "assistant";
-    constexpr std::string_view kClose = "</think>";
     std::string content = m.content;
-    if (lfm25 && a && i != last_answer && contains(content, kClose))
-      content = trim(std::string_view(content).substr(content.rfind(kClose) + kClose.size()));
+    if (lfm25 && a && i != last_answer && contains(content, "</think>")) content = trim(split_thinking(content).reply);
     add(o, "<|im_start|>" + m.role + "\n", false);
     add(o, content + "<|im_end|>", a);
     add(o, "\n", false);
