@@ -345,11 +345,7 @@ TEST_P(GrpoArchitecture, TrainsOnItsOwnReplies) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GrpoArchitecture, ::testing::ValuesIn([] {
-                           std::vector<std::string> names;
-                           for (const auto& row : model::architectures()) names.push_back(row.name);
-                           return names;
-                         }()),
+INSTANTIATE_TEST_SUITE_P(Families, GrpoArchitecture, ::testing::ValuesIn(test_support::architecture_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(GrpoRun, BadConfigsNameTheKey) {

@@ -94,9 +94,7 @@ model::Config config_for(const std::string& arch) {
 class ThreadsArchitecture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ThreadsArchitecture, ModelForwardAndBackwardAtOneAndThreeThreads) {
-  const model::Architecture* found = nullptr;
-  for (const auto& row : model::architectures())
-    if (GetParam() == row.name) found = &row;
+  const model::Architecture* found = model::find_architecture(GetParam());
   ASSERT_NE(found, nullptr) << GetParam();
   const model::Architecture& row = *found;
   const char* arch = row.name;
@@ -125,11 +123,7 @@ TEST_P(ThreadsArchitecture, ModelForwardAndBackwardAtOneAndThreeThreads) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ThreadsArchitecture, ::testing::ValuesIn([] {
-                           std::vector<std::string> names;
-                           for (const auto& row : model::architectures()) names.push_back(row.name);
-                           return names;
-                         }()),
+INSTANTIATE_TEST_SUITE_P(Families, ThreadsArchitecture, ::testing::ValuesIn(test_support::architecture_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(Threads, AdamWAndGradientNormAreBitIdentical) {

@@ -4,12 +4,21 @@
 // and recurrent decays that stay decays after a random fill.
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "model/architecture.h"
 #include "model/config.h"
 #include "model/params.h"
 
 namespace ggtrain::test_support {
+
+// Every architecture row's name: the values of a test run once per family.
+inline std::vector<std::string> architecture_names() {
+  std::vector<std::string> names;
+  for (const model::Architecture& row : model::architectures()) names.push_back(row.name);
+  return names;
+}
 
 // smollm3: one unrotated layer among rotated ones (the fourth); lfm2,
 // qwen35: layer 1 attends, the others (0, and 2 when there are 3) are the
