@@ -1,7 +1,9 @@
 #include "model/lora.h"
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
+#include <string_view>
 
 #include "model/checkpoint.h"
 #include "model/params.h"
@@ -49,21 +51,22 @@ LoraAdapter lora_adapter_of(const Config& c, const ParamLayout& layout, const fl
   LoraAdapter out;
   out.alpha = c.lora.alpha;
   auto copy = [&](const ParamTensor& t) { return std::vector<float>(params + t.offset, params + t.offset + t.size); };
-  for (int64_t l = 0; c.lora.rank > 0 && l < c.n_layers; ++l)
-    for (const auto& target : c.lora.targets) {
-      LoraPair p;
-      p.weight = block_tensor_name(l, target);
-      const ParamTensor& a = layout.get(p.weight + ".lora_a");
-      const ParamTensor& b = layout.get(p.weight + ".lora_b");
-      const size_t d = a.shape.size();  // 3 for an expert stack: [experts, rank, in]
-      p.experts = d == 3 ? a.shape[0] : 1;
-      p.rank = a.shape[d - 2];
-      p.in = a.shape[d - 1];
-      p.out = b.shape[d - 2];
-      p.a = copy(a);
-      p.b = copy(b);
-      out.pairs.push_back(std::move(p));
-    }
+  // The layout's pairs, not every layer's targets: a hybrid's layer has
+  // only its own mixer's matrices.
+  for (const ParamTensor& a : layout.tensors()) {
+    if (!ends_with(a.name, ".lora_a")) continue;
+    LoraPair p;
+    p.weight = a.name.substr(0, a.name.size() - std::string_view(".lora_a").size());
+    const ParamTensor& b = layout.get(p.weight + ".lora_b");
+    const size_t d = a.shape.size();  // 3 for an expert stack: [experts, rank, in]
+    p.experts = d == 3 ? a.shape[0] : 1;
+    p.rank = a.shape[d - 2];
+    p.in = a.shape[d - 1];
+    p.out = b.shape[d - 2];
+    p.a = copy(a);
+    p.b = copy(b);
+    out.pairs.push_back(std::move(p));
+  }
   return out;
 }
 
@@ -129,19 +132,31 @@ LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const Config& base) {
   return out;
 }
 
+void lora_row_delta(const float* a, const float* b, int64_t rank, int64_t in, int64_t o, double scale, double* delta) {
+  std::fill(delta, delta + in, 0.0);
+  for (int64_t k = 0; k < rank; ++k) {
+    const double bk = double(b[o * rank + k]);
+    const float* ak = a + k * in;
+    for (int64_t i = 0; i < in; ++i) delta[i] += bk * double(ak[i]);
+  }
+  for (int64_t i = 0; i < in; ++i) delta[i] *= scale;
+}
+
 void merge_lora(const LoraAdapter& adapter, double user_scale, const ParamLayout& layout, float* params) {
   for (const auto& p : adapter.pairs) {
     const double s = adapter.scale_of(p, user_scale);
     for (int64_t e = 0; e < p.experts; ++e) {  // each expert's matrix by its own pair
       float* w = params + layout.get(p.weight).offset + e * p.out * p.in;
       const float *a = p.a.data() + e * p.rank * p.in, *b = p.b.data() + e * p.out * p.rank;
-#pragma omp parallel for schedule(static)
-      for (int64_t o = 0; o < p.out; ++o)
-        for (int64_t i = 0; i < p.in; ++i) {
-          double acc = 0;
-          for (int64_t k = 0; k < p.rank; ++k) acc += double(b[o * p.rank + k]) * double(a[k * p.in + i]);
-          w[o * p.in + i] = float(double(w[o * p.in + i]) + s * acc);
+#pragma omp parallel
+      {
+        std::vector<double> delta(size_t(p.in));
+#pragma omp for schedule(static)
+        for (int64_t o = 0; o < p.out; ++o) {
+          lora_row_delta(a, b, p.rank, p.in, o, s, delta.data());
+          for (int64_t i = 0; i < p.in; ++i) w[o * p.in + i] = float(double(w[o * p.in + i]) + delta[i]);
         }
+      }
     }
   }
 }

@@ -58,6 +58,11 @@ LoraAdapter lora_adapter_of(const Config& c, const ParamLayout& layout, const fl
 // and the tensor.
 LoraAdapter read_lora_adapter(const gguf::GgufFile& f, const Config& base);
 
+// Row o of scale * B A for one matrix (a [rank, in], b [out, rank]), into
+// delta[in], each element summed over k in order in double: what merge_lora
+// adds to the row, and what QAT of a LoRA run adds before quantizing it.
+void lora_row_delta(const float* a, const float* b, int64_t rank, int64_t in, int64_t o, double scale, double* delta);
+
 // W + scale * B A (accumulated in double) for every pair, into `params` laid
 // out by ParamLayout(base) (a plain model).
 void merge_lora(const LoraAdapter& adapter, double user_scale, const ParamLayout& layout, float* params);
