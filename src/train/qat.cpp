@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
 
+#include "model/lora.h"
 #include "quant/type_traits.h"
 #include "util/clock.h"
+#include "util/error.h"
 
 namespace ggtrain::train {
 
@@ -18,10 +22,14 @@ std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout) {
+QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout)
+    : config_(c), layout_(layout) {
+  // The recipe sees the model's own tensors, those a LoRA run holds outside
+  // its buffer included, as the export of the merged model will.
+  const model::ParamLayout model_layout(c.without_lora());
   std::vector<const model::ParamTensor*> order;
   std::vector<quant::TensorShape> shapes;
-  for (const auto& t : layout.tensors()) {
+  for (const auto& t : model_layout.tensors()) {
     order.push_back(&t);
     shapes.push_back({t.name, ggml_ne(t.shape)});
   }
@@ -37,8 +45,13 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
     const auto ne = ggml_ne(t->shape);
     const gguf::TensorType type = recipe.next({t->name, ne}, gguf::TensorType::F32);
     if (type == gguf::TensorType::F32) continue;
+    const model::ParamTensor* in_run = layout.find(t->name);
+    if (!in_run)
+      fail("config: train.qat on a LoRA run needs the base's {} in float, but init.from holds it quantized: start "
+           "from an F32, F16 or BF16 file of the model",
+           t->name);
     const int64_t cols = int64_t(ne[0]);
-    tensors_.push_back({t->offset, t->size / cols, cols, type});
+    tensors_.push_back({t->name, in_run->offset, t->size / cols, cols, type});
     total += t->size;
   }
   masters_.resize(size_t(total));
@@ -48,21 +61,43 @@ void QatWeights::quantize(float* params) {
   if (active_) return;
   active_ = true;
   const double t0 = now_seconds();
+  // A LoRA run quantizes W + s B A, the matrix `export --merge-lora` stores
+  // (its rows summed as merge_lora sums them), and leaves W' = Q(W + s B A)
+  // - s B A in W's place: the forward's W' x + s B (A x) is the quantized
+  // merged matrix's product up to float rounding, and the branch's own
+  // backward gives A and B the straight-through gradient.
+  const model::LoraAdapter adapter =
+      config_.lora.rank > 0 ? model::lora_adapter_of(config_, layout_, params) : model::LoraAdapter{};
+  std::map<std::string, const model::LoraPair*> pair_of;
+  for (const auto& p : adapter.pairs) pair_of[p.weight] = &p;
   int64_t at = 0;
   for (const Tensor& t : tensors_) {
     float* w = params + t.offset;
     std::memcpy(masters_.data() + at, w, size_t(t.rows * t.cols) * sizeof(float));
     at += t.rows * t.cols;
+    const auto it = pair_of.find(t.name);
+    const model::LoraPair* pair = it == pair_of.end() ? nullptr : it->second;
+    const double scale = pair ? adapter.scale_of(*pair, 1.0) : 0.0;
     const quant::TypeCodec& c = quant::codec(t.type, "quantize to");
     const size_t row_bytes = gguf::storage_bytes(t.type, size_t(t.cols));
     // rows are independent: each thread quantizes and dequantizes its own
 #pragma omp parallel
     {
       std::vector<uint8_t> bytes(row_bytes);
+      std::vector<double> delta(pair ? size_t(t.cols) : 0);
 #pragma omp for schedule(static)
       for (int64_t r = 0; r < t.rows; ++r) {
-        c.from_float(w + r * t.cols, bytes.data(), size_t(t.cols));
-        c.to_float(bytes.data(), w + r * t.cols, size_t(t.cols));
+        float* row = w + r * t.cols;
+        if (pair) {  // an expert stack's row r is expert r / out's row r % out
+          const int64_t e = r / pair->out, o = r % pair->out;
+          model::lora_row_delta(pair->a.data() + e * pair->rank * pair->in, pair->b.data() + e * pair->out * pair->rank,
+                                pair->rank, pair->in, o, scale, delta.data());
+          for (int64_t i = 0; i < t.cols; ++i) row[i] = float(double(row[i]) + delta[i]);
+        }
+        c.from_float(row, bytes.data(), size_t(t.cols));
+        c.to_float(bytes.data(), row, size_t(t.cols));
+        if (pair)
+          for (int64_t i = 0; i < t.cols; ++i) row[i] = float(double(row[i]) - delta[i]);
       }
     }
   }

@@ -8,8 +8,10 @@
 // straight-through estimator). What the recipe keeps in float (norms, and
 // the tensors llama.cpp does not quantize) stays float. The checkpoint keeps
 // the masters; `export --type` of it gives exactly the blocks a forward
-// of those weights uses.
+// of those weights uses. In a LoRA run the matrix quantized is the merged
+// W + s B A (qat.cpp says how the forward uses it).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gguf/types.h"
@@ -21,7 +23,9 @@ namespace ggtrain::train {
 
 class QatWeights {
  public:
-  // `layout`: the model's full parameter layout (a whole model, not LoRA).
+  // `layout`: the run's parameter layout (a whole model, or a LoRA run's
+  // adapters beside the base matrices it keeps in float). It must outlive
+  // this object.
   QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout);
   // Keeps the masters of the tensors the recipe quantizes and replaces them
   // in `params` by their quantized-dequantized values (all threads). Nothing
@@ -35,9 +39,12 @@ class QatWeights {
 
  private:
   struct Tensor {
+    std::string name;
     int64_t offset, rows, cols;
     gguf::TensorType type;
   };
+  const model::Config config_;
+  const model::ParamLayout& layout_;
   std::vector<Tensor> tensors_;
   std::vector<float> masters_;  // their values before quantize(), one after another
   double last_seconds_ = 0;

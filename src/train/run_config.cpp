@@ -133,15 +133,16 @@ void check_optimizer(const RunConfig& c) {
   if (train.weight_decay < 0) fail("config: train.weight_decay must be >= 0");
 }
 
-// train.qat: a quantized file type, on a whole model's own weights.
+// train.qat: a quantized file type, on a model's own weights or a LoRA
+// adapter over a base kept in float.
 void check_qat(const RunConfig& c) {
   const std::string& qat = c.train.qat;
   if (qat.empty()) return;
   if (!quant::quantized_file_type(qat))
     fail("config: train.qat = \"{}\" is not a file type export writes ({})", qat, quant::quantized_file_type_names());
-  if (c.train.lora.rank > 0)
-    fail("config: train.qat does not apply to a LoRA run yet (the adapters would need W + BA quantized each step); "
-         "train the whole model, or export the merged adapter");
+  if (c.train.lora.rank > 0 && c.train.precision == model::Precision::kBf16)
+    fail("config: train.qat on a LoRA run needs train.precision = \"fp32\" (a bf16 run holds the base in bf16, "
+         "and QAT rewrites the base matrices each step)");
   if (!c.init.donor.empty())
     fail("config: train.qat does not apply to a donor-lens run (its embedding is folded at each checkpoint)");
 }

@@ -617,13 +617,24 @@ std::vector<Case> cases() {
                "`train.qat = q3_k` (a type export does not write)",
                [](Env& e) { return e.fresh({"train.qat=q3_k"}); },
                {"train.qat = \"q3_k\"", "not a file type export writes", "q4_k_m"}});
-  c.push_back({"train_qat_lora",
-               "`train.qat` on a LoRA run",
+  c.push_back({"train_qat_lora_bf16",
+               "`train.qat` on a LoRA run with `train.precision = bf16`",
                [](Env& e) {
-                 return e.fresh({"train.qat=q4_k_m", "train.lora.rank=2",
+                 return e.fresh({"train.qat=q4_k_m", "train.lora.rank=2", "train.precision=bf16",
                                  "init.from=" + e.base_run("base") + "/weights/step_2.gguf"});
                },
-               {"train.qat does not apply to a LoRA run", "export the merged adapter"}});
+               {"train.qat on a LoRA run", "train.precision = \"fp32\""}});
+  c.push_back({"train_qat_lora_quantized_base",
+               "`train.qat` on a LoRA run whose init.from holds its matrices quantized (Q8_0)",
+               [](Env& e) {
+                 const std::string q8 = e.t("base-q8_0.gguf");
+                 const auto r =
+                     run_cli({e.bin(), "export", e.base_run("base") + "/weights/step_2.gguf", q8, "--type", "q8_0"},
+                             e.t("export.out"));
+                 if (r.status != 0) throw std::runtime_error("export failed: " + r.output);
+                 return e.fresh({"train.qat=q4_k_m", "train.lora.rank=2", "init.from=" + q8});
+               },
+               {"train.qat on a LoRA run", "output.weight", "in float", "F32, F16 or BF16"}});
   c.push_back({"imatrix_chat_template_on_text",
                "`imatrix --chat-template` with a plain text file (templates render chat JSONL)",
                [](Env& e) {
