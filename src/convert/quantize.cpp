@@ -25,28 +25,19 @@ bool is_float_type(gguf::TensorType t) {
 // The n floats of tensor `name` (shape ne) stored as `type`, each row
 // against its importance values when `imatrix` has an entry for it: ggml's
 // quantize_chunk with llama-quantize's per-row pointer (an expert's rows use
-// that expert's slice). Counts the weighted and the unweighted ones.
+// that expert's slice). Counts the weighted ones.
 std::vector<uint8_t> encode_tensor(const std::string& name, gguf::TensorType type, const std::vector<uint64_t>& ne,
                                    const float* x, const ImatrixInput& imatrix, QuantizeReport& report) {
   const uint64_t cols = ne[0], rows_per_slice = ne.size() > 1 ? ne[1] : 1;
   uint64_t rows = 1;
   for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
   std::vector<uint8_t> out(gguf::storage_bytes(type, size_t(cols * rows)));
-  const quant::TypeCodec& c = quant::codec(type, "quantize to");
-  const auto it = imatrix.matrix.entries.find(name);
-  const bool found = it != imatrix.matrix.entries.end();
-  const uint64_t slices = ne.size() > 2 ? ne[2] : 1;
-  const bool fits = found && uint64_t(it->second.sums.size()) == cols * slices;
-  // llama-quantize refuses a mismatched entry, except the embedding's
-  if (found && !fits && name != "token_embd.weight")
-    fail("{}: entry '{}' has {} values; the tensor has {} columns{}: this importance matrix is for another model",
-         imatrix.path, name, it->second.sums.size(), cols, slices > 1 ? fmt::format(" x {} experts", slices) : "");
-  if (!fits || !c.from_float_weighted) {
-    if (!found && c.from_float_weighted) report.without_importance.push_back(name);
+  const std::vector<float> qw = tensor_importance(name, type, ne, imatrix, &report);
+  if (qw.empty()) {
     quant::encode_floats(type, x, out.data(), size_t(cols * rows));
     return out;
   }
-  const std::vector<float> qw = quant::importance_values(it->second, imatrix.matrix.legacy);
+  const quant::TypeCodec& c = quant::codec(type, "quantize to");
   const size_t row_bytes = out.size() / size_t(rows);
   // rows are independent (each writes its own bytes): every thread, as llama-quantize's nthread
 #pragma omp parallel for schedule(dynamic, 16)
@@ -83,6 +74,24 @@ ImatrixInput load_imatrix_input(const std::string& path) {
          "file too (write it again with `ggtrain imatrix` or a current llama-imatrix)",
          path);
   return in;
+}
+
+std::vector<float> tensor_importance(const std::string& name, gguf::TensorType type, const std::vector<uint64_t>& ne,
+                                     const ImatrixInput& imatrix, QuantizeReport* report) {
+  const quant::TypeCodec& c = quant::codec(type, "quantize to");
+  const uint64_t cols = ne[0], slices = ne.size() > 2 ? ne[2] : 1;
+  const auto it = imatrix.matrix.entries.find(name);
+  const bool found = it != imatrix.matrix.entries.end();
+  const bool fits = found && uint64_t(it->second.sums.size()) == cols * slices;
+  // llama-quantize refuses a mismatched entry, except the embedding's
+  if (found && !fits && name != "token_embd.weight")
+    fail("{}: entry '{}' has {} values; the tensor has {} columns{}: this importance matrix is for another model",
+         imatrix.path, name, it->second.sums.size(), cols, slices > 1 ? fmt::format(" x {} experts", slices) : "");
+  if (!fits || !c.from_float_weighted) {
+    if (!found && c.from_float_weighted && report) report->without_importance.push_back(name);
+    return {};
+  }
+  return quant::importance_values(it->second, imatrix.matrix.legacy);
 }
 
 QuantizeReport quantize_model(const gguf::GgufFile& in, quant::FileType ft, const std::string& out_path,

@@ -41,6 +41,15 @@ struct QuantizeReport {
   std::vector<std::string> without_importance;  // quantized with no entry for them (llama-quantize warns)
 };
 
+// The importance values llama-quantize --imatrix quantizes tensor `name`
+// (ggml shape ne, stored as `type`) against: a row of ne[0] per expert
+// (ne[2] rows, or one), the rows of slice s using row s. Empty when `type`
+// takes none or the matrix has no entry for the tensor (then named in
+// report->without_importance); a mismatched entry is refused, as there,
+// but the embedding's (quantized without).
+std::vector<float> tensor_importance(const std::string& name, gguf::TensorType type, const std::vector<uint64_t>& ne,
+                                     const ImatrixInput& imatrix, QuantizeReport* report);
+
 // imatrix (optional): each tensor with an entry of its name is quantized
 // against it (quant::TypeCodec::from_float_weighted), and the recipe makes
 // llama.cpp's imatrix choices (Q4_0/Q5_0's first ffn_down layers as Q4_1/Q5_1).

@@ -22,7 +22,8 @@ std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout)
+QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout,
+                       const convert::ImatrixInput* imatrix)
     : config_(c), layout_(layout) {
   // The recipe sees the model's own tensors, those a LoRA run holds outside
   // its buffer included, as the export of the merged model will.
@@ -39,7 +40,7 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
   // the recipe counts attn_v and ffn_down tensors in llama.cpp's order
   std::sort(order.begin(), order.end(),
             [](const auto* a, const auto* b) { return quant::llama_cpp_tensor_before(a->name, b->name); });
-  quant::TypeRecipe recipe(ft, shapes, int(c.n_layers + c.n_nextn), int(c.n_experts));
+  quant::TypeRecipe recipe(ft, shapes, int(c.n_layers + c.n_nextn), int(c.n_experts), imatrix != nullptr);
   int64_t total = 0;
   for (const auto* t : order) {
     const auto ne = ggml_ne(t->shape);
@@ -51,7 +52,10 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
            "from an F32, F16 or BF16 file of the model",
            t->name);
     const int64_t cols = int64_t(ne[0]);
-    tensors_.push_back({t->name, in_run->offset, t->size / cols, cols, type});
+    std::vector<float> importance;
+    if (imatrix) importance = convert::tensor_importance(t->name, type, ne, *imatrix, nullptr);
+    tensors_.push_back({t->name, in_run->offset, t->size / cols, cols, type, std::move(importance),
+                        ne.size() > 1 ? int64_t(ne[1]) : 1});
     total += t->size;
   }
   masters_.resize(size_t(total));
@@ -94,7 +98,10 @@ void QatWeights::quantize(float* params) {
                                 pair->rank, pair->in, o, scale, delta.data());
           for (int64_t i = 0; i < t.cols; ++i) row[i] = float(double(row[i]) + delta[i]);
         }
-        c.from_float(row, bytes.data(), size_t(t.cols));
+        if (t.importance.empty()) c.from_float(row, bytes.data(), size_t(t.cols));
+        else
+          c.from_float_weighted(row, t.importance.data() + (r / t.rows_per_slice) * t.cols, bytes.data(),
+                                size_t(t.cols));
         c.to_float(bytes.data(), row, size_t(t.cols));
         if (pair)
           for (int64_t i = 0; i < t.cols; ++i) row[i] = float(double(row[i]) - delta[i]);

@@ -9,11 +9,14 @@
 // the tensors llama.cpp does not quantize) stays float. The checkpoint keeps
 // the masters; `export --type` of it gives exactly the blocks a forward
 // of those weights uses. In a LoRA run the matrix quantized is the merged
-// W + s B A (qat.cpp says how the forward uses it).
+// W + s B A (qat.cpp says how the forward uses it). With an importance
+// matrix (train.qat_imatrix) each matrix with an entry is quantized against
+// it, as `export --type T --imatrix FILE` will.
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "convert/quantize.h"
 #include "gguf/types.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -26,7 +29,8 @@ class QatWeights {
   // `layout`: the run's parameter layout (a whole model, or a LoRA run's
   // adapters beside the base matrices it keeps in float). It must outlive
   // this object.
-  QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout);
+  QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout,
+             const convert::ImatrixInput* imatrix = nullptr);
   // Keeps the masters of the tensors the recipe quantizes and replaces them
   // in `params` by their quantized-dequantized values (all threads). Nothing
   // when they are quantized already (a decoder run inside a step).
@@ -42,6 +46,10 @@ class QatWeights {
     std::string name;
     int64_t offset, rows, cols;
     gguf::TensorType type;
+    // Its importance values, a row per expert slice of rows_per_slice rows
+    // (empty: quantized without).
+    std::vector<float> importance;
+    int64_t rows_per_slice;
   };
   const model::Config config_;
   const model::ParamLayout& layout_;

@@ -137,6 +137,9 @@ void check_optimizer(const RunConfig& c) {
 // adapter over a base kept in float.
 void check_qat(const RunConfig& c) {
   const std::string& qat = c.train.qat;
+  if (qat.empty() && !c.train.qat_imatrix.empty())
+    fail("config: train.qat_imatrix is set but train.qat is not: name the type the export will have "
+         "(train.qat = \"q4_k_m\", ...)");
   if (qat.empty()) return;
   if (!quant::quantized_file_type(qat))
     fail("config: train.qat = \"{}\" is not a file type export writes ({})", qat, quant::quantized_file_type_names());

@@ -126,6 +126,9 @@ struct TrainSection {
   // "q4_0", ...); each step's forward and backward see the weights as that
   // export stores them (train/qat.h). Empty: off.
   std::string qat;
+  // An importance matrix (GGUF or .dat) the QAT forward quantizes against,
+  // as `export --imatrix` of the same file will. Empty: none.
+  std::string qat_imatrix;
   // Mixture-of-experts models: the weight of the load-balancing loss added
   // to the objective; negative: the family's (Architecture::router_aux_loss_coef).
   double router_aux_loss_coef = -1;

@@ -528,6 +528,9 @@ const std::vector<Key>& keys() {
         string_key("train.qat", &RunConfig::train, &T::qat,
                    "quantization-aware training: a type export writes (q4_k_m, q4_0, ...); each step's forward "
                    "sees the weights as that export stores them, the gradient updates the float masters; empty off"),
+        string_key("train.qat_imatrix", &RunConfig::train, &T::qat_imatrix,
+                   "with train.qat: an importance matrix (ggtrain imatrix, llama-imatrix) the forward quantizes "
+                   "against, as export --imatrix of the same file will; empty none"),
         float_key("train.router_aux_loss_coef", &RunConfig::train, &T::router_aux_loss_coef,
                   "qwen3moe, olmoe: weight of the experts' load-balancing loss (-1: the family's, 0.001 and 0.01; "
                   "0 off)"),

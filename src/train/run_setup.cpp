@@ -5,8 +5,10 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "convert/quantize.h"
 #include "eval/choice_score.h"
 #include "kernels/gemm_bf16.h"
 #include "model/freeze.h"
@@ -277,7 +279,12 @@ void Run::build_model() {
   dp_->attach(*model_);
   variant_->bind(*model_);
   const auto& t = c_.train;
-  if (!t.qat.empty()) qat_ = std::make_unique<QatWeights>(*quant::quantized_file_type(t.qat), mc_, model_->layout());
+  if (!t.qat.empty()) {
+    const auto imatrix =
+        t.qat_imatrix.empty() ? std::nullopt : std::optional(convert::load_imatrix_input(t.qat_imatrix));
+    qat_ = std::make_unique<QatWeights>(*quant::quantized_file_type(t.qat), mc_, model_->layout(),
+                                        imatrix ? &*imatrix : nullptr);
+  }
   optimizer_ = std::make_unique<optim::AdamW>(
       model_->grad_layout(), optim::AdamWConfig{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)});
   objective_ = make_objective({.config = c_,

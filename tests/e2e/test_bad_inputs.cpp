@@ -617,6 +617,22 @@ std::vector<Case> cases() {
                "`train.qat = q3_k` (a type export does not write)",
                [](Env& e) { return e.fresh({"train.qat=q3_k"}); },
                {"train.qat = \"q3_k\"", "not a file type export writes", "q4_k_m"}});
+  c.push_back({"train_qat_imatrix_without_qat",
+               "`train.qat_imatrix` without `train.qat`",
+               [](Env& e) { return e.fresh({"train.qat_imatrix=" + e.t("imatrix.gguf")}); },
+               {"train.qat_imatrix is set but train.qat is not", "train.qat = \"q4_k_m\""}});
+  c.push_back({"train_qat_imatrix_other_model",
+               "`train.qat_imatrix` made for another model (an entry of another width)",
+               [](Env& e) {
+                 quant::ImportanceMatrix m;
+                 m.datasets = {"other.txt"};
+                 m.chunk_count = 1;
+                 m.chunk_size = 64;
+                 m.entries["blk.0.attn_q.weight"] = {std::vector<float>(7, 1.0f), {1}};
+                 quant::write_importance_matrix(m, e.t("other.imatrix.gguf"));
+                 return e.fresh({"train.qat=q4_0", "train.qat_imatrix=" + e.t("other.imatrix.gguf")});
+               },
+               {"other.imatrix.gguf", "blk.0.attn_q.weight", "has 7 values", "for another model"}});
   c.push_back({"train_qat_lora_bf16",
                "`train.qat` on a LoRA run with `train.precision = bf16`",
                [](Env& e) {

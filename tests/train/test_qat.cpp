@@ -17,6 +17,7 @@
 #include "gguf/reader.h"
 #include "model/params.h"
 #include "quant/gguf_floats.h"
+#include "quant/importance_matrix.h"
 #include "quant/recipe.h"
 #include "support/random_model.h"
 #include "support/run_helpers.h"
@@ -43,6 +44,26 @@ int same_tensors(const std::string& exported, const model::ParamLayout& layout, 
     else differ->push_back(t.name);
   }
   return same;
+}
+
+// An importance matrix with an entry for every matrix of `layout` (and
+// each expert's slice of a stack), values away from uniform, written as
+// llama-imatrix's GGUF and read back as export --imatrix reads it.
+convert::ImatrixInput write_imatrix(const model::ParamLayout& layout, const std::string& path) {
+  quant::ImportanceMatrix m;
+  m.datasets = {"test"};
+  m.chunk_count = 3;
+  m.chunk_size = 64;
+  for (const auto& t : layout.tensors()) {
+    if (t.shape.size() < 2) continue;
+    const int64_t cols = t.shape.back(), slices = t.shape.size() == 3 ? t.shape[0] : 1;
+    quant::ImatrixEntry e;
+    e.counts.assign(size_t(slices), 192);
+    for (int64_t i = 0; i < slices * cols; ++i) e.sums.push_back(float(192 * (0.05 + std::pow(std::sin(0.3 * i), 4))));
+    m.entries[t.name] = e;
+  }
+  quant::write_importance_matrix(m, path);
+  return convert::load_imatrix_input(path);
 }
 
 }  // namespace
@@ -82,6 +103,43 @@ TEST(Qat, ForwardWeightsAreTheExportsBlocks) {
     q5.quantize(w5.data());
     std::vector<std::string> differ;
     EXPECT_LT(same_tensors(tmp / "q4_k_m.gguf", layout, w5, &differ), int(layout.tensors().size()));
+  }
+}
+
+// train.qat_imatrix: the QAT forward's weights are `export --imatrix`'s
+// blocks bit for bit (a dense and an experts' model: each expert's rows
+// against its own slice); without the matrix they are not.
+TEST(Qat, ImportanceWeightedForwardIsTheImatrixExportsBlocks) {
+  TempDir tmp;
+  for (const std::string arch : {"llama", "qwen3moe"}) {
+    auto c = test_support::small_model_config(false, 2);
+    c.arch = arch;
+    c.d_model = 256;
+    c.d_ff = 512;
+    if (arch == "qwen3moe") c.n_experts = 4, c.n_experts_used = 2, c.d_ff_expert = 256;
+    const std::string in = tmp / (arch + ".gguf");
+    const auto masters = test_support::write_random_model(c, in);
+    const model::ParamLayout layout(c);
+    const convert::ImatrixInput imatrix = write_imatrix(layout, tmp / (arch + "-imatrix.gguf"));
+    for (const char* type : {"q4_k_m", "q4_0"}) {
+      SCOPED_TRACE(arch + " " + type);
+      const auto ft = *quant::quantized_file_type(type);
+      const std::string out = tmp / (arch + "-" + type + ".gguf");
+      const auto report = convert::export_quantized(in, out, ft, &imatrix);
+      EXPECT_GT(report.weighted, 0);
+      train::QatWeights qat(ft, c, layout, &imatrix);
+      auto w = masters;
+      qat.quantize(w.data());
+      std::vector<std::string> differ;
+      EXPECT_EQ(same_tensors(out, layout, w, &differ), int(layout.tensors().size()))
+          << "first differing tensor " << (differ.empty() ? "" : differ[0]);
+      // Control: the same type's blocks without the matrix.
+      train::QatWeights plain(ft, c, layout);
+      auto v = masters;
+      plain.quantize(v.data());
+      differ.clear();
+      EXPECT_LT(same_tensors(out, layout, v, &differ), int(layout.tensors().size()) - int(c.n_layers));
+    }
   }
 }
 
