@@ -10,7 +10,9 @@
 # matrices instead of the whole model, and are exported merged
 # (`export --merge-lora`); (a)'s F32 is then its merged F32 file.
 #
-#   bench/qat_gain.sh [TYPE (q4_0)] [BASE_STEPS (600)] [QAT_STEPS (200)] [THREADS (2)] [LORA_RANK (0)]
+# QAT_EVERY > 1 makes new blocks every that many steps (train.qat_every).
+#
+#   bench/qat_gain.sh [TYPE (q4_0)] [BASE_STEPS (600)] [QAT_STEPS (200)] [THREADS (2)] [LORA_RANK (0)] [QAT_EVERY (1)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GG=build/src/ggtrain
@@ -19,6 +21,7 @@ BASE_STEPS=${2:-600}
 QAT_STEPS=${3:-200}
 THREADS=${4:-2}
 LORA_RANK=${5:-0}
+QAT_EVERY=${6:-1}
 cmake --build build --target ggtrain -j "$(nproc)" >/dev/null
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 tmp=$(mktemp -d)
@@ -44,7 +47,7 @@ more() { # RUN_DIR SETS...
     --set train.threads="$THREADS" --quiet "$@" | head -1
 }
 more "$tmp/plain"
-more "$tmp/qat" --set train.qat="$TYPE"
+more "$tmp/qat" --set train.qat="$TYPE" --set train.qat_every="$QAT_EVERY"
 CTX=$("$GG" inspect "$tmp/base/weights/latest" | awk '$1 ~ /\.context_length$/ { print $3 }')
 # export RUN OUT TYPE: the run's weights, or its adapter merged into the base
 export_run() {
@@ -67,7 +70,7 @@ kld() {
 export_run plain "$tmp/plain-$TYPE.gguf" "$TYPE"
 export_run qat "$tmp/qat-$TYPE.gguf" "$TYPE"
 base_ppl=$(ppl "$F32")
-echo "model: tiny preset at d_model 256, 8 layers; $BASE_STEPS steps, then $QAT_STEPS more$what; context $CTX," \
+echo "model: tiny preset at d_model 256, 8 layers; $BASE_STEPS steps, then $QAT_STEPS more$what; QAT every $QAT_EVERY steps; context $CTX," \
   "$THREADS threads"
 echo "| file | PPL | gap to (a) F32 | mean KLD vs (a) F32 |"
 echo "|---|---|---|---|"

@@ -12,13 +12,23 @@
 // W + s B A (qat.cpp says how the forward uses it). With an importance
 // matrix (train.qat_imatrix) each matrix with an entry is quantized against
 // it, as `export --type T --imatrix FILE` will.
+//
+// With train.qat_every = K the trainer asks for new blocks every K steps
+// (quantizing a K-quant costs as much as a step at real shapes); the steps
+// between use the masters plus the rounding errors of the last blocks
+// (Q(W_k) - W_k), so the forward still moves with every update. A
+// checkpoint's state file carries those errors ("qat.error.<tensor>", F32),
+// so a resumed run uses the ones the uninterrupted run would.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "convert/quantize.h"
+#include "gguf/reader.h"
 #include "gguf/types.h"
+#include "gguf/writer.h"
 #include "model/config.h"
+#include "model/lora.h"
 #include "model/params.h"
 #include "quant/recipe.h"
 
@@ -30,11 +40,21 @@ class QatWeights {
   // adapters beside the base matrices it keeps in float). It must outlive
   // this object.
   QatWeights(quant::FileType ft, const model::Config& c, const model::ParamLayout& layout,
-             const convert::ImatrixInput* imatrix = nullptr);
+             const convert::ImatrixInput* imatrix = nullptr, int64_t every = 1);
   // Keeps the masters of the tensors the recipe quantizes and replaces them
-  // in `params` by their quantized-dequantized values (all threads). Nothing
-  // when they are quantized already (a decoder run inside a step).
+  // in `params` (all threads): by their blocks' values when
+  // requantize_next() asked or there are none yet, else by the masters plus
+  // the last blocks' rounding errors. Nothing when they are in place already
+  // (a decoder run inside a step).
   void quantize(float* params);
+  // The next quantize() makes new blocks of the masters.
+  void requantize_next() { requantize_ = true; }
+  bool due(int64_t step) const { return step % every_ == 0; }  // new blocks before step `step` (0-based)
+  // The rounding errors as state-file tensors (every > 1; `w` reads them at
+  // write()), and back from a state file (one without them: new blocks at
+  // the next step). Errors name the file and the tensor.
+  void add_errors(gguf::GgufWriter& w) const;
+  void load_errors(const gguf::GgufFile& state);
   // Puts the masters back (nothing when they are in place).
   void restore(float* params);
   bool active() const { return active_; }
@@ -50,11 +70,21 @@ class QatWeights {
     // (empty: quantized without).
     std::vector<float> importance;
     int64_t rows_per_slice;
+    std::vector<uint64_t> ne;  // ggml's shape
+    int64_t at;  // where its values start in masters_ and errors_
+    size_t row_bytes;
   };
+  void add_last_errors(const Tensor& t, float* w) const;
+  void quantize_tensor(const Tensor& t, float* w, const model::LoraPair* pair, double scale);
+
   const model::Config config_;
   const model::ParamLayout& layout_;
+  std::string type_, imatrix_;  // train.qat's type name, train.qat_imatrix's path
   std::vector<Tensor> tensors_;
   std::vector<float> masters_;  // their values before quantize(), one after another
+  std::vector<float> errors_;  // every > 1: the last blocks' values minus the (merged) masters they rounded
+  int64_t every_ = 1;
+  bool requantize_ = true;  // no blocks made yet, or they are due
   double last_seconds_ = 0;
   bool active_ = false;  // params hold the quantized values
 };

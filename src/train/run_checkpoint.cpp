@@ -14,6 +14,7 @@
 #include "gguf/writer.h"
 #include "model/checkpoint.h"
 #include "quant/gguf_floats.h"
+#include "train/qat.h"
 #include "train/run_variant.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -97,6 +98,7 @@ void write_state(const std::string& path, const CheckpointMeta& meta, const Chec
   w.set(kMomentsSha256Key, Value::str(moments_sha256(d)));
   w.set(kAdamStepsKey, Value::u64(uint64_t(d.optimizer->steps_taken())));
   d.variant->write_state(w, d);
+  if (d.qat) d.qat->add_errors(w);
   const auto& [m, v] = d.optimizer->moments();
   for (const auto& t : d.grad_layout->tensors()) {  // frozen tensors have no moments
     quant::add_float_tensor(w, "adam.m." + t.name, gguf::TensorType::F32, model::ggml_ne(t.shape), m.data() + t.offset);
@@ -295,6 +297,7 @@ CheckpointMeta load_latest(const std::string& run_dir, const CheckpointData& d) 
   const CheckpointPair p(run_dir, step);
   const gguf::GgufFile& s = p.state;
   d.variant->load(p.weights, s, d);
+  if (d.qat) d.qat->load_errors(s);
   size_t n_moments = 0;
   for (const auto& ti : s.tensors()) n_moments += ti.name.rfind("adam.m.", 0) == 0;
   if (n_moments != d.grad_layout->tensors().size())

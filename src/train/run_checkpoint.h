@@ -20,6 +20,7 @@
 namespace ggtrain::train {
 
 class RunVariant;
+class QatWeights;
 
 constexpr uint32_t kCheckpointFormat = 1;
 
@@ -44,6 +45,8 @@ struct CheckpointData {
   // What the weights file holds and how the parameters come back from a
   // checkpoint (a LoRA adapter, a folded donor lens: train/run_variant.h).
   const RunVariant* variant;
+  // train.qat's rounding errors between re-quantizations (null without QAT).
+  QatWeights* qat = nullptr;
 };
 
 std::string weights_path(const std::string& run_dir, int64_t step);

@@ -140,6 +140,7 @@ void check_qat(const RunConfig& c) {
   if (qat.empty() && !c.train.qat_imatrix.empty())
     fail("config: train.qat_imatrix is set but train.qat is not: name the type the export will have "
          "(train.qat = \"q4_k_m\", ...)");
+  if (c.train.qat_every < 1) fail("config: train.qat_every must be at least 1, got {}", c.train.qat_every);
   if (qat.empty()) return;
   if (!quant::quantized_file_type(qat))
     fail("config: train.qat = \"{}\" is not a file type export writes ({})", qat, quant::quantized_file_type_names());

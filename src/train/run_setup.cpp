@@ -283,7 +283,7 @@ void Run::build_model() {
     const auto imatrix =
         t.qat_imatrix.empty() ? std::nullopt : std::optional(convert::load_imatrix_input(t.qat_imatrix));
     qat_ = std::make_unique<QatWeights>(*quant::quantized_file_type(t.qat), mc_, model_->layout(),
-                                        imatrix ? &*imatrix : nullptr);
+                                        imatrix ? &*imatrix : nullptr, t.qat_every);
   }
   optimizer_ = std::make_unique<optim::AdamW>(
       model_->grad_layout(), optim::AdamWConfig{float(t.beta1), float(t.beta2), float(t.eps), float(t.weight_decay)});
@@ -368,7 +368,8 @@ CheckpointData Run::checkpoint_data() {
           .tokenizer = tok_.get(),
           .params = model_->params(),
           .optimizer = optimizer_.get(),
-          .variant = variant_.get()};
+          .variant = variant_.get(),
+          .qat = qat_.get()};
 }
 
 }  // namespace ggtrain::train

@@ -111,6 +111,7 @@ StepResult Run::train_step(int64_t step) {
   // train.qat: the forward and backward see the weights as the export
   // stores them; the update below applies their gradient to the masters.
   StepTerms terms;
+  if (qat_ && qat_->due(step)) qat_->requantize_next();
   {
     const QuantizedScope quantized(qat_.get(), model_->params());
     terms = objective_->step({inputs_.data(), targets_.data(), doc_start_.data(), window_ids_.data(), r.step});

@@ -633,6 +633,20 @@ std::vector<Case> cases() {
                  return e.fresh({"train.qat=q4_0", "train.qat_imatrix=" + e.t("other.imatrix.gguf")});
                },
                {"other.imatrix.gguf", "blk.0.attn_q.weight", "has 7 values", "for another model"}});
+  c.push_back({"train_qat_every_zero",
+               "`train.qat_every = 0`",
+               [](Env& e) {
+                 return e.fresh({"train.qat=q4_0", "train.qat_every=0"});
+               },
+               {"train.qat_every must be at least 1", "got 0"}});
+  c.push_back({"train_qat_changed_on_resume",
+               "`--resume --set train.qat=q8_0` of a run that saved Q4_0 rounding errors (train.qat_every = 3)",
+               [](Env& e) {
+                 e.base_run("qat", {"train.qat=q4_0", "train.qat_every=3"});
+                 return e.resume({"train.qat=q8_0"}, "qat");
+               },
+               {"step_2.gguf", "ggtrain.qat.type is \"q4_0\"", "this run's \"q8_0\"",
+                "train.qat and train.qat_imatrix cannot change on --resume"}});
   c.push_back({"train_qat_lora_bf16",
                "`train.qat` on a LoRA run with `train.precision = bf16`",
                [](Env& e) {

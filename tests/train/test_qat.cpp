@@ -9,12 +9,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "convert/export.h"
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "model/params.h"
 #include "quant/gguf_floats.h"
 #include "quant/importance_matrix.h"
@@ -179,6 +181,46 @@ TEST(Qat, RunKeepsMastersAndResumesExactly) {
   qat.quantize(w.data());
   differ.clear();
   EXPECT_EQ(same_tensors(tmp / "a-q4_0.gguf", layout, w, &differ), int(layout.tensors().size()));
+}
+
+// train.qat_every = 3: steps 2 and 3 use the masters plus the rounding
+// errors of the blocks made before step 1. Stopped after step 4 (between
+// re-quantizations) and resumed, the run uses the errors its state file
+// saved and ends as the uninterrupted run does; quantizing afresh at the
+// resume would not. Every-step QAT gives another second step.
+TEST(Qat, EveryKStepsKeepsItsRoundingAcrossAResume) {
+  TempDir tmp;
+  test_support::write_synthetic_corpus(tmp / "corpus.txt", 600);
+  auto c = test_support::tiny_run_config(tmp / "corpus.txt", 7);
+  c.train.qat = "q4_0";
+  c.train.qat_every = 3;
+  c.train.eval_every = 2;
+  test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 4);
+  const gguf::GgufFile state(train::state_path(tmp / "b", 4));
+  ASSERT_NE(state.find_tensor("qat.error.blk.0.attn_q.weight"), nullptr);
+  EXPECT_EQ(state.get_string("ggtrain.qat.type"), "q4_0");
+  auto every = c;
+  every.train.qat_every = 1;
+  every.train.steps = 2;
+  test_support::run_quiet(tmp / "every", every, false);
+  EXPECT_EQ(test_support::step_record(tmp / "every", 1)["loss"].get<double>(),
+            test_support::step_record(tmp / "a", 1)["loss"].get<double>());
+  EXPECT_NE(test_support::step_record(tmp / "every", 2)["loss"].get<double>(),
+            test_support::step_record(tmp / "a", 2)["loss"].get<double>());
+  // Control: the state without its errors; the resumed run then quantizes
+  // anew before step 5 and ends elsewhere.
+  test_support::run_quiet(tmp / "c", c, false, 4);
+  const gguf::GgufFile saved(train::state_path(tmp / "c", 4));
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : saved.metadata()) w.set(k, v);
+  for (const auto& t : saved.tensors())
+    if (t.name.rfind("qat.", 0) != 0) w.add_tensor_raw(t.name, t.type, t.shape(), t.data);
+  w.write(tmp / "stripped.gguf");
+  std::filesystem::rename(tmp / "stripped.gguf", train::state_path(tmp / "c", 4));
+  test_support::run_quiet(tmp / "c", c, true);
+  std::string why;
+  EXPECT_FALSE(
+      test_support::same_tensor_data(train::weights_path(tmp / "a", 7), train::weights_path(tmp / "c", 7), &why));
 }
 
 // Samples and rollouts inside a step run under a second scope: only the
