@@ -133,6 +133,14 @@ void expect_same_data_position(const std::string& state_a, const std::string& st
   EXPECT_EQ(seed(a), seed(b)) << "train.seed of " << state_a << " vs " << state_b;
 }
 
+double first_loss_without_qat(const std::string& dir, train::RunConfig c) {
+  c.train.qat.clear();
+  c.train.qat_every = 1;
+  c.train.steps = 1;
+  run_quiet(dir, c, false);
+  return step_record(dir, 1)["loss"].get<double>();
+}
+
 void expect_exact_resume(const std::string& dir_a, const std::string& dir_b, const train::RunConfig& c,
                          int64_t stop_at) {
   run_quiet(dir_a, c, false);

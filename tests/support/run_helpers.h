@@ -32,6 +32,10 @@ std::string tiny_base_model(const std::string& dir);
 // optionally ending after step stop_at.
 train::TrainSummary run_quiet(const std::string& dir, const train::RunConfig& c, bool resume, int64_t stop_at = 0);
 
+// The loss of step 1 of `c` trained for that one step in `dir`, without
+// train.qat: what a QAT run's first step must differ from.
+double first_loss_without_qat(const std::string& dir, train::RunConfig c);
+
 // Trains `c` uninterrupted in dir_a, and in dir_b stopped after step
 // stop_at then resumed; expects both final checkpoints (weights and state
 // files at c.train.steps) to hold identical tensors, the same data position,

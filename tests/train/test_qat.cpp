@@ -160,11 +160,7 @@ TEST(Qat, RunKeepsMastersAndResumesExactly) {
   EXPECT_GE(rec["qat_s"].get<double>(), 0.0);
   // The forward really ran on other weights: the same run without QAT has
   // another first loss (same seed, data and initial masters).
-  auto plain = c;
-  plain.train.qat.clear();
-  plain.train.steps = 1;
-  test_support::run_quiet(tmp / "plain", plain, false);
-  EXPECT_NE(test_support::step_record(tmp / "plain", 1)["loss"].get<double>(),
+  EXPECT_NE(test_support::first_loss_without_qat(tmp / "plain", c),
             test_support::step_record(tmp / "a", 1)["loss"].get<double>());
   // The checkpoint holds the masters: its export differs from it, and the
   // QAT weights of it are the export's.

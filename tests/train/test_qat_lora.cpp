@@ -168,11 +168,7 @@ TEST(QatLora, RunResumesExactlyAndMergedExportIsItsBlocks) {
   c.train.qat = "q4_0";
   c.checkpoint.every = 2;
   test_support::expect_exact_resume(tmp / "a", tmp / "b", c, 2);
-  auto plain = c;
-  plain.train.qat.clear();
-  plain.train.steps = 1;
-  test_support::run_quiet(tmp / "plain", plain, false);
-  EXPECT_NE(test_support::step_record(tmp / "plain", 1)["loss"].get<double>(),
+  EXPECT_NE(test_support::first_loss_without_qat(tmp / "plain", c),
             test_support::step_record(tmp / "a", 1)["loss"].get<double>());
 
   const std::string adapter = train::weights_path(tmp / "a", 4), out = tmp / "merged-q4_0.gguf";
