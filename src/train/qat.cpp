@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "model/checkpoint.h"
 #include "model/lora.h"
 #include "quant/type_traits.h"
 #include "util/clock.h"
@@ -17,12 +18,6 @@ namespace {
 // What the saved rounding errors were made with (state file keys).
 constexpr const char* kTypeKey = "ggtrain.qat.type";
 constexpr const char* kImatrixKey = "ggtrain.qat.imatrix";
-
-// ggml's ne: the row-major shape reversed.
-std::vector<uint64_t> ggml_ne(const std::vector<int64_t>& shape) {
-  std::vector<uint64_t> ne(shape.rbegin(), shape.rend());
-  return ne;
-}
 
 }  // namespace
 
@@ -41,7 +36,7 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
   std::vector<quant::TensorShape> shapes;
   for (const auto& t : model_layout.tensors()) {
     order.push_back(&t);
-    shapes.push_back({t.name, ggml_ne(t.shape)});
+    shapes.push_back({t.name, model::ggml_ne(t.shape)});
   }
   // The export counts the multi-token-prediction blocks' tensors and layers too.
   if (c.nextn_tensors)
@@ -52,7 +47,7 @@ QatWeights::QatWeights(quant::FileType ft, const model::Config& c, const model::
   quant::TypeRecipe recipe(ft, shapes, int(c.n_layers + c.n_nextn), int(c.n_experts), imatrix != nullptr);
   int64_t total = 0;
   for (const auto* t : order) {
-    const auto ne = ggml_ne(t->shape);
+    const auto ne = model::ggml_ne(t->shape);
     const gguf::TensorType type = recipe.next({t->name, ne}, gguf::TensorType::F32);
     if (type == gguf::TensorType::F32) continue;
     const model::ParamTensor* in_run = layout.find(t->name);
