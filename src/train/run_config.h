@@ -129,8 +129,9 @@ struct TrainSection {
   // An importance matrix (GGUF or .dat) the QAT forward quantizes against,
   // as `export --imatrix` of the same file will. Empty: none.
   std::string qat_imatrix;
-  // New QAT blocks every this many steps; the steps between use the last
-  // ones (a K-quant's quantizer costs as much as a step at real shapes).
+  // New QAT blocks every this many steps; the steps between use the
+  // masters plus the last blocks' rounding errors (a K-quant's quantizer
+  // costs as much as a step at real shapes).
   int64_t qat_every = 1;
   // Mixture-of-experts models: the weight of the load-balancing loss added
   // to the objective; negative: the family's (Architecture::router_aux_loss_coef).

@@ -532,7 +532,8 @@ const std::vector<Key>& keys() {
                    "with train.qat: an importance matrix (ggtrain imatrix, llama-imatrix) the forward quantizes "
                    "against, as export --imatrix of the same file will; empty none"),
         int_key("train.qat_every", &RunConfig::train, &T::qat_every,
-                "with train.qat: new blocks every N steps, the steps between use the last ones (1: every step)"),
+                "with train.qat: new blocks every N steps, the steps between use the masters plus the last blocks' "
+                "rounding errors (1: every step)"),
         float_key("train.router_aux_loss_coef", &RunConfig::train, &T::router_aux_loss_coef,
                   "qwen3moe, olmoe: weight of the experts' load-balancing loss (-1: the family's, 0.001 and 0.01; "
                   "0 off)"),
