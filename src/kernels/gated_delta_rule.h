@@ -88,6 +88,22 @@ inline bool starts_document(const DeltaRuleShape& s, int64_t b, int64_t t) {
   return t == 0 || (s.doc_start && s.doc_start[b * s.seq + t] == t);
 }
 
+// dq, dk (key-head layout) from the per-value-head dq_h, dk_h: the value
+// heads h with h % n_k_heads == hk add up, in h order.
+template <typename T>
+void sum_value_heads_into_key_heads(T* dq, T* dk, const T* dq_h, const T* dk_h, const DeltaRuleShape& s) {
+  const int64_t H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
+  std::fill(dq, dq + s.batch * s.seq * HK * d, T(0));
+  std::fill(dk, dk + s.batch * s.seq * HK * d, T(0));
+#pragma omp parallel for schedule(static) if (s.batch * s.seq * H * d >= kMinParallelWork)
+  for (int64_t r = 0; r < s.batch * s.seq; ++r)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < d; ++i) {
+        dq[(r * HK + h % HK) * d + i] += dq_h[(r * H + h) * d + i];
+        dk[(r * HK + h % HK) * d + i] += dk_h[(r * H + h) * d + i];
+      }
+}
+
 }  // namespace detail
 
 // o [batch*seq, n_v_heads, d] from q, k [batch*seq, n_k_heads, d], v [.., n_v_heads, d],
@@ -219,16 +235,7 @@ void delta_rule_backward(T* dq, T* dk, T* dv, T* dg, T* dbeta, T* scratch, const
       }
     }
   }
-  // Key heads: the value heads h with h % n_k_heads == hk add up, in h order.
-  std::fill(dq, dq + s.batch * s.seq * HK * d, T(0));
-  std::fill(dk, dk + s.batch * s.seq * HK * d, T(0));
-#pragma omp parallel for schedule(static) if (s.batch * s.seq * H * d >= kMinParallelWork)
-  for (int64_t r = 0; r < s.batch * s.seq; ++r)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < d; ++i) {
-        dq[(r * HK + h % HK) * d + i] += dq_h[(r * H + h) * d + i];
-        dk[(r * HK + h % HK) * d + i] += dk_h[(r * H + h) * d + i];
-      }
+  detail::sum_value_heads_into_key_heads(dq, dk, dq_h, dk_h, s);
 }
 
 }  // namespace ggtrain::kernels

@@ -6,7 +6,8 @@
 //   q, k, v = c split [n_k*d | n_k*d | n_v*d]; q, k L2-normed per head:
 //            x / sqrt(sum x^2 + eps) (ggml: rms_norm(x, eps/d) / sqrt(d))
 //   beta   = sigmoid(b),  g = softplus(alpha + dt_bias) * a            b, alpha: ssm_beta(h), ssm_alpha(h)
-//   o      = the gated delta rule (kernels/gated_delta_rule.h)
+//   o      = the gated delta rule (kernels/gated_delta_rule.h; training runs
+//            its chunked form, kernels/gated_delta_rule_chunked.h)
 //   y      = rmsnorm(o per head, eps) * norm_w * silu(z)              z = attn_gate(h); then ssm_out(y)
 // with its backward. a is the GGUF's ssm_a (-exp(A_log)), softplus ggml's
 // (x > 20: x). Packed documents start the convolution and the state at zero.
@@ -17,6 +18,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/gated_delta_rule.h"
+#include "kernels/gated_delta_rule_chunked.h"
 #include "kernels/parallel.h"
 
 namespace ggtrain::kernels {
@@ -26,7 +28,7 @@ struct GdnShape {
   int64_t n_v_heads = 0, n_k_heads = 0, d = 0;  // heads of d for keys and values
   int64_t taps = 4;  // the convolution's width (GGUF <arch>.ssm.conv_kernel)
   double eps = 1e-6;  // <arch>.attention.layer_norm_rms_epsilon: the L2 norms' and the output norm's
-  int64_t chunk = 64;  // delta-rule checkpoints
+  int64_t chunk = 64;  // the delta rule's chunks (and checkpoints)
   const int32_t* doc_start = nullptr;
   int64_t rows() const { return batch * seq; }
   int64_t key_dim() const { return n_k_heads * d; }
@@ -147,7 +149,7 @@ void gdn_forward(Y* y, const GdnActs<T>& a, const GdnScratch<T>& x, const T* u, 
     }
   }
   split_qkv(x, a.qkv, s);
-  delta_rule_forward(a.o, a.checkpoints, x.q, x.k, x.v, a.g, a.beta, s.rule());
+  delta_rule_chunked_forward(a.o, a.checkpoints, x.q, x.k, x.v, a.g, a.beta, s.rule());
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
@@ -203,7 +205,7 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
   // The rule.
   split_qkv(x, a.qkv, s);
   T *dq = x.dq, *dk = x.dk, *dv = x.dv, *dg = x.dg, *dbeta = x.dbeta;
-  delta_rule_backward(dq, dk, dv, dg, dbeta, x.rule, d_o, a.checkpoints, x.q, x.k, x.v, a.g, a.beta, s.rule());
+  delta_rule_chunked_backward(dq, dk, dv, dg, dbeta, x.rule, d_o, a.checkpoints, x.q, x.k, x.v, a.g, a.beta, s.rule());
   // The gates.
   for (int64_t r = 0; r < R; ++r)
     for (int64_t h = 0; h < H; ++h) {
@@ -258,8 +260,8 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
 }
 
 // The recurrent form, for decoding one sequence: the n positions after
-// `pos` cached ones, one state update each, in the training forward's
-// operation order (the same float results). u_history [pos + n, conv_dim]
+// `pos` cached ones, one state update each (training's chunked form
+// computes the same outputs with other roundings). u_history [pos + n, conv_dim]
 // holds the convolution input of every position, the new rows written by
 // the caller; z [n, value_dim], b_raw and alpha [n, n_v_heads] are the new
 // rows' projections; state [n_v_heads, d, d] is the rule's S, carried from

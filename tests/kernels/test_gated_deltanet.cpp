@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -145,10 +146,12 @@ TEST(GatedDeltaNet, FloatFollowsDouble) {
   EXPECT_TRUE(within_rel_to_max(cy, 1e-5));
 }
 
-// The decoder's recurrent form against the training forward: one row of 150
-// positions (past two checkpoints of 64, ending inside a chunk), fed as one
-// prompt, then token by token, then in uneven batches. The same operations
-// in the same order: equal to the bit.
+// The decoder's recurrent form against the training forward's chunked one:
+// one row of 150 positions (past two chunks of 64, ending inside a chunk),
+// fed as one prompt, then token by token, then in uneven batches. The two
+// forms round differently: measured 1.4-2.1e-7 (of the largest output) on
+// the v2, v3 and v4 builds; limit 2e-6. Control: the decoder with the
+// convolution's taps reversed.
 TEST(GatedDeltaNet, RecurrentDecodeEqualsTheTrainingForward) {
   GdnShape s;
   s.seq = 150;
@@ -180,6 +183,14 @@ TEST(GatedDeltaNet, RecurrentDecodeEqualsTheTrainingForward) {
                                    m.b.data() + pos * H, m.alpha.data() + pos * H, m.conv_w.data(), m.dt.data(),
                                    m.a.data(), m.norm_w.data(), s, pos, n);
     }
-    EXPECT_TRUE(within_rel_to_max(compare(y, want), 0.0));
+    const auto c = compare(y, want);
+    std::printf("decoder fed %lld at a time vs training forward: %.2e (of max)\n", (long long)step, c.rel_to_max());
+    EXPECT_TRUE(within_rel_to_max(c, 2e-6));
   }
+  std::vector<float> reversed = m.conv_w, state(size_t(H * s.d * s.d), 0.0f), y(want.size());
+  for (int64_t ch = 0; ch < s.conv_dim(); ++ch)
+    std::reverse(reversed.begin() + ch * s.taps, reversed.begin() + (ch + 1) * s.taps);
+  ggtrain::kernels::gdn_decode(y.data(), state.data(), m.u.data(), m.z.data(), m.b.data(), m.alpha.data(),
+                               reversed.data(), m.dt.data(), m.a.data(), m.norm_w.data(), s, 0, s.seq);
+  EXPECT_TRUE(ggtrain::test_support::differs_by_more_than(compare(y, want), 1e-3));
 }
