@@ -392,4 +392,25 @@ void delta_rule_chunked_backward(T* dq, T* dk, T* dv, T* dg, T* dbeta, T* scratc
   detail::sum_value_heads_into_key_heads(dq, dk, dq_h, dk_h, s);
 }
 
+// One sequence's n new positions (a prompt) from its heads' states
+// [n_v_heads, d, d], advanced in place, as the decoder runs them: o
+// [n, n_v_heads, d] from q, k [n, n_k_heads, d], v [n, n_v_heads, d],
+// g, beta [n, n_v_heads]. Chunks of `chunk` positions, no document starts.
+template <typename T>
+void delta_rule_chunked_prefill(T* o, T* state, const T* q, const T* k, const T* v, const T* g, const T* beta,
+                                int64_t n, int64_t n_v_heads, int64_t n_k_heads, int64_t d, int64_t chunk) {
+  const DeltaRuleShape s{1, n, n_v_heads, n_k_heads, d, chunk, nullptr};
+  const T scale = T(1) / std::sqrt(T(d));
+#pragma omp parallel
+  {
+    detail::DeltaSegment<T> w(chunk, d);
+#pragma omp for schedule(static)
+    for (int64_t h = 0; h < n_v_heads; ++h)
+      for (int64_t t0 = 0; t0 < n; t0 += chunk)
+        detail::segment_forward(w, state + h * d * d, o + (t0 * n_v_heads + h) * d,
+                                detail::segment_inputs(q, k, v, g, beta, s, 0, h, t0), std::min(chunk, n - t0), scale,
+                                false);
+  }
+}
+
 }  // namespace ggtrain::kernels

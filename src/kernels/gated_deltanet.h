@@ -259,53 +259,89 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
     }
 }
 
-// The recurrent form, for decoding one sequence: the n positions after
-// `pos` cached ones, one state update each (training's chunked form
-// computes the same outputs with other roundings). u_history [pos + n, conv_dim]
-// holds the convolution input of every position, the new rows written by
-// the caller; z [n, value_dim], b_raw and alpha [n, n_v_heads] are the new
-// rows' projections; state [n_v_heads, d, d] is the rule's S, carried from
-// call to call (zero before position 0). y [n, value_dim].
+namespace detail {
+
+// Decoding position t: qkv (conv_dim) = silu(the convolution over u_history),
+// q and k L2-normed per head.
+template <typename T>
+void gdn_decode_qkv(T* qkv, const T* u_history, const T* conv_w, const GdnShape& s, int64_t t) {
+  const int64_t CD = s.conv_dim(), KD = s.key_dim(), L = s.taps, d = s.d;
+  for (int64_t ch = 0; ch < CD; ++ch) {
+    T acc = T(0);
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t src = t - (L - 1) + j;
+      if (src >= 0) acc += conv_w[ch * L + j] * u_history[src * CD + ch];
+    }
+    qkv[ch] = gdn_silu(acc);
+  }
+  for (int64_t part = 0; part < 2; ++part)
+    for (int64_t h = 0; h < s.n_k_heads; ++h) {
+      T* x = qkv + part * KD + h * d;
+      T ss = T(0);
+      for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
+      const T inv = T(1) / std::sqrt(ss + T(s.eps));
+      for (int64_t e = 0; e < d; ++e) x[e] *= inv;
+    }
+}
+
+// One head's y (d) from the rule's o (d): rmsnorm(o) * norm_w * silu(z).
+template <typename T>
+void gdn_decode_gated_norm(T* y, const T* o, const T* z, const T* norm_w, const GdnShape& s) {
+  T ss = T(0);
+  for (int64_t e = 0; e < s.d; ++e) ss += o[e] * o[e];
+  const T rstd = T(1) / std::sqrt(ss / T(s.d) + T(s.eps));
+  for (int64_t e = 0; e < s.d; ++e) y[e] = o[e] * rstd * norm_w[e] * gdn_silu(z[e]);
+}
+
+}  // namespace detail
+
+// Runs of at least this many positions (prompts) take the rule's chunked
+// form, a few GEMMs a chunk, instead of one state update per position.
+constexpr int64_t kGdnChunkedPrefillMin = 16;
+
+// Decoding one sequence: the n positions after `pos` cached ones.
+// u_history [pos + n, conv_dim] holds the convolution input of every
+// position, the new rows written by the caller; z [n, value_dim], b_raw and
+// alpha [n, n_v_heads] are the new rows' projections; state [n_v_heads, d,
+// d] is the rule's S, carried from call to call (zero before position 0).
+// y [n, value_dim]. A token (or a short run) takes the recurrent form, a
+// prompt the chunked one, as training does (the same outputs, other roundings).
 template <typename T>
 void gdn_decode(T* y, T* state, const T* u_history, const T* z, const T* b_raw, const T* alpha, const T* conv_w,
                 const T* dt_bias, const T* ssm_a, const T* norm_w, const GdnShape& s, int64_t pos, int64_t n) {
   const int64_t CD = s.conv_dim(), KD = s.key_dim(), VD = s.value_dim(), H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
-  const int64_t L = s.taps;
   const T scale = T(1) / std::sqrt(T(d));
+  auto beta_of = [&](int64_t i, int64_t h) { return T(1) / (T(1) + std::exp(-b_raw[i * H + h])); };
+  auto g_of = [&](int64_t i, int64_t h) { return detail::gdn_softplus(alpha[i * H + h] + dt_bias[h]) * ssm_a[h]; };
+  if (n >= kGdnChunkedPrefillMin) {
+    std::vector<T> qkv(static_cast<size_t>(CD)), q(static_cast<size_t>(n * KD)), k(static_cast<size_t>(n * KD)),
+        v(static_cast<size_t>(n * VD)), g(static_cast<size_t>(n * H)), beta(static_cast<size_t>(n * H)),
+        o(static_cast<size_t>(n * VD));
+    for (int64_t i = 0; i < n; ++i) {
+      detail::gdn_decode_qkv(qkv.data(), u_history, conv_w, s, pos + i);
+      std::copy_n(qkv.data(), KD, q.data() + i * KD);
+      std::copy_n(qkv.data() + KD, KD, k.data() + i * KD);
+      std::copy_n(qkv.data() + 2 * KD, VD, v.data() + i * VD);
+      for (int64_t h = 0; h < H; ++h) g[size_t(i * H + h)] = g_of(i, h), beta[size_t(i * H + h)] = beta_of(i, h);
+    }
+    delta_rule_chunked_prefill(o.data(), state, q.data(), k.data(), v.data(), g.data(), beta.data(), n, H, HK, d,
+                               s.chunk);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < H; ++h)
+        detail::gdn_decode_gated_norm(y + i * VD + h * d, o.data() + i * VD + h * d, z + i * VD + h * d, norm_w, s);
+    return;
+  }
   std::vector<T> qkv(static_cast<size_t>(CD)), o(static_cast<size_t>(VD));
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = pos + i;
-    for (int64_t ch = 0; ch < CD; ++ch) {
-      T acc = T(0);
-      for (int64_t j = 0; j < L; ++j) {
-        const int64_t src = t - (L - 1) + j;
-        if (src >= 0) acc += conv_w[ch * L + j] * u_history[src * CD + ch];
-      }
-      qkv[size_t(ch)] = detail::gdn_silu(acc);
-    }
-    for (int64_t part = 0; part < 2; ++part)
-      for (int64_t h = 0; h < HK; ++h) {
-        T* x = qkv.data() + part * KD + h * d;
-        T ss = T(0);
-        for (int64_t e = 0; e < d; ++e) ss += x[e] * x[e];
-        const T inv = T(1) / std::sqrt(ss + T(s.eps));
-        for (int64_t e = 0; e < d; ++e) x[e] *= inv;
-      }
+    detail::gdn_decode_qkv(qkv.data(), u_history, conv_w, s, pos + i);
 #pragma omp parallel for schedule(static) if (H * d * d >= kMinParallelWork)
     for (int64_t h = 0; h < H; ++h) {
-      const T beta = T(1) / (T(1) + std::exp(-b_raw[i * H + h]));
-      const T g = detail::gdn_softplus(alpha[i * H + h] + dt_bias[h]) * ssm_a[h];
       std::vector<T> delta(static_cast<size_t>(d));
       const int64_t hk = h % HK;
       detail::delta_rule_step(state + h * d * d, o.data() + h * d, static_cast<T*>(nullptr), qkv.data() + hk * d,
-                              qkv.data() + KD + hk * d, qkv.data() + 2 * KD + h * d, g, beta, scale, d, delta.data());
-      T ss = T(0);
-      for (int64_t e = 0; e < d; ++e) ss += o[size_t(h * d + e)] * o[size_t(h * d + e)];
-      const T rstd = T(1) / std::sqrt(ss / T(d) + T(s.eps));
-      for (int64_t e = 0; e < d; ++e) {
-        const int64_t at = i * VD + h * d + e;
-        y[at] = o[size_t(h * d + e)] * rstd * norm_w[e] * detail::gdn_silu(z[at]);
-      }
+                              qkv.data() + KD + hk * d, qkv.data() + 2 * KD + h * d, g_of(i, h), beta_of(i, h), scale,
+                              d, delta.data());
+      detail::gdn_decode_gated_norm(y + i * VD + h * d, o.data() + h * d, z + i * VD + h * d, norm_w, s);
     }
   }
 }
