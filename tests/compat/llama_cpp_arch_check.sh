@@ -139,8 +139,13 @@ tol=1e-4 qtol=3e-2 median=1e-5 qmedian=1e-5 q4_lora_lr=1e-2
 [[ $ARCH != gemma3 ]] || tol=2e-3 qtol=5e-2 median=2e-4 qmedian=1e-2 q4_lora_lr=3e-2
 # lfm2's default LoRA targets (attn_q, attn_v) sit on its two attention layers
 # only: at 1e-2 its q4_k_m adapter moved the logits by 3.5e-2, under the
-# control's 6e-2, so it trains at 5e-2.
-[[ $ARCH != lfm2 ]] && ! $gdn || q4_lora_lr=5e-2
+# control's 6e-2, so it trains at 5e-2. The Gated DeltaNet families' trains
+# at 1e-1: at 5e-2 qwen35's moved them by 6.1e-2 with the delta rule's
+# recurrent form and 4.6e-2 with its chunked one (the same gradients to
+# rounding, but Adam's first steps on the A matrices follow the signs of
+# near-zero gradients).
+[[ $ARCH != lfm2 ]] || q4_lora_lr=5e-2
+! $gdn || q4_lora_lr=1e-1
 logits "$M" base
 same base "$tol" "$ARCH checkpoint" "$median"
 # The control: the same weights as a llama file, without the family's tensors
