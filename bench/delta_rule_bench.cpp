@@ -92,8 +92,11 @@ int main(int argc, char** argv) {
   std::printf("gated delta rule, batch %lld x %lld positions, 16 heads of 128, chunks of 64, %d threads, best of %d\n",
               (long long)s.batch, (long long)s.seq, omp_get_max_threads(), repeats);
   const Timing rec = time_form(s, in, repeats, kernels::delta_rule_forward<float>, kernels::delta_rule_backward<float>);
-  const Timing chk = time_form(s, in, repeats, kernels::delta_rule_chunked_forward<float>,
-                               kernels::delta_rule_chunked_backward<float>);
+  auto chunked_forward = [](float* o, float* cp, const float* q, const float* k, const float* v, const float* g,
+                            const float* beta, const kernels::DeltaRuleShape& shape) {
+    kernels::delta_rule_chunked_forward(o, cp, q, k, v, g, beta, shape);
+  };
+  const Timing chk = time_form(s, in, repeats, chunked_forward, kernels::delta_rule_chunked_backward<float>);
   double diff = 0, ref = 0;
   for (size_t i = 0; i < rec.o.size(); ++i) {
     diff = std::max(diff, double(std::fabs(rec.o[i] - chk.o[i])));

@@ -307,12 +307,16 @@ SegmentInputs<T> segment_inputs(const T* q, const T* k, const T* v, const T* g, 
 
 }  // namespace detail
 
-// Same contract as delta_rule_forward.
+// Same contract as delta_rule_forward. state [batch, n_v_heads, d, d], when
+// given, is each row's state before its first position (else 0), advanced
+// in place to the state after its last: how the decoder runs a prompt.
 template <typename T>
 void delta_rule_chunked_forward(T* o, T* checkpoints, const T* q, const T* k, const T* v, const T* g, const T* beta,
-                                const DeltaRuleShape& s) {
+                                const DeltaRuleShape& s, T* state = nullptr) {
   const int64_t H = s.n_v_heads, d = s.d;
   const T scale = T(1) / std::sqrt(T(d));
+  // A given state carries into position 0; later document starts reset it.
+  auto resets = [&](int64_t b, int64_t t) { return (t > 0 || !state) && detail::starts_document(s, b, t); };
   // Always a parallel region, even for one task: the float GEMMs inside then
   // run on one thread each, so no thread count changes a sum's order.
 #pragma omp parallel
@@ -323,19 +327,21 @@ void delta_rule_chunked_forward(T* o, T* checkpoints, const T* q, const T* k, co
 #pragma omp for schedule(static)
     for (int64_t bh = 0; bh < s.batch * H; ++bh) {
       const int64_t b = bh / H, h = bh % H;
-      std::fill(S.begin(), S.end(), T(0));
+      if (state) std::copy(state + bh * d * d, state + (bh + 1) * d * d, S.begin());
+      else std::fill(S.begin(), S.end(), T(0));
       for (int64_t c = 0; c < s.n_chunks(); ++c) {
         // As the recurrent form keeps them: after a reset at the chunk's start.
-        if (detail::starts_document(s, b, c * s.chunk)) std::fill(S.begin(), S.end(), T(0));
+        if (resets(b, c * s.chunk)) std::fill(S.begin(), S.end(), T(0));
         if (checkpoints) std::copy(S.begin(), S.end(), checkpoints + ((b * H + h) * s.n_chunks() + c) * d * d);
         detail::chunk_segments(s, b, c, cuts);
         for (size_t i = 0; i + 1 < cuts.size(); ++i) {
           const int64_t t0 = cuts[i];
-          if (detail::starts_document(s, b, t0)) std::fill(S.begin(), S.end(), T(0));
+          if (resets(b, t0)) std::fill(S.begin(), S.end(), T(0));
           const auto in = detail::segment_inputs(q, k, v, g, beta, s, b, h, t0);
           detail::segment_forward(w, S.data(), o + ((b * s.seq + t0) * H + h) * d, in, cuts[i + 1] - t0, scale, false);
         }
       }
+      if (state) std::copy(S.begin(), S.end(), state + bh * d * d);
     }
   }
 }
@@ -390,27 +396,6 @@ void delta_rule_chunked_backward(T* dq, T* dk, T* dv, T* dg, T* dbeta, T* scratc
     }
   }
   detail::sum_value_heads_into_key_heads(dq, dk, dq_h, dk_h, s);
-}
-
-// One sequence's n new positions (a prompt) from its heads' states
-// [n_v_heads, d, d], advanced in place, as the decoder runs them: o
-// [n, n_v_heads, d] from q, k [n, n_k_heads, d], v [n, n_v_heads, d],
-// g, beta [n, n_v_heads]. Chunks of `chunk` positions, no document starts.
-template <typename T>
-void delta_rule_chunked_prefill(T* o, T* state, const T* q, const T* k, const T* v, const T* g, const T* beta,
-                                int64_t n, int64_t n_v_heads, int64_t n_k_heads, int64_t d, int64_t chunk) {
-  const DeltaRuleShape s{1, n, n_v_heads, n_k_heads, d, chunk, nullptr};
-  const T scale = T(1) / std::sqrt(T(d));
-#pragma omp parallel
-  {
-    detail::DeltaSegment<T> w(chunk, d);
-#pragma omp for schedule(static)
-    for (int64_t h = 0; h < n_v_heads; ++h)
-      for (int64_t t0 = 0; t0 < n; t0 += chunk)
-        detail::segment_forward(w, state + h * d * d, o + (t0 * n_v_heads + h) * d,
-                                detail::segment_inputs(q, k, v, g, beta, s, 0, h, t0), std::min(chunk, n - t0), scale,
-                                false);
-  }
 }
 
 }  // namespace ggtrain::kernels

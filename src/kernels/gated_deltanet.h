@@ -324,8 +324,9 @@ void gdn_decode(T* y, T* state, const T* u_history, const T* z, const T* b_raw, 
       std::copy_n(qkv.data() + 2 * KD, VD, v.data() + i * VD);
       for (int64_t h = 0; h < H; ++h) g[size_t(i * H + h)] = g_of(i, h), beta[size_t(i * H + h)] = beta_of(i, h);
     }
-    delta_rule_chunked_prefill(o.data(), state, q.data(), k.data(), v.data(), g.data(), beta.data(), n, H, HK, d,
-                               s.chunk);
+    const DeltaRuleShape prompt{1, n, H, HK, d, s.chunk, nullptr};
+    delta_rule_chunked_forward(o.data(), static_cast<T*>(nullptr), q.data(), k.data(), v.data(), g.data(), beta.data(),
+                               prompt, state);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < H; ++h)
         detail::gdn_decode_gated_norm(y + i * VD + h * d, o.data() + i * VD + h * d, z + i * VD + h * d, norm_w, s);
