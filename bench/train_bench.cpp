@@ -174,6 +174,8 @@ Result run_training(const model::Config& c, int64_t B, int64_t T, const model::M
   r.optimizer_s /= steps;
   for (auto& phase : r.profile.seconds)
     for (double& x : phase) x /= steps;
+  for (auto& halves : r.profile.layer_seconds)
+    for (double& x : halves) x /= steps;
   return r;
 }
 
@@ -198,6 +200,24 @@ void print_breakdown(const Result& r) {
   std::printf("    %-12s %29.1f %6.1f%%  (step %.1f ms)\n", "other", step_ms - accounted - opt,
               100 * (step_ms - accounted - opt) / step_ms, step_ms);
   std::printf("    GEMM share (qkv, attn_output, gate_up, down, lora, head): %.1f%%\n", 100 * gemm / step_ms);
+}
+
+// One block's mixer (with the norm and residual before it) by the mixer's
+// kind, and its feed-forward half, mean over the blocks, every phase: where
+// a model mixes kinds, they compare inside one run.
+void print_block_halves(const model::Config& c, const Result& r) {
+  static const char* const kinds[] = {"attention", "short_conv", "gated_deltanet"};
+  double mixer[3] = {}, n[3] = {}, ffn = 0;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const int k = int(c.mixer(l));
+    mixer[k] += r.profile.layer_seconds[size_t(l)][model::OpProfile::kMixerHalf];
+    ffn += r.profile.layer_seconds[size_t(l)][model::OpProfile::kFfnHalf];
+    n[k] += 1;
+  }
+  std::printf("  time per step of one block, ms: mixer half");
+  for (int k = 0; k < 3; ++k)
+    if (n[k] > 0) std::printf(" %s %.1f (%g blocks),", kinds[k], 1e3 * mixer[k] / n[k], n[k]);
+  std::printf(" feed-forward half %.1f\n", 1e3 * ffn / double(c.n_layers));
 }
 
 }  // namespace
@@ -260,6 +280,7 @@ int main(int argc, char** argv) try {
                 threads, r.tokens_per_s, r.seconds_per_step, achieved, 100.0 * achieved / peak, peak,
                 bf16 ? "bf16" : "sgemm", r.loss, bench::peak_rss_mib());
     print_breakdown(r);
+    print_block_halves(c, r);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -144,6 +144,7 @@ void Transformer<T>::charge_time_to(OpProfile::Op op) {
   if (!profile_) return;
   const double t = now_seconds();
   profile_->seconds[phase_][op] += t - last_charge_s_;
+  if (profile_layer_ >= 0) profile_->layer_seconds[size_t(profile_layer_)][profile_half_] += t - last_charge_s_;
   last_charge_s_ = t;
 }
 
@@ -408,9 +409,12 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
   std::fill(expert_prob_sums_.begin(), expert_prob_sums_.end(), 0.0);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     auto& a = layer_acts_[size_t(l)];
+    charge_block(l, OpProfile::kMixerHalf);
     mixer_forward(l, residual_[size_t(l)], a.x_mid);
+    charge_block(l, OpProfile::kFfnHalf);
     ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
   }
+  charge_block(-1, OpProfile::kMixerHalf);
   aux_loss_ = load_balancing_loss();
   with_pointer(h_final_, [&](auto* h) {
     rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
@@ -725,13 +729,17 @@ void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   auto& a = layer_acts_[size_t(l)];
   if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
     phase_ = OpProfile::kRecompute;
+    charge_block(l, OpProfile::kMixerHalf);
     mixer_forward(l, x_in, a.x_mid);
     // A post-norm's backward needs the down projection's output, so the
     // block runs to its end (into d_normed_, free until then).
+    charge_block(l, OpProfile::kFfnHalf);
     ffn_block_forward(l, a.x_mid, post_norms() ? d_normed_ : nullptr);
     phase_ = OpProfile::kBackward;
   }
+  charge_block(l, OpProfile::kFfnHalf);
   ffn_block_backward(l, d_res);
+  charge_block(l, OpProfile::kMixerHalf);
   if (opts_.recompute == Recompute::kAttn) {
     phase_ = OpProfile::kRecompute;
     mixer_forward(l, x_in, nullptr);
@@ -790,6 +798,7 @@ void Transformer<T>::backward(T loss_scale) {
     if (on_layer_grads) on_layer_grads(l);
     if (profile_) last_charge_s_ = now_seconds();  // the hook's time is not the model's
   }
+  charge_block(-1, OpProfile::kMixerHalf);
   if (cfg_.architecture().embedding_scale) scale_inplace(d_res_, embedding_scale(), BT * C);
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
     lens_.backward_base(nullptr, {d_res_, nullptr}, {x_donor_, nullptr}, BT, false);

@@ -78,6 +78,12 @@ struct OpProfile {
   };
   enum Phase { kForward, kBackward, kRecompute, kPhases };
   double seconds[kPhases][kOps] = {};
+  // The same time by block and half (its mixer with the norm and residual
+  // before it; its feed-forward), all phases together; set_profile sizes
+  // it. Blocks of different kinds (attention, Gated DeltaNet, ...) are
+  // compared inside one run by their mixers.
+  enum Half { kMixerHalf, kFfnHalf };
+  std::vector<std::array<double, 2>> layer_seconds;
   static const char* name(int op);
 };
 
@@ -220,7 +226,10 @@ class Transformer {
   // start reducing them while the blocks below still compute.
   std::function<void(int64_t l)> on_layer_grads;
   // Attaches (or, with null, detaches) a per-operation timer.
-  void set_profile(OpProfile* p) { profile_ = p; }
+  void set_profile(OpProfile* p) {
+    profile_ = p;
+    if (p) p->layer_seconds.resize(size_t(cfg_.n_layers), {0.0, 0.0});
+  }
 
  private:
   Transformer(const Config& cfg, int64_t batch, int64_t seq_len, const std::set<std::string>& frozen,
@@ -459,6 +468,13 @@ class Transformer {
   const int32_t* scored_targets_ = nullptr;  // forward_scores()'s, until backward_weighted()
   OpProfile* profile_ = nullptr;
   OpProfile::Phase phase_ = OpProfile::kForward;
+  // The block and half the time goes to; block -1: outside the blocks.
+  int64_t profile_layer_ = -1;
+  OpProfile::Half profile_half_ = OpProfile::kMixerHalf;
+  void charge_block(int64_t l, OpProfile::Half h) {
+    profile_layer_ = l;
+    profile_half_ = h;
+  }
   double last_charge_s_ = 0;
 };
 
