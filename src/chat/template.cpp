@@ -297,6 +297,70 @@ constexpr std::string_view kLfm25Jinja = R"jinja({{- bos_token -}}
     {{- "<|im_start|>assistant\n" -}}
 {%- endif -%})jinja";
 
+// SmolLM3's (llama.cpp's models/templates/HuggingFaceTB-SmolLM3-3B.jinja):
+// a metadata system turn with the reasoning mode, tools and calls dropped.
+constexpr std::string_view kSmolLm3Jinja = R"jinja({#- Copyright 2025-present the Unsloth team. All rights reserved. #}
+{#- Licensed under the Apache License, Version 2.0 (the "License") #}
+{#- Edits made by Unsloth to make it work for most inference engines #}
+{# ───── defaults ───── #}
+{%- if enable_thinking is not defined -%}
+    {%- set enable_thinking = true -%}
+{%- endif -%}
+{# ───── reasoning mode ───── #}
+{%- if enable_thinking -%}
+    {%- set reasoning_mode = "/think" -%}
+{%- else -%}
+    {%- set reasoning_mode = "/no_think" -%}
+{%- endif -%}
+{# ───── header (system message) ───── #}
+{{- "<|im_start|>system\n" -}}
+{%- if messages[0].role == "system" -%}
+    {%- set system_message = messages[0].content -%}
+    {%- if "/no_think" in system_message -%}
+        {%- set reasoning_mode = "/no_think" -%}
+    {%- elif "/think" in system_message -%}
+        {%- set reasoning_mode = "/think" -%}
+    {%- endif -%}
+    {%- set custom_instructions = system_message.replace("/no_think", "") -%}
+    {%- set custom_instructions = custom_instructions.replace("/think", "") -%}
+    {%- set custom_instructions = custom_instructions.rstrip() -%}
+{%- endif -%}
+{{- "## Metadata\n\n" -}}
+{{- "Knowledge Cutoff Date: June 2025\n" -}}
+{{- "Reasoning Mode: " + reasoning_mode + "\n\n" -}}
+{{- "## Custom Instructions\n\n" -}}
+{%- if custom_instructions -%}
+    {{- custom_instructions + "\n\n" -}}
+{%- elif reasoning_mode == "/think" -%}
+    {{- "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves thoroughly exploring questions through a systematic thinking process before providing the final precise and accurate solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, exploration, reassessment, reflection, backtracking, and iteration to develop well-considered thinking process. Please structure your response into two main sections: Thought and Solution using the specified format: <think> Thought section </think> Solution section. In the Thought section, detail your reasoning process in steps. Each step should include detailed considerations such as analysing questions, summarizing relevant findings, brainstorming new ideas, verifying the accuracy of the current steps, refining any errors, and revisiting previous steps. In the Solution section, based on various attempts, explorations, and reflections from the Thought section, systematically present the final solution that you deem correct. The Solution section should be logical, accurate, and concise and detail necessary steps needed to reach the conclusion.\n\n" -}}
+{%- else -%}
+    {{- "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n" -}}
+{%- endif -%}
+{{- "<|im_end|>\n" -}}
+{# ───── main loop ───── #}
+{%- for message in messages -%}
+    {%- set content = message.content if message.content is string else "" -%}
+    {%- if message.role == "user" -%}
+        {{ "<|im_start|>" + message.role + "\n" + content + "<|im_end|>\n" }}
+    {%- elif message.role == "assistant" -%}
+        {%- if reasoning_mode == "/think" -%}
+            {{ "<|im_start|>assistant\n" + content.lstrip("\n") + "<|im_end|>\n" }}
+        {%- else -%}
+            {{ "<|im_start|>assistant\n" + "<think>\n\n</think>\n" + content.lstrip("\n") + "<|im_end|>\n" }}
+        {%- endif -%}
+    {%- elif message.role == "tool" -%}
+        {{ "<|im_start|>" + "user\n" + content + "<|im_end|>\n" }}
+    {%- endif -%}
+{%- endfor -%}
+{# ───── generation prompt ───── #}
+{%- if add_generation_prompt -%}
+    {%- if reasoning_mode == "/think" -%}
+        {{ "<|im_start|>assistant\n" }}
+    {%- else -%}
+        {{ "<|im_start|>assistant\n" + "<think>\n\n</think>\n" }}
+    {%- endif -%}
+{%- endif -%})jinja";
+
 // Qwen3's own template, as Qwen3's tokenizer_config.json ships it (and
 // llama.cpp's models/templates/Qwen-Qwen3-0.6B.jinja): the system message
 // (under the tool definitions when the record has tools), the index of the
@@ -555,6 +619,36 @@ constexpr std::string_view kQwen35Ollama =
     "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n"
     "<think>\n";
 constexpr std::string_view kGemma3Ollama = kGemmaOllama;
+// SmolLM3's system turn opens with its metadata and reasoning mode; the
+// custom instructions default to one text per mode.
+constexpr std::string_view kSmolLm3Metadata =
+    "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: ";
+constexpr std::string_view kSmolLm3ThinkingDefault =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an assistant involves "
+    "thoroughly exploring questions through a systematic thinking process before providing the final precise and "
+    "accurate solutions. This requires engaging in a comprehensive cycle of analysis, summarizing, exploration, "
+    "reassessment, reflection, backtracking, and iteration to develop well-considered thinking process. Please "
+    "structure your response into two main sections: Thought and Solution using the specified format: <think> "
+    "Thought section </think> Solution section. In the Thought section, detail your reasoning process in steps. "
+    "Each step should include detailed considerations such as analysing questions, summarizing relevant findings, "
+    "brainstorming new ideas, verifying the accuracy of the current steps, refining any errors, and revisiting "
+    "previous steps. In the Solution section, based on various attempts, explorations, and reflections from the "
+    "Thought section, systematically present the final solution that you deem correct. The Solution section should "
+    "be logical, accurate, and concise and detail necessary steps needed to reach the conclusion.";
+constexpr std::string_view kSmolLm3PlainDefault =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face.";
+// ollama's rendering of it: the default "/think" mode (Go templates cannot
+// take the flags out of the system message), a tool's output as a user turn.
+const std::string& smollm3_ollama() {
+  static const std::string t =
+      std::string(kSmolLm3Metadata) + "/think\n\n## Custom Instructions\n\n{{ $sys := \"\" }}{{ range .Messages }}" +
+      "{{ if eq .Role \"system\" }}{{ $sys = .Content }}{{ end }}{{ end }}{{ if $sys }}{{ $sys }}{{ else }}" +
+      std::string(kSmolLm3ThinkingDefault) +
+      "{{ end }}\n\n<|im_end|>\n{{ range .Messages }}{{ if ne .Role \"system\" }}" +
+      "<|im_start|>{{ if eq .Role \"tool\" }}user{{ else }}{{ .Role }}{{ end }}\n{{ .Content }}<|im_end|>\n{{ end }}" +
+      "{{ end }}<|im_start|>assistant\n";
+  return t;
+}
 // LFM2's: a tool's output between its response markers.
 constexpr std::string_view kLfm2Ollama =
     "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ if eq .Role \"tool\" }}<|tool_response_start|>{{ .Content }}"
@@ -834,6 +928,47 @@ void render_qwen35(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (gen) add(o, "<|im_start|>assistant\n<think>\n", false);
 }
 
+// Python's rstrip(): ASCII white space off the end (as trim()).
+std::string_view rstrip_space(std::string_view s) {
+  const size_t e = s.find_last_not_of(" \t\n\v\f\r");
+  return e == std::string_view::npos ? std::string_view{} : s.substr(0, e + 1);
+}
+
+std::string replace_all(std::string s, std::string_view what, std::string_view with) {
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size()))
+    s.replace(at, what.size(), with);
+  return s;
+}
+
+// SmolLM3's: the reasoning mode is "/think" unless the system message says
+// "/no_think"; the custom instructions are that message without its mode
+// flags, else the mode's default. In "/no_think" mode the template opens
+// every answer with an empty reasoning block itself (no loss on it: the
+// generation prompt writes it too).
+void render_smollm3(std::vector<Span>& o, const Conversation& c, bool gen) {
+  bool thinking = true;
+  std::string custom;
+  if (!c.empty() && c[0].role == "system") {
+    const std::string& s = c[0].content;
+    if (contains(s, "/no_think")) thinking = false;
+    custom = rstrip_space(replace_all(replace_all(s, "/no_think", ""), "/think", ""));
+  }
+  const std::string_view fallback = thinking ? kSmolLm3ThinkingDefault : kSmolLm3PlainDefault;
+  add(o,
+      fmt::format("{}{}\n\n## Custom Instructions\n\n{}\n\n<|im_end|>\n", kSmolLm3Metadata,
+                  thinking ? "/think" : "/no_think", custom.empty() ? fallback : std::string_view(custom)),
+      false);
+  const std::string opening = thinking ? "<|im_start|>assistant\n" : "<|im_start|>assistant\n<think>\n\n</think>\n";
+  for (const Message& m : c) {
+    if (m.role == "user") add(o, "<|im_start|>user\n" + m.content + "<|im_end|>\n", false);
+    if (m.role != "assistant") continue;
+    add(o, opening, false);
+    add(o, std::string(lstrip_newlines(m.content)) + "<|im_end|>", true);
+    add(o, "\n", false);
+  }
+  if (gen) add(o, opening, false);
+}
+
 // The system turn of LFM2's templates: the system message and the tool
 // list, left out when both are empty.
 void render_lfm2_system(std::vector<Span>& o, const Conversation& c, std::string_view list_open,
@@ -1058,6 +1193,17 @@ const std::vector<TemplateInfo>& all_templates() {
        kChatmlOllama,
        {"<|im_start|>", "List of tools: [", "keep_past_thinking"},
        {.renders = true, .calls = false, .calls_as_text = "<|tool_call_start|>[name(arg=\"value\")]<|tool_call_end|>"}},
+      {Template::kSmolLm3,
+       "smollm3",
+       "",
+       kSmolLm3Jinja,
+       {"<|im_start|>", "<|im_end|>"},
+       "<|im_end|>",
+       smollm3_ollama(),
+       // Unsloth's edit, which llama.cpp ships; the original writes today's
+       // date and its tools, which this renderer does not
+       {"<|im_start|>", "Reasoning Mode: ", "/no_think", "Edits made by Unsloth"},
+       {}},
   };
   return kAll;
 }
@@ -1182,6 +1328,7 @@ std::vector<Span> render_spans(Template t, const Conversation& c, bool gen) {
     case Template::kLlama31: render_llama31(o, c, gen); break;
     case Template::kLfm2: render_lfm2(o, c, gen, false); break;
     case Template::kLfm25: render_lfm2(o, c, gen, true); break;
+    case Template::kSmolLm3: render_smollm3(o, c, gen); break;
   }
   return o;
 }

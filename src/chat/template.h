@@ -29,7 +29,8 @@ enum class Template {
   kLlama31,
   kQwen35,
   kLfm2,
-  kLfm25
+  kLfm25,
+  kSmolLm3
 };
 
 // How a template renders tool definitions, calls and their outputs.

@@ -144,6 +144,37 @@ TEST(ChatTemplates, RenderFamilyTemplatesAsTheirOwnJinja) {
   EXPECT_EQ(render(Template::kLfm2, lfm, false), render(Template::kChatml, lfm, false));
 }
 
+// SmolLM3's, written out from its Jinja: the metadata turn with the
+// reasoning mode, the system message as custom instructions without its
+// flags, answers without leading newlines, and in "/no_think" mode the empty
+// reasoning block before each answer and in the prompt.
+TEST(ChatTemplates, SmolLm3ReasoningModes) {
+  const std::string head = "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: ";
+  const Conversation plain{{"user", "Hi"}, {"assistant", "\n\nHello\n"}};
+  const std::string thinking = render(Template::kSmolLm3, plain, true);
+  EXPECT_TRUE(thinking.starts_with(head + "/think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named "
+                                          "SmolLM, trained by Hugging Face. Your role as an assistant involves"));
+  EXPECT_TRUE(thinking.ends_with("to reach the conclusion.\n\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                                 "<|im_start|>assistant\nHello\n<|im_end|>\n<|im_start|>assistant\n"));
+  const Conversation no_think{{"system", "Be brief. /no_think /think \n"}, {"user", "Hi"}, {"assistant", "Hello"}};
+  EXPECT_EQ(render(Template::kSmolLm3, no_think, true),
+            head + "/no_think\n\n## Custom Instructions\n\nBe brief.\n\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                   "<|im_start|>assistant\n<think>\n\n</think>\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                   "</think>\n");
+  // Only the flag: the default instructions of "/no_think" mode.
+  const Conversation flag_only{{"system", "/no_think"}, {"user", "Hi"}};
+  EXPECT_EQ(render(Template::kSmolLm3, flag_only, false),
+            head + "/no_think\n\n## Custom Instructions\n\nYou are a helpful AI assistant named SmolLM, trained by "
+                   "Hugging Face.\n\n<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+  // The loss is on the answer and its end marker, not on the block the
+  // template writes.
+  const std::vector<Span> spans = render_spans(Template::kSmolLm3, no_think, false);
+  std::string trained;
+  for (const Span& s : spans)
+    if (s.trained) trained += s.text;
+  EXPECT_EQ(trained, "Hello<|im_end|>");
+}
+
 // The families' own templates (abridged to the texts that identify them)
 // are recognised before llama.cpp's heuristics, which take them for chatml
 // and gemma; the plain forms stay what llama.cpp makes of them.
@@ -167,6 +198,12 @@ TEST(ChatTemplates, FamilyTemplatesRecognisedBySignature) {
   EXPECT_EQ(detect_template("{%- set keep_past_thinking = keep_past_thinking | default(false) -%}"
                             "\"<|im_start|>system\\n\" + \"List of tools: [\""),
             Template::kLfm25);
+  // SmolLM3's as llama.cpp ships it (Unsloth's edit); the original, which
+  // writes today's date, is not rendered as SmolLM3's.
+  EXPECT_EQ(detect_template(std::string(template_info(Template::kSmolLm3).jinja)), Template::kSmolLm3);
+  EXPECT_EQ(detect_template("{{- \"<|im_start|>system\\n\" -}}{%- set reasoning_mode = \"/no_think\" -%}"
+                            "{{- \"Today Date: \" ~ strftime_now(\"%d %B %Y\") -}}{{- \"Reasoning Mode: \" -}}"),
+            Template::kChatml);
   EXPECT_EQ(family_template(std::string(template_info(Template::kChatml).jinja)), std::nullopt);
   EXPECT_EQ(detect_template("{{ '<|im_start|>' }}{{ '</think>' }}"), Template::kChatml);  // QwQ-like, no query index
   EXPECT_EQ(detect_template("{{ bos_token }}<start_of_turn>"), Template::kGemma);

@@ -60,7 +60,7 @@ function die(msg, code = 2) {
 }
 
 const TEMPLATES = ["chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "zephyr", "qwen3", "gemma3", "llama3.1",
-  "qwen3.5", "lfm2", "lfm2.5"];
+  "qwen3.5", "lfm2", "lfm2.5", "smollm3"];
 
 // Deterministic, varied text: words, punctuation, Jinja and template
 // syntax, newlines, inner and outer ASCII spaces, non-ASCII letters and
@@ -106,7 +106,11 @@ function cmdConversations(nText, seedText) {
   for (let i = 0; i < Number(nText); i++) {
     const template = TEMPLATES[i % TEMPLATES.length];
     const messages = [];
-    if (rng() < 0.4) messages.push({ role: "system", content: text(rng) });
+    if (template === "smollm3") {
+      // its reasoning-mode flags anywhere in the system message, or alone
+      const flag = ["", " /no_think", "/think ", "/no_think"][Math.floor(rng() * 4)];
+      if (rng() < 0.6) messages.push({ role: "system", content: flag === "/no_think" ? flag : text(rng) + flag });
+    } else if (rng() < 0.4) messages.push({ role: "system", content: text(rng) });
     const turns = 1 + Math.floor(rng() * 3);
     const gen = rng() < 0.5;
     // Qwen3.5's template raises unless some user turn is a question: the first is.
@@ -114,7 +118,8 @@ function cmdConversations(nText, seedText) {
     for (let k = 0; k < turns; k++) {
       messages.push({ role: "user", content: qwen && (k > 0 || template === "qwen3") ? qwenUser(rng) : text(rng) });
       if (k + 1 < turns || !gen)
-        messages.push({ role: "assistant", content: qwen || template === "lfm2.5" ? qwenAnswer(rng) : text(rng) });
+        messages.push({ role: "assistant", content: qwen || template === "lfm2.5" ? qwenAnswer(rng)
+          : template === "smollm3" && rng() < 0.3 ? "\n".repeat(1 + Math.floor(rng() * 2)) + text(rng) : text(rng) });
     }
     console.log(JSON.stringify({ template, messages, add_generation_prompt: gen }));
   }
@@ -297,8 +302,8 @@ function cmdJinja(convPath, renderedPath) {
     // (it strips all white space), which Qwen3's template relies on; the
     // Jinja engines that render that template (Python's Jinja2 in
     // transformers, llama.cpp's) honour it: those rows go to llama.cpp's.
-    // Qwen3.5's template relies on it too.
-    if (convs[i].template.startsWith("qwen3")) {
+    // Qwen3.5's and SmolLM3's templates rely on it too.
+    if (convs[i].template.startsWith("qwen3") || convs[i].template === "smollm3") {
       skipped++;
       continue;
     }
@@ -317,7 +322,7 @@ function cmdJinja(convPath, renderedPath) {
     }
   }
   console.log(`@huggingface/jinja: ${convs.length - skipped} conversations rendered byte-identically ` +
-              `(${skipped} of qwen3 and qwen3.5 left to llama.cpp's Jinja engine)`);
+              `(${skipped} of qwen3, qwen3.5 and smollm3 left to llama.cpp's Jinja engine)`);
 }
 
 // A model family's own template (qwen3, gemma3: no llama.cpp built-in name)
