@@ -2,7 +2,8 @@
 # llama.cpp as a user who builds it runs it: llama-bench built from the
 # source node-llama-cpp ships (llama/gitRelease.bundle, the release its
 # prebuilt libraries come from) with OpenMP and -march=native, then pp P /
-# tg N on MODEL.gguf and on its Q8_0 export; then compare_llamacpp.sh (the
+# tg N on MODEL.gguf and on its exports (TYPES, default "f32 q8_0 q4_k_m";
+# llama-bench's tg starts from an empty cache); then compare_llamacpp.sh (the
 # prebuilt libraries through the C API, and ggtrain generate), so the three
 # come from one invocation. Build folders: build/llama.cpp-src and
 # build/llama.cpp-build; nothing of it is part of ggtrain.
@@ -14,6 +15,8 @@ MODEL=${1:-runs/kjv/weights/latest}
 THREADS=${2:-2}
 P=${3:-128}
 N=${4:-128}
+# The same types as compare_llamacpp.sh (its TYPES, read there too).
+export TYPES=${TYPES:-f32 q8_0 q4_k_m}
 BUNDLE=tests/node/node_modules/node-llama-cpp/llama/gitRelease.bundle
 [[ -f $BUNDLE ]] || { echo "no $BUNDLE (run scripts/test.sh once)" >&2; exit 1; }
 [[ -d build/llama.cpp-src ]] || git clone -q "$BUNDLE" build/llama.cpp-src 2>/dev/null
@@ -24,9 +27,11 @@ if [[ ! -x build/llama.cpp-build/bin/llama-bench ]]; then
   cmake --build build/llama.cpp-build --target llama-bench -j "$(nproc)" >/dev/null
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-build/src/ggtrain export "$MODEL" "$tmp/q8_0.gguf" --type q8_0 >/dev/null
 cp "$MODEL" "$tmp/f32.gguf"
-for t in f32 q8_0; do
+for t in $TYPES; do
+  [[ $t == f32 ]] || build/src/ggtrain export "$MODEL" "$tmp/$t.gguf" --type "$t" >/dev/null
+done
+for t in $TYPES; do
   echo "== $t =="
   build/llama.cpp-build/bin/llama-bench -m "$tmp/$t.gguf" -p "$P" -n "$N" -t "$THREADS" -r 5 -o md 2>/dev/null
 done
