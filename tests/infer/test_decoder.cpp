@@ -88,10 +88,12 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
 
   // A prompt, then one token at a time through the KV cache. Step by step
   // the products run on one row, so their last bits differ from the batch
-  // GEMMs', and recurrent layers carry that along: measured (worst position)
-  // qwen35 6.9e-6, qwen35moe 1.3e-5 (its experts and shared expert on top),
-  // the others 0.6-5.5e-6; limit 1e-5, qwen35moe 3e-5.
-  const double step_limit = arch == "qwen35moe" ? 3e-5 : 1e-5;
+  // GEMMs', and recurrent layers carry that along: measured (worst position,
+  // the v2, v3 and v4 builds on an AMD EPYC) qwen35 5.2-9.0e-6, qwen35moe
+  // 1.2-1.6e-5 (its experts and shared expert on top), the others
+  // 0.5-5.5e-6; limits 1e-5, and 2e-5 and 3e-5 for the two with DeltaNet
+  // layers (about 2x their worst).
+  const double step_limit = arch == "qwen35moe" ? 3e-5 : arch == "qwen35" ? 2e-5 : 1e-5;
   infer::Decoder step(f);
   step.eval(toks.data(), 7, false);
   EXPECT_TRUE(within_rel_to_max(compare(step.logits(), m.logits() + 6 * V, size_t(V)), 1e-5)) << "prompt logits";
