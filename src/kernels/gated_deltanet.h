@@ -40,8 +40,10 @@ struct GdnShape {
 // What forward keeps for backward, planned by the caller (floats each).
 template <typename T>
 struct GdnActs {
-  T* conv;  // [rows, conv_dim] the convolution's output, before silu
-  T* qkv;  // [rows, conv_dim] silu(conv), q and k then L2-normed in place
+  // The convolution's output before silu is not kept: the backward
+  // recomputes it from u (taps multiply-adds an element), a conv_dim row a
+  // position less to hold.
+  T* qkv;  // [rows, conv_dim] silu(the convolution), q and k then L2-normed in place
   T* inv_q;  // [rows, n_k] 1 / sqrt(sum q^2 + eps)
   T* inv_k;  // [rows, n_k]
   T* beta;  // [rows, n_v] sigmoid(b)
@@ -68,6 +70,18 @@ T gdn_softplus(T x) {
 }
 inline bool gdn_in_document(const GdnShape& s, int64_t b, int64_t t, int64_t src) {
   return src >= 0 && (!s.doc_start || src >= s.doc_start[b * s.seq + t]);
+}
+// The causal depthwise convolution of u at row r (sequence b, position t),
+// channel ch, over the positions of t's document.
+template <typename T>
+T gdn_conv_at(const T* u, const T* conv_w, const GdnShape& s, int64_t r, int64_t ch) {
+  const int64_t b = r / s.seq, t = r % s.seq, CD = s.conv_dim(), L = s.taps;
+  T acc = T(0);
+  for (int64_t j = 0; j < L; ++j) {
+    const int64_t src = t - (L - 1) + j;
+    if (gdn_in_document(s, b, t, src)) acc += conv_w[ch * L + j] * u[(b * s.seq + src) * CD + ch];
+  }
+  return acc;
 }
 
 }  // namespace detail
@@ -120,20 +134,10 @@ void gdn_forward(Y* y, const GdnActs<T>& a, const GdnScratch<T>& x, const T* u, 
                  const T* alpha, const T* conv_w, const T* dt_bias, const T* ssm_a, const T* norm_w,
                  const GdnShape& s) {
   const int64_t R = s.rows(), CD = s.conv_dim(), KD = s.key_dim(), H = s.n_v_heads, HK = s.n_k_heads, d = s.d;
-  const int64_t L = s.taps;
   const bool par = R * CD >= kMinParallelWork;
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t r = 0; r < R; ++r) {
-    const int64_t b = r / s.seq, t = r % s.seq;
-    for (int64_t ch = 0; ch < CD; ++ch) {
-      T acc = T(0);
-      for (int64_t j = 0; j < L; ++j) {
-        const int64_t src = t - (L - 1) + j;
-        if (detail::gdn_in_document(s, b, t, src)) acc += conv_w[ch * L + j] * u[(b * s.seq + src) * CD + ch];
-      }
-      a.conv[r * CD + ch] = acc;
-      a.qkv[r * CD + ch] = detail::gdn_silu(acc);
-    }
+    for (int64_t ch = 0; ch < CD; ++ch) a.qkv[r * CD + ch] = detail::gdn_silu(detail::gdn_conv_at(u, conv_w, s, r, ch));
     for (int64_t part = 0; part < 2; ++part)  // q, then k: each head L2-normed
       for (int64_t h = 0; h < HK; ++h) {
         T* x = a.qkv + r * CD + part * KD + h * d;
@@ -230,7 +234,8 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
         for (int64_t i = 0; i < d; ++i) dconv[size_t(r * CD + part * KD + h * d + i)] = inv * (dyn[i] - yn[i] * dot);
       }
     for (int64_t i = 0; i < VD; ++i) dconv[size_t(r * CD + 2 * KD + i)] = dv[size_t(r * VD + i)];
-    for (int64_t ch = 0; ch < CD; ++ch) dconv[size_t(r * CD + ch)] *= detail::gdn_silu_grad(a.conv[r * CD + ch]);
+    for (int64_t ch = 0; ch < CD; ++ch)
+      dconv[size_t(r * CD + ch)] *= detail::gdn_silu_grad(detail::gdn_conv_at(u, conv_w, s, r, ch));
   }
   // The convolution: du[src] from the outputs that read it, dw over positions.
 #pragma omp parallel for schedule(static) if (par)

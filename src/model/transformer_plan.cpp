@@ -187,9 +187,8 @@ void Transformer<T>::plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a) {
   a.gdn_z = p.take(BT * VD);
   a.gdn_b = p.take(BT * H);
   a.gdn_alpha = p.take(BT * H);
-  a.gdn = {p.take(BT * CD), p.take(BT * CD), p.take(BT * HK),
-           p.take(BT * HK), p.take(BT * H),  p.take(BT * H),
-           p.take(BT * VD), p.take(BT * H),  p.take(s.rule().checkpoint_floats())};
+  a.gdn = {p.take(BT * CD), p.take(BT * HK), p.take(BT * HK), p.take(BT * H),
+           p.take(BT * H),  p.take(BT * VD), p.take(BT * H),  p.take(s.rule().checkpoint_floats())};
   a.gdn_y = take_gemm_in(p, BT * VD);
 }
 

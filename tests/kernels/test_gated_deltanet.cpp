@@ -58,10 +58,9 @@ Model<double> random_model(const GdnShape& s) {
 
 template <typename T>
 struct Buffers {
-  std::vector<T> conv, qkv, inv_q, inv_k, beta, g, o, rstd_o, cp, scratch;
+  std::vector<T> qkv, inv_q, inv_k, beta, g, o, rstd_o, cp, scratch;
   explicit Buffers(const GdnShape& s)
-      : conv(size_t(s.rows() * s.conv_dim())),
-        qkv(conv.size()),
+      : qkv(size_t(s.rows() * s.conv_dim())),
         inv_q(size_t(s.rows() * s.n_k_heads)),
         inv_k(inv_q.size()),
         beta(size_t(s.rows() * s.n_v_heads)),
@@ -72,8 +71,7 @@ struct Buffers {
         scratch(size_t(ggtrain::kernels::gdn_scratch_floats(s))) {}
   ggtrain::kernels::GdnScratch<T> sc(const GdnShape& s) { return ggtrain::kernels::gdn_scratch(scratch.data(), s); }
   GdnActs<T> acts() {
-    return {conv.data(), qkv.data(), inv_q.data(),  inv_k.data(), beta.data(),
-            g.data(),    o.data(),   rstd_o.data(), cp.data()};
+    return {qkv.data(), inv_q.data(), inv_k.data(), beta.data(), g.data(), o.data(), rstd_o.data(), cp.data()};
   }
 };
 
