@@ -2,8 +2,8 @@
 # llama.cpp as a user who builds it runs it: llama-bench built from the
 # source node-llama-cpp ships (llama/gitRelease.bundle, the release its
 # prebuilt libraries come from) with OpenMP and -march=native, then pp P /
-# tg N on MODEL.gguf and on its exports (TYPES, default "f32 q8_0 q4_k_m";
-# llama-bench's tg starts from an empty cache); then compare_llamacpp.sh (the
+# tg N @ d P (after a P-token prompt, as the other two decode) on MODEL.gguf
+# and on its exports (TYPES, default "f32 q8_0 q4_k_m"); then compare_llamacpp.sh (the
 # prebuilt libraries through the C API, and ggtrain generate), so the three
 # come from one invocation. Build folders: build/llama.cpp-src and
 # build/llama.cpp-build; nothing of it is part of ggtrain.
@@ -33,7 +33,10 @@ for t in $TYPES; do
 done
 for t in $TYPES; do
   echo "== $t =="
-  build/llama.cpp-build/bin/llama-bench -m "$tmp/$t.gguf" -p "$P" -n "$N" -t "$THREADS" -r 5 -o md 2>/dev/null
+  # pp P into an empty cache, then tg N @ d P: after the prompt, as the other two decode
+  build/llama.cpp-build/bin/llama-bench -m "$tmp/$t.gguf" -p "$P" -n 0 -t "$THREADS" -r 5 -o md 2>/dev/null
+  build/llama.cpp-build/bin/llama-bench -m "$tmp/$t.gguf" -p 0 -n "$N" -d "$P" -t "$THREADS" -r 5 -o md 2>/dev/null |
+    grep -v '^| model\|^| ---'
 done
 echo "== prebuilt llama.cpp (C API) and ggtrain =="
 bash bench/compare_llamacpp.sh "$MODEL" "$THREADS" "$P" "$N"

@@ -202,9 +202,9 @@ void print_breakdown(const Result& r) {
   std::printf("    GEMM share (qkv, attn_output, gate_up, down, lora, head): %.1f%%\n", 100 * gemm / step_ms);
 }
 
-// One block's mixer (with the norm and residual before it) by the mixer's
-// kind, and its feed-forward half, mean over the blocks, every phase: where
-// a model mixes kinds, they compare inside one run.
+// One block's mixer half (OpProfile::layer_seconds says what it holds) by
+// the mixer's kind, and its feed-forward half, mean over the blocks, every
+// phase: where a model mixes kinds, they compare inside one run.
 void print_block_halves(const model::Config& c, const Result& r) {
   static const char* const kinds[] = {"attention", "short_conv", "gated_deltanet"};
   double mixer[3] = {}, n[3] = {}, ffn = 0;

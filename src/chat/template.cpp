@@ -637,8 +637,10 @@ constexpr std::string_view kSmolLm3ThinkingDefault =
     "be logical, accurate, and concise and detail necessary steps needed to reach the conclusion.";
 constexpr std::string_view kSmolLm3PlainDefault =
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face.";
-// ollama's rendering of it: the default "/think" mode (Go templates cannot
-// take the flags out of the system message), a tool's output as a user turn.
+// ollama's rendering of it, in Go templates, which cannot take the flags
+// out of a message or strip its ends: always the "/think" mode, the last
+// system message as it is, answers as they are, a tool's output as a user
+// turn.
 const std::string& smollm3_ollama() {
   static const std::string t =
       std::string(kSmolLm3Metadata) + "/think\n\n## Custom Instructions\n\n{{ $sys := \"\" }}{{ range .Messages }}" +

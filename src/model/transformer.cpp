@@ -402,6 +402,7 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
   inputs_ = inputs;
   targets_ = nullptr;
   phase_ = OpProfile::kForward;
+  charge_block(-1, OpProfile::kMixerHalf);  // even after a pass an exception cut short
   if (profile_) last_charge_s_ = now_seconds();
   if (bf16_) refresh_bf16_shadow();
   embed(inputs);
@@ -784,6 +785,7 @@ void Transformer<T>::backward(T loss_scale) {
   check_threads();
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   phase_ = OpProfile::kBackward;
+  charge_block(-1, OpProfile::kMixerHalf);
   if (profile_) last_charge_s_ = now_seconds();
   loss_scale_ = loss_scale;  // the load-balancing loss's gradient scales with it
   // forward() left the head's gradients at unit loss scale; both are linear in it

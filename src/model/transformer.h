@@ -78,10 +78,12 @@ struct OpProfile {
   };
   enum Phase { kForward, kBackward, kRecompute, kPhases };
   double seconds[kPhases][kOps] = {};
-  // The same time by block and half (its mixer with the norm and residual
-  // before it; its feed-forward), all phases together; set_profile sizes
-  // it. Blocks of different kinds (attention, Gated DeltaNet, ...) are
-  // compared inside one run by their mixers.
+  // The same time by block and half, all phases together; set_profile
+  // sizes it. The mixer half is the input norm, the mixer and, in the
+  // forward, the residual add fused with the feed-forward's norm; the
+  // feed-forward half is the rest, that norm's backward included. The split
+  // is the same for every kind, so blocks of different kinds (attention,
+  // Gated DeltaNet, ...) compare inside one run by their mixer halves.
   enum Half { kMixerHalf, kFfnHalf };
   std::vector<std::array<double, 2>> layer_seconds;
   static const char* name(int op);
