@@ -95,6 +95,10 @@ std::string answer_as_written(chat::Template t, const chat::Conversation& c, siz
     case chat::Template::kQwen3: return qwen3_answer(c, i);
     case chat::Template::kQwen35: return qwen35_answer(c, i);
     case chat::Template::kLfm25: return lfm25_answer(c, i);
+    case chat::Template::kSmolLm3: {  // without its leading newlines
+      const std::string& s = c[i].content;
+      return s.substr(std::min(s.size(), s.find_first_not_of('\n')));
+    }
     default: return c[i].content;
   }
 }
