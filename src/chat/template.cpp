@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "chat/tojson.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace ggtrain::chat {
@@ -930,16 +931,13 @@ void render_qwen35(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (gen) add(o, "<|im_start|>assistant\n<think>\n", false);
 }
 
-// Python's rstrip(): ASCII white space off the end (as trim()).
-std::string_view rstrip_space(std::string_view s) {
-  const size_t e = s.find_last_not_of(" \t\n\v\f\r");
-  return e == std::string_view::npos ? std::string_view{} : s.substr(0, e + 1);
-}
+// isspace()'s ASCII white space, which llama.cpp's trim() and Python's
+// rstrip() take off (the texts the templates see have no other at their ends).
+constexpr std::string_view kAsciiSpace = " \t\n\v\f\r";
 
-std::string replace_all(std::string s, std::string_view what, std::string_view with) {
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + with.size()))
-    s.replace(at, what.size(), with);
-  return s;
+std::string_view rstrip_space(std::string_view s) {
+  const size_t e = s.find_last_not_of(kAsciiSpace);
+  return e == std::string_view::npos ? std::string_view{} : s.substr(0, e + 1);
 }
 
 // SmolLM3's: the reasoning mode is "/think" unless the system message says
@@ -953,7 +951,7 @@ void render_smollm3(std::vector<Span>& o, const Conversation& c, bool gen) {
   if (!c.empty() && c[0].role == "system") {
     const std::string& s = c[0].content;
     if (contains(s, "/no_think")) thinking = false;
-    custom = rstrip_space(replace_all(replace_all(s, "/no_think", ""), "/think", ""));
+    custom = rstrip_space(tokenizer::replace_all(tokenizer::replace_all(s, "/no_think", ""), "/think", ""));
   }
   const std::string_view fallback = thinking ? kSmolLm3ThinkingDefault : kSmolLm3PlainDefault;
   add(o,
@@ -1073,11 +1071,8 @@ bool prompt_opens_reasoning(Template t) {
 }
 
 std::string trim(std::string_view s) {
-  auto space = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\v' || ch == '\f' || ch == '\r'; };
-  size_t b = 0, e = s.size();
-  while (b < e && space(s[b])) ++b;
-  while (e > b && space(s[e - 1])) --e;
-  return std::string(s.substr(b, e - b));
+  const size_t b = s.find_first_not_of(kAsciiSpace);
+  return b == std::string_view::npos ? std::string() : std::string(rstrip_space(s.substr(b)));
 }
 
 const std::vector<TemplateInfo>& all_templates() {
