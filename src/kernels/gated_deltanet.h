@@ -267,18 +267,14 @@ void gdn_backward(T* du, T* dz, T* db_raw, T* dalpha, T* d_conv_w, T* d_dt_bias,
 namespace detail {
 
 // Decoding position t: qkv (conv_dim) = silu(the convolution over u_history),
-// q and k L2-normed per head.
+// q and k L2-normed per head. The history is one sequence of one document,
+// so the convolution is training's at row t of a batch of one.
 template <typename T>
 void gdn_decode_qkv(T* qkv, const T* u_history, const T* conv_w, const GdnShape& s, int64_t t) {
-  const int64_t CD = s.conv_dim(), KD = s.key_dim(), L = s.taps, d = s.d;
-  for (int64_t ch = 0; ch < CD; ++ch) {
-    T acc = T(0);
-    for (int64_t j = 0; j < L; ++j) {
-      const int64_t src = t - (L - 1) + j;
-      if (src >= 0) acc += conv_w[ch * L + j] * u_history[src * CD + ch];
-    }
-    qkv[ch] = gdn_silu(acc);
-  }
+  const int64_t CD = s.conv_dim(), KD = s.key_dim(), d = s.d;
+  GdnShape history = s;
+  history.batch = 1, history.seq = t + 1, history.doc_start = nullptr;
+  for (int64_t ch = 0; ch < CD; ++ch) qkv[ch] = gdn_silu(gdn_conv_at(u_history, conv_w, history, t, ch));
   for (int64_t part = 0; part < 2; ++part)
     for (int64_t h = 0; h < s.n_k_heads; ++h) {
       T* x = qkv + part * KD + h * d;
@@ -319,19 +315,24 @@ void gdn_decode(T* y, T* state, const T* u_history, const T* z, const T* b_raw, 
   auto beta_of = [&](int64_t i, int64_t h) { return T(1) / (T(1) + std::exp(-b_raw[i * H + h])); };
   auto g_of = [&](int64_t i, int64_t h) { return detail::gdn_softplus(alpha[i * H + h] + dt_bias[h]) * ssm_a[h]; };
   if (n >= kGdnChunkedPrefillMin) {
-    std::vector<T> qkv(static_cast<size_t>(CD)), q(static_cast<size_t>(n * KD)), k(static_cast<size_t>(n * KD)),
-        v(static_cast<size_t>(n * VD)), g(static_cast<size_t>(n * H)), beta(static_cast<size_t>(n * H)),
-        o(static_cast<size_t>(n * VD));
-    for (int64_t i = 0; i < n; ++i) {
-      detail::gdn_decode_qkv(qkv.data(), u_history, conv_w, s, pos + i);
-      std::copy_n(qkv.data(), KD, q.data() + i * KD);
-      std::copy_n(qkv.data() + KD, KD, k.data() + i * KD);
-      std::copy_n(qkv.data() + 2 * KD, VD, v.data() + i * VD);
-      for (int64_t h = 0; h < H; ++h) g[size_t(i * H + h)] = g_of(i, h), beta[size_t(i * H + h)] = beta_of(i, h);
+    std::vector<T> q(static_cast<size_t>(n * KD)), k(static_cast<size_t>(n * KD)), v(static_cast<size_t>(n * VD)),
+        g(static_cast<size_t>(n * H)), beta(static_cast<size_t>(n * H)), o(static_cast<size_t>(n * VD));
+#pragma omp parallel if (n * CD * s.taps >= kMinParallelWork)
+    {
+      std::vector<T> qkv(static_cast<size_t>(CD));
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        detail::gdn_decode_qkv(qkv.data(), u_history, conv_w, s, pos + i);
+        std::copy_n(qkv.data(), KD, q.data() + i * KD);
+        std::copy_n(qkv.data() + KD, KD, k.data() + i * KD);
+        std::copy_n(qkv.data() + 2 * KD, VD, v.data() + i * VD);
+        for (int64_t h = 0; h < H; ++h) g[size_t(i * H + h)] = g_of(i, h), beta[size_t(i * H + h)] = beta_of(i, h);
+      }
     }
     const DeltaRuleShape prompt{1, n, H, HK, d, s.chunk, nullptr};
     delta_rule_chunked_forward(o.data(), static_cast<T*>(nullptr), q.data(), k.data(), v.data(), g.data(), beta.data(),
                                prompt, state);
+#pragma omp parallel for schedule(static) if (n * VD >= kMinParallelWork)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t h = 0; h < H; ++h)
         detail::gdn_decode_gated_norm(y + i * VD + h * d, o.data() + i * VD + h * d, z + i * VD + h * d, norm_w, s);
