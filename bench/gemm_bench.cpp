@@ -1,9 +1,14 @@
 // Times single-precision GEMM libraries on the shapes of an s15 training step,
-// to keep the choice of GEMM library a measured one.
+// to keep the choice of GEMM library a measured one; then the per-core
+// inputs of bench/results.md's estimate for other machines: oneDNN's sgemm
+// and bf16 matmul on a qwen3-0.6b step's shapes, and the memory bandwidth a
+// streaming kernel reaches (STREAM's triad, a[i] = b[i] + s c[i]).
+// Usage: bench_gemm [THREADS]
 #include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "bench_util.h"
 
@@ -12,6 +17,25 @@
 #endif
 
 using namespace ggtrain::bench;
+
+namespace {
+
+// GB/s of the triad over arrays far larger than the caches (3 x 256 MiB),
+// counting 12 bytes an element as STREAM does; the fastest of 5 runs.
+double triad_gbps() {
+  const int64_t n = int64_t(1) << 26;
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n), 1.0f), c(static_cast<size_t>(n), 2.0f);
+  double best = 1e30;
+  for (int r = 0; r < 6; ++r) {
+    const double t0 = now_s();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) a[size_t(i)] = b[size_t(i)] + 0.5f * c[size_t(i)];
+    if (r > 0) best = std::min(best, now_s() - t0);  // the first run faults the pages in
+  }
+  return 12.0 * double(n) / best / 1e9;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : omp_get_max_threads();
@@ -29,5 +53,11 @@ int main(int argc, char** argv) {
 #else
   std::printf("OpenBLAS sgemm    : not built (install libopenblas-dev and reconfigure)\n");
 #endif
+  // A LoRA step of the qwen3-0.6b shape at 4 x 512 (the head on 512-row chunks).
+  const auto qwen3 = training_gemm_shapes(2048, 1024, 3072, 151936, 512);
+  std::printf("qwen3-0.6b shapes : oneDNN sgemm %7.1f GFLOP/s, bf16 matmul %7.1f GFLOP/s\n",
+              measure_gemm_gflops(dnnl_gemm, qwen3, 3),
+              measure_gemm_gflops<ggtrain::kernels::bf16>(dnnl_gemm_bf16, qwen3, 3));
+  std::printf("memory triad      : %7.1f GB/s\n", triad_gbps());
   return 0;
 }
