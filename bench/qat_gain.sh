@@ -2,8 +2,8 @@
 # What quantization-aware training buys an export, in one invocation: a
 # model trained here (SHAPE: the tiny preset widened to K-quant rows, or the
 # s15 or smol135 preset; BASE_STEPS on Genesis to Deuteronomy, or for the
-# presets every book but Matthew) is trained on
-# for QAT_STEPS more twice: (a) plain, (c) with train.qat = TYPE. Both are
+# presets every book but Matthew) is trained on for QAT_STEPS more: (a)
+# plain, (c) with train.qat = TYPE. Both are
 # exported as TYPE, and (a) also (b) with an importance matrix of its
 # training text (`ggtrain imatrix`, then `export --imatrix`). Each file is
 # scored on held-out text (Matthew): perplexity, and KL divergence against
@@ -33,20 +33,19 @@ echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 verses() { bible -f "$1" </dev/null | sed 's/^[^ ]* //'; }
-# The larger presets train on the whole Bible but Matthew, as the main job
-# trains s15 on all of it but Ruth: on Genesis to Deuteronomy alone s15
-# learns the text by heart (Matthew's perplexity over 1000).
-if [[ ${7:-tiny256} == tiny256 ]]; then verses Gen1:1-Deut34:12 >"$tmp/train.txt"; else
-  { verses Gen1:1-Mal4:6; verses Mark1:1-Rev22:21; } >"$tmp/train.txt"
-fi
-verses Matt1:1-Matt28:20 >"$tmp/heldout.txt"
-# The preset every run starts from: its batch, window and learning rates.
+# The preset every run starts from (its batch, window and learning rates),
+# and the training text. The larger presets train on the whole Bible but
+# Matthew, as the main job trains s15 on all of it but Ruth: on Genesis to
+# Deuteronomy alone s15 learns the text by heart (Matthew's perplexity over 1000).
 case $SHAPE in
   tiny256) preset=tiny shape=(--set model.d_model=256 --set model.d_ff=768 --set model.n_layers=8 --set model.n_heads=4)
-    described="the tiny preset at d_model 256, 8 layers" ;;
-  s15 | smol135) preset=$SHAPE shape=() described="the $SHAPE preset" ;;
+    described="the tiny preset at d_model 256, 8 layers"
+    verses Gen1:1-Deut34:12 >"$tmp/train.txt" ;;
+  s15 | smol135) preset=$SHAPE shape=() described="the $SHAPE preset"
+    { verses Gen1:1-Mal4:6; verses Mark1:1-Rev22:21; } >"$tmp/train.txt" ;;
   *) echo "qat_gain: SHAPE is tiny256, s15 or smol135, not '$SHAPE'" >&2; exit 2 ;;
 esac
+verses Matt1:1-Matt28:20 >"$tmp/heldout.txt"
 "$GG" train --preset "$preset" --run-dir "$tmp/base" --set data.corpus="$tmp/train.txt" --set train.steps="$BASE_STEPS" \
   "${shape[@]}" --set train.threads="$THREADS" --quiet | head -1
 # A LoRA adapter learns at a higher rate than the whole model (lr 2e-3, not 3e-4).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Exact resume through the CLI, at 1 and at 2 threads, for the program
 # GGTRAIN_CPU selects (CTest runs it for each CPU level): a tiny run of 24
-# steps stopped after step 12 and resumed must start its second process at step 12 (from
-# its own output) and end with the same weights as the run at the same
+# steps stopped after step 12 and resumed must start its second process at
+# step 12 (from its own output) and end with the same weights as the run at the same
 # thread count that was never stopped: the logits both final checkpoints
 # give are the same bytes. The same with train.precision = "bf16" (fp32
 # master weights, bf16 GEMMs), and for an lfm2 model (a short-convolution
