@@ -41,19 +41,21 @@ inline void lora_forward(float* out, float* u, const bf16* inp, const bf16* A, c
   gemm(false, true, M, n_out, r, scale, u, r, B, r, 1.f, out, n_out);
 }
 
-// lora_backward's terms with x in bf16: dA += du^T x runs on bf16 inputs (du
-// rounded into du_h [M, r]), the rank-r products stay in float. A is the
-// float adapter: dinp's term is a float GEMM.
-inline void lora_backward(float* dinp, float* dA, float* dB, float* du, bf16* du_h, const float* dout, const bf16* inp,
-                          const float* u, const float* A, const float* B, int64_t M, int64_t n_in, int64_t n_out,
+// lora_backward's terms with x and dout in bf16, each product on bf16 inputs
+// (A_h, B_h: the adapter's roundings) accumulating in float: dB += s dout^T u
+// and du = s dout B read dout in bf16, dA += du^T x and dinp += du A take
+// du's rounding. uh [M, r] holds u's rounding, then du's.
+inline void lora_backward(float* dinp, float* dA, float* dB, float* du, bf16* uh, const bf16* dout, const bf16* inp,
+                          const float* u, const bf16* A_h, const bf16* B_h, int64_t M, int64_t n_in, int64_t n_out,
                           int64_t r, float scale) {
-  gemm(false, false, M, r, n_out, scale, dout, n_out, B, r, 0.f, du, r);  // du = s dout B
-  if (dB) gemm(true, false, n_out, r, M, scale, dout, n_out, u, r, 1.f, dB, r);
-  if (dA) {
-    to_bf16(du_h, du, M * r);
-    gemm_bf16(true, false, r, n_in, M, 1.f, du_h, r, inp, n_in, 1.f, dA, n_in);
+  if (dB) {
+    to_bf16(uh, u, M * r);
+    gemm_bf16(true, false, n_out, r, M, scale, dout, n_out, uh, r, 1.f, dB, r);
   }
-  if (dinp) gemm(false, false, M, n_in, r, 1.f, du, r, A, n_in, 1.f, dinp, n_in);
+  gemm_bf16(false, false, M, r, n_out, scale, dout, n_out, B_h, r, 0.f, du, r);  // du = s dout B
+  to_bf16(uh, du, M * r);
+  if (dA) gemm_bf16(true, false, r, n_in, M, 1.f, uh, r, inp, n_in, 1.f, dA, n_in);
+  if (dinp) gemm_bf16(false, false, M, n_in, r, 1.f, uh, r, A_h, n_in, 1.f, dinp, n_in);
 }
 
 }  // namespace ggtrain::kernels

@@ -179,7 +179,7 @@ void Transformer<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<
   p.backward_base(din, dout, in, batch_ * seq_len_, accumulate);
   charge_time_to(op);
   if (!p.has_lora()) return;
-  p.backward_lora(din, dout_fp32, in, batch_ * seq_len_);
+  p.backward_lora(din, dout, dout_fp32, in, batch_ * seq_len_);
   charge_time_to(OpProfile::kLora);
 }
 

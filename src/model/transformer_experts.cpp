@@ -45,7 +45,7 @@ void Transformer<T>::expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, in
                                         const T* dout_fp32, const GemmIn<T>& in, bool accumulate) {
   const nn::Linear<T>& p = expert(l, e, m);
   p.backward_base(din, dout, in, n, accumulate);
-  if (p.has_lora()) p.backward_lora(din, dout_fp32, in, n);  // its rows: set by the forward
+  if (p.has_lora()) p.backward_lora(din, dout, dout_fp32, in, n);  // its rows: set by the forward
 }
 
 template <typename T>

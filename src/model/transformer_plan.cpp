@@ -72,7 +72,8 @@ void Transformer<T>::bind_layers() {
       p = linear(name, in(layout_, params_.data(), name), in(grad_layout_, grads_.data(), name), n_out, n_in);
       if (w.lora_a[t])
         p.add_lora({w.lora_a[t], w.lora_b[t], cfg_.lora.rank, T(cfg_.lora.scale()), layer_acts_[size_t(l)].lora_u[t],
-                    g.lora_a[t], g.lora_b[t], d_lora_u_, bf16_shadow(w.lora_a[t]), d_lora_u_h_});
+                    g.lora_a[t], g.lora_b[t], d_lora_u_, bf16_shadow(w.lora_a[t]), d_lora_u_h_,
+                    bf16_shadow(w.lora_b[t])});
     }
   }
   experts_.assign(size_t(cfg_.n_layers), {});
@@ -103,7 +104,8 @@ void Transformer<T>::bind_layers() {
         experts_[size_t(l)][size_t(m)][size_t(e)].add_lora(
             {la + e * r * n_in, lb + e * n_out * r, r, T(cfg_.lora.scale()),
              layer_acts_[size_t(l)].expert_lora_u[size_t(m)], ga ? ga + e * r * n_in : nullptr,
-             gb ? gb + e * n_out * r : nullptr, d_lora_u_, bf16_shadow(la + e * r * n_in), d_lora_u_h_});
+             gb ? gb + e * n_out * r : nullptr, d_lora_u_, bf16_shadow(la + e * r * n_in), d_lora_u_h_,
+             bf16_shadow(lb + e * n_out * r)});
     }
   if (cfg_.donor_dim > 0) {  // the lens runs in fp32 whatever the precision
     lens_ = nn::Linear<T>::dense(w_.lens, g_.lens, C, cfg_.donor_dim);
