@@ -65,6 +65,17 @@ inline void dnnl_gemm(const GemmShape& s, const float* A, const float* B, float*
   kernels::gemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f, C, s.N);
 }
 
+inline void dnnl_matmul(const GemmShape& s, const float* A, const float* B, float* C) {
+  kernels::gemm_matmul(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f, C, s.N);
+}
+
+// The products of a qwen3.5-0.8b prompt of `rows` tokens in the decoder,
+// x W^T: DeltaNet's qkv and z, the output, gate and down, a 32000-row head.
+inline std::vector<GemmShape> prompt_gemm_shapes(int64_t rows) {
+  return {{rows, 6144, 1024, false, true}, {rows, 2048, 1024, false, true}, {rows, 1024, 2048, false, true},
+          {rows, 3584, 1024, false, true}, {rows, 1024, 3584, false, true}, {rows, 32000, 1024, false, true}};
+}
+
 inline void dnnl_gemm_bf16(const GemmShape& s, const kernels::bf16* A, const kernels::bf16* B, float* C) {
   kernels::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, 1.0f, A, s.ta ? s.M : s.K, B, s.tb ? s.K : s.N, 0.0f, C, s.N);
 }

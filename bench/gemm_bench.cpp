@@ -2,7 +2,8 @@
 // to keep the choice of GEMM library a measured one; then the per-core
 // inputs of bench/results.md's estimate for other machines: oneDNN's sgemm
 // and bf16 matmul on a qwen3-0.6b step's shapes, and the memory bandwidth a
-// streaming kernel reaches (STREAM's triad, a[i] = b[i] + s c[i]).
+// streaming kernel reaches (STREAM's triad, a[i] = b[i] + s c[i]); and
+// the decoder's float prompt products through sgemm and oneDNN's f32 matmul.
 // Usage: bench_gemm [THREADS]
 #include <omp.h>
 
@@ -58,6 +59,11 @@ int main(int argc, char** argv) {
   std::printf("qwen3-0.6b shapes : oneDNN sgemm %7.1f GFLOP/s, bf16 matmul %7.1f GFLOP/s\n",
               measure_gemm_gflops(dnnl_gemm, qwen3, 3),
               measure_gemm_gflops<ggtrain::kernels::bf16>(dnnl_gemm_bf16, qwen3, 3));
+  // The decoder's F32 prompts: dnnl_sgemm against the matmul primitive.
+  for (const int64_t rows : {16, 128, 512})
+    std::printf("prompt %3ld rows   : oneDNN sgemm %7.1f GFLOP/s, f32 matmul %7.1f GFLOP/s\n", long(rows),
+                measure_gemm_gflops(dnnl_gemm, prompt_gemm_shapes(rows)),
+                measure_gemm_gflops(dnnl_matmul, prompt_gemm_shapes(rows)));
   std::printf("memory triad      : %7.1f GB/s\n", triad_gbps());
   return 0;
 }

@@ -18,12 +18,14 @@ namespace ggtrain::kernels {
 
 namespace {
 
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+// The operands' type (bf16 or f32), the transposes, M, N, K, the leading
+// dimensions, alpha, beta.
+using Key =
+    std::tuple<dnnl::memory::data_type, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
 
 struct Engine {
   bool limited = (limit_onednn_to_build_level(), true);  // before the engine below
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{eng};
   std::mutex mu;
   std::map<Key, dnnl::matmul> cache;
 };
@@ -43,9 +45,9 @@ dnnl::memory::desc operand(int64_t rows, int64_t cols, bool trans, int64_t ld, d
 }
 
 dnnl::matmul make_matmul(const Key& k, dnnl::engine& eng) {
-  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta] = k;
+  const auto [in, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta] = k;
   using dt = dnnl::memory::data_type;
-  const auto a = operand(M, K, ta, lda, dt::bf16), b = operand(K, N, tb, ldb, dt::bf16);
+  const auto a = operand(M, K, ta, lda, in), b = operand(K, N, tb, ldb, in);
   const auto c = dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.f) attr.set_output_scales(0, {alpha});
@@ -62,7 +64,7 @@ dnnl::matmul make_matmul(const Key& k, dnnl::engine& eng) {
 bool has_bf16_matmul() {
   static const bool has = [] {
     try {
-      make_matmul(Key{false, false, 4, 4, 4, 4, 4, 4, 1.f, 0.f}, engine().eng);
+      make_matmul(Key{dnnl::memory::data_type::bf16, false, false, 4, 4, 4, 4, 4, 4, 1.f, 0.f}, engine().eng);
       return true;
     } catch (const dnnl::error&) {
       return false;
@@ -81,6 +83,31 @@ const float* widened(const bf16* x, int64_t rows, int64_t cols, bool trans, int6
   return out.data();
 }
 
+// C = alpha op(A) op(B) (+ C) by the key's primitive, made on first use and kept.
+void run_matmul(const Key& key, const void* A, const void* B, float* C) {
+  const auto [in, ta, tb, M, N, K, lda, ldb, ldc, alpha, beta] = key;
+  Engine& e = engine();
+  dnnl::matmul mm;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    auto it = e.cache.find(key);
+    if (it == e.cache.end()) {
+      try {
+        it = e.cache.emplace(key, make_matmul(key, e.eng)).first;
+      } catch (const dnnl::error& err) {
+        fail("oneDNN matmul M={} N={} K={} cannot be created: {}", M, N, K, err.what());
+      }
+    }
+    mm = it->second;
+  }
+  dnnl::memory a(operand(M, K, ta, lda, in), e.eng, const_cast<void*>(A));
+  dnnl::memory b(operand(K, N, tb, ldb, in), e.eng, const_cast<void*>(B));
+  dnnl::memory c(dnnl::memory::desc({M, N}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1}), e.eng, C);
+  thread_local dnnl::stream stream(e.eng);  // a stream is not shared between threads
+  mm.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  stream.wait();
+}
+
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const bf16* A, int64_t lda,
@@ -88,7 +115,6 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   if (M <= 0 || N <= 0) return;
   if (beta != 0.f && beta != 1.f) fail("gemm_bf16: beta must be 0 or 1, got {}", beta);
   flops_done.fetch_add(2 * M * N * std::max<int64_t>(K, 0), std::memory_order_relaxed);
-  Engine& e = engine();
   if (K <= 0) {  // oneDNN rejects empty reductions: C = beta C
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] *= beta;
@@ -103,26 +129,15 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
          ldb, beta, C, ldc);
     return;
   }
-  const Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta};
-  dnnl::matmul mm;
-  {
-    std::lock_guard<std::mutex> lock(e.mu);
-    auto it = e.cache.find(key);
-    if (it == e.cache.end()) {
-      try {
-        it = e.cache.emplace(key, make_matmul(key, e.eng)).first;
-      } catch (const dnnl::error& err) {
-        fail("bf16 matmul M={} N={} K={} cannot be created: {}", M, N, K, err.what());
-      }
-    }
-    mm = it->second;
-  }
-  using dt = dnnl::memory::data_type;
-  dnnl::memory a(operand(M, K, trans_a, lda, dt::bf16), e.eng, const_cast<bf16*>(A));
-  dnnl::memory b(operand(K, N, trans_b, ldb, dt::bf16), e.eng, const_cast<bf16*>(B));
-  dnnl::memory c(dnnl::memory::desc({M, N}, dt::f32, dnnl::memory::dims{ldc, 1}), e.eng, C);
-  mm.execute(e.stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  e.stream.wait();
+  run_matmul(Key{dnnl::memory::data_type::bf16, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta}, A, B, C);
+}
+
+void gemm_matmul(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || (beta != 0.f && beta != 1.f))  // shapes the primitive does not take
+    return gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  run_matmul(Key{dnnl::memory::data_type::f32, trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta}, A, B, C);
 }
 
 // Through onednn_isa(), which sets the level's limit before it asks: asking

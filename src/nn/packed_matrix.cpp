@@ -79,9 +79,10 @@ namespace {
 // float GEMM instead of row-by-row int8 dot products (faster from here on,
 // measured on the s15 shapes).
 constexpr int64_t kGemmRows = 8;
-// F32 weights: batches of fewer rows than this through matrices of at
-// least kF32LargeMatrix elements multiply as y^T = W x^T.
-constexpr int64_t kF32GemmRows = 64, kF32LargeMatrix = int64_t(1) << 20;
+// F32 weights: through matrices of at least kF32LargeMatrix elements,
+// batches of at least kF32MatmulRows rows go to oneDNN's matmul primitive
+// and fewer rows multiply as y^T = W x^T.
+constexpr int64_t kF32MatmulRows = 16, kF32LargeMatrix = int64_t(1) << 20;
 
 float dot_f32(const float* w, const float* x, int64_t n) {
   float acc = 0;
@@ -156,16 +157,19 @@ void PackedMatrix::matmul(const float* x_in, float* y, int64_t n) const {
   if (type_ == TensorType::F32) {
     const float* x = round_activations(act_type_, x_in, n * cols_);
     const float* w = reinterpret_cast<const float*>(data_);
-    if (n > 1 && (n >= kF32GemmRows || rows_ * cols_ < kF32LargeMatrix)) {
+    if (n > 1 && rows_ * cols_ < kF32LargeMatrix) {  // s15's: as fast as any other way
       kernels::gemm(false, true, n, rows_, cols_, 1.0f, x, cols_, w, cols_, 0.0f, y, rows_);
+    } else if (n >= kF32MatmulRows) {
+      // Measured on a qwen3.5-0.8b prompt's shapes, 2 threads (Zen 4): the
+      // primitive ran x W^T at 166-204 GFLOP/s from 64 to 128 rows, where
+      // dnnl_sgemm ran 66-129 and W x^T 141-195; at 16 rows 107-164
+      // against 22-34 and 107-162.
+      kernels::gemm_matmul(false, true, n, rows_, cols_, 1.0f, x, cols_, w, cols_, 0.0f, y, rows_);
     } else if (n > 1) {
-      // A few rows (batched decoding, a short prompt) through a matrix
-      // larger than L2: y^T = W x^T, the weights as the GEMM's long side.
-      // Measured on the qwen3-0.6b shape, 2 threads (Xeon, AVX-512): 8
-      // sequences decoded together 56.7 tokens/s this way, 38.4 as x W^T
-      // (13.1 one at a time); prompts of 16 and 64 tokens 109 and 173
-      // tokens/s, against 61 and 160; at 128 tokens x W^T is faster (210
-      // against 187). On s15's small matrices x W^T is as fast or faster.
+      // A few rows (batched decoding) through a matrix larger than L2:
+      // y^T = W x^T, the weights as the GEMM's long side. Measured on the
+      // qwen3-0.6b shape, 2 threads (Xeon, AVX-512): 8 sequences decoded
+      // together 56.7 tokens/s this way, 38.4 as x W^T (13.1 one at a time).
       thread_local std::vector<float> yt;
       yt.resize(size_t(n * rows_));
       kernels::gemm(false, true, rows_, n, cols_, 1.0f, w, cols_, x, cols_, 0.0f, yt.data(), n);
