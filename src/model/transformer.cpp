@@ -173,13 +173,13 @@ void Transformer<T>::project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& 
 }
 
 template <typename T>
-void Transformer<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const T* dout_fp32,
-                                 const GemmIn<T>& in, bool accumulate, OpProfile::Op op) {
+void Transformer<T>::project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const GemmIn<T>& in,
+                                 bool accumulate, OpProfile::Op op) {
   const nn::Linear<T>& p = proj_[size_t(l)][size_t(t)];
   p.backward_base(din, dout, in, batch_ * seq_len_, accumulate);
   charge_time_to(op);
   if (!p.has_lora()) return;
-  p.backward_lora(din, dout, dout_fp32, in, batch_ * seq_len_);
+  p.backward_lora(din, dout, in, batch_ * seq_len_);
   charge_time_to(OpProfile::kLora);
 }
 
@@ -316,7 +316,7 @@ void Transformer<T>::gdn_block_backward(int64_t l, T* d_res) {
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_res, d_res_h_, BT * C), d_res, a.gdn_y, false, OpProfile::kAttnOutput);
+  project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_res, d_res_h_, BT * C), a.gdn_y, false, OpProfile::kAttnOutput);
   gdn_backward(d_gdn_u_, d_gdn_z_, d_gdn_b_, d_gdn_alpha_, g.ssm_conv, g.ssm_dt, g.ssm_a, g.ssm_norm, d_gdn_y_, a.gdn,
                kernels::gdn_scratch(gdn_scratch_, s), a.gdn_u, a.gdn_z, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a,
                w.ssm_norm, s);
@@ -331,7 +331,7 @@ void Transformer<T>::gdn_block_backward(int64_t l, T* d_res) {
                 {kSsmAlpha, d_gdn_alpha_, s.n_v_heads}};
   bool first = true;
   for (const auto& in : inputs) {  // one bf16 buffer: each GEMM reads its rounding before the next is made
-    project_bwd(l, in.m, d_normed_, gemm_in(in.d, d_gdn_h_, BT * in.width), in.d, a.h_attn, !first, OpProfile::kQkv);
+    project_bwd(l, in.m, d_normed_, gemm_in(in.d, d_gdn_h_, BT * in.width), a.h_attn, !first, OpProfile::kQkv);
     first = false;
   }
 }
@@ -625,15 +625,9 @@ void Transformer<T>::zero_grad() {
 
 template <typename T>
 void Transformer<T>::gate_backward(const T* gate, const T* up, int64_t n) {
-  if (!d_gate_.fp32)  // bf16: d_gate and d_up only feed GEMMs
+  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
     return ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, gate, up, n);
   ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, gate, up, n);
-  if constexpr (std::is_same_v<T, float>) {
-    if (d_gate_.bf16) {  // bf16 with LoRA on gate or up: the branches read the float copy
-      kernels::to_bf16(d_gate_.bf16, d_gate_.fp32, n);
-      kernels::to_bf16(d_up_.bf16, d_up_.fp32, n);
-    }
-  }
 }
 
 template <typename T>
@@ -655,11 +649,11 @@ void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
     post_norm_backward(d_normed_, g.ffn_post_norm, d_res, a.ffn_proj, w.ffn_post_norm, a.rstd_ffn_post);
     d_down = d_normed_;
   }
-  project_bwd(l, kFfnDown, d_act_, gemm_in(d_down, d_res_h_, BT * C), d_down, a.act, false, OpProfile::kDown);
+  project_bwd(l, kFfnDown, d_act_, gemm_in(d_down, d_res_h_, BT * C), a.act, false, OpProfile::kDown);
   gate_backward(a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
-  project_bwd(l, kFfnGate, d_normed_, d_gate_, d_gate_.fp32, a.h_ffn, false, OpProfile::kGateUp);
-  project_bwd(l, kFfnUp, d_normed_, d_up_, d_up_.fp32, a.h_ffn, true, OpProfile::kGateUp);
+  project_bwd(l, kFfnGate, d_normed_, d_gate_, a.h_ffn, false, OpProfile::kGateUp);
+  project_bwd(l, kFfnUp, d_normed_, d_up_, a.h_ffn, true, OpProfile::kGateUp);
   rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
   charge_time_to(OpProfile::kNorm);
 }
@@ -677,7 +671,7 @@ void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
     post_norm_backward(d_normed_, g.attn_post_norm, d_res, a.attn_proj, w.attn_post_norm, a.rstd_attn_post);
     d_proj = d_normed_;
   }
-  project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_proj, d_res_h_, BT * C), d_proj, a.attn_out, false,
+  project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_proj, d_res_h_, BT * C), a.attn_out, false,
               OpProfile::kAttnOutput);
   auto attend_back = [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
@@ -720,9 +714,9 @@ void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
   }
   const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * cfg_.q_proj_dim()), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
                   dv = gemm_in(d_v_, d_v_h_, BT * KD);
-  project_bwd(l, kAttnQ, d_normed_, dq, d_q_proj, a.h_attn, false, OpProfile::kQkv);
-  project_bwd(l, kAttnK, d_normed_, dk, d_k_proj, a.h_attn, true, OpProfile::kQkv);
-  project_bwd(l, kAttnV, d_normed_, dv, d_v_, a.h_attn, true, OpProfile::kQkv);
+  project_bwd(l, kAttnQ, d_normed_, dq, a.h_attn, false, OpProfile::kQkv);
+  project_bwd(l, kAttnK, d_normed_, dk, a.h_attn, true, OpProfile::kQkv);
+  project_bwd(l, kAttnV, d_normed_, dv, a.h_attn, true, OpProfile::kQkv);
 }
 
 template <typename T>
@@ -770,13 +764,11 @@ void Transformer<T>::conv_block_backward(int64_t l, T* d_res) {
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_res, d_res_h_, BT * C), d_res, a.conv_y, false,
-              OpProfile::kAttnOutput);
+  project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_res, d_res_h_, BT * C), a.conv_y, false, OpProfile::kAttnOutput);
   short_conv_backward(d_bcx_, g.conv_kernel, d_conv_v_, d_conv_y_, a.bcx, a.conv_v, a.conv_u, w.conv_kernel,
                       conv_shape());
   charge_time_to(OpProfile::kShortConv);
-  project_bwd(l, kConvInProj, d_normed_, gemm_in(d_bcx_, d_bcx_h_, BT * 3 * C), d_bcx_, a.h_attn, false,
-              OpProfile::kQkv);
+  project_bwd(l, kConvInProj, d_normed_, gemm_in(d_bcx_, d_bcx_h_, BT * 3 * C), a.h_attn, false, OpProfile::kQkv);
 }
 
 template <typename T>

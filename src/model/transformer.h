@@ -354,7 +354,7 @@ class Transformer {
   // adapter, where the experts are a LoRA target), and the backward.
   void expert_project(int64_t l, int64_t e, ExpertMatrix m, int64_t first, int64_t n, T* out, const GemmIn<T>& in);
   void expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, int64_t n, T* din, const GemmIn<T>& dout,
-                          const T* dout_fp32, const GemmIn<T>& in, bool accumulate);
+                          const GemmIn<T>& in, bool accumulate);
   void plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a);
   int32_t* take_ints(BumpPlan<T>& p, int64_t n) const {
     return reinterpret_cast<int32_t*>(p.take((n * 4 + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
@@ -377,11 +377,10 @@ class Transformer {
   void check_tokens(const int32_t* tokens, const char* what, bool allow_no_target) const;
   void check_threads() const;
   // Projection t of block l (its linear op, then its LoRA branch) and its
-  // backward: din (= or +=, per accumulate) from dout (dout_fp32: the same
-  // gradient in float, which the LoRA branch reads).
+  // backward: din (= or +=, per accumulate) from dout.
   void project(int64_t l, BlockMatrix t, T* out, const GemmIn<T>& in, OpProfile::Op op);
-  void project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const T* dout_fp32, const GemmIn<T>& in,
-                   bool accumulate, OpProfile::Op op);
+  void project_bwd(int64_t l, BlockMatrix t, T* din, const GemmIn<T>& dout, const GemmIn<T>& in, bool accumulate,
+                   OpProfile::Op op);
   // Profiling: the time since the previous call goes to `op` in phase_.
   void charge_time_to(OpProfile::Op op);
 

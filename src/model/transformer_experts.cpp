@@ -42,10 +42,10 @@ void Transformer<T>::expert_project(int64_t l, int64_t e, ExpertMatrix m, int64_
 
 template <typename T>
 void Transformer<T>::expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, int64_t n, T* din, const GemmIn<T>& dout,
-                                        const T* dout_fp32, const GemmIn<T>& in, bool accumulate) {
+                                        const GemmIn<T>& in, bool accumulate) {
   const nn::Linear<T>& p = expert(l, e, m);
   p.backward_base(din, dout, in, n, accumulate);
-  if (p.has_lora()) p.backward_lora(din, dout, dout_fp32, in, n);  // its rows: set by the forward
+  if (p.has_lora()) p.backward_lora(din, dout, in, n);  // its rows: set by the forward
 }
 
 template <typename T>
@@ -154,12 +154,11 @@ void Transformer<T>::shared_expert_backward(int64_t l, const T* d_res) {
     });
   }
   charge_time_to(OpProfile::kGateUp);
-  project_bwd(l, kFfnDownShexp, d_act_, gemm_in(d_shared_y_, d_res_h_, BT * C), d_shared_y_, a.shared_act, false,
-              OpProfile::kDown);
+  project_bwd(l, kFfnDownShexp, d_act_, gemm_in(d_shared_y_, d_res_h_, BT * C), a.shared_act, false, OpProfile::kDown);
   gate_backward(a.shared_gate, a.shared_up, BT * FS);
   charge_time_to(OpProfile::kSwiglu);
-  project_bwd(l, kFfnGateShexp, d_normed_, d_gate_, d_gate_.fp32, a.h_ffn, true, OpProfile::kGateUp);
-  project_bwd(l, kFfnUpShexp, d_normed_, d_up_, d_up_.fp32, a.h_ffn, true, OpProfile::kGateUp);
+  project_bwd(l, kFfnGateShexp, d_normed_, d_gate_, a.h_ffn, true, OpProfile::kGateUp);
+  project_bwd(l, kFfnUpShexp, d_normed_, d_up_, a.h_ffn, true, OpProfile::kGateUp);
 }
 
 template <typename T>
@@ -186,8 +185,7 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = off[e + 1] - off[e];
     if (n > 0)
-      expert_project_bwd(l, e, kExpDown, n, d_act_ + off[e] * F, dy.at(off[e] * C), d_moe_rows_ + off[e] * C,
-                         a.moe_act.at(off[e] * F), false);
+      expert_project_bwd(l, e, kExpDown, n, d_act_ + off[e] * F, dy.at(off[e] * C), a.moe_act.at(off[e] * F), false);
   }
   charge_time_to(OpProfile::kDown);
   gate_backward(a.moe_gate, a.moe_up, s.pairs() * F);
@@ -197,10 +195,8 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
     const int64_t n = off[e + 1] - off[e];
     if (n == 0) continue;
     T* dx = d_moe_rows_ + off[e] * C;
-    expert_project_bwd(l, e, kExpGate, n, dx, d_gate_.at(off[e] * F),
-                       d_gate_.fp32 ? d_gate_.fp32 + off[e] * F : nullptr, moe_x_.at(off[e] * C), false);
-    expert_project_bwd(l, e, kExpUp, n, dx, d_up_.at(off[e] * F), d_up_.fp32 ? d_up_.fp32 + off[e] * F : nullptr,
-                       moe_x_.at(off[e] * C), true);
+    expert_project_bwd(l, e, kExpGate, n, dx, d_gate_.at(off[e] * F), moe_x_.at(off[e] * C), false);
+    expert_project_bwd(l, e, kExpUp, n, dx, d_up_.at(off[e] * F), moe_x_.at(off[e] * C), true);
   }
   charge_time_to(OpProfile::kGateUp);
 #pragma omp parallel for schedule(static) if (s.rows * C >= kMinParallelWork)
@@ -224,7 +220,7 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
   route_backward(d_moe_logits_, d_moe_weights_, a.moe_probs, a.moe_chosen, balancing ? d_balance_.data() : nullptr, s);
   charge_time_to(OpProfile::kGateUp);
   const GemmIn<T> d_logits = gemm_in(d_moe_logits_, d_moe_rows_h_, s.rows * E);
-  project_bwd(l, kFfnGateInp, d_normed_, d_logits, d_moe_logits_, a.h_ffn, true, OpProfile::kGateUp);
+  project_bwd(l, kFfnGateInp, d_normed_, d_logits, a.h_ffn, true, OpProfile::kGateUp);
   if (cfg_.has_shared_expert()) shared_expert_backward(l, d_res);
 }
 
@@ -234,7 +230,7 @@ template void Transformer<float>::shared_expert_backward(int64_t, const float*);
 template void Transformer<float>::expert_project(int64_t, int64_t, ExpertMatrix, int64_t, int64_t, float*,
                                                  const GemmIn<float>&);
 template void Transformer<float>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, float*,
-                                                     const GemmIn<float>&, const float*, const GemmIn<float>&, bool);
+                                                     const GemmIn<float>&, const GemmIn<float>&, bool);
 template void Transformer<float>::experts_forward(int64_t, const float*, float*);
 template void Transformer<float>::experts_backward(int64_t, const float*);
 template void Transformer<double>::gather_expert_inputs(const LayerActs<double>&);
@@ -243,8 +239,7 @@ template void Transformer<double>::shared_expert_backward(int64_t, const double*
 template void Transformer<double>::expert_project(int64_t, int64_t, ExpertMatrix, int64_t, int64_t, double*,
                                                   const GemmIn<double>&);
 template void Transformer<double>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, double*,
-                                                      const GemmIn<double>&, const double*, const GemmIn<double>&,
-                                                      bool);
+                                                      const GemmIn<double>&, const GemmIn<double>&, bool);
 template void Transformer<double>::experts_forward(int64_t, const double*, double*);
 template void Transformer<double>::experts_backward(int64_t, const double*);
 

@@ -21,13 +21,6 @@ const kernels::QuantRows* held_rows(const ModelOptions& o, const std::string& na
   return h ? &h->rows : nullptr;
 }
 
-// Whether a LoRA branch sits on a projection whose output gradient is
-// d_gate_ or d_up_ (the dense, shared-expert or expert gate and up).
-bool lora_on_gate_or_up(const Config& c) {
-  for (const auto& t : c.lora.targets)
-    if ((t.starts_with("ffn_gate") || t.starts_with("ffn_up")) && !t.starts_with("ffn_gate_inp")) return true;
-  return false;
-}
 }  // namespace
 
 template <typename T>
@@ -281,10 +274,6 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
   }
   d_gate_ = take_gemm_in(p, BT * F);
   d_up_ = take_gemm_in(p, BT * F);
-  if (bf16_ && lora_on_gate_or_up(cfg_)) {  // the branches take dy in float, the GEMMs in bf16
-    d_gate_.fp32 = p.take(BT * F);
-    d_up_.fp32 = p.take(BT * F);
-  }
   if (gated_attention()) {
     d_q_full_ = p.take(BT * 2 * QD);
     d_attn_gate_ = p.take(BT * QD);

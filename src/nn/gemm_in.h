@@ -5,8 +5,7 @@
 
 namespace ggtrain::nn {
 
-// A buffer that feeds GEMMs: float, or bf16 in bf16 training. Both are set
-// where a LoRA branch also reads it in float; the GEMMs take the bf16 one.
+// A buffer that feeds GEMMs: float, or bf16 in bf16 training.
 template <typename T>
 struct GemmIn {
   T* fp32 = nullptr;

@@ -85,8 +85,8 @@ void Linear<T>::backward_base(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, in
 }
 
 template <typename T>
-void Linear<T>::backward_lora(T* dx, const GemmIn<T>& dy, const T* dy_fp32, const GemmIn<T>& x, int64_t M) const {
-  for (const auto& b : loras_) b.backward(dx, dy, dy_fp32, x, M, n_in_, n_out_);
+void Linear<T>::backward_lora(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, int64_t M) const {
+  for (const auto& b : loras_) b.backward(dx, dy, x, M, n_in_, n_out_);
 }
 
 template class Linear<float>;

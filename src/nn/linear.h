@@ -57,10 +57,9 @@ class Linear {
   void forward_base(T* y, const GemmIn<T>& x, int64_t M) const;
   void forward_lora(T* y, const GemmIn<T>& x, int64_t M) const;
   // From dy = dL/dy: dx (= or +=, per accumulate; null: not needed) and the
-  // weight's gradient (+=, when it has one). dy as the GEMMs read it; dy_fp32
-  // the same in float.
+  // weight's gradient (+=, when it has one). dy as the GEMMs read it.
   void backward_base(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, int64_t M, bool accumulate) const;
-  void backward_lora(T* dx, const GemmIn<T>& dy, const T* dy_fp32, const GemmIn<T>& x, int64_t M) const;
+  void backward_lora(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, int64_t M) const;
 
  private:
   int64_t n_in_ = 0, n_out_ = 0;

@@ -42,9 +42,8 @@ struct LoraBranch {
     kernels::lora_forward(y, u, x.fp32, a, b, M, n_in, n_out, rank, scale);
   }
   // dx += the branch's share (dx null: not needed); grad_a/grad_b +=. dy as
-  // the base's GEMMs read it (bf16 in bf16 training), dy_fp32 the same in float.
-  void backward(T* dx, const GemmIn<T>& dy, const T* dy_fp32, const GemmIn<T>& x, int64_t M, int64_t n_in,
-                int64_t n_out) const {
+  // the base's GEMMs read it (bf16 in bf16 training).
+  void backward(T* dx, const GemmIn<T>& dy, const GemmIn<T>& x, int64_t M, int64_t n_in, int64_t n_out) const {
     if constexpr (std::is_same_v<T, float>) {
       if (x.bf16 && dy.bf16) {
         if (!du_bf16 || !a_bf16 || !b_bf16) fail("lora: bf16 inputs need the adapter's bf16 shadows and scratch");
@@ -53,7 +52,7 @@ struct LoraBranch {
       }
       if (x.bf16) fail("lora: a bf16 input needs dy in bf16 too");
     }
-    kernels::lora_backward(dx, grad_a, grad_b, du, dy_fp32, x.fp32, u, a, b, M, n_in, n_out, rank, scale);
+    kernels::lora_backward(dx, grad_a, grad_b, du, dy.fp32, x.fp32, u, a, b, M, n_in, n_out, rank, scale);
   }
 };
 
