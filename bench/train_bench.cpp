@@ -210,8 +210,8 @@ void print_block_halves(const model::Config& c, const Result& r) {
   double mixer[3] = {}, n[3] = {}, ffn = 0;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const int k = int(c.mixer(l));
-    mixer[k] += r.profile.layer_seconds[size_t(l)][model::OpProfile::kMixerHalf];
-    ffn += r.profile.layer_seconds[size_t(l)][model::OpProfile::kFfnHalf];
+    mixer[k] += r.profile.layer_seconds[size_t(l)][model::kMixerHalf];
+    ffn += r.profile.layer_seconds[size_t(l)][model::kFfnHalf];
     n[k] += 1;
   }
   std::printf("  time per step of one block, ms: mixer half");

@@ -89,9 +89,15 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
       if (!model::layer_has_matrix(cfg_, l, m)) return nn::Linear<float>{};
       return nn::Linear<float>::packed(matrix(n(model::block_matrix_name(m))));
     };
-    layers_.push_back({vec(n("attn_norm")), vec(n(cfg_.architecture().ffn_norm)), mat(model::kAttnQ),
-                       mat(model::kAttnK), mat(model::kAttnV), mat(model::kAttnOutput), mat(model::kFfnGate),
-                       mat(model::kFfnUp), mat(model::kFfnDown)});
+    Layer& L = layers_.emplace_back();
+    L.recipe = model::block_recipe(cfg_, l);
+    for (size_t h = 0; h < 2; ++h) {
+      L.norm[h] = vec(n(L.recipe.halves[h].norm));
+      if (L.recipe.halves[h].post_norm) L.post_norm[h] = vec(n(L.recipe.halves[h].post_norm));
+    }
+    for (model::BlockMatrix m : {model::kAttnQ, model::kAttnK, model::kAttnV, model::kAttnOutput, model::kFfnGate,
+                                 model::kFfnUp, model::kFfnDown})
+      L.matrix(m) = mat(m);
     if (cfg_.has_shared_expert()) {
       layers_.back().shared_gate = mat(model::kFfnGateShexp);
       layers_.back().shared_up = mat(model::kFfnUpShexp);
@@ -107,14 +113,14 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
                                                model::expert_matrix_shape(cfg_, model::ExpertMatrix(m)).first,
                                                model::expert_matrix_shape(cfg_, model::ExpertMatrix(m)).second)));
     }
-    if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
+    if (L.recipe.mixer().sublayer == model::Sublayer::kShortConv) {
       layers_.back().conv_in = mat(model::kConvInProj);
       layers_.back().conv_out = mat(model::kConvOutProj);
       layers_.back().conv_kernel = vec(n(model::kShortConvKernel));
       bcx_.resize(size_t(n_ctx_ * 3 * cfg_.d_model));
       continue;  // no attention tensors
     }
-    if (cfg_.mixer(l) == model::Config::Mixer::kGatedDeltaNet) {
+    if (L.recipe.mixer().sublayer == model::Sublayer::kGatedDeltaNet) {
       Layer& G = layers_.back();
       G.gdn_qkv = mat(model::kGdnQkv);
       G.gdn_gate = mat(model::kGdnGate);
@@ -140,10 +146,6 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
     if (cfg_.architecture().qk_norm) {
       layers_.back().attn_q_norm = vec(n("attn_q_norm"));
       layers_.back().attn_k_norm = vec(n("attn_k_norm"));
-    }
-    if (cfg_.architecture().post_norms) {
-      layers_.back().attn_post_norm = vec(n("post_attention_norm"));
-      layers_.back().ffn_post_norm = vec(n("post_ffw_norm"));
     }
   }
   const int64_t C = cfg_.d_model, F = cfg_.d_ff, N = n_ctx_;
@@ -403,14 +405,24 @@ void Decoder::gdn_mixer(int64_t l, int64_t n) {
   project(L.ssm_out, gdn_y_.data(), tmp_.data(), n);
 }
 
-void Decoder::feed_forward(int64_t l, int64_t n) {
-  const Layer& L = layers_[size_t(l)];
-  if (cfg_.has_experts()) {
-    const int64_t C = cfg_.d_model;
-    for (int64_t t = 0; t < n; t += kExpertChunk)
-      experts_chunk(l, h_.data() + t * C, tmp_.data() + t * C, std::min(kExpertChunk, n - t));
-    return;
+void Decoder::sublayer(int64_t l, model::Sublayer s, int64_t n) {
+  switch (s) {
+    case model::Sublayer::kAttention: return attention_mixer(l, n);
+    case model::Sublayer::kShortConv: return conv_mixer(l, n);
+    case model::Sublayer::kGatedDeltaNet: return gdn_mixer(l, n);
+    case model::Sublayer::kDenseFfn: return dense_ffn(l, n);
+    case model::Sublayer::kExperts: return experts(l, n);
   }
+}
+
+void Decoder::experts(int64_t l, int64_t n) {
+  const int64_t C = cfg_.d_model;
+  for (int64_t t = 0; t < n; t += kExpertChunk)
+    experts_chunk(l, h_.data() + t * C, tmp_.data() + t * C, std::min(kExpertChunk, n - t));
+}
+
+void Decoder::dense_ffn(int64_t l, int64_t n) {
+  const Layer& L = layers_[size_t(l)];
   project(L.w_gate, h_.data(), gate_.data(), n);
   project(L.w_up, h_.data(), up_.data(), n);
   model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
@@ -571,18 +583,12 @@ void Decoder::run(const int32_t* tokens, int64_t n, int64_t first_logit) {
     kernels::scale_inplace(x_.data(), std::sqrt(float(C)), n * C);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
     const Layer& L = layers_[size_t(l)];
-    kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.attn_norm.data(), n, C, eps);
-    switch (cfg_.mixer(l)) {
-      case model::Config::Mixer::kAttention: attention_mixer(l, n); break;
-      case model::Config::Mixer::kShortConv: conv_mixer(l, n); break;
-      case model::Config::Mixer::kGatedDeltaNet: gdn_mixer(l, n); break;
+    for (size_t h = 0; h < 2; ++h) {  // x = x + post_norm(sublayer(norm(x)))
+      kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.norm[h].data(), n, C, eps);
+      sublayer(l, L.recipe.halves[h].sublayer, n);
+      if (L.recipe.halves[h].post_norm) add_post_normed(L.post_norm[h], n);
+      else kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
     }
-    if (L.attn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
-    else add_post_normed(L.attn_post_norm, n);
-    kernels::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), L.ffn_norm.data(), n, C, eps);
-    feed_forward(l, n);
-    if (L.ffn_post_norm.empty()) kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
-    else add_post_normed(L.ffn_post_norm, n);
   }
   const int64_t rows = n - first_logit;
   if (logits_.size() < size_t(rows * cfg_.vocab)) logits_.resize(size_t(rows * cfg_.vocab));

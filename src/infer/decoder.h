@@ -15,6 +15,7 @@
 #include "infer/kv_cache.h"
 #include "kernels/attention.h"
 #include "kernels/gated_deltanet.h"
+#include "model/block_recipe.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "model/params.h"
@@ -99,7 +100,10 @@ class Decoder {
 
  private:
   struct Layer {
-    std::vector<float> attn_norm, ffn_norm;
+    model::BlockRecipe recipe;  // what run() computes, half by half
+    // per half (model::BlockHalf): the input norm, and the post norm where
+    // the recipe has one (else empty)
+    std::array<std::vector<float>, 2> norm = {}, post_norm = {};
     nn::Linear<float> wq, wk, wv, wo, w_gate, w_up, w_down;  // wq..wo: attention layers
     nn::Linear<float> conv_in = {}, conv_out = {};  // short-convolution layers
     std::vector<float> conv_kernel = {};  // [C, taps]
@@ -108,7 +112,6 @@ class Decoder {
     std::vector<float> ssm_conv = {}, ssm_dt = {}, ssm_a = {}, ssm_norm = {};
     std::vector<float> attn_q_norm = {}, attn_k_norm = {};  // Architecture::qk_norm, else empty
     std::vector<float> bq = {}, bk = {}, bv = {};  // Architecture::qkv_bias, else empty
-    std::vector<float> attn_post_norm = {}, ffn_post_norm = {};  // Architecture::post_norms, else empty
     // Mixture-of-experts layers: the router, and per ExpertMatrix each
     // expert's slice of the stacked tensor.
     nn::Linear<float> router = {};
@@ -129,11 +132,14 @@ class Decoder {
   // stacked expert tensor.
   template <typename Matrix, typename Vector, typename Expert>
   void build(Matrix matrix, Vector vec, Expert expert);
-  // Layer l's feed-forward of the n normed rows in h_, into tmp_: the dense
-  // one, or the router's experts (chunks of kExpertChunk tokens grouped by
-  // expert, so each expert multiplies its tokens at once and a decoded
-  // token reads only its k experts' weights).
-  void feed_forward(int64_t l, int64_t n);
+  // Layer l's sublayer `s` (its recipe's mixer or feed-forward) on the n
+  // normed rows in h_, its output in tmp_.
+  void sublayer(int64_t l, model::Sublayer s, int64_t n);
+  // The feed-forwards: the dense one, or the router's experts (chunks of
+  // kExpertChunk tokens grouped by expert, so each expert multiplies its
+  // tokens at once and a decoded token reads only its k experts' weights).
+  void dense_ffn(int64_t l, int64_t n);
+  void experts(int64_t l, int64_t n);
   void experts_chunk(int64_t l, const float* h, float* out, int64_t n);
   static constexpr int64_t kExpertChunk = 256;
   // y[n, p.n_out()] = x p^T (+ its adapters), x shown to the observer first.
@@ -171,7 +177,7 @@ class Decoder {
   void run(const int32_t* tokens, int64_t n, int64_t first_logit);
   // Attention on `threads` threads with their scratch.
   void attention(int64_t l, const Segment& s, float* scratch, int64_t threads);
-  // Layer l's mixer on the n normed rows in h_, its output projection in tmp_.
+  // The mixers.
   void attention_mixer(int64_t l, int64_t n);
   void conv_mixer(int64_t l, int64_t n);
   void gdn_mixer(int64_t l, int64_t n);

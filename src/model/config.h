@@ -159,8 +159,9 @@ struct Config {
   bool is_recurrent_layer(int64_t l) const;
   bool has_recurrent_layers() const;
   // The mixer of layer l: what its block computes between the first norm and
-  // the first residual add. The training passes and the decoder both branch
-  // on it, and the parameter layout lists each kind's tensors.
+  // the first residual add. block_recipe (model/block_recipe.h) makes it the
+  // sublayer of the layer's first half, which training and the decoder walk;
+  // the parameter layout lists each kind's tensors.
   using Mixer = model::Mixer;
   Mixer mixer(int64_t l) const { return is_recurrent_layer(l) ? architecture().recurrent_mixer : Mixer::kAttention; }
   // <arch>.attention.head_count_kv per layer: n_kv_heads, 0 on recurrent layers.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/block_recipe.h"
 #include "util/error.h"
 
 namespace ggtrain::model {
@@ -156,7 +157,8 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       const auto [out, in] = block_matrix_shape(c, m);
       add(n(block_matrix_name(m)), {out, in});
     };
-    const char* ffn_norm = c.architecture().ffn_norm;
+    const BlockRecipe recipe = block_recipe(c, l);
+    const char* ffn_norm = recipe.feed_forward().norm;
     // the dense one, or the router, the experts (and the shared expert)
     auto feed_forward = [&] {
       if (!c.has_experts()) {
@@ -172,15 +174,15 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       add(n(kSharedExpertGate), {C});
       for (BlockMatrix m : {kFfnGateShexp, kFfnUpShexp, kFfnDownShexp}) matrix(m);
     };
-    add(n("attn_norm"), {C});
-    if (c.mixer(l) == Config::Mixer::kShortConv) {
+    add(n(recipe.mixer().norm), {C});
+    if (recipe.mixer().sublayer == Sublayer::kShortConv) {
       add(n(kShortConvKernel), {C, c.shortconv_l_cache});
       for (BlockMatrix m : {kConvInProj, kConvOutProj}) matrix(m);
       add(n(ffn_norm), {C});
       feed_forward();
       continue;  // the families with recurrent layers have no post-norms or biases
     }
-    if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {  // in the converter's order
+    if (recipe.mixer().sublayer == Sublayer::kGatedDeltaNet) {  // in the converter's order
       add(n(ffn_norm), {C});
       feed_forward();
       for (BlockMatrix m : {kGdnQkv, kGdnGate}) matrix(m);
@@ -202,10 +204,10 @@ ParamLayout::ParamLayout(const Config& c, const std::set<std::string>& held_else
       add(n("attn_q_norm"), {c.q_norm_dim()});
       add(n("attn_k_norm"), {c.k_norm_dim()});
     }
-    if (c.architecture().post_norms) add(n("post_attention_norm"), {C});
+    if (recipe.mixer().post_norm) add(n(recipe.mixer().post_norm), {C});
     add(n(ffn_norm), {C});
     feed_forward();
-    if (c.architecture().post_norms) add(n("post_ffw_norm"), {C});
+    if (recipe.feed_forward().post_norm) add(n(recipe.feed_forward().post_norm), {C});
   }
   add(c.architecture().output_norm, {C});
   if (!c.tied) add("output.weight", {c.vocab, C});
@@ -300,8 +302,11 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
   for (int64_t l = 0; l < c.n_layers; ++l) {
     auto n = [&](const char* what) { return at(block_tensor_name(l, what)); };
     LayerWeights<T> lw;
-    lw.attn_norm = n("attn_norm");
-    lw.ffn_norm = n(c.architecture().ffn_norm);
+    const BlockRecipe recipe = block_recipe(c, l);
+    for (int h = 0; h < 2; ++h) {
+      lw.norm[size_t(h)] = n(recipe.halves[size_t(h)].norm);
+      if (recipe.halves[size_t(h)].post_norm) lw.post_norm[size_t(h)] = n(recipe.halves[size_t(h)].post_norm);
+    }
     if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {
       lw.ssm_conv = n("ssm_conv1d");
       lw.ssm_dt = at(block_tensor_name(l, "ssm_dt", "bias"));
@@ -318,10 +323,6 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
     if (!conv && c.architecture().qk_norm) {
       lw.attn_q_norm = n("attn_q_norm");
       lw.attn_k_norm = n("attn_k_norm");
-    }
-    if (!conv && c.architecture().post_norms) {
-      lw.attn_post_norm = n("post_attention_norm");
-      lw.ffn_post_norm = n("post_ffw_norm");
     }
     for (int e = 0; c.has_experts() && e < kNumExpertMatrices; ++e)
       lw.experts[size_t(e)] = n(expert_matrix_name(ExpertMatrix(e)));

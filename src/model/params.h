@@ -126,12 +126,12 @@ inline constexpr const char* kSharedExpertGate = "ffn_gate_inp_shexp";
 // may be held quantized.
 template <typename T>
 struct LayerWeights {
-  T *attn_norm = nullptr, *ffn_norm = nullptr;
+  // Per half of the block (BlockRecipe, by BlockHalf): the [C] input norm,
+  // and the [C] output norm before the residual add where the recipe has one
+  // (else null).
+  std::array<T*, 2> norm{}, post_norm{};
   // Architecture::qk_norm: [d_head] weights of the query and key head norms; else null.
   T *attn_q_norm = nullptr, *attn_k_norm = nullptr;
-  // Architecture::post_norms: [C] norms of the attention and feed-forward
-  // outputs before the residual add; else null.
-  T *attn_post_norm = nullptr, *ffn_post_norm = nullptr;
   // Architecture::qkv_bias: [q_dim], [kv_dim], [kv_dim]; else null.
   T *bq = nullptr, *bk = nullptr, *bv = nullptr;
   // Short-convolution layers: the kernel [C, taps].

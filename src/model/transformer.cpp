@@ -61,6 +61,7 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
       seq_len_(seq_len),
       n_threads_(omp_get_max_threads()) {
   cfg_.validate("model config");
+  recipes_ = block_recipes(cfg_);
   bf16_ = opts_.precision == Precision::kBf16;
   if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
   if (batch_ <= 0 || seq_len_ <= 0) fail("model: batch {} and seq_len {} must be positive", batch_, seq_len_);
@@ -198,8 +199,8 @@ void Transformer<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const 
 }
 
 // out = Wo attn(rope(Wq h), rope(Wk h), Wv h) of the normed input h
-// (h_attn), through its post-norm in the families that have one. With out
-// null (recomputation for backward) it stops after attention.
+// (h_attn). With out null (recomputation for backward) it stops after
+// attention.
 template <typename T>
 void Transformer<T>::attn_block_forward(int64_t l, T* out) {
   const int64_t BT = batch_ * seq_len_;
@@ -245,12 +246,7 @@ void Transformer<T>::attn_block_forward(int64_t l, T* out) {
   }
   charge_time_to(OpProfile::kAttention);
   if (!out) return;
-  if (post_norms()) {  // out = rmsnorm(attn_out Wo^T)
-    project(l, kAttnOutput, a.attn_proj, a.attn_out, OpProfile::kAttnOutput);
-    post_norm_forward(out, a.rstd_attn_post, a.attn_proj, w.attn_post_norm);
-  } else {
-    project(l, kAttnOutput, out, a.attn_out, OpProfile::kAttnOutput);
-  }
+  project(l, kAttnOutput, out, a.attn_out, OpProfile::kAttnOutput);
 }
 
 // out = out_proj(c * conv(b * x)), (b | c | x) = in_proj(h) of the normed
@@ -310,13 +306,13 @@ void Transformer<T>::gdn_block_forward(int64_t l, T* out) {
 }
 
 template <typename T>
-void Transformer<T>::gdn_block_backward(int64_t l, T* d_res) {
+void Transformer<T>::gdn_block_backward(int64_t l, T* d_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const kernels::GdnShape s = gdn_shape();
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_res, d_res_h_, BT * C), a.gdn_y, false, OpProfile::kAttnOutput);
+  project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_out, d_res_h_, BT * C), a.gdn_y, false, OpProfile::kAttnOutput);
   gdn_backward(d_gdn_u_, d_gdn_z_, d_gdn_b_, d_gdn_alpha_, g.ssm_conv, g.ssm_dt, g.ssm_a, g.ssm_norm, d_gdn_y_, a.gdn,
                kernels::gdn_scratch(gdn_scratch_, s), a.gdn_u, a.gdn_z, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a,
                w.ssm_norm, s);
@@ -336,49 +332,58 @@ void Transformer<T>::gdn_block_backward(int64_t l, T* d_res) {
   }
 }
 
-// x_mid = x_in + mixer(rmsnorm(x_in)), and the feed-forward half's norm of
-// x_mid with it (one pass): the steps every mixer shares around its own.
 template <typename T>
-void Transformer<T>::mixer_forward(int64_t l, const T* x_in, T* x_mid) {
+void Transformer<T>::half_forward(int64_t l, BlockHalf half, const T* x_in, T* x_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const HalfBlock& h = recipes_[size_t(l)].halves[half];
   const auto& w = w_.layers[size_t(l)];
   auto& a = layer_acts_[size_t(l)];
-  with_pointer(a.h_attn, [&](auto* h) { rmsnorm_forward(h, a.rstd_attn, x_in, w.attn_norm, BT, C, T(cfg_.rms_eps)); });
-  charge_time_to(OpProfile::kNorm);
-  switch (cfg_.mixer(l)) {
-    case Config::Mixer::kAttention: attn_block_forward(l, x_mid); break;
-    case Config::Mixer::kShortConv: conv_block_forward(l, x_mid); break;
-    case Config::Mixer::kGatedDeltaNet: gdn_block_forward(l, x_mid); break;
+  if (half == kMixerHalf) {
+    with_pointer(a.h_attn,
+                 [&](auto* hn) { rmsnorm_forward(hn, a.rstd_attn, x_in, w.norm[half], BT, C, T(cfg_.rms_eps)); });
+    charge_time_to(OpProfile::kNorm);
   }
-  if (!x_mid) return;
-  with_pointer(a.h_ffn, [&](auto* h) {
-    residual_rmsnorm_forward(x_mid, h, a.rstd_ffn, x_in, w.ffn_norm, BT, C, T(cfg_.rms_eps));
-  });
-  charge_time_to(OpProfile::kNorm);
+  const bool post_norm_again = h.post_norm && opts_.recompute == Recompute::kAll;
+  if (!x_out && !post_norm_again) return sublayer_forward(l, h.sublayer, nullptr);
+  T* out = h.post_norm ? post_norm_input(a, half) : x_out;
+  sublayer_forward(l, h.sublayer, out);
+  // recomputation only refreshes the post norm's rstd (into free d_normed_)
+  if (h.post_norm) post_norm_forward(x_out ? x_out : d_normed_, post_norm_rstd(a, half), out, w.post_norm[half]);
+  if (!x_out) return;
+  if (half == kMixerHalf) {
+    with_pointer(a.h_ffn, [&](auto* hn) {
+      residual_rmsnorm_forward(x_out, hn, a.rstd_ffn, x_in, w.norm[kFfnHalf], BT, C, T(cfg_.rms_eps));
+    });
+    return charge_time_to(OpProfile::kNorm);
+  }
+  residual_forward(x_out, x_out, x_in, BT * C);
+  charge_time_to(OpProfile::kResidual);
 }
 
-// x_out = x_mid + W_down (silu(W_gate h) * W_up h), h = rmsnorm(x_mid) (made
-// by mixer_forward); GELU for silu and a norm of the W_down output in
-// the families that have them. With x_out null (recomputation for backward)
-// it stops after the activation.
 template <typename T>
-void Transformer<T>::ffn_block_forward(int64_t l, const T* x_mid, T* x_out) {
-  if (cfg_.has_experts()) return experts_forward(l, x_mid, x_out);
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
+void Transformer<T>::sublayer_forward(int64_t l, Sublayer s, T* out) {
+  switch (s) {
+    case Sublayer::kAttention: return attn_block_forward(l, out);
+    case Sublayer::kShortConv: return conv_block_forward(l, out);
+    case Sublayer::kGatedDeltaNet: return gdn_block_forward(l, out);
+    case Sublayer::kDenseFfn: return dense_ffn_forward(l, out);
+    case Sublayer::kExperts: return experts_forward(l, out);
+  }
+}
+
+// out = W_down (silu(W_gate h) * W_up h) of the normed input h (h_ffn);
+// GELU for silu in the families that have it. With out null
+// (recomputation for backward) it stops after the activation.
+template <typename T>
+void Transformer<T>::dense_ffn_forward(int64_t l, T* out) {
+  const int64_t BT = batch_ * seq_len_, F = cfg_.d_ff;
   auto& a = layer_acts_[size_t(l)];
   project(l, kFfnGate, a.gate, a.h_ffn, OpProfile::kGateUp);
   project(l, kFfnUp, a.up, a.h_ffn, OpProfile::kGateUp);
   with_pointer(a.act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.gate, a.up, BT * F); });
   charge_time_to(OpProfile::kSwiglu);
-  if (!x_out) return;
-  if (post_norms()) {  // x_out = x_mid + rmsnorm(act W_down^T)
-    project(l, kFfnDown, a.ffn_proj, a.act, OpProfile::kDown);
-    post_norm_forward(x_out, a.rstd_ffn_post, a.ffn_proj, w_.layers[size_t(l)].ffn_post_norm);
-  } else {
-    project(l, kFfnDown, x_out, a.act, OpProfile::kDown);
-  }
-  residual_forward(x_out, x_out, x_mid, BT * C);
-  charge_time_to(OpProfile::kResidual);
+  if (!out) return;
+  project(l, kFfnDown, out, a.act, OpProfile::kDown);
 }
 
 template <typename T>
@@ -402,20 +407,20 @@ void Transformer<T>::embed_and_blocks(const int32_t* inputs, const int32_t* doc_
   inputs_ = inputs;
   targets_ = nullptr;
   phase_ = OpProfile::kForward;
-  charge_block(-1, OpProfile::kMixerHalf);  // even after a pass an exception cut short
+  charge_block(-1, kMixerHalf);  // even after a pass an exception cut short
   if (profile_) last_charge_s_ = now_seconds();
   if (bf16_) refresh_bf16_shadow();
   embed(inputs);
   std::fill(expert_picks_.begin(), expert_picks_.end(), 0.0);
   std::fill(expert_prob_sums_.begin(), expert_prob_sums_.end(), 0.0);
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-    auto& a = layer_acts_[size_t(l)];
-    charge_block(l, OpProfile::kMixerHalf);
-    mixer_forward(l, residual_[size_t(l)], a.x_mid);
-    charge_block(l, OpProfile::kFfnHalf);
-    ffn_block_forward(l, a.x_mid, residual_[size_t(l + 1)]);
+    T* x_mid = layer_acts_[size_t(l)].x_mid;
+    charge_block(l, kMixerHalf);
+    half_forward(l, kMixerHalf, residual_[size_t(l)], x_mid);
+    charge_block(l, kFfnHalf);
+    half_forward(l, kFfnHalf, x_mid, residual_[size_t(l + 1)]);
   }
-  charge_block(-1, OpProfile::kMixerHalf);
+  charge_block(-1, kMixerHalf);
   aux_loss_ = load_balancing_loss();
   with_pointer(h_final_, [&](auto* h) {
     rmsnorm_forward(h, rstd_final_, residual_.back(), w_.output_norm, batch_ * seq_len_, cfg_.d_model, T(cfg_.rms_eps));
@@ -631,48 +636,24 @@ void Transformer<T>::gate_backward(const T* gate, const T* up, int64_t n) {
 }
 
 template <typename T>
-void Transformer<T>::ffn_block_backward(int64_t l, T* d_res) {
+void Transformer<T>::dense_ffn_backward(int64_t l, T* d_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
-  const auto& w = w_.layers[size_t(l)];
-  const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  if (cfg_.has_experts()) {
-    experts_backward(l, d_res);
-    rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
-    return charge_time_to(OpProfile::kNorm);
-  }
-  // d_res is dL/d(x_out) and becomes dL/d(x_mid). d_down: dL/d(the down
-  // projection's output), through its post-norm where there is one (in
-  // d_normed_, free until the gate/up backward).
-  T* d_down = d_res;
-  if (post_norms()) {
-    post_norm_backward(d_normed_, g.ffn_post_norm, d_res, a.ffn_proj, w.ffn_post_norm, a.rstd_ffn_post);
-    d_down = d_normed_;
-  }
-  project_bwd(l, kFfnDown, d_act_, gemm_in(d_down, d_res_h_, BT * C), a.act, false, OpProfile::kDown);
+  project_bwd(l, kFfnDown, d_act_, gemm_in(d_out, d_res_h_, BT * C), a.act, false, OpProfile::kDown);
   gate_backward(a.gate, a.up, BT * F);
   charge_time_to(OpProfile::kSwiglu);
   project_bwd(l, kFfnGate, d_normed_, d_gate_, a.h_ffn, false, OpProfile::kGateUp);
   project_bwd(l, kFfnUp, d_normed_, d_up_, a.h_ffn, true, OpProfile::kGateUp);
-  rmsnorm_backward(d_res, g.ffn_norm, d_normed_, a.x_mid, w.ffn_norm, a.rstd_ffn, BT, C);
-  charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
-void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
+void Transformer<T>::attn_block_backward(int64_t l, T* d_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  // d_res is dL/d(x_mid); d_proj as d_down above
-  T* d_proj = d_res;
-  if (post_norms()) {
-    post_norm_backward(d_normed_, g.attn_post_norm, d_res, a.attn_proj, w.attn_post_norm, a.rstd_attn_post);
-    d_proj = d_normed_;
-  }
-  project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_proj, d_res_h_, BT * C), a.attn_out, false,
-              OpProfile::kAttnOutput);
+  project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_out, d_res_h_, BT * C), a.attn_out, false, OpProfile::kAttnOutput);
   auto attend_back = [&](const auto* o) {
     if constexpr (std::is_same_v<T, float>) {
       if (bf16_attention())
@@ -721,50 +702,67 @@ void Transformer<T>::attn_block_backward(int64_t l, T* d_res) {
 
 template <typename T>
 void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
-  auto& a = layer_acts_[size_t(l)];
+  T* x_mid = layer_acts_[size_t(l)].x_mid;
   if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
     phase_ = OpProfile::kRecompute;
-    charge_block(l, OpProfile::kMixerHalf);
-    mixer_forward(l, x_in, a.x_mid);
-    // A post-norm's backward needs the down projection's output, so the
-    // block runs to its end (into d_normed_, free until then).
-    charge_block(l, OpProfile::kFfnHalf);
-    ffn_block_forward(l, a.x_mid, post_norms() ? d_normed_ : nullptr);
+    charge_block(l, kMixerHalf);
+    half_forward(l, kMixerHalf, x_in, x_mid);
+    charge_block(l, kFfnHalf);
+    half_forward(l, kFfnHalf, x_mid, nullptr);
     phase_ = OpProfile::kBackward;
   }
-  charge_block(l, OpProfile::kFfnHalf);
-  ffn_block_backward(l, d_res);
-  charge_block(l, OpProfile::kMixerHalf);
+  charge_block(l, kFfnHalf);
+  half_backward(l, kFfnHalf, x_mid, d_res);
+  charge_block(l, kMixerHalf);
   if (opts_.recompute == Recompute::kAttn) {
     phase_ = OpProfile::kRecompute;
-    mixer_forward(l, x_in, nullptr);
+    half_forward(l, kMixerHalf, x_in, nullptr);
     phase_ = OpProfile::kBackward;
   }
-  mixer_backward(l, x_in, d_res);
+  half_backward(l, kMixerHalf, x_in, d_res);
 }
 
-// d_res is dL/d(x_mid) and becomes dL/d(x_in): the mixer's own backward
-// leaves dL/d(its normed input) in d_normed_, the input norm's adds to d_res.
+// Through the post norm (into d_normed_, free until the sublayer's
+// backward has read it), the sublayer, whose backward leaves dL/d(its
+// normed input) in d_normed_, and the input norm, which adds dL/d(x_in) to
+// d_res.
 template <typename T>
-void Transformer<T>::mixer_backward(int64_t l, const T* x_in, T* d_res) {
+void Transformer<T>::half_backward(int64_t l, BlockHalf half, const T* x_in, T* d_res) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
-  switch (cfg_.mixer(l)) {
-    case Config::Mixer::kAttention: attn_block_backward(l, d_res); break;
-    case Config::Mixer::kShortConv: conv_block_backward(l, d_res); break;
-    case Config::Mixer::kGatedDeltaNet: gdn_block_backward(l, d_res); break;
+  const HalfBlock& h = recipes_[size_t(l)].halves[half];
+  const auto& w = w_.layers[size_t(l)];
+  const auto& g = g_.layers[size_t(l)];
+  const auto& a = layer_acts_[size_t(l)];
+  T* d_out = d_res;
+  if (h.post_norm) {
+    post_norm_backward(d_normed_, g.post_norm[half], d_res, post_norm_input(a, half), w.post_norm[half],
+                       post_norm_rstd(a, half));
+    d_out = d_normed_;
   }
-  rmsnorm_backward(d_res, g_.layers[size_t(l)].attn_norm, d_normed_, x_in, w_.layers[size_t(l)].attn_norm,
-                   layer_acts_[size_t(l)].rstd_attn, BT, C);
+  sublayer_backward(l, h.sublayer, d_out);
+  rmsnorm_backward(d_res, g.norm[half], d_normed_, x_in, w.norm[half], half == kMixerHalf ? a.rstd_attn : a.rstd_ffn,
+                   BT, C);
   charge_time_to(OpProfile::kNorm);
 }
 
 template <typename T>
-void Transformer<T>::conv_block_backward(int64_t l, T* d_res) {
+void Transformer<T>::sublayer_backward(int64_t l, Sublayer s, T* d_out) {
+  switch (s) {
+    case Sublayer::kAttention: return attn_block_backward(l, d_out);
+    case Sublayer::kShortConv: return conv_block_backward(l, d_out);
+    case Sublayer::kGatedDeltaNet: return gdn_block_backward(l, d_out);
+    case Sublayer::kDenseFfn: return dense_ffn_backward(l, d_out);
+    case Sublayer::kExperts: return experts_backward(l, d_out);
+  }
+}
+
+template <typename T>
+void Transformer<T>::conv_block_backward(int64_t l, T* d_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   const auto& w = w_.layers[size_t(l)];
   const auto& g = g_.layers[size_t(l)];
   const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_res, d_res_h_, BT * C), a.conv_y, false, OpProfile::kAttnOutput);
+  project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_out, d_res_h_, BT * C), a.conv_y, false, OpProfile::kAttnOutput);
   short_conv_backward(d_bcx_, g.conv_kernel, d_conv_v_, d_conv_y_, a.bcx, a.conv_v, a.conv_u, w.conv_kernel,
                       conv_shape());
   charge_time_to(OpProfile::kShortConv);
@@ -777,7 +775,7 @@ void Transformer<T>::backward(T loss_scale) {
   check_threads();
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, V = cfg_.vocab;
   phase_ = OpProfile::kBackward;
-  charge_block(-1, OpProfile::kMixerHalf);
+  charge_block(-1, kMixerHalf);
   if (profile_) last_charge_s_ = now_seconds();
   loss_scale_ = loss_scale;  // the load-balancing loss's gradient scales with it
   // forward() left the head's gradients at unit loss scale; both are linear in it
@@ -792,7 +790,7 @@ void Transformer<T>::backward(T loss_scale) {
     if (on_layer_grads) on_layer_grads(l);
     if (profile_) last_charge_s_ = now_seconds();  // the hook's time is not the model's
   }
-  charge_block(-1, OpProfile::kMixerHalf);
+  charge_block(-1, kMixerHalf);
   if (cfg_.architecture().embedding_scale) scale_inplace(d_res_, embedding_scale(), BT * C);
   if (cfg_.donor_dim > 0)  // E is frozen: only the lens gets a gradient
     lens_.backward_base(nullptr, {d_res_, nullptr}, {x_donor_, nullptr}, BT, false);

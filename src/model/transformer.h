@@ -21,6 +21,7 @@
 #include "kernels/quant_linear.h"
 #include "kernels/short_conv.h"
 #include "kernels/tile_gemm_bf16.h"
+#include "model/block_recipe.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "nn/embedding.h"
@@ -84,7 +85,7 @@ struct OpProfile {
   // feed-forward half is the rest, that norm's backward included. The split
   // is the same for every kind, so blocks of different kinds (attention,
   // Gated DeltaNet, ...) compare inside one run by their mixer halves.
-  enum Half { kMixerHalf, kFfnHalf };
+  // Indexed by BlockHalf.
   std::vector<std::array<double, 2>> layer_seconds;
   static const char* name(int op);
 };
@@ -253,7 +254,6 @@ class Transformer {
   bool bf16_attention() const { return bf16_ && kernels::kNativeTileBf16 && cfg_.d_head() % 2 == 0; }
   bool rope_halves() const { return cfg_.architecture().rope == RopeLayout::kHalves; }
   bool qk_norm() const { return cfg_.architecture().qk_norm; }
-  bool post_norms() const { return cfg_.architecture().post_norms; }
   // Architecture::embedding_scale's factor: sqrt(d_model), rounded to T as llama.cpp's sqrtf.
   T embedding_scale() const { return T(std::sqrt(double(cfg_.d_model))); }
   // Layer l's attention: the global one, or the sliding window's.
@@ -307,45 +307,59 @@ class Transformer {
   void embed_and_blocks(const int32_t* inputs, const int32_t* doc_start);
   // Validates and keeps the batch's document starts for attention (both passes).
   void set_documents(const int32_t* doc_start);
-  // Layer l's mixer half: the input norm, the layer's mixer (attention or
-  // short convolution, Config::mixer), the residual add and the
-  // feed-forward norm of x_mid; with x_mid null (recomputation for
-  // backward) it stops before the mixer's output projection.
-  void mixer_forward(int64_t l, const T* x_in, T* x_mid);
-  void mixer_backward(int64_t l, const T* x_in, T* d_res);
-  // The mixers themselves, between the input norm (h_attn) and the residual
-  // add: forward writes the mixer's output to `out`; backward reads
-  // dL/d(out) from d_res and leaves dL/d(h_attn) in d_normed_.
+  // Half `half` of block l as its BlockRecipe says: x_out = x_in +
+  // post_norm(sublayer(norm(x_in))). The mixer half ends with the
+  // feed-forward half's input norm of x_out in the same pass, so the
+  // feed-forward half starts at its sublayer. With x_out null
+  // (recomputation for backward) the sublayer stops at what its backward
+  // reads, and a post norm runs again only where its buffers are shared by
+  // the blocks (Recompute::kAll).
+  void half_forward(int64_t l, BlockHalf half, const T* x_in, T* x_out);
+  // d_res is dL/d(x_out) of that half and becomes dL/d(x_in).
+  void half_backward(int64_t l, BlockHalf half, const T* x_in, T* d_res);
+  // The sublayers themselves, between a half's input norm (h_attn, h_ffn)
+  // and its post norm or residual add: forward writes the sublayer's output
+  // to `out` (null: stop at what backward reads); backward reads dL/d(out)
+  // from d_out and leaves dL/d(the normed input) in d_normed_.
+  void sublayer_forward(int64_t l, Sublayer s, T* out);
+  void sublayer_backward(int64_t l, Sublayer s, T* d_out);
   void attn_block_forward(int64_t l, T* out);
   void conv_block_forward(int64_t l, T* out);
   void gdn_block_forward(int64_t l, T* out);
-  void attn_block_backward(int64_t l, T* d_res);
-  void conv_block_backward(int64_t l, T* d_res);
-  void gdn_block_backward(int64_t l, T* d_res);
+  void attn_block_backward(int64_t l, T* d_out);
+  void conv_block_backward(int64_t l, T* d_out);
+  void gdn_block_backward(int64_t l, T* d_out);
+  // The post norm's input and its rstd for each half (Architecture::post_norms).
+  T* post_norm_input(const LayerActs<T>& a, BlockHalf half) const {
+    return half == kMixerHalf ? a.attn_proj : a.ffn_proj;
+  }
+  T* post_norm_rstd(const LayerActs<T>& a, BlockHalf half) const {
+    return half == kMixerHalf ? a.rstd_attn_post : a.rstd_ffn_post;
+  }
   // The backward of gated attention's two steps (model/family_ops.h's
   // split_query_gate and apply_output_gate): d(attn_out) becomes d(o) (in
   // place) and d(gate); d(q_raw) and d(gate) join into d_q_full_.
   void output_gate_backward(const LayerActs<T>& a);
   void join_query_gate_grad(const T* d_q);
-  void ffn_block_forward(int64_t l, const T* x_mid, T* x_out);
+  void dense_ffn_forward(int64_t l, T* out);
   // d_act_ (n values) through the gated activation of `gate` and `up` into
   // d_gate_ and d_up_ (their bf16 forms in bf16 training: they only feed GEMMs).
   void gate_backward(const T* gate, const T* up, int64_t n);
-  void ffn_block_backward(int64_t l, T* d_res);
-  // A mixture-of-experts layer's feed-forward (h_ffn in, x_out = x_mid +
-  // the experts' weighted sum; x_out null: stop before the sum) and its
-  // backward (d_res: dL/d(x_out); leaves dL/d(h_ffn) in d_normed_).
+  void dense_ffn_backward(int64_t l, T* d_out);
+  // A mixture-of-experts layer's feed-forward (h_ffn in, out = the
+  // experts' weighted sum; out null: stop before the sum) and its backward
+  // (d_out: dL/d(out); leaves dL/d(h_ffn) in d_normed_).
   kernels::RoutingShape routing_shape() const {
     return {batch_ * seq_len_, cfg_.n_experts, cfg_.n_experts_used, cfg_.architecture().renormalize_expert_weights};
   }
-  void experts_forward(int64_t l, const T* x_mid, T* x_out);
+  void experts_forward(int64_t l, T* out);
   // The shared expert of layer l: forward up to its gated output's parts
   // (shared_y, shared_logit); backward adds its share to d_normed_.
   void shared_expert_forward(int64_t l);
   void shared_expert_backward(int64_t l, const T* d_res);
   void refresh_bf16_shadow();  // wbf16_ from params_, before a forward
   T load_balancing_loss() const;  // aux_loss() from the picks and probabilities forward counted
-  void experts_backward(int64_t l, const T* d_res);
+  void experts_backward(int64_t l, const T* d_out);
   // Copies each pair's token row of h_ffn into moe_x_ in grouped order.
   void gather_expert_inputs(const LayerActs<T>& a);
   // Expert e's matrix m of layer l: a view of its slice of the stacked tensor.
@@ -421,6 +435,7 @@ class Transformer {
   std::vector<T*> residual_;  // n_layers + 1 of [BT, C]; [0] is the embedding
   T* x_donor_ = nullptr;  // [BT, donor_dim] donor rows of the inputs (warm start)
   std::vector<LayerActs<T>> layer_acts_;
+  std::vector<BlockRecipe> recipes_;  // per block
   T *rstd_final_, *lse_, *losses_;
   GemmIn<T> h_final_;
   T* logit_chunk_;  // [chunk_rows_, vocab]
@@ -471,8 +486,8 @@ class Transformer {
   OpProfile::Phase phase_ = OpProfile::kForward;
   // The block and half the time goes to; block -1: outside the blocks.
   int64_t profile_layer_ = -1;
-  OpProfile::Half profile_half_ = OpProfile::kMixerHalf;
-  void charge_block(int64_t l, OpProfile::Half h) {
+  BlockHalf profile_half_ = kMixerHalf;
+  void charge_block(int64_t l, BlockHalf h) {
     profile_layer_ = l;
     profile_half_ = h;
   }

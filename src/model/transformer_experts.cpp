@@ -49,7 +49,7 @@ void Transformer<T>::expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, in
 }
 
 template <typename T>
-void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
+void Transformer<T>::experts_forward(int64_t l, T* out) {
   const RoutingShape s = routing_shape();
   const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = s.n_used, E = s.n_experts;
   auto& a = layer_acts_[size_t(l)];
@@ -83,11 +83,11 @@ void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
   charge_time_to(OpProfile::kDown);
   const bool shared = cfg_.has_shared_expert();
   if (shared) shared_expert_forward(l);
-  if (!x_out) return;
+  if (!out) return;
 #pragma omp parallel for schedule(static) if (s.rows * C >= kMinParallelWork)
   for (int64_t t = 0; t < s.rows; ++t) {
-    // the experts' sum in slot order, the gated shared expert, then the
-    // residual, as llama.cpp adds them
+    // the experts' sum in slot order, then the gated shared expert, as
+    // llama.cpp adds them (the residual follows, half_forward)
     const T* w = a.moe_weights + t * k;
     const int32_t* row = a.moe_groups.row_of + t * k;
     const T gate = shared ? T(1) / (T(1) + std::exp(-a.shared_logit[t])) : T(0);
@@ -95,10 +95,10 @@ void Transformer<T>::experts_forward(int64_t l, const T* x_mid, T* x_out) {
       T sum = T(0);
       for (int64_t j = 0; j < k; ++j) sum += w[j] * a.moe_y[int64_t(row[j]) * C + c];
       if (shared) sum += a.shared_y[t * C + c] * gate;
-      x_out[t * C + c] = x_mid[t * C + c] + sum;
+      out[t * C + c] = sum;
     }
   }
-  charge_time_to(OpProfile::kResidual);
+  charge_time_to(OpProfile::kDown);
 }
 
 // y = down(silu(gate h) * up h) and the logit of its gate, g . h: the
@@ -125,7 +125,7 @@ void Transformer<T>::shared_expert_forward(int64_t l) {
   charge_time_to(OpProfile::kGateUp);
 }
 
-// d_res: dL/d(x_out). Adds dL/d(h_ffn) of both the gated expert and its
+// d_res: dL/d(the feed-forward output). Adds dL/d(h_ffn) of both the gated expert and its
 // gate's logit to d_normed_.
 template <typename T>
 void Transformer<T>::shared_expert_backward(int64_t l, const T* d_res) {
@@ -162,7 +162,7 @@ void Transformer<T>::shared_expert_backward(int64_t l, const T* d_res) {
 }
 
 template <typename T>
-void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
+void Transformer<T>::experts_backward(int64_t l, const T* d_out) {
   const RoutingShape s = routing_shape();
   const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = s.n_used, E = s.n_experts;
   const auto& a = layer_acts_[size_t(l)];
@@ -172,7 +172,7 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
 #pragma omp parallel for schedule(static) if (s.pairs() * C >= kMinParallelWork)
   for (int64_t i = 0; i < s.pairs(); ++i) {
     const int64_t r = a.moe_groups.row_of[i];
-    const T *dx = d_res + (i / k) * C, *y = a.moe_y + r * C;
+    const T *dx = d_out + (i / k) * C, *y = a.moe_y + r * C;
     T* dy = d_moe_rows_ + r * C;
     T dot = T(0);
     for (int64_t c = 0; c < C; ++c) {
@@ -221,7 +221,7 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_res) {
   charge_time_to(OpProfile::kGateUp);
   const GemmIn<T> d_logits = gemm_in(d_moe_logits_, d_moe_rows_h_, s.rows * E);
   project_bwd(l, kFfnGateInp, d_normed_, d_logits, a.h_ffn, true, OpProfile::kGateUp);
-  if (cfg_.has_shared_expert()) shared_expert_backward(l, d_res);
+  if (cfg_.has_shared_expert()) shared_expert_backward(l, d_out);
 }
 
 template void Transformer<float>::gather_expert_inputs(const LayerActs<float>&);
@@ -231,7 +231,7 @@ template void Transformer<float>::expert_project(int64_t, int64_t, ExpertMatrix,
                                                  const GemmIn<float>&);
 template void Transformer<float>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, float*,
                                                      const GemmIn<float>&, const GemmIn<float>&, bool);
-template void Transformer<float>::experts_forward(int64_t, const float*, float*);
+template void Transformer<float>::experts_forward(int64_t, float*);
 template void Transformer<float>::experts_backward(int64_t, const float*);
 template void Transformer<double>::gather_expert_inputs(const LayerActs<double>&);
 template void Transformer<double>::shared_expert_forward(int64_t);
@@ -240,7 +240,7 @@ template void Transformer<double>::expert_project(int64_t, int64_t, ExpertMatrix
                                                   const GemmIn<double>&);
 template void Transformer<double>::expert_project_bwd(int64_t, int64_t, ExpertMatrix, int64_t, double*,
                                                       const GemmIn<double>&, const GemmIn<double>&, bool);
-template void Transformer<double>::experts_forward(int64_t, const double*, double*);
+template void Transformer<double>::experts_forward(int64_t, double*);
 template void Transformer<double>::experts_backward(int64_t, const double*);
 
 }  // namespace ggtrain::model
