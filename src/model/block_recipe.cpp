@@ -1,5 +1,10 @@
 #include "model/block_recipe.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
 #include "model/config.h"
 
 namespace ggtrain::model {
@@ -44,13 +49,44 @@ std::vector<BlockRecipe> block_recipes(const Config& c) {
   return out;
 }
 
-std::string describe(const BlockRecipe& r) {
-  std::string out;
-  for (const HalfBlock& h : r.halves) {
-    if (!out.empty()) out += " + ";
-    out += sublayer_name(h.sublayer);
-    if (h.post_norm) out += ", post-normed";
+namespace {
+std::string describe_layer(const Config& c, int64_t l) {
+  const BlockRecipe r = block_recipe(c, l);
+  std::string out = sublayer_name(r.mixer().sublayer);
+  if (r.mixer().sublayer == Sublayer::kAttention) {
+    if (!c.uses_rope(l)) out += " (no RoPE)";
+    if (c.is_local_layer(l)) out += fmt::format(" (sliding window {})", c.sliding_window);
   }
+  if (r.mixer().post_norm) out += ", post-normed";
+  out += std::string(" + ") + sublayer_name(r.feed_forward().sublayer);
+  if (r.feed_forward().post_norm) out += ", post-normed";
+  return out;
+}
+
+// "0, 2-3" of ascending layer indices
+std::string layer_ranges(const std::vector<int64_t>& layers) {
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += j == i ? fmt::format("{}", layers[i]) : fmt::format("{}-{}", layers[i], layers[j]);
+    i = j + 1;
+  }
+  return out;
+}
+}  // namespace
+
+std::string describe_layers(const Config& c) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> kinds;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string what = describe_layer(c, l);
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == what; });
+    if (it == kinds.end()) kinds.push_back({what, {l}});
+    else it->second.push_back(l);
+  }
+  std::string out;
+  for (const auto& [what, layers] : kinds) out += layer_ranges(layers) + ": " + what + "\n";
   return out;
 }
 

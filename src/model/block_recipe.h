@@ -38,7 +38,10 @@ struct BlockRecipe {
 
 BlockRecipe block_recipe(const Config& c, int64_t l);
 std::vector<BlockRecipe> block_recipes(const Config& c);  // one per layer
-// "gated_deltanet + dense_ffn"; with a post norm: "attention, post-normed + ..."
-std::string describe(const BlockRecipe& r);
+// Every layer of c grouped by what it runs, a line each in the order the
+// kinds first appear: "0, 2-3: gated_deltanet + dense_ffn"; attention
+// layers without RoPE or with a sliding window say so ("3: attention (no
+// RoPE) + dense_ffn"). For `ggtrain inspect`.
+std::string describe_layers(const Config& c);
 
 }  // namespace ggtrain::model

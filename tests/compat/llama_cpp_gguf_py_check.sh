@@ -19,6 +19,9 @@
 #             feed_forward_length 160 unused), 3 a token, stacked in the
 #             converter's order, heads of 32 where d_model / n_heads is 16,
 #             an untied head; Qwen3's vocabulary under "qwen2".
+# Read: `ggtrain inspect` lists each layer as the file's per-layer keys
+# make it (qwen35: attention where the recurrent-layer list says, not where
+# the interval would put it).
 # Against llama.cpp (tests/node/llama_cpp.mjs):
 #   1. ggtrain tokenizes 300 Genesis verses to llama.cpp's ids;
 #   2. its logits on a 60-token prompt equal llama.cpp's (1e-4, median 1e-5);
@@ -52,17 +55,21 @@ attention=attn_q,attn_k,attn_v,attn_output
 case $ARCH in
   lfm2)
     vocab=llama3_1 control=(--reverse-rows shortconv.conv) what="the kernels' taps reversed"
-    targets=$attention,ffn_gate,ffn_up,ffn_down,shortconv.in_proj,shortconv.out_proj ;;
+    targets=$attention,ffn_gate,ffn_up,ffn_down,shortconv.in_proj,shortconv.out_proj
+    layers=("0, 2-3: short_conv + dense_ffn" "1, 4: attention + dense_ffn") ;;
   qwen35)
     vocab=qwen3 control=(--reverse-rows ssm_conv1d) what="the kernels' taps reversed"
-    targets=$attention,ffn_gate,ffn_up,ffn_down,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out ;;
+    targets=$attention,ffn_gate,ffn_up,ffn_down,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out
+    layers=("0, 2-3: gated_deltanet + dense_ffn" "1, 4: attention + dense_ffn") ;;
   qwen35moe)
     vocab=qwen3 control=(--reverse-rows ssm_conv1d) what="the kernels' taps reversed"
     targets=$attention,attn_qkv,attn_gate,ssm_beta,ssm_alpha,ssm_out,ffn_gate_inp,ffn_gate_exps,ffn_up_exps
-    targets+=,ffn_down_exps,ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp ;;
+    targets+=,ffn_down_exps,ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp
+    layers=("0, 2-3: gated_deltanet + experts" "1, 4: attention + experts") ;;
   qwen3moe)
     vocab=qwen3 control=(--set-u32 qwen3moe.expert_used_count=2) what="2 experts a token where the file says 3"
-    targets=$attention,ffn_gate_inp,ffn_gate_exps,ffn_up_exps,ffn_down_exps ;;
+    targets=$attention,ffn_gate_inp,ffn_gate_exps,ffn_up_exps,ffn_down_exps
+    layers=("0-2: attention + experts") ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 command -v bible >/dev/null || fail "'bible' is missing; install bible-kjv"
@@ -77,6 +84,14 @@ use_gguf_py
 bible -f Gen1:1-Gen50:26 </dev/null | sed 's/^[^ ]* //' >corpus.txt
 M=$ARCH.gguf
 "$PY" "$HERE/compat/make_${ARCH}_gguf.py" "$TOKENIZER" "$M"
+
+# Read: the layers' kinds.
+summary=$("$GGTRAIN" inspect "$M" | sed -n '/^layers, as ggtrain runs them:$/,$p')
+[[ $(grep -c '' <<<"$summary") == $((${#layers[@]} + 1)) ]] || { echo "$summary"; fail "inspect lists other layers"; }
+for line in "${layers[@]}"; do
+  grep -qxF "$line" <<<"$summary" || { echo "$summary"; fail "inspect does not list '$line'"; }
+done
+echo "layers: ${layers[*]}"
 
 # 1. Tokenizer.
 head -n 300 corpus.txt >lines.txt
