@@ -22,15 +22,6 @@
 
 namespace ggtrain::infer {
 
-namespace {
-// The layers that keep keys and values: the attention ones.
-std::vector<bool> attending_layers(const model::Config& c) {
-  std::vector<bool> out;
-  for (int64_t l = 0; l < c.n_layers; ++l) out.push_back(c.mixer(l) == model::Config::Mixer::kAttention);
-  return out;
-}
-}  // namespace
-
 Decoder::Decoder(const gguf::GgufFile& f, int64_t n_ctx, kernels::CacheType cache)
     : cfg_(model::config_from_gguf(f)),
       n_ctx_(n_ctx > 0 ? n_ctx : cfg_.ctx),
@@ -193,14 +184,19 @@ void Decoder::build(Matrix matrix, Vector vec, Expert expert) {
 }
 
 Decoder::Sequence Decoder::make_sequence() const {
-  Sequence q{KvCache(cache_type_, attending_layers(cfg_), n_ctx_, decode_shape())};
+  // each mixer's state: keys and values for attention, the convolution's
+  // history, the Gated DeltaNet's recurrent and convolution states
+  std::vector<bool> attending;
+  for (const Layer& L : layers_) attending.push_back(L.recipe.mixer().sublayer == model::Sublayer::kAttention);
+  Sequence q{KvCache(cache_type_, attending, n_ctx_, decode_shape())};
   const kernels::GdnShape s = gdn_shape();
   for (int64_t l = 0; l < cfg_.n_layers; ++l) {
-    if (cfg_.mixer(l) == model::Config::Mixer::kShortConv) {
+    const model::Sublayer mixer = layers_[size_t(l)].recipe.mixer().sublayer;
+    if (mixer == model::Sublayer::kShortConv) {
       q.conv_history.resize(size_t(cfg_.n_layers));
       q.conv_history[size_t(l)].resize(size_t(n_ctx_ * cfg_.d_model));
     }
-    if (cfg_.mixer(l) == model::Config::Mixer::kGatedDeltaNet) {
+    if (mixer == model::Sublayer::kGatedDeltaNet) {
       q.gdn_state.resize(size_t(cfg_.n_layers));
       q.gdn_conv_state.resize(size_t(cfg_.n_layers));
       q.gdn_state[size_t(l)].assign(size_t(s.n_v_heads * s.d * s.d), 0.0f);

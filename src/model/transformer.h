@@ -275,8 +275,8 @@ class Transformer {
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part);
   void plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a);
   Mixers mixers_of(int64_t l) const {
-    const Config::Mixer m = cfg_.mixer(l);
-    return {m == Config::Mixer::kAttention, m == Config::Mixer::kShortConv, m == Config::Mixer::kGatedDeltaNet};
+    const Sublayer m = recipes_[size_t(l)].mixer().sublayer;
+    return {m == Sublayer::kAttention, m == Sublayer::kShortConv, m == Sublayer::kGatedDeltaNet};
   }
   // The mixers some layer has (the shared recomputation buffers serve all).
   Mixers model_mixers() const {
