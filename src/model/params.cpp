@@ -307,14 +307,15 @@ ModelWeights<T> ModelWeights<T>::bind(const ParamLayout& layout, const Config& c
       lw.norm[size_t(h)] = n(recipe.halves[size_t(h)].norm);
       if (recipe.halves[size_t(h)].post_norm) lw.post_norm[size_t(h)] = n(recipe.halves[size_t(h)].post_norm);
     }
-    if (c.mixer(l) == Config::Mixer::kGatedDeltaNet) {
+    const Sublayer mixer = recipe.mixer().sublayer;
+    if (mixer == Sublayer::kGatedDeltaNet) {
       lw.ssm_conv = n("ssm_conv1d");
       lw.ssm_dt = at(block_tensor_name(l, "ssm_dt", "bias"));
       lw.ssm_a = at(ssm_a_name(l));
       lw.ssm_norm = n("ssm_norm");
     }
-    const bool conv = c.mixer(l) != Config::Mixer::kAttention;  // no attention tensors
-    if (c.mixer(l) == Config::Mixer::kShortConv) lw.conv_kernel = n(kShortConvKernel);
+    const bool conv = mixer != Sublayer::kAttention;  // no attention tensors
+    if (mixer == Sublayer::kShortConv) lw.conv_kernel = n(kShortConvKernel);
     if (!conv && c.architecture().qkv_bias) {
       lw.bq = at(block_tensor_name(l, "attn_q", "bias"));
       lw.bk = at(block_tensor_name(l, "attn_k", "bias"));
