@@ -90,4 +90,25 @@ std::string describe_layers(const Config& c) {
   return out;
 }
 
+std::string window_past_context(const Config& c, int64_t window) {
+  if (window <= c.ctx) return "";
+  std::vector<int64_t> attention, recurrent;
+  bool rotary = false;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (c.is_recurrent_layer(l)) {
+      recurrent.push_back(l);
+      continue;
+    }
+    attention.push_back(l);
+    rotary = rotary || c.uses_rope(l);
+  }
+  std::string out = fmt::format(
+      "the {} layers ({}) carry their state without positions, but the attention layers ({}) attend over all {} "
+      "tokens",
+      sublayer_name(mixer_sublayer(c.architecture().recurrent_mixer)), layer_ranges(recurrent), layer_ranges(attention),
+      window);
+  if (rotary) out += fmt::format(", at rotary positions up to {}, past the model's context of {}", window - 1, c.ctx);
+  return out;
+}
+
 }  // namespace ggtrain::model

@@ -44,4 +44,12 @@ std::vector<BlockRecipe> block_recipes(const Config& c);  // one per layer
 // RoPE) + dense_ffn"). For `ggtrain inspect`.
 std::string describe_layers(const Config& c);
 
+// A window longer than c.ctx is refused for a model whose every mixer is
+// attention: past ctx its positions are ones the model was not built for.
+// Recurrent mixers (short_conv, gated_deltanet) have no positional limit,
+// so a model with any (Config::has_recurrent_layers) is allowed the
+// window; this says what its attention layers then do ("" when the
+// window fits).
+std::string window_past_context(const Config& c, int64_t window);
+
 }  // namespace ggtrain::model

@@ -65,7 +65,8 @@ Transformer<T>::Transformer(const Config& cfg, int64_t batch, int64_t seq_len, c
   bf16_ = opts_.precision == Precision::kBf16;
   if (bf16_ && !std::is_same_v<T, float>) fail("model: bf16 precision needs a float model");
   if (batch_ <= 0 || seq_len_ <= 0) fail("model: batch {} and seq_len {} must be positive", batch_, seq_len_);
-  if (seq_len_ > cfg_.ctx) fail("model: seq_len {} exceeds the context length {}", seq_len_, cfg_.ctx);
+  if (seq_len_ > cfg_.ctx && !cfg_.has_recurrent_layers())
+    fail("model: seq_len {} exceeds the context length {}", seq_len_, cfg_.ctx);
   attn_shape_ = {batch_, seq_len_, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
   doc_start_.resize(size_t(batch_ * seq_len_));
   if (opts_.attn_tile_rows > 0) attn_shape_.tile_rows = opts_.attn_tile_rows;

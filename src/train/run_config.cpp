@@ -54,7 +54,8 @@ model::Config RunConfig::model_config(int64_t vocab) const {
 
 namespace {
 
-// train.steps, batch, seq_len (within model.ctx), grad_accum, eval_batches.
+// train.steps, batch, seq_len (within model.ctx where every layer attends),
+// grad_accum, eval_batches.
 void check_steps_and_shapes(const RunConfig& c) {
   const auto& train = c.train;
   const auto& model = c.model;
@@ -71,7 +72,9 @@ void check_steps_and_shapes(const RunConfig& c) {
   positive(train.seq_len, "train.seq_len");
   positive(train.grad_accum, "train.grad_accum");
   positive(train.eval_batches, "train.eval_batches");
-  if (train.seq_len > model.ctx) fail("config: train.seq_len {} exceeds model.ctx {}", train.seq_len, model.ctx);
+  if (train.seq_len > model.ctx && !c.model_config(1).has_recurrent_layers())
+    fail("config: train.seq_len {} exceeds model.ctx {}; every layer of {} attends, so lower train.seq_len{}",
+         train.seq_len, model.ctx, model.arch, c.init.from.empty() ? " or raise model.ctx" : "");
 }
 
 // init.from / init.donor / train.lora and the tokenizer they bring.

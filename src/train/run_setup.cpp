@@ -11,6 +11,7 @@
 #include "convert/quantize.h"
 #include "eval/choice_score.h"
 #include "kernels/gemm_bf16.h"
+#include "model/block_recipe.h"
 #include "model/freeze.h"
 #include "model/quantized_base.h"
 #include "quant/recipe.h"
@@ -227,6 +228,12 @@ void Run::report_plan() const {
                "3 epochs would be train.steps={}\n",
                t.steps, epochs,
                std::max<int64_t>(1, int64_t(std::ceil(3.0 * double(train_tokens) / double(per_step)))));
+  const int64_t ctx = c_.model.ctx;
+  if (const std::string past = model::window_past_context(c_.model_config(1), t.seq_len); !past.empty())
+    fmt::print(stderr, "warning: train.seq_len {} exceeds model.ctx {}: {}; the checkpoints say context_length {}{}\n",
+               t.seq_len, ctx, past, ctx,
+               c_.init.from.empty() ? fmt::format(" (model.ctx={} makes them say the length trained)", t.seq_len)
+                                    : " as init.from's file does");
   fmt::print(stderr, "learning rate: {} warmup steps to {:.3g}, {} to {:.3g}\n", t.warmup_steps, t.lr_max,
              option_name(t.schedule), t.schedule == optim::ScheduleKind::Constant ? t.lr_max : t.end_lr());
   if (t.warmup_steps >= t.steps)

@@ -45,14 +45,16 @@ void qwen35_layers(model::Config& c) {
   c.rope_dim = 8;
 }
 
-// T tokens (gemma3: local layers with a window of `window`).
+// T tokens (gemma3: local layers with a window of `window`), in a model of
+// context `ctx` (0: at least T).
 void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const std::string& arch = "llama",
-                                            int64_t head_dim = 0, int64_t T = 40, int64_t window = 11) {
+                                            int64_t head_dim = 0, int64_t T = 40, int64_t window = 11,
+                                            int64_t ctx = 0) {
   TempDir tmp;
   auto c = small_model_config(tied, n_kv_heads);
   c.arch = arch;
   c.head_dim = head_dim;
-  c.ctx = std::max(c.ctx, T);
+  c.ctx = ctx > 0 ? ctx : std::max(c.ctx, T);
   if (arch == "smollm3") c.n_layers = 5;  // layer 3 without RoPE, 4 with it again
   if (arch == "lfm2") {  // convolution layers 0 and 2 of 4 taps (LFM2's are 3), attention 1 and 3
     c.n_layers = 4;
@@ -82,7 +84,8 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
   m.forward(toks.data(), nullptr);
 
   gguf::GgufFile f(tmp / "m.gguf");
-  infer::Decoder batch(f);
+  const int64_t n_ctx = std::max(c.ctx, T);
+  infer::Decoder batch(f, n_ctx);
   batch.eval(toks.data(), T, true);
   EXPECT_TRUE(within_rel_to_max(compare(batch.logits(), m.logits(), size_t(T * V)), 1e-5)) << "batch logits";
 
@@ -94,7 +97,7 @@ void check_decoder_matches_training_forward(bool tied, int64_t n_kv_heads, const
   // 0.5-5.5e-6; limits 1e-5, and 2e-5 and 3e-5 for the two with DeltaNet
   // layers (about 2x their worst).
   const double step_limit = arch == "qwen35moe" ? 3e-5 : arch == "qwen35" ? 2e-5 : 1e-5;
-  infer::Decoder step(f);
+  infer::Decoder step(f, n_ctx);
   step.eval(toks.data(), 7, false);
   EXPECT_TRUE(within_rel_to_max(compare(step.logits(), m.logits() + 6 * V, size_t(V)), 1e-5)) << "prompt logits";
   for (int64_t i = 7; i < T; ++i) {
@@ -155,6 +158,15 @@ TEST(Decoder, MatchesTrainingForwardLfm2) { check_decoder_matches_training_forwa
 // checkpoints (every 64) and ends inside a chunk; the decoder's recurrent
 // form, as one prompt and token by token, must follow it.
 TEST(Decoder, MatchesTrainingForwardQwen35) { check_decoder_matches_training_forward(false, 2, "qwen35", 0, 150); }
+// A window past the model's context (100 of 48): the recurrent families
+// train it (their attention layers at rotary positions past 48), and the
+// decoder given that much room must compute the same.
+TEST(Decoder, MatchesTrainingForwardPastTheContextQwen35) {
+  check_decoder_matches_training_forward(false, 2, "qwen35", 0, 100, 11, 48);
+}
+TEST(Decoder, MatchesTrainingForwardPastTheContextLfm2) {
+  check_decoder_matches_training_forward(true, 2, "lfm2", 0, 100, 11, 48);
+}
 
 // 300 positions: the decoder routes a prompt in chunks of 256 tokens, each
 // grouped by expert; one token at a time it runs 1-row products of the 3

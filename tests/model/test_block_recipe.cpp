@@ -12,8 +12,10 @@
 
 #include "model/block_recipe.h"
 #include "model/config.h"
+#include "model/transformer.h"
 #include "support/family_shapes.h"
 #include "support/random_model.h"
+#include "util/error.h"
 
 using namespace ggtrain;
 
@@ -73,4 +75,30 @@ TEST(BlockRecipe, EveryFamilyRunsTheSublayersLlamaCppBuilds) {
       EXPECT_STREQ(model::block_recipe(c, l).feed_forward().norm, e.ffn_norm) << "layer " << l;
     }
   }
+}
+
+// A window past the context is refused where every layer attends, allowed
+// where some layers are recurrent, with what the attention layers then do.
+TEST(BlockRecipe, AWindowPastTheContextNeedsARecurrentMixer) {
+  for (const Expected& e : kExpected) {
+    model::Config c = four_layers(e.arch);
+    c.ctx = 24;
+    const std::string a = e.arch;
+    const bool recurrent = a == "lfm2" || a == "qwen35" || a == "qwen35moe";
+    EXPECT_EQ(c.has_recurrent_layers(), recurrent) << a;
+    EXPECT_EQ(model::window_past_context(c, 24), "") << a;
+    if (recurrent) EXPECT_NO_THROW(model::Transformer<float>(c, 1, 40)) << a;
+    else EXPECT_THROW(model::Transformer<float>(c, 1, 40), Error) << a;
+  }
+  model::Config q = four_layers("qwen35");
+  q.ctx = 24;
+  EXPECT_EQ(model::window_past_context(q, 40),
+            "the gated_deltanet layers (0, 2-3) carry their state without positions, but the attention layers (1) "
+            "attend over all 40 tokens, at rotary positions up to 39, past the model's context of 24");
+  model::Config l = four_layers("lfm2");
+  l.ctx = 24;
+  l.attention_layers = "0,3";
+  EXPECT_EQ(model::window_past_context(l, 25),
+            "the short_conv layers (1-2) carry their state without positions, but the attention layers (0, 3) attend "
+            "over all 25 tokens, at rotary positions up to 24, past the model's context of 24");
 }
