@@ -8,6 +8,7 @@
 
 #include "cli/threads_option.h"
 #include "gguf/ollama_store.h"
+#include "model/block_recipe.h"
 #include "util/error.h"
 #include "util/utf8.h"
 
@@ -71,11 +72,12 @@ InferenceModel::InferenceModel(const InferenceOptions& o)
       decoder(file, context_of(o, file), infer::cache_type_from_name(o.cache_type)),
       tokenizer(tokenizer::Tokenizer::from_gguf(file)) {
   apply_lora_options(o.lora, decoder, tokenizer);
-  if (o.ctx > decoder.config().ctx)  // llama.cpp warns the same way
+  const model::Config& c = decoder.config();
+  if (o.ctx > c.ctx)  // llama.cpp warns the same way
     fmt::print(stderr,
-               "warning: -c {} is longer than the {} tokens {} was trained for ({}); "
-               "expect worse text past {}\n",
-               o.ctx, decoder.config().ctx, o.model, decoder.config().key("context_length"), decoder.config().ctx);
+               "warning: -c {} is longer than the {} tokens {} was trained for ({}){}; expect worse text past {}\n",
+               o.ctx, c.ctx, o.model, c.key("context_length"),
+               c.has_recurrent_layers() ? ": " + model::window_past_context(c, o.ctx) : "", c.ctx);
 }
 
 }  // namespace ggtrain::cli

@@ -1070,6 +1070,13 @@ std::vector<Case> cases() {
                },
                {"train.seq_len 96 exceeds model.ctx 64", "gated_deltanet layers (0)", "attention layers (1)"},
                0});
+  c.push_back(
+      {"generate_past_context_hybrid",
+       "`ggtrain generate -c 100` on a qwen35 model of context 64 (allowed, as llama.cpp allows it; the "
+       "warning says what the attention layers do)",
+       [](Env& e) { return A{e.bin(), "generate", "-m", qwen35_checkpoint(e), "-p", "The", "-n", "2", "-c", "100"}; },
+       {"-c 100 is longer than the 64 tokens", "gated_deltanet layers (0)", "attention layers (1)"},
+       0});
   c.push_back({"heads_not_divisible",
                "`model.n_kv_heads` not dividing `model.n_heads`",
                [](Env& e) { return e.fresh({"model.n_kv_heads=3"}); },
