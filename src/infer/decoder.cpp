@@ -8,10 +8,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
-#include "kernels/expert_routing.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
-#include "kernels/short_conv.h"
 #include "model/checkpoint.h"
 #include "model/family_ops.h"
 #include "model/params.h"
@@ -278,127 +275,10 @@ void Decoder::add_lora(const model::LoraAdapter& adapter_in, double user_scale) 
   }
 }
 
-kernels::AttnShape Decoder::flash_shape(int64_t n) const {
-  return {1, n, cfg_.n_heads, cfg_.n_kv_heads, cfg_.d_head()};
-}
-
-// Causal attention of a segment's queries against its sequence's cache. A
-// prompt into an empty cache is the training forward's causal attention:
-// its tiled flash kernel, over this batch's keys and values (already
-// rounded as the cache holds them). Otherwise (decode, or a prompt after a
-// kept prefix) the cache's own kernel.
-// A local layer sees the last sliding_window positions: the flash kernel
-// through per-position first keys, the cache's through its window.
-void Decoder::attention(int64_t l, const Segment& s, float* scratch, int64_t threads) {
-  const bool local = cfg_.is_local_layer(l);
-  const int64_t qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
-  float* out = att_out_.data() + s.row * qd;
-  const float* q = q_.data() + s.row * qd;
-  if (s.pos == 0 && s.n >= kFlashPrompt) {
-    kernels::AttnShape shape = flash_shape(s.n);
-    if (local) shape.doc_start = window_start_.data();
-    kernels::attention_forward(out, lse_.data() + s.row * cfg_.n_heads, flash_scratch_.data(), q,
-                               k_.data() + s.row * kvd, v_.data() + s.row * kvd, shape);
-    return;
-  }
-  kernels::attention_decode(out, q, seqs_[size_t(s.seq)].cache.layer(l), decode_shape(local ? cfg_.sliding_window : 0),
-                            s.pos, s.n, scratch, threads);
-}
-
 void Decoder::add_post_normed(const std::vector<float>& norm, int64_t n) {
   const int64_t C = cfg_.d_model;
   kernels::rmsnorm_forward(tmp_.data(), rstd_.data(), tmp_.data(), norm.data(), n, C, float(cfg_.rms_eps));
   kernels::residual_forward(x_.data(), x_.data(), tmp_.data(), n * C);
-}
-
-void Decoder::attention_mixer(int64_t l, int64_t n) {
-  const Layer& L = layers_[size_t(l)];
-  const int64_t hd = cfg_.d_head(), qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
-  const float eps = float(cfg_.rms_eps);
-  const bool halves = cfg_.architecture().rope == model::RopeLayout::kHalves;
-  const bool local = cfg_.is_local_layer(l);
-  const int64_t n_rot = cfg_.n_rot();
-  const bool gated = cfg_.architecture().attn_output_gate;
-  if (gated) {  // attn_q yields per head [query | gate]
-    project(L.wq, h_.data(), q_full_.data(), n);
-    model::split_query_gate(q_.data(), attn_gate_.data(), q_full_.data(), n * cfg_.n_heads, hd);
-  } else {
-    project(L.wq, h_.data(), q_.data(), n);
-  }
-  project(L.wk, h_.data(), k_.data(), n);
-  project(L.wv, h_.data(), v_.data(), n);
-  if (!L.bq.empty()) {
-    kernels::bias_forward(q_.data(), L.bq.data(), n, cfg_.q_dim());
-    kernels::bias_forward(k_.data(), L.bk.data(), n, cfg_.kv_dim());
-    kernels::bias_forward(v_.data(), L.bv.data(), n, cfg_.kv_dim());
-  }
-  if (!L.attn_q_norm.empty()) {  // each head's row (or each token's whole row) normed on its own, in place
-    const int64_t qn = cfg_.q_norm_dim(), kn = cfg_.k_norm_dim();
-    const int64_t hq = n * cfg_.q_dim() / qn, hk = n * cfg_.kv_dim() / kn;
-    kernels::rmsnorm_forward(q_.data(), head_rstd_.data(), q_.data(), L.attn_q_norm.data(), hq, qn, eps);
-    kernels::rmsnorm_forward(k_.data(), head_rstd_.data(), k_.data(), L.attn_k_norm.data(), hk, kn, eps);
-  }
-  for (const Segment& s : segments_) {
-    float *q = q_.data() + s.row * qd, *k = k_.data() + s.row * kvd, *v = v_.data() + s.row * kvd;
-    if (cfg_.uses_rope(l)) {
-      const float* cs = (local ? rope_cos_local_ : rope_cos_).data() + s.pos * n_rot / 2;
-      const float* sn = (local ? rope_sin_local_ : rope_sin_).data() + s.pos * n_rot / 2;
-      kernels::rope_forward(q, cs, sn, 1, s.n, cfg_.n_heads, hd, halves, n_rot);
-      kernels::rope_forward(k, cs, sn, 1, s.n, cfg_.n_kv_heads, hd, halves, n_rot);
-    }
-    seqs_[size_t(s.seq)].cache.store(l, k, v, s.pos, s.n);
-  }
-  if (segments_.size() == 1) {
-    attention(l, segments_[0], decode_scratch_.data(), threads_);
-  } else {  // one token of each sequence: a thread per sequence
-    const int64_t per_thread = int64_t(batch_scratch_.size()) / threads_;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(int(threads_))
-    for (size_t j = 0; j < segments_.size(); ++j)
-      attention(l, segments_[j], batch_scratch_.data() + omp_get_thread_num() * per_thread, 1);
-  }
-  if (gated) model::apply_output_gate(att_out_.data(), att_out_.data(), attn_gate_.data(), n * cfg_.q_dim());
-  project(L.wo, att_out_.data(), tmp_.data(), n);
-}
-
-// The convolution reads the taps - 1 positions before each new one from the
-// layer's history (zeros before position 0), as llama.cpp's conv state.
-void Decoder::conv_mixer(int64_t l, int64_t n) {
-  const Layer& L = layers_[size_t(l)];
-  const int64_t C = cfg_.d_model;
-  project(L.conv_in, h_.data(), bcx_.data(), n);
-  for (const Segment& s : segments_) {
-    const kernels::ShortConvShape shape{1, s.pos + s.n, C, cfg_.shortconv_l_cache, nullptr, s.pos};
-    float* no_v = nullptr;  // y goes to h_, free once in_proj has read it
-    kernels::short_conv_forward(h_.data() + s.row * C, no_v, seqs_[size_t(s.seq)].conv_history[size_t(l)].data(),
-                                bcx_.data() + s.row * 3 * C, L.conv_kernel.data(), shape);
-  }
-  project(L.conv_out, h_.data(), tmp_.data(), n);
-}
-
-// The convolution reads the taps - 1 positions before each new one: the
-// sequence's conv state, then the segment's rows, in one window. Row r's
-// inputs sit at window row kept + r, so a segment's conv state goes just
-// before its first row, over rows of the segment before it, which is done
-// by then (segments run in order).
-void Decoder::gdn_mixer(int64_t l, int64_t n) {
-  const Layer& L = layers_[size_t(l)];
-  const kernels::GdnShape s = gdn_shape();
-  const int64_t CD = s.conv_dim(), VD = s.value_dim(), H = s.n_v_heads, kept = s.taps - 1;
-  project(L.gdn_qkv, h_.data(), gdn_window_.data() + kept * CD, n);
-  project(L.gdn_gate, h_.data(), gdn_z_.data(), n);
-  project(L.ssm_beta, h_.data(), gdn_b_.data(), n);
-  project(L.ssm_alpha, h_.data(), gdn_alpha_.data(), n);
-  for (const Segment& g : segments_) {
-    Sequence& q = seqs_[size_t(g.seq)];
-    std::vector<float>& conv_state = q.gdn_conv_state[size_t(l)];
-    float* window = gdn_window_.data() + g.row * CD;
-    std::copy(conv_state.begin(), conv_state.end(), window);
-    kernels::gdn_decode(gdn_y_.data() + g.row * VD, q.gdn_state[size_t(l)].data(), window, gdn_z_.data() + g.row * VD,
-                        gdn_b_.data() + g.row * H, gdn_alpha_.data() + g.row * H, L.ssm_conv.data(), L.ssm_dt.data(),
-                        L.ssm_a.data(), L.ssm_norm.data(), s, kept, g.n);
-    std::copy_n(window + g.n * CD, kept * CD, conv_state.begin());
-  }
-  project(L.ssm_out, gdn_y_.data(), tmp_.data(), n);
 }
 
 void Decoder::sublayer(int64_t l, model::Sublayer s, int64_t n) {
@@ -411,102 +291,11 @@ void Decoder::sublayer(int64_t l, model::Sublayer s, int64_t n) {
   }
 }
 
-void Decoder::experts(int64_t l, int64_t n) {
-  const int64_t C = cfg_.d_model;
-  for (int64_t t = 0; t < n; t += kExpertChunk)
-    experts_chunk(l, h_.data() + t * C, tmp_.data() + t * C, std::min(kExpertChunk, n - t));
-}
-
-void Decoder::dense_ffn(int64_t l, int64_t n) {
-  const Layer& L = layers_[size_t(l)];
-  project(L.w_gate, h_.data(), gate_.data(), n);
-  project(L.w_up, h_.data(), up_.data(), n);
-  model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate_.data(), gate_.data(), up_.data(), n * cfg_.d_ff);
-  project(L.w_down, gate_.data(), tmp_.data(), n);
-}
-
-// As the training forward (model/transformer_experts.cpp): route, group the
-// (token, slot) pairs by expert, one product per expert over its rows, then
-// each token's weighted sum in slot order.
-void Decoder::experts_chunk(int64_t l, const float* h, float* out, int64_t n) {
-  const Layer& L = layers_[size_t(l)];
-  const int64_t C = cfg_.d_model, F = cfg_.expert_ff(), k = cfg_.n_experts_used;
-  const kernels::RoutingShape s{n, cfg_.n_experts, k, cfg_.architecture().renormalize_expert_weights};
-  project(L.router, const_cast<float*>(h), moe_probs_.data(), n);
-  kernels::route_forward(moe_probs_.data(), moe_chosen_.data(), moe_weights_.data(), s);
-  const kernels::ExpertGroups g{moe_offsets_.data(), moe_row_of_.data()};
-  kernels::group_by_expert(g, moe_chosen_.data(), s);
-  for (int64_t i = 0; i < s.pairs(); ++i) std::copy_n(h + (i / k) * C, C, moe_x_.data() + int64_t(g.row_of[i]) * C);
-  for (int64_t e = 0; e < cfg_.n_experts; ++e) {
-    const int64_t first = g.offsets[e], rows = g.offsets[e + 1] - first;
-    if (rows == 0) continue;  // its weights are not read
-    float* x = moe_x_.data() + first * C;
-    float *gate = moe_gate_.data() + first * F, *up = moe_up_.data() + first * F;
-    project(L.experts[model::kExpGate][size_t(e)], x, gate, rows);
-    project(L.experts[model::kExpUp][size_t(e)], x, up, rows);
-    model::ffn_gate_forward(cfg_.architecture().ffn_activation, gate, gate, up, rows * F);
-    project(L.experts[model::kExpDown][size_t(e)], gate, moe_y_.data() + first * C, rows);
-  }
-  const bool shared = cfg_.has_shared_expert();
-  if (shared) {  // every token's shared expert
-    const int64_t FS = cfg_.shared_ff();
-    project(L.shared_gate, const_cast<float*>(h), shared_gate_.data(), n);
-    project(L.shared_up, const_cast<float*>(h), shared_up_.data(), n);
-    model::ffn_gate_forward(cfg_.architecture().ffn_activation, shared_gate_.data(), shared_gate_.data(),
-                            shared_up_.data(), n * FS);
-    project(L.shared_down, shared_gate_.data(), shared_y_.data(), n);
-  }
-  if (shared && observer_) observe(&L.shared_expert_gate, h, n, C);  // llama.cpp's [C] x 1 product
-  for (int64_t t = 0; t < n; ++t) {
-    const float* w = moe_weights_.data() + t * k;
-    const int32_t* row = g.row_of + t * k;
-    float gate = 0.0f;  // sigmoid(g . h), the shared expert's share
-    if (shared) {
-      float dot = 0.0f;
-      for (int64_t c = 0; c < C; ++c) dot += h[t * C + c] * L.shared_expert_gate[size_t(c)];
-      gate = 1.0f / (1.0f + std::exp(-dot));
-    }
-    for (int64_t c = 0; c < C; ++c) {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += w[j] * moe_y_[size_t(int64_t(row[j]) * C + c)];
-      if (shared) sum += shared_y_[size_t(t * C + c)] * gate;
-      out[t * C + c] = sum;
-    }
-  }
-}
-
 void Decoder::truncate(int64_t pos) {
   pos = pos < 0 ? 0 : pos;
   seqs_[0].cache.truncate(pos);
   // a state saved past the cut has seen tokens the cache no longer holds
   while (!snapshots_.empty() && snapshots_.back().position > pos) snapshots_.pop_back();
-}
-
-void Decoder::restore_recurrent_state() {
-  Sequence& q = seqs_[0];
-  if (q.gdn_state.empty() || q.gdn_position == position()) return;
-  const std::vector<int32_t> kept = q.cache.tokens();
-  // truncate() left only snapshots at or before the kept prefix
-  const Snapshot* s = snapshots_.empty() ? nullptr : &snapshots_.back();
-  const int64_t from = s ? s->position : 0;
-  q.cache.truncate(from);
-  if (s) {
-    q.gdn_state = s->state;
-    q.gdn_conv_state = s->conv_state;
-  } else {
-    for (auto& st : q.gdn_state) std::fill(st.begin(), st.end(), 0.0f);
-    for (auto& st : q.gdn_conv_state) std::fill(st.begin(), st.end(), 0.0f);
-  }
-  q.gdn_position = from;
-  if (int64_t(kept.size()) > from) eval(kept.data() + from, int64_t(kept.size()) - from, false);
-}
-
-void Decoder::save_snapshot() {
-  const Sequence& q = seqs_[0];
-  if (q.gdn_state.empty()) return;
-  if (!snapshots_.empty() && snapshots_.back().position == q.gdn_position) snapshots_.pop_back();
-  if (snapshots_.size() == kSnapshots) snapshots_.erase(snapshots_.begin());
-  snapshots_.push_back({q.gdn_position, q.gdn_state, q.gdn_conv_state});
 }
 
 void Decoder::observe_matrix_inputs(std::function<void(const MatrixInput&)> observer) {

@@ -133,7 +133,9 @@ class Decoder {
   template <typename Matrix, typename Vector, typename Expert>
   void build(Matrix matrix, Vector vec, Expert expert);
   // Layer l's sublayer `s` (its recipe's mixer or feed-forward) on the n
-  // normed rows in h_, its output in tmp_.
+  // normed rows in h_, its output in tmp_. Each kind's step is in
+  // decoder_<kind>.cpp (attention, short_conv, gated_deltanet, dense_ffn,
+  // experts), as the training passes' are in model/transformer_<kind>.cpp.
   void sublayer(int64_t l, model::Sublayer s, int64_t n);
   // The feed-forwards: the dense one, or the router's experts (chunks of
   // kExpertChunk tokens grouped by expert, so each expert multiplies its

@@ -8,7 +8,8 @@
 // one. The training passes (model/transformer.cpp) with their
 // recomputation, and the decoder (infer/decoder.cpp), walk this recipe; a
 // new kind of sublayer is a forward, a backward and a decode step, each
-// reached from one switch.
+// reached from one switch (its training passes in
+// model/transformer_<kind>.cpp, its decode step in infer/decoder_<kind>.cpp).
 #include <array>
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // The operations whose form an architecture row chooses, shared by the
-// training passes (model/transformer.cpp) and the decoder (infer/decoder.cpp).
+// training passes (model/transformer*.cpp) and the decoder (infer/decoder*.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

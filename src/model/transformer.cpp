@@ -199,140 +199,6 @@ void Transformer<T>::post_norm_backward(T* d_proj, T* dw, const T* d_out, const 
   charge_time_to(OpProfile::kNorm);
 }
 
-// out = Wo attn(rope(Wq h), rope(Wk h), Wv h) of the normed input h
-// (h_attn). With out null (recomputation for backward) it stops after
-// attention.
-template <typename T>
-void Transformer<T>::attn_block_forward(int64_t l, T* out) {
-  const int64_t BT = batch_ * seq_len_;
-  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
-  const auto& w = w_.layers[size_t(l)];
-  auto& a = layer_acts_[size_t(l)];
-  if (gated_attention()) {  // attn_q yields the queries and the output gate
-    project(l, kAttnQ, a.q_full, a.h_attn, OpProfile::kQkv);
-    split_query_gate(qk_norm() ? a.q_raw : a.q, a.attn_gate, a.q_full, BT * cfg_.n_heads, hd);
-  } else {
-    project(l, kAttnQ, qk_norm() ? a.q_raw : a.q, a.h_attn, OpProfile::kQkv);
-  }
-  project(l, kAttnK, qk_norm() ? a.k_raw : a.k, a.h_attn, OpProfile::kQkv);
-  project(l, kAttnV, a.v, a.h_attn, OpProfile::kQkv);
-  if (w.bq) {  // Architecture::qkv_bias
-    bias_forward(qk_norm() ? a.q_raw : a.q, w.bq, BT, QD);
-    bias_forward(qk_norm() ? a.k_raw : a.k, w.bk, BT, KD);
-    bias_forward(a.v, w.bv, BT, KD);
-  }
-  if (qk_norm()) {  // each head's row of d_head normed on its own (or each token's whole row)
-    const int64_t qn = cfg_.q_norm_dim(), kn = cfg_.k_norm_dim();
-    rmsnorm_forward(a.q, a.rstd_q, a.q_raw, w.attn_q_norm, BT * QD / qn, qn, T(cfg_.rms_eps));
-    rmsnorm_forward(a.k, a.rstd_k, a.k_raw, w.attn_k_norm, BT * KD / kn, kn, T(cfg_.rms_eps));
-    charge_time_to(OpProfile::kNorm);
-  }
-  if (cfg_.uses_rope(l)) {
-    const int64_t n_rot = cfg_.n_rot();
-    rope_forward(a.q, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves(), n_rot);
-    rope_forward(a.k, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves(), n_rot);
-    charge_time_to(OpProfile::kRope);
-  }
-  auto attend = [&](auto* o) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (bf16_attention()) return attention_forward_bf16(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
-    }
-    attention_forward(o, a.lse, attn_scratch_, a.q, a.k, a.v, attn_shape(l));
-  };
-  if (gated_attention()) {
-    attend(a.attn_o);
-    with_pointer(a.attn_out, [&](auto* out) { apply_output_gate(out, a.attn_o, a.attn_gate, BT * QD); });
-  } else {
-    with_pointer(a.attn_out, attend);
-  }
-  charge_time_to(OpProfile::kAttention);
-  if (!out) return;
-  project(l, kAttnOutput, out, a.attn_out, OpProfile::kAttnOutput);
-}
-
-// out = out_proj(c * conv(b * x)), (b | c | x) = in_proj(h) of the normed
-// input h (kernels/short_conv.h); with out null it stops before out_proj.
-template <typename T>
-void Transformer<T>::conv_block_forward(int64_t l, T* out) {
-  const auto& w = w_.layers[size_t(l)];
-  auto& a = layer_acts_[size_t(l)];
-  project(l, kConvInProj, a.bcx, a.h_attn, OpProfile::kQkv);
-  with_pointer(a.conv_y,
-               [&](auto* y) { short_conv_forward(y, a.conv_v, a.conv_u, a.bcx, w.conv_kernel, conv_shape()); });
-  charge_time_to(OpProfile::kShortConv);
-  if (!out) return;
-  project(l, kConvOutProj, out, a.conv_y, OpProfile::kAttnOutput);
-}
-
-// d_attn_out_ holds d(attn_out); it becomes d(o), and d(gate) goes to d_attn_gate_.
-template <typename T>
-void Transformer<T>::output_gate_backward(const LayerActs<T>& a) {
-  const int64_t n = batch_ * seq_len_ * cfg_.q_dim();
-#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const T sig = T(1) / (T(1) + std::exp(-a.attn_gate[i]));
-    d_attn_gate_[i] = d_attn_out_[i] * a.attn_o[i] * sig * (T(1) - sig);
-    d_attn_out_[i] *= sig;
-  }
-}
-
-template <typename T>
-void Transformer<T>::join_query_gate_grad(const T* d_q) {
-  const int64_t rows = batch_ * seq_len_ * cfg_.n_heads, hd = cfg_.d_head();
-#pragma omp parallel for schedule(static) if (rows * hd >= kMinParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy(d_q + r * hd, d_q + (r + 1) * hd, d_q_full_ + 2 * r * hd);
-    std::copy(d_attn_gate_ + r * hd, d_attn_gate_ + (r + 1) * hd, d_q_full_ + (2 * r + 1) * hd);
-  }
-}
-
-// out = ssm_out(gated_deltanet(attn_qkv h, attn_gate h, ssm_beta h,
-// ssm_alpha h)) of the normed input h (kernels/gated_deltanet.h); with out
-// null it stops before ssm_out.
-template <typename T>
-void Transformer<T>::gdn_block_forward(int64_t l, T* out) {
-  const auto& w = w_.layers[size_t(l)];
-  auto& a = layer_acts_[size_t(l)];
-  project(l, kGdnQkv, a.gdn_u, a.h_attn, OpProfile::kQkv);
-  project(l, kGdnGate, a.gdn_z, a.h_attn, OpProfile::kQkv);
-  project(l, kSsmBeta, a.gdn_b, a.h_attn, OpProfile::kQkv);
-  project(l, kSsmAlpha, a.gdn_alpha, a.h_attn, OpProfile::kQkv);
-  with_pointer(a.gdn_y, [&](auto* y) {
-    gdn_forward(y, a.gdn, kernels::gdn_scratch(gdn_scratch_, gdn_shape()), a.gdn_u, a.gdn_z, a.gdn_b, a.gdn_alpha,
-                w.ssm_conv, w.ssm_dt, w.ssm_a, w.ssm_norm, gdn_shape());
-  });
-  charge_time_to(OpProfile::kGatedDeltaNet);
-  if (!out) return;
-  project(l, kSsmOut, out, a.gdn_y, OpProfile::kAttnOutput);
-}
-
-template <typename T>
-void Transformer<T>::gdn_block_backward(int64_t l, T* d_out) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
-  const kernels::GdnShape s = gdn_shape();
-  const auto& w = w_.layers[size_t(l)];
-  const auto& g = g_.layers[size_t(l)];
-  const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kSsmOut, d_gdn_y_, gemm_in(d_out, d_res_h_, BT * C), a.gdn_y, false, OpProfile::kAttnOutput);
-  gdn_backward(d_gdn_u_, d_gdn_z_, d_gdn_b_, d_gdn_alpha_, g.ssm_conv, g.ssm_dt, g.ssm_a, g.ssm_norm, d_gdn_y_, a.gdn,
-               kernels::gdn_scratch(gdn_scratch_, s), a.gdn_u, a.gdn_z, a.gdn_alpha, w.ssm_conv, w.ssm_dt, w.ssm_a,
-               w.ssm_norm, s);
-  charge_time_to(OpProfile::kGatedDeltaNet);
-  const struct {
-    BlockMatrix m;
-    T* d;
-    int64_t width;
-  } inputs[] = {{kGdnQkv, d_gdn_u_, s.conv_dim()},
-                {kGdnGate, d_gdn_z_, s.value_dim()},
-                {kSsmBeta, d_gdn_b_, s.n_v_heads},
-                {kSsmAlpha, d_gdn_alpha_, s.n_v_heads}};
-  bool first = true;
-  for (const auto& in : inputs) {  // one bf16 buffer: each GEMM reads its rounding before the next is made
-    project_bwd(l, in.m, d_normed_, gemm_in(in.d, d_gdn_h_, BT * in.width), a.h_attn, !first, OpProfile::kQkv);
-    first = false;
-  }
-}
-
 template <typename T>
 void Transformer<T>::half_forward(int64_t l, BlockHalf half, const T* x_in, T* x_out) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
@@ -370,21 +236,6 @@ void Transformer<T>::sublayer_forward(int64_t l, Sublayer s, T* out) {
     case Sublayer::kDenseFfn: return dense_ffn_forward(l, out);
     case Sublayer::kExperts: return experts_forward(l, out);
   }
-}
-
-// out = W_down (silu(W_gate h) * W_up h) of the normed input h (h_ffn);
-// GELU for silu in the families that have it. With out null
-// (recomputation for backward) it stops after the activation.
-template <typename T>
-void Transformer<T>::dense_ffn_forward(int64_t l, T* out) {
-  const int64_t BT = batch_ * seq_len_, F = cfg_.d_ff;
-  auto& a = layer_acts_[size_t(l)];
-  project(l, kFfnGate, a.gate, a.h_ffn, OpProfile::kGateUp);
-  project(l, kFfnUp, a.up, a.h_ffn, OpProfile::kGateUp);
-  with_pointer(a.act, [&](auto* act) { ffn_gate_forward(ffn_activation(), act, a.gate, a.up, BT * F); });
-  charge_time_to(OpProfile::kSwiglu);
-  if (!out) return;
-  project(l, kFfnDown, out, a.act, OpProfile::kDown);
 }
 
 template <typename T>
@@ -630,78 +481,6 @@ void Transformer<T>::zero_grad() {
 }
 
 template <typename T>
-void Transformer<T>::gate_backward(const T* gate, const T* up, int64_t n) {
-  if (d_gate_.bf16)  // bf16: d_gate and d_up only feed GEMMs
-    return ffn_gate_backward(ffn_activation(), d_gate_.bf16, d_up_.bf16, d_act_, gate, up, n);
-  ffn_gate_backward(ffn_activation(), d_gate_.fp32, d_up_.fp32, d_act_, gate, up, n);
-}
-
-template <typename T>
-void Transformer<T>::dense_ffn_backward(int64_t l, T* d_out) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
-  const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kFfnDown, d_act_, gemm_in(d_out, d_res_h_, BT * C), a.act, false, OpProfile::kDown);
-  gate_backward(a.gate, a.up, BT * F);
-  charge_time_to(OpProfile::kSwiglu);
-  project_bwd(l, kFfnGate, d_normed_, d_gate_, a.h_ffn, false, OpProfile::kGateUp);
-  project_bwd(l, kFfnUp, d_normed_, d_up_, a.h_ffn, true, OpProfile::kGateUp);
-}
-
-template <typename T>
-void Transformer<T>::attn_block_backward(int64_t l, T* d_out) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
-  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim(), hd = cfg_.d_head();
-  const auto& w = w_.layers[size_t(l)];
-  const auto& g = g_.layers[size_t(l)];
-  const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kAttnOutput, d_attn_out_, gemm_in(d_out, d_res_h_, BT * C), a.attn_out, false, OpProfile::kAttnOutput);
-  auto attend_back = [&](const auto* o) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (bf16_attention())
-        return attention_backward_bf16(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v,
-                                       attn_shape(l));
-    }
-    attention_backward(d_q_, d_k_, d_v_, attn_scratch_, d_attn_out_, o, a.lse, a.q, a.k, a.v, attn_shape(l));
-  };
-  if (gated_attention()) {
-    output_gate_backward(a);
-    attend_back(static_cast<const T*>(a.attn_o));
-  } else {
-    with_pointer(a.attn_out, attend_back);
-  }
-  charge_time_to(OpProfile::kAttention);
-  if (cfg_.uses_rope(l)) {
-    const int64_t n_rot = cfg_.n_rot();
-    rope_backward(d_q_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_heads, hd, rope_halves(), n_rot);
-    rope_backward(d_k_, rope_cos(l), rope_sin(l), batch_, seq_len_, cfg_.n_kv_heads, hd, rope_halves(), n_rot);
-    charge_time_to(OpProfile::kRope);
-  }
-  T *d_q_proj = d_q_, *d_k_proj = d_k_;  // the gradients of the projections' outputs
-  if (qk_norm()) {
-    std::fill(d_q_raw_, d_q_raw_ + BT * QD, T(0));
-    std::fill(d_k_raw_, d_k_raw_ + BT * KD, T(0));
-    const int64_t qn = cfg_.q_norm_dim(), kn = cfg_.k_norm_dim();
-    rmsnorm_backward(d_q_raw_, g.attn_q_norm, d_q_, a.q_raw, w.attn_q_norm, a.rstd_q, BT * QD / qn, qn);
-    rmsnorm_backward(d_k_raw_, g.attn_k_norm, d_k_, a.k_raw, w.attn_k_norm, a.rstd_k, BT * KD / kn, kn);
-    d_q_proj = d_q_raw_;
-    d_k_proj = d_k_raw_;
-    charge_time_to(OpProfile::kNorm);
-  }
-  if (g.bq) bias_backward(g.bq, d_q_proj, BT, QD);  // null: no bias, or frozen
-  if (g.bk) bias_backward(g.bk, d_k_proj, BT, KD);
-  if (g.bv) bias_backward(g.bv, d_v_, BT, KD);
-  if (gated_attention()) {  // attn_q's output was [query | gate] per head
-    join_query_gate_grad(d_q_proj);
-    d_q_proj = d_q_full_;
-  }
-  const GemmIn<T> dq = gemm_in(d_q_proj, d_q_h_, BT * cfg_.q_proj_dim()), dk = gemm_in(d_k_proj, d_k_h_, BT * KD),
-                  dv = gemm_in(d_v_, d_v_h_, BT * KD);
-  project_bwd(l, kAttnQ, d_normed_, dq, a.h_attn, false, OpProfile::kQkv);
-  project_bwd(l, kAttnK, d_normed_, dk, a.h_attn, true, OpProfile::kQkv);
-  project_bwd(l, kAttnV, d_normed_, dv, a.h_attn, true, OpProfile::kQkv);
-}
-
-template <typename T>
 void Transformer<T>::layer_backward(int64_t l, const T* x_in, T* d_res) {
   T* x_mid = layer_acts_[size_t(l)].x_mid;
   if (opts_.recompute == Recompute::kAll) {  // the whole block again, but its output
@@ -755,19 +534,6 @@ void Transformer<T>::sublayer_backward(int64_t l, Sublayer s, T* d_out) {
     case Sublayer::kDenseFfn: return dense_ffn_backward(l, d_out);
     case Sublayer::kExperts: return experts_backward(l, d_out);
   }
-}
-
-template <typename T>
-void Transformer<T>::conv_block_backward(int64_t l, T* d_out) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
-  const auto& w = w_.layers[size_t(l)];
-  const auto& g = g_.layers[size_t(l)];
-  const auto& a = layer_acts_[size_t(l)];
-  project_bwd(l, kConvOutProj, d_conv_y_, gemm_in(d_out, d_res_h_, BT * C), a.conv_y, false, OpProfile::kAttnOutput);
-  short_conv_backward(d_bcx_, g.conv_kernel, d_conv_v_, d_conv_y_, a.bcx, a.conv_v, a.conv_u, w.conv_kernel,
-                      conv_shape());
-  charge_time_to(OpProfile::kShortConv);
-  project_bwd(l, kConvInProj, d_normed_, gemm_in(d_bcx_, d_bcx_h_, BT * 3 * C), a.h_attn, false, OpProfile::kQkv);
 }
 
 template <typename T>

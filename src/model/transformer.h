@@ -273,7 +273,6 @@ class Transformer {
     bool any() const { return attention || short_conv || gated_deltanet; }
   };
   void plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part);
-  void plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a);
   Mixers mixers_of(int64_t l) const {
     const Sublayer m = recipes_[size_t(l)].mixer().sublayer;
     return {m == Sublayer::kAttention, m == Sublayer::kShortConv, m == Sublayer::kGatedDeltaNet};
@@ -323,12 +322,6 @@ class Transformer {
   // from d_out and leaves dL/d(the normed input) in d_normed_.
   void sublayer_forward(int64_t l, Sublayer s, T* out);
   void sublayer_backward(int64_t l, Sublayer s, T* d_out);
-  void attn_block_forward(int64_t l, T* out);
-  void conv_block_forward(int64_t l, T* out);
-  void gdn_block_forward(int64_t l, T* out);
-  void attn_block_backward(int64_t l, T* d_out);
-  void conv_block_backward(int64_t l, T* d_out);
-  void gdn_block_backward(int64_t l, T* d_out);
   // The post norm's input and its rstd for each half (Architecture::post_norms).
   T* post_norm_input(const LayerActs<T>& a, BlockHalf half) const {
     return half == kMixerHalf ? a.attn_proj : a.ffn_proj;
@@ -336,16 +329,36 @@ class Transformer {
   T* post_norm_rstd(const LayerActs<T>& a, BlockHalf half) const {
     return half == kMixerHalf ? a.rstd_attn_post : a.rstd_ffn_post;
   }
+  // Each sublayer kind's activations (plan_*_acts: what a layer keeps for
+  // its backward; plan_*_grads: the backward's buffers the layers share),
+  // forward and backward, in transformer_<kind>.cpp.
+  // Attention (transformer_attention.cpp):
+  void plan_attention_acts(BumpPlan<T>& p, LayerActs<T>& a);
+  void attn_block_forward(int64_t l, T* out);
+  void attn_block_backward(int64_t l, T* d_out);
   // The backward of gated attention's two steps (model/family_ops.h's
   // split_query_gate and apply_output_gate): d(attn_out) becomes d(o) (in
   // place) and d(gate); d(q_raw) and d(gate) join into d_q_full_.
   void output_gate_backward(const LayerActs<T>& a);
   void join_query_gate_grad(const T* d_q);
+  // LFM2's short convolution (transformer_short_conv.cpp):
+  void plan_conv_acts(BumpPlan<T>& p, LayerActs<T>& a);
+  void plan_conv_grads(BumpPlan<T>& p);
+  void conv_block_forward(int64_t l, T* out);
+  void conv_block_backward(int64_t l, T* d_out);
+  // Qwen3.5's Gated DeltaNet (transformer_gated_deltanet.cpp):
+  void plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a);
+  void plan_gdn_grads(BumpPlan<T>& p);
+  void gdn_block_forward(int64_t l, T* out);
+  void gdn_block_backward(int64_t l, T* d_out);
+  // The dense feed-forward (transformer_dense_ffn.cpp):
+  void plan_dense_ffn_acts(BumpPlan<T>& p, LayerActs<T>& a);
   void dense_ffn_forward(int64_t l, T* out);
   // d_act_ (n values) through the gated activation of `gate` and `up` into
   // d_gate_ and d_up_ (their bf16 forms in bf16 training: they only feed GEMMs).
   void gate_backward(const T* gate, const T* up, int64_t n);
   void dense_ffn_backward(int64_t l, T* d_out);
+  // The experts (transformer_experts.cpp):
   // A mixture-of-experts layer's feed-forward (h_ffn in, out = the
   // experts' weighted sum; out null: stop before the sum) and its backward
   // (d_out: dL/d(out); leaves dL/d(h_ffn) in d_normed_).

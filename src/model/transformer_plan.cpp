@@ -1,7 +1,8 @@
 // Transformer's memory, planned once at construction: every activation and
 // scratch buffer carved from one allocation (sized by a first pass of the
 // same plan), and the layers bound to their weights, gradients and scratch.
-// The passes themselves are in transformer.cpp.
+// The passes themselves are in transformer.cpp, each sublayer kind's (with
+// its own activations' plan) in transformer_<kind>.cpp.
 #include <algorithm>
 #include <type_traits>
 
@@ -130,30 +131,8 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
     a.h_attn = take_gemm_in(p, BT * C);
   }
   if (mixer_part.gated_deltanet) plan_gdn_acts(p, a);
-  if (mixer_part.short_conv) {
-    a.bcx = p.take(BT * 3 * C);
-    a.conv_u = p.take(BT * C);
-    a.conv_v = p.take(BT * C);
-    a.conv_y = take_gemm_in(p, BT * C);
-  }
-  if (mixer_part.attention) {
-    a.q = p.take(BT * QD);
-    a.k = p.take(BT * KD);
-    a.v = p.take(BT * KD);
-    a.lse = p.take(BT * cfg_.n_heads);
-    a.attn_out = take_gemm_in(p, BT * QD);
-    if (cfg_.architecture().qk_norm) {
-      a.q_raw = p.take(BT * QD);
-      a.k_raw = p.take(BT * KD);
-      a.rstd_q = p.take(BT * cfg_.n_heads);
-      a.rstd_k = p.take(BT * cfg_.n_kv_heads);
-    }
-    if (gated_attention()) {
-      a.q_full = p.take(BT * 2 * QD);
-      a.attn_gate = p.take(BT * QD);
-      a.attn_o = p.take(BT * QD);
-    }
-  }
+  if (mixer_part.short_conv) plan_conv_acts(p, a);
+  if (mixer_part.attention) plan_attention_acts(p, a);
   if (ffn_part) {
     a.x_mid = p.take(BT * C);
     a.rstd_ffn = p.take(BT);
@@ -161,9 +140,7 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
     if (cfg_.has_experts()) {
       plan_expert_acts(p, a);
     } else {
-      a.gate = p.take(BT * F);
-      a.up = p.take(BT * F);
-      a.act = take_gemm_in(p, BT * F);
+      plan_dense_ffn_acts(p, a);
     }
     if (cfg_.architecture().post_norms) {
       a.attn_proj = p.take(BT * C);
@@ -172,19 +149,6 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
       a.rstd_ffn_post = p.take(BT);
     }
   }
-}
-
-template <typename T>
-void Transformer<T>::plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a) {
-  const kernels::GdnShape s = gdn_shape();
-  const int64_t BT = s.rows(), CD = s.conv_dim(), VD = s.value_dim(), H = s.n_v_heads, HK = s.n_k_heads;
-  a.gdn_u = p.take(BT * CD);
-  a.gdn_z = p.take(BT * VD);
-  a.gdn_b = p.take(BT * H);
-  a.gdn_alpha = p.take(BT * H);
-  a.gdn = {p.take(BT * CD), p.take(BT * HK), p.take(BT * HK), p.take(BT * H),
-           p.take(BT * H),  p.take(BT * VD), p.take(BT * H),  p.take(s.rule().checkpoint_floats())};
-  a.gdn_y = take_gemm_in(p, BT * VD);
 }
 
 template <typename T>
@@ -291,16 +255,7 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
     d_lora_u_ = p.take(lora_rows * cfg_.lora.rank);
     if (bf16_) d_lora_u_h_ = take_gemm_in(p, lora_rows * cfg_.lora.rank).bf16;
   }
-  if (present.gated_deltanet) {
-    const kernels::GdnShape s = gdn_shape();
-    d_gdn_y_ = p.take(BT * s.value_dim());
-    d_gdn_z_ = p.take(BT * s.value_dim());
-    d_gdn_u_ = p.take(BT * s.conv_dim());
-    d_gdn_b_ = p.take(BT * s.n_v_heads);
-    d_gdn_alpha_ = p.take(BT * s.n_v_heads);
-    if (bf16_) d_gdn_h_ = take_gemm_in(p, BT * s.conv_dim()).bf16;
-    gdn_scratch_ = p.take(kernels::gdn_scratch_floats(s));
-  }
+  if (present.gated_deltanet) plan_gdn_grads(p);
   if (cfg_.has_experts()) {
     const kernels::RoutingShape s = routing_shape();
     moe_x_ = take_gemm_in(p, s.pairs() * C);
@@ -313,12 +268,7 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
       d_shared_logit_ = p.take(BT);
     }
   }
-  if (present.short_conv) {
-    d_bcx_ = p.take(BT * 3 * C);
-    d_conv_v_ = p.take(BT * C);
-    d_conv_y_ = p.take(BT * C);
-    if (bf16_) d_bcx_h_ = take_gemm_in(p, BT * 3 * C).bf16;
-  }
+  if (present.short_conv) plan_conv_grads(p);
 }
 
 // Explicit instantiations of the members defined here (the class itself is
@@ -327,14 +277,12 @@ template void Transformer<float>::size_band_scratch();
 template void Transformer<float>::bind_layers();
 template GemmIn<float> Transformer<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
 template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, Mixers, bool);
-template void Transformer<float>::plan_gdn_acts(BumpPlan<float>&, LayerActs<float>&);
 template void Transformer<float>::plan_expert_acts(BumpPlan<float>&, LayerActs<float>&);
 template void Transformer<float>::plan(BumpPlan<float>&);
 template void Transformer<double>::size_band_scratch();
 template void Transformer<double>::bind_layers();
 template GemmIn<double> Transformer<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
 template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, Mixers, bool);
-template void Transformer<double>::plan_gdn_acts(BumpPlan<double>&, LayerActs<double>&);
 template void Transformer<double>::plan_expert_acts(BumpPlan<double>&, LayerActs<double>&);
 template void Transformer<double>::plan(BumpPlan<double>&);
 
