@@ -330,8 +330,11 @@ class Transformer {
     return half == kMixerHalf ? a.rstd_attn_post : a.rstd_ffn_post;
   }
   // Each sublayer kind's activations (plan_*_acts: what a layer keeps for
-  // its backward; plan_*_grads: the backward's buffers the layers share),
-  // forward and backward, in transformer_<kind>.cpp.
+  // its backward; plan_*_grads: the buffers only that kind uses, shared by
+  // its layers: its gradients, and scratch both passes use), forward and
+  // backward, in transformer_<kind>.cpp. The
+  // backward buffers of attention and of both feed-forwards are planned in
+  // plan() itself (the experts reuse the dense feed-forward's).
   // Attention (transformer_attention.cpp):
   void plan_attention_acts(BumpPlan<T>& p, LayerActs<T>& a);
   void attn_block_forward(int64_t l, T* out);
@@ -383,6 +386,7 @@ class Transformer {
   void expert_project_bwd(int64_t l, int64_t e, ExpertMatrix m, int64_t n, T* din, const GemmIn<T>& dout,
                           const GemmIn<T>& in, bool accumulate);
   void plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a);
+  void plan_expert_grads(BumpPlan<T>& p);
   int32_t* take_ints(BumpPlan<T>& p, int64_t n) const {
     return reinterpret_cast<int32_t*>(p.take((n * 4 + int64_t(sizeof(T)) - 1) / int64_t(sizeof(T))));
   }

@@ -17,6 +17,45 @@ namespace ggtrain::model {
 
 using namespace ggtrain::kernels;
 
+// The activations an experts layer keeps, and the buffers all such layers
+// share: the grouped inputs and the routing's gradients (their gate/up/act
+// gradients are the dense feed-forward's, sized for k experts in plan()).
+template <typename T>
+void Transformer<T>::plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a) {
+  const kernels::RoutingShape s = routing_shape();
+  const int64_t pairs = s.pairs(), F = cfg_.expert_ff();
+  a.moe_probs = p.take(s.rows * s.n_experts);
+  a.moe_weights = p.take(pairs);
+  a.moe_chosen = take_ints(p, pairs);
+  a.moe_groups = {take_ints(p, s.n_experts + 1), take_ints(p, pairs)};
+  a.moe_gate = p.take(pairs * F);
+  a.moe_up = p.take(pairs * F);
+  a.moe_act = take_gemm_in(p, pairs * F);
+  a.moe_y = p.take(pairs * cfg_.d_model);
+  if (!cfg_.has_shared_expert()) return;
+  const int64_t FS = cfg_.shared_ff();
+  a.shared_gate = p.take(s.rows * FS);
+  a.shared_up = p.take(s.rows * FS);
+  a.shared_act = take_gemm_in(p, s.rows * FS);
+  a.shared_y = p.take(s.rows * cfg_.d_model);
+  a.shared_logit = p.take(s.rows);
+}
+
+template <typename T>
+void Transformer<T>::plan_expert_grads(BumpPlan<T>& p) {
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
+  const kernels::RoutingShape s = routing_shape();
+  moe_x_ = take_gemm_in(p, s.pairs() * C);
+  d_moe_rows_ = p.take(s.pairs() * C);
+  if (bf16_) d_moe_rows_h_ = take_gemm_in(p, std::max(s.pairs() * C, BT * s.n_experts)).bf16;  // d(rows), d(logits)
+  d_moe_weights_ = p.take(s.pairs());
+  d_moe_logits_ = p.take(BT * s.n_experts);
+  if (cfg_.has_shared_expert()) {
+    d_shared_y_ = p.take(BT * C);
+    d_shared_logit_ = p.take(BT);
+  }
+}
+
 template <typename T>
 void Transformer<T>::gather_expert_inputs(const LayerActs<T>& a) {
   const RoutingShape s = routing_shape();
@@ -224,6 +263,8 @@ void Transformer<T>::experts_backward(int64_t l, const T* d_out) {
   if (cfg_.has_shared_expert()) shared_expert_backward(l, d_out);
 }
 
+template void Transformer<float>::plan_expert_acts(BumpPlan<float>&, LayerActs<float>&);
+template void Transformer<float>::plan_expert_grads(BumpPlan<float>&);
 template void Transformer<float>::gather_expert_inputs(const LayerActs<float>&);
 template void Transformer<float>::shared_expert_forward(int64_t);
 template void Transformer<float>::shared_expert_backward(int64_t, const float*);
@@ -233,6 +274,8 @@ template void Transformer<float>::expert_project_bwd(int64_t, int64_t, ExpertMat
                                                      const GemmIn<float>&, const GemmIn<float>&, bool);
 template void Transformer<float>::experts_forward(int64_t, float*);
 template void Transformer<float>::experts_backward(int64_t, const float*);
+template void Transformer<double>::plan_expert_acts(BumpPlan<double>&, LayerActs<double>&);
+template void Transformer<double>::plan_expert_grads(BumpPlan<double>&);
 template void Transformer<double>::gather_expert_inputs(const LayerActs<double>&);
 template void Transformer<double>::shared_expert_forward(int64_t);
 template void Transformer<double>::shared_expert_backward(int64_t, const double*);

@@ -8,8 +8,8 @@ namespace ggtrain::model {
 
 using namespace ggtrain::kernels;
 
-// The activations a Gated DeltaNet layer keeps, and the backward's
-// buffers all such layers share.
+// The activations a Gated DeltaNet layer keeps, and the buffers all such
+// layers share: the gradients, and the rule's scratch both passes use.
 template <typename T>
 void Transformer<T>::plan_gdn_acts(BumpPlan<T>& p, LayerActs<T>& a) {
   const kernels::GdnShape s = gdn_shape();

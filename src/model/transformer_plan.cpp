@@ -124,8 +124,7 @@ GemmIn<T> Transformer<T>::take_gemm_in(BumpPlan<T>& p, int64_t n) const {
 // The activations of one block: the attention part and/or the feed-forward part.
 template <typename T>
 void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mixer_part, bool ffn_part) {
-  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model, F = cfg_.d_ff;
-  const int64_t QD = cfg_.q_dim(), KD = cfg_.kv_dim();
+  const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
   if (mixer_part.any()) {
     a.rstd_attn = p.take(BT);
     a.h_attn = take_gemm_in(p, BT * C);
@@ -149,27 +148,6 @@ void Transformer<T>::plan_layer_acts(BumpPlan<T>& p, LayerActs<T>& a, Mixers mix
       a.rstd_ffn_post = p.take(BT);
     }
   }
-}
-
-template <typename T>
-void Transformer<T>::plan_expert_acts(BumpPlan<T>& p, LayerActs<T>& a) {
-  const kernels::RoutingShape s = routing_shape();
-  const int64_t pairs = s.pairs(), F = cfg_.expert_ff();
-  a.moe_probs = p.take(s.rows * s.n_experts);
-  a.moe_weights = p.take(pairs);
-  a.moe_chosen = take_ints(p, pairs);
-  a.moe_groups = {take_ints(p, s.n_experts + 1), take_ints(p, pairs)};
-  a.moe_gate = p.take(pairs * F);
-  a.moe_up = p.take(pairs * F);
-  a.moe_act = take_gemm_in(p, pairs * F);
-  a.moe_y = p.take(pairs * cfg_.d_model);
-  if (!cfg_.has_shared_expert()) return;
-  const int64_t FS = cfg_.shared_ff();
-  a.shared_gate = p.take(s.rows * FS);
-  a.shared_up = p.take(s.rows * FS);
-  a.shared_act = take_gemm_in(p, s.rows * FS);
-  a.shared_y = p.take(s.rows * cfg_.d_model);
-  a.shared_logit = p.take(s.rows);
 }
 
 // Lays out every activation and scratch buffer. Called twice: to size the
@@ -256,18 +234,7 @@ void Transformer<T>::plan(BumpPlan<T>& p) {
     if (bf16_) d_lora_u_h_ = take_gemm_in(p, lora_rows * cfg_.lora.rank).bf16;
   }
   if (present.gated_deltanet) plan_gdn_grads(p);
-  if (cfg_.has_experts()) {
-    const kernels::RoutingShape s = routing_shape();
-    moe_x_ = take_gemm_in(p, s.pairs() * C);
-    d_moe_rows_ = p.take(s.pairs() * C);
-    if (bf16_) d_moe_rows_h_ = take_gemm_in(p, std::max(s.pairs() * C, BT * s.n_experts)).bf16;  // d(rows), d(logits)
-    d_moe_weights_ = p.take(s.pairs());
-    d_moe_logits_ = p.take(BT * s.n_experts);
-    if (cfg_.has_shared_expert()) {
-      d_shared_y_ = p.take(BT * C);
-      d_shared_logit_ = p.take(BT);
-    }
-  }
+  if (cfg_.has_experts()) plan_expert_grads(p);
   if (present.short_conv) plan_conv_grads(p);
 }
 
@@ -277,13 +244,11 @@ template void Transformer<float>::size_band_scratch();
 template void Transformer<float>::bind_layers();
 template GemmIn<float> Transformer<float>::take_gemm_in(BumpPlan<float>&, int64_t) const;
 template void Transformer<float>::plan_layer_acts(BumpPlan<float>&, LayerActs<float>&, Mixers, bool);
-template void Transformer<float>::plan_expert_acts(BumpPlan<float>&, LayerActs<float>&);
 template void Transformer<float>::plan(BumpPlan<float>&);
 template void Transformer<double>::size_band_scratch();
 template void Transformer<double>::bind_layers();
 template GemmIn<double> Transformer<double>::take_gemm_in(BumpPlan<double>&, int64_t) const;
 template void Transformer<double>::plan_layer_acts(BumpPlan<double>&, LayerActs<double>&, Mixers, bool);
-template void Transformer<double>::plan_expert_acts(BumpPlan<double>&, LayerActs<double>&);
 template void Transformer<double>::plan(BumpPlan<double>&);
 
 }  // namespace ggtrain::model

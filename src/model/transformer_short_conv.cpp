@@ -8,8 +8,8 @@ namespace ggtrain::model {
 
 using namespace ggtrain::kernels;
 
-// The activations a short-convolution layer keeps, and the backward's
-// buffers all such layers share.
+// The activations a short-convolution layer keeps, and the gradients all
+// such layers share.
 template <typename T>
 void Transformer<T>::plan_conv_acts(BumpPlan<T>& p, LayerActs<T>& a) {
   const int64_t BT = batch_ * seq_len_, C = cfg_.d_model;
